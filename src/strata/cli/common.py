@@ -1,0 +1,121 @@
+"""What every command shares: opening the repository, ``--json``, author options, output.
+
+This shell is the only layer that reads the environment. ``STRATA_AUTHOR``
+and ``STRATA_AUTHOR_KIND`` set the default author; ``STRATA_NOW`` (milliseconds
+since the epoch) freezes the clock and ``STRATA_SEED`` seeds event ids, so
+output is byte-stable in tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+if TYPE_CHECKING:
+    from strata.ledger.events import Author
+    from strata.repo import Repository
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+AUTHOR_KINDS = ("human", "agent", "llm", "system")
+
+
+@dataclass
+class State:
+    """Per-invocation settings shared by commands."""
+
+    debug: bool = False
+
+
+def json_option(func: F) -> F:
+    """The shared ``--json`` flag."""
+    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(
+        func
+    )
+
+
+def author_options(func: F) -> F:
+    """The shared ``--author`` / ``--author-kind`` options."""
+    func = click.option(
+        "--author-kind",
+        type=click.Choice(AUTHOR_KINDS),
+        default=None,
+        help="What made the change (default $STRATA_AUTHOR_KIND or human).",
+    )(func)
+    return click.option(
+        "--author", default=None, help="Who made the change (default $STRATA_AUTHOR or your login)."
+    )(func)
+
+
+def make_author(name: str | None, kind: str | None) -> Author:
+    """The author from options, then the environment."""
+    from strata.ledger.events import Author
+
+    name = name or os.environ.get("STRATA_AUTHOR") or os.environ.get("USER") or "unknown"
+    kind = kind or os.environ.get("STRATA_AUTHOR_KIND") or "human"
+    if kind not in AUTHOR_KINDS:
+        raise click.UsageError(f"STRATA_AUTHOR_KIND must be one of {', '.join(AUTHOR_KINDS)}")
+    return Author(name, kind)  # type: ignore[arg-type]
+
+
+def _injected() -> dict[str, Any]:
+    import random
+
+    kwargs: dict[str, Any] = {}
+    now = os.environ.get("STRATA_NOW")
+    if now:
+        try:
+            start = int(now)
+        except ValueError:
+            raise click.UsageError("STRATA_NOW must be milliseconds since the epoch") from None
+        ticks = iter(range(start, start + 10**9))
+        kwargs["clock"] = lambda: next(ticks)
+    seed = os.environ.get("STRATA_SEED")
+    if seed:
+        kwargs["rng"] = random.Random(seed)
+    return kwargs
+
+
+def open_repo(author: Author | None = None) -> Repository:
+    """The repository of the workspace containing the current folder."""
+    from strata.repo import Repository
+
+    return Repository.open(Path.cwd(), author=author or make_author(None, None), **_injected())
+
+
+def init_repo(path: str, store: str | None) -> tuple[Repository, bool]:
+    """Create or reopen a repository."""
+    from strata.layout import create_layout
+    from strata.repo import Repository
+
+    layout, created = create_layout(Path(path), store=Path(store) if store else None)
+    return Repository(layout, author=make_author(None, None), **_injected()), created
+
+
+def rel_path(repo: Repository, arg: str) -> str:
+    """A path typed by the user, relative to the current folder, as a workspace path."""
+    from strata.sandbox.paths import workspace_relative
+
+    return workspace_relative(arg, cwd=Path.cwd(), root=repo.root)
+
+
+def emit_json(value: Any) -> None:
+    """Print ``value`` as JSON on stdout."""
+    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+
+
+def warn(message: str) -> None:
+    """A warning on stderr."""
+    click.echo(click.style("warning: ", fg="yellow") + message, err=True)
+
+
+def short(text: str | None, width: int = 12) -> str:
+    """The shown prefix of an id."""
+    return (text or "-")[:width]

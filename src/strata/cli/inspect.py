@@ -1,0 +1,276 @@
+"""Commands that look: history, diff, status, show, export, cat and check."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo, rel_path, short, warn
+
+_LETTER = {
+    "added": "A",
+    "modified": "M",
+    "deleted": "D",
+    "renamed": "R",
+    "type_changed": "T",
+    "mode_changed": "M",
+}
+
+
+@click.command()
+@click.option(
+    "--file", "file_", metavar="PATH", help="Only events that changed PATH (a file or folder)."
+)
+@click.option("--author", help="Only events by this author name.")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most N events.")
+@json_option
+def history(file_: str | None, author: str | None, limit: int | None, as_json: bool) -> None:
+    """List recorded events, newest first.
+
+    \b
+    Example:
+      strata history --file src/app.py --limit 5
+    """
+    with open_repo() as repo:
+        path = rel_path(repo, file_) if file_ else None
+        events = repo.history(path=path, author=author, limit=limit)
+    if as_json:
+        emit_json([e.to_json() for e in events])
+        return
+    if not events:
+        click.echo("No events recorded yet." if not (path or author) else "No matching events.")
+        return
+    for e in events:
+        n = len(e.files)
+        what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
+        line = (
+            f"{click.style(short(e.id), fg='yellow')} {e.ts[:19].replace('T', ' ')} "
+            f"{e.action_type:<9} {e.author.name} ({e.author.kind})"
+        )
+        if what:
+            line += f"  {what}"
+        if e.rationale:
+            line += f"  {e.rationale}"
+        click.echo(line)
+
+
+@click.command()
+@click.argument("a")
+@click.argument("b", required=False)
+@click.option(
+    "--file", "files", multiple=True, metavar="PATH", help="Only these paths (repeatable)."
+)
+@click.option(
+    "--stat", is_flag=True, help="Per-file insertions and deletions instead of the patch."
+)
+@click.option("--name-only", is_flag=True, help="Only the changed paths.")
+@json_option
+def diff(
+    a: str, b: str | None, files: tuple[str, ...], stat: bool, name_only: bool, as_json: bool
+) -> None:
+    """Show what changed from A to B (default B: the working tree).
+
+    A and B are event ids, snapshot ids (or unique prefixes), HEAD or HEAD~N.
+    The patch is in git's format: 'git apply' accepts it, binary files
+    included.
+
+    \b
+    Example:
+      strata diff HEAD~1 HEAD --stat
+      strata diff HEAD > changes.patch && git apply --check changes.patch
+    """
+    with open_repo() as repo:
+        paths = [rel_path(repo, f) for f in files] or None
+        result = repo.diff(a, b, paths=paths)
+        if as_json:
+            emit_json(result.to_json())
+        elif name_only:
+            for f in result.files:
+                click.echo(f.path)
+        elif stat:
+            _print_stat(result.files)
+        else:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(result.patch())
+            sys.stdout.buffer.flush()
+
+
+def _print_stat(files: list) -> None:  # type: ignore[type-arg]
+    if not files:
+        return
+    width = max(len(_label(f)) for f in files)
+    for f in files:
+        if f.binary:
+            detail = f"Bin {f.bytes_changed} bytes"
+        else:
+            detail = (
+                f"{f.insertions + f.deletions} "
+                + click.style("+" * min(f.insertions, 40), fg="green")
+                + click.style("-" * min(f.deletions, 40), fg="red")
+            )
+        click.echo(f" {_label(f):<{width}} | {detail}")
+    ins = sum(f.insertions for f in files)
+    dels = sum(f.deletions for f in files)
+    n = len(files)
+    click.echo(
+        f" {n} file{'s' if n != 1 else ''} changed, {ins} insertions(+), {dels} deletions(-)"
+    )
+
+
+def _label(f: object) -> str:
+    old = getattr(f, "old_path", None)
+    path = str(getattr(f, "path", ""))
+    return f"{old} => {path}" if old else path
+
+
+@click.command()
+@json_option
+def status(as_json: bool) -> None:
+    """Show how the working tree differs from HEAD (records nothing).
+
+    \b
+    Example:
+      strata status --json
+    """
+    with open_repo() as repo:
+        result = repo.status()
+    for w in result.warnings:
+        warn(w)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.head is None:
+        click.echo("Nothing recorded yet: run 'strata snapshot'.")
+    else:
+        click.echo(
+            f"HEAD {short(result.head.id)} (snapshot {short(result.head.snapshot_ref)}) "
+            f"{result.head.ts[:19].replace('T', ' ')}"
+        )
+    if result.clean:
+        click.echo("Working tree matches HEAD.")
+        return
+    click.echo("Unrecorded changes:")
+    for c in result.changes:
+        label = f"{c.old_path} -> {c.path}" if c.old_path else c.path
+        click.echo(f"  {_LETTER.get(c.status, '?')} {label}")
+
+
+@click.command()
+@click.argument("spec", metavar="REF:PATH")
+def show(spec: str) -> None:
+    """Print a file as it was at REF (a folder prints its listing).
+
+    \b
+    Example:
+      strata show HEAD~2:src/app.py
+    """
+    if ":" not in spec:
+        raise click.UsageError("give REF:PATH, for example HEAD:README.md")
+    ref, _, path = spec.partition(":")
+    with open_repo() as repo:
+        data = repo.show(ref, _stored_path(repo, path))
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
+
+
+def _stored_path(repo: object, path: str) -> str:
+    from strata.sandbox.paths import check_relative
+
+    path = path.strip("/")
+    return check_relative(path) if path else ""
+
+
+@click.command()
+@click.argument("ref")
+@click.argument("directory", type=click.Path(file_okay=False))
+@json_option
+def export(ref: str, directory: str, as_json: bool) -> None:
+    """Write the files of REF into DIRECTORY (new or empty).
+
+    \b
+    Example:
+      strata export HEAD~3 /tmp/before-agent
+    """
+    with open_repo() as repo:
+        count = repo.export(ref, directory)
+    if as_json:
+        emit_json({"ref": ref, "directory": directory, "files": count})
+    else:
+        click.echo(f"Exported {count} file{'s' if count != 1 else ''} of {ref} into {directory}")
+
+
+@click.command()
+@click.argument("object_id", metavar="ID")
+@json_option
+def cat(object_id: str, as_json: bool) -> None:
+    """Pretty-print a stored object: a tree, a snapshot manifest or a blob.
+
+    ID is an object id or a unique prefix (or a ref: its snapshot is shown).
+
+    \b
+    Example:
+      strata cat HEAD           # the manifest of HEAD's snapshot
+      strata cat 3fa9c1         # a tree or blob by id prefix
+    """
+    with open_repo() as repo:
+        kind, value = repo.cat(object_id)
+    if kind == "tree":
+        if as_json:
+            emit_json(
+                {
+                    "kind": "tree",
+                    "entries": [
+                        {
+                            "name": e.name,
+                            "kind": e.kind,
+                            "mode": f"{e.mode:o}",
+                            "size": e.size,
+                            "id": e.oid,
+                        }
+                        for e in value
+                    ],
+                }
+            )
+        else:
+            for e in value:
+                click.echo(f"{e.kind:<7} {e.mode:o} {e.size:>10} {e.oid} {e.name}")
+    elif kind == "snapshot":
+        emit_json({"kind": "snapshot", **value} if as_json else value)
+    elif as_json:
+        emit_json({"kind": "blob", "size": len(value)})
+    else:
+        sys.stdout.buffer.write(value)
+        sys.stdout.buffer.flush()
+
+
+@click.command()
+@json_option
+def check(as_json: bool) -> None:
+    """Verify every object's hash and every reference.
+
+    Exits 1 and lists each problem when anything is wrong.
+
+    \b
+    Example:
+      strata check
+    """
+    with open_repo() as repo:
+        problems = repo.check()
+        events = repo.ledger.count()
+    if as_json:
+        emit_json({"ok": not problems, "problems": problems, "events": events})
+    elif problems:
+        for p in problems:
+            click.echo(f"problem: {p}", err=True)
+    else:
+        click.echo(f"ok: {events} events, every object and reference verified")
+    if problems:
+        if not as_json:
+            click.echo(
+                f"error: {len(problems)} problem{'s' if len(problems) != 1 else ''} found", err=True
+            )
+        sys.exit(1)
+
+
+COMMANDS = [history, diff, status, show, export, cat, check]

@@ -1,0 +1,90 @@
+"""Commands that record: ``init`` and ``snapshot``."""
+
+from __future__ import annotations
+
+import click
+
+from strata.cli.common import (
+    author_options,
+    emit_json,
+    init_repo,
+    json_option,
+    make_author,
+    open_repo,
+    short,
+    warn,
+)
+
+
+@click.command()
+@click.argument("path", default=".", type=click.Path(file_okay=False))
+@click.option(
+    "--store",
+    type=click.Path(file_okay=False),
+    help="Keep the repository in this folder outside the workspace "
+    "(the workspace gets a small .strata pointer file).",
+)
+@json_option
+def init(path: str, store: str | None, as_json: bool) -> None:
+    """Start recording the folder PATH (default: the current folder).
+
+    The repository lives in PATH/.strata, or in --store DIR outside the
+    workspace, where an agent running 'rm -rf .strata' or 'git clean -fdx'
+    cannot delete the history. Running init again changes nothing.
+
+    \b
+    Example:
+      strata init
+      strata init ~/project --store ~/.strata-stores/project
+    """
+    repo, created = init_repo(path, store)
+    with repo:
+        if as_json:
+            emit_json(
+                {
+                    "workspace": str(repo.root),
+                    "repository": str(repo.layout.repo),
+                    "created": created,
+                }
+            )
+        elif created:
+            click.echo(f"Initialized strata workspace {repo.root} (repository {repo.layout.repo})")
+        else:
+            click.echo(f"{repo.root} is already a strata workspace (repository {repo.layout.repo})")
+
+
+@click.command()
+@click.option("-m", "--message", default="", help="Why: the rationale recorded with the event.")
+@author_options
+@json_option
+def snapshot(message: str, author: str | None, author_kind: str | None, as_json: bool) -> None:
+    """Record the workspace as it is now.
+
+    Only files whose size or timestamps changed since the last snapshot are
+    read again. When nothing changed, no event is written.
+
+    \b
+    Example:
+      strata snapshot -m "tests pass" --author alice
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        result = repo.snapshot(message, author=who)
+    for w in result.warnings:
+        warn(w)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.event is None:
+        click.echo("Nothing changed since HEAD; no snapshot recorded.")
+        return
+    d = result.diff
+    assert d is not None
+    click.echo(
+        f"Recorded {short(result.event.id)} (snapshot {short(result.snapshot_id)}): "
+        f"{d.files_changed} file{'s' if d.files_changed != 1 else ''} changed, "
+        f"+{d.insertions} -{d.deletions}"
+    )
+
+
+COMMANDS = [init, snapshot]

@@ -1,0 +1,85 @@
+"""Commands that move files: ``rewind`` and ``restore``."""
+
+from __future__ import annotations
+
+import click
+
+from strata.cli.common import (
+    author_options,
+    emit_json,
+    json_option,
+    make_author,
+    open_repo,
+    rel_path,
+    short,
+    warn,
+)
+
+
+def _report(result: object, verb: str, as_json: bool) -> None:
+    from strata.repo import RewindResult
+
+    assert isinstance(result, RewindResult)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.auto_save is not None:
+        click.echo(
+            f"Auto-saved unrecorded work as {short(result.auto_save.id)} "
+            f"('strata rewind {short(result.auto_save.id)}' brings it back)"
+        )
+    target = result.target.event.id if result.target.event else result.target.snapshot_id
+    n = len(result.restored_paths)
+    click.echo(f"{verb} {short(target)}: {n} path{'s' if n != 1 else ''} written or removed")
+    for p in result.skipped_paths:
+        warn(
+            f"left {p} untouched: it holds content that was not recorded "
+            "(ignored, or changed meanwhile)"
+        )
+
+
+@click.command()
+@click.argument("ref")
+@author_options
+@json_option
+def rewind(ref: str, author: str | None, author_kind: str | None, as_json: bool) -> None:
+    """Move HEAD and the workspace files to REF.
+
+    Unrecorded changes are first saved as an auto_save event, so a rewind
+    never loses work: rewind to the auto-save to get them back. Only paths
+    that differ are written; ignored files are never touched.
+
+    \b
+    Example:
+      strata rewind HEAD~2
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        result = repo.rewind(ref, author=who)
+    _report(result, "Rewound to", as_json)
+
+
+@click.command()
+@click.argument("ref")
+@click.argument("paths", nargs=-1, required=True)
+@author_options
+@json_option
+def restore(
+    ref: str, paths: tuple[str, ...], author: str | None, author_kind: str | None, as_json: bool
+) -> None:
+    """Put PATHS back as they were at REF; HEAD does not move.
+
+    Unrecorded changes are auto-saved first, as with rewind.
+
+    \b
+    Example:
+      strata restore HEAD~1 -- src/app.py docs/
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        rels = [rel_path(repo, p) for p in paths]
+        result = repo.restore(ref, rels, author=who)
+    _report(result, "Restored from", as_json)
+
+
+COMMANDS = [rewind, restore]

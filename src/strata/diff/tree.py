@@ -1,0 +1,115 @@
+"""Comparing two trees: which paths were added, modified, deleted, renamed….
+
+The walk descends only into folders whose tree ids differ, so its cost grows
+with what changed, not with the size of the workspace. Renames are found by
+content hash: a deleted file and an added file with the same blob are one
+rename.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from strata.ids import ObjectId
+from strata.store.objects import ObjectStore
+from strata.store.tree import TreeEntry, read_tree, walk_tree
+
+Status = Literal["added", "modified", "deleted", "renamed", "type_changed", "mode_changed"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """One changed path between two trees (files and symlinks only)."""
+
+    path: str
+    status: Status
+    old: TreeEntry | None
+    new: TreeEntry | None
+    old_path: str | None = None
+
+
+def _leaves(store: ObjectStore, entry: TreeEntry, path: str) -> Iterator[tuple[str, TreeEntry]]:
+    if entry.kind != "dir":
+        yield path, entry
+        return
+    for sub, child in walk_tree(store, entry.oid, path + "/"):
+        if child.kind != "dir":
+            yield sub, child
+
+
+def _walk(
+    store: ObjectStore, a: ObjectId | None, b: ObjectId | None, prefix: str
+) -> Iterator[tuple[str, TreeEntry | None, TreeEntry | None]]:
+    left = {e.name: e for e in read_tree(store, a)} if a else {}
+    right = {e.name: e for e in read_tree(store, b)} if b else {}
+    for name in sorted(left.keys() | right.keys()):
+        old, new = left.get(name), right.get(name)
+        path = prefix + name
+        if old is not None and new is not None and old.oid == new.oid and old.kind == new.kind:
+            if old.mode != new.mode and old.kind != "dir":
+                yield path, old, new
+            continue
+        if old is not None and new is not None and old.kind == "dir" and new.kind == "dir":
+            yield from _walk(store, old.oid, new.oid, path + "/")
+            continue
+        if old is not None and old.kind == "dir":
+            for sub, leaf in _leaves(store, old, path):
+                yield sub, leaf, None
+            old = None
+        if new is not None and new.kind == "dir":
+            if old is not None:
+                yield path, old, None
+            for sub, leaf in _leaves(store, new, path):
+                yield sub, None, leaf
+            continue
+        if old is not None or new is not None:
+            yield path, old, new
+
+
+def diff_trees(
+    store: ObjectStore, a: ObjectId, b: ObjectId, *, paths: list[str] | None = None
+) -> list[Change]:
+    """Changes from tree ``a`` to tree ``b``, sorted by path; restricted to ``paths`` if given."""
+    if a == b:
+        return []
+    raw = list(_walk(store, a, b, ""))
+    if paths:
+        raw = [r for r in raw if any(_under(r[0], p) for p in paths)]
+    added: dict[ObjectId, list[int]] = {}
+    changes: list[Change | None] = []
+    for path, old, new in raw:
+        if old is None and new is not None:
+            added.setdefault(new.oid, []).append(len(changes))
+            changes.append(Change(path, "added", None, new))
+        elif new is None and old is not None:
+            changes.append(Change(path, "deleted", old, None))
+        elif old is not None and new is not None:
+            if old.kind != new.kind:
+                status: Status = "type_changed"
+            elif old.oid == new.oid:
+                status = "mode_changed"
+            else:
+                status = "modified"
+            changes.append(Change(path, status, old, new))
+    # renames: pair each deleted file with an added file of the same content
+    for i, change in enumerate(changes):
+        if change is None or change.status != "deleted" or change.old is None:
+            continue
+        if change.old.kind != "file":
+            continue
+        slots = added.get(change.old.oid)
+        while slots:
+            j = slots.pop(0)
+            target = changes[j]
+            if target is None or target.new is None or target.new.kind != "file":
+                continue
+            changes[j] = Change(target.path, "renamed", change.old, target.new, change.path)
+            changes[i] = None
+            break
+    return sorted((c for c in changes if c is not None), key=lambda c: c.path)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return prefix in ("", ".") or path == prefix or path.startswith(prefix.rstrip("/") + "/")

@@ -1,0 +1,196 @@
+"""Errors raised by Strata.
+
+Every error Strata raises on purpose is a :class:`StrataError`. Each carries a
+message a user can act on and, where one helps, a ``hint``. The CLI prints
+``error: <message>`` (and ``hint: <hint>``) on one line each and exits 1; usage
+errors exit 2.
+
+The tree::
+
+    StrataError
+    ├── UsageError                 bad arguments that the parser could not catch
+    ├── RepositoryError
+    │   ├── NotARepository         no workspace found searching upward
+    │   ├── NestedRepository       init inside an existing workspace
+    │   ├── UnsupportedFormat      repository written by a newer Strata
+    │   ├── RepositoryLocked       another process holds the write lock too long
+    │   └── CorruptRepository      a stored object or record fails verification
+    │       └── ObjectMissing      an object named by a tree, snapshot or event is absent
+    ├── RefError
+    │   ├── UnknownRef             a ref that names nothing
+    │   └── AmbiguousRef           a prefix that names more than one thing
+    ├── PathError
+    │   ├── PathOutsideWorkspace   a path that leaves the workspace
+    │   └── PathNotFound           a path absent from a snapshot
+    ├── WorkspaceError
+    │   ├── UnsafeWorkspacePath    a symlink or swapped folder met while writing
+    │   ├── WorkspaceChanged       a file changed under a rewind or restore
+    │   └── TargetNotEmpty         export into a folder that is not empty
+    └── DiffError                  a diff that cannot be produced
+"""
+
+from __future__ import annotations
+
+
+class StrataError(Exception):
+    """Root of every error Strata raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class UsageError(StrataError):
+    """Arguments that are well-formed for the parser but make no sense together."""
+
+
+class RepositoryError(StrataError):
+    """Something is wrong with the repository itself."""
+
+
+class NotARepository(RepositoryError):
+    """No Strata workspace was found from the given folder upward."""
+
+    def __init__(self, start: str) -> None:
+        super().__init__(
+            f"not a strata workspace (or any parent up to /): {start}",
+            hint="run 'strata init' in the folder you want to record",
+        )
+        self.start = start
+
+
+class NestedRepository(RepositoryError):
+    """``init`` inside a folder that already belongs to a workspace."""
+
+    def __init__(self, path: str, parent: str) -> None:
+        super().__init__(
+            f"{path} is inside the strata workspace {parent}; nested workspaces are not allowed",
+            hint="record the folder from the outer workspace, or init somewhere else",
+        )
+        self.path = path
+        self.parent = parent
+
+
+class UnsupportedFormat(RepositoryError):
+    """The repository's format version is not one this Strata can read."""
+
+    def __init__(self, what: str, found: object, supported: object) -> None:
+        super().__init__(
+            f"{what} has format version {found}; this strata reads version {supported}",
+            hint="upgrade strata",
+        )
+        self.found = found
+        self.supported = supported
+
+
+class RepositoryLocked(RepositoryError):
+    """Another process held the write lock for longer than we waited."""
+
+
+class CorruptRepository(RepositoryError):
+    """A stored object or record failed verification."""
+
+
+class ObjectMissing(CorruptRepository):
+    """An object that a tree, snapshot or event names is not in the store."""
+
+    def __init__(self, object_id: str) -> None:
+        super().__init__(
+            f"object {object_id} is missing from the store",
+            hint="run 'strata check' to list every problem",
+        )
+        self.object_id = object_id
+
+
+class RefError(StrataError):
+    """A ref could not be resolved."""
+
+
+class UnknownRef(RefError):
+    """A ref that names no event, snapshot or object."""
+
+    def __init__(self, ref: str, *, hint: str | None = None) -> None:
+        super().__init__(
+            f"unknown ref {ref!r}",
+            hint=hint
+            or "see 'strata history' for event ids; refs are event ids, "
+            "snapshot ids, HEAD and HEAD~N",
+        )
+        self.ref = ref
+
+
+class AmbiguousRef(RefError):
+    """A prefix that matches more than one id."""
+
+    def __init__(self, ref: str, candidates: list[str]) -> None:
+        shown = ", ".join(c[:16] for c in candidates[:5])
+        super().__init__(
+            f"ref {ref!r} is ambiguous: it matches {shown}",
+            hint="type more characters of the id",
+        )
+        self.ref = ref
+        self.candidates = candidates
+
+
+class PathError(StrataError):
+    """A path argument that cannot be used."""
+
+
+class PathOutsideWorkspace(PathError):
+    """A path that resolves outside the workspace."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"path {path!r} is outside the workspace")
+        self.path = path
+
+
+class PathNotFound(PathError):
+    """A path absent from a snapshot."""
+
+    def __init__(self, path: str, ref: str) -> None:
+        super().__init__(f"path {path!r} does not exist in {ref}")
+        self.path = path
+        self.ref = ref
+
+
+class WorkspaceError(StrataError):
+    """Writing into the workspace could not be done safely."""
+
+
+class UnsafeWorkspacePath(WorkspaceError):
+    """A symlink or a swapped folder was met where a real folder was expected."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"refusing to write through {path!r}: a folder on the way is a symlink or "
+            "was replaced while writing"
+        )
+        self.path = path
+
+
+class WorkspaceChanged(WorkspaceError):
+    """A file changed between the auto-save and the write that would replace it."""
+
+    def __init__(self, paths: list[str]) -> None:
+        shown = ", ".join(paths[:5]) + (" …" if len(paths) > 5 else "")
+        super().__init__(
+            f"files changed while restoring, left as they are: {shown}",
+            hint="run the command again; nothing was lost",
+        )
+        self.paths = paths
+
+
+class TargetNotEmpty(WorkspaceError):
+    """Export into a folder that already has content."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} exists and is not empty", hint="export into a new folder")
+        self.path = path
+
+
+class DiffError(StrataError):
+    """A diff that cannot be produced."""

@@ -1,0 +1,238 @@
+"""Where a repository lives, how it is found, and its configuration.
+
+A workspace has a ``.strata`` entry at its root: either the repository folder
+itself, or (``init --store DIR``) a small file ``strata-dir: /abs/path`` that
+points at a repository kept outside the workspace, as git's gitfile does.
+Commands find the workspace by searching upward from the current folder.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strata.errors import (
+    NestedRepository,
+    NotARepository,
+    RepositoryError,
+    RepositoryLocked,
+    UnsupportedFormat,
+    UsageError,
+)
+from strata.store.ignore import DEFAULT_PATTERNS
+
+FORMAT = 1
+MARKER = ".strata"
+POINTER_PREFIX = "strata-dir: "
+
+CONFIG_TEMPLATE = """\
+# Strata repository configuration.
+[repository]
+format = {format}
+workspace = {workspace}
+hash = "blake3"
+compression = "zstd"
+
+[ledger]
+driver = "sqlite"
+
+[ignore]
+# Lowest-precedence ignore patterns (gitignore syntax); .gitignore and
+# .strataignore files in the workspace override them.
+defaults = {defaults}
+"""
+
+
+@dataclass(frozen=True)
+class Config:
+    """The parsed ``config.toml``."""
+
+    format: int
+    workspace: str
+    ignore_defaults: tuple[str, ...]
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The paths of one repository."""
+
+    workspace: Path
+    repo: Path
+
+    @property
+    def config(self) -> Path:
+        """``config.toml``."""
+        return self.repo / "config.toml"
+
+    @property
+    def objects(self) -> Path:
+        """The object store folder."""
+        return self.repo / "objects"
+
+    @property
+    def ledger(self) -> Path:
+        """The SQLite ledger."""
+        return self.repo / "ledger.db"
+
+    @property
+    def statcache(self) -> Path:
+        """The stat cache file."""
+        return self.repo / "statcache"
+
+    @property
+    def journal(self) -> Path:
+        """In-flight multi-file changes."""
+        return self.repo / "journal"
+
+    @property
+    def lock(self) -> Path:
+        """The writer lock file."""
+        return self.repo / "lock"
+
+
+def _toml_str(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def read_marker(marker: Path) -> Path:
+    """The repository folder a ``.strata`` entry designates."""
+    if marker.is_dir() and not marker.is_symlink():
+        return marker
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RepositoryError(f"cannot read {marker}: {exc}") from None
+    if not text.startswith(POINTER_PREFIX):
+        raise RepositoryError(
+            f"{marker} is neither a repository folder nor a 'strata-dir:' pointer"
+        )
+    return Path(text[len(POINTER_PREFIX) :])
+
+
+def find_layout(start: Path) -> Layout:
+    """The workspace containing ``start`` (searching upward)."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        marker = folder / MARKER
+        if marker.exists() or marker.is_symlink():
+            repo = read_marker(marker)
+            if not (repo / "config.toml").is_file():
+                raise RepositoryError(
+                    f"the repository of {folder} ({repo}) is missing or incomplete",
+                    hint="if the store was moved, edit the path in " + str(marker),
+                )
+            return Layout(folder, repo)
+    raise NotARepository(str(start))
+
+
+def load_config(layout: Layout) -> Config:
+    """Parse and check ``config.toml``."""
+    try:
+        raw = tomllib.loads(layout.config.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise RepositoryError(f"cannot read {layout.config}: {exc}") from None
+    repo = raw.get("repository", {})
+    fmt = repo.get("format")
+    if fmt != FORMAT:
+        raise UnsupportedFormat("this repository", fmt, FORMAT)
+    defaults = raw.get("ignore", {}).get("defaults", list(DEFAULT_PATTERNS))
+    return Config(
+        format=fmt,
+        workspace=str(repo.get("workspace", layout.workspace)),
+        ignore_defaults=tuple(str(p) for p in defaults),
+        raw=raw,
+    )
+
+
+def create_layout(workspace: Path, *, store: Path | None) -> tuple[Layout, bool]:
+    """Make the repository folders and config; return (layout, created)."""
+    workspace = workspace.resolve()
+    if not workspace.is_dir():
+        raise UsageError(f"{workspace} is not a folder")
+    marker = workspace / MARKER
+    if marker.exists() or marker.is_symlink():
+        layout = find_layout(workspace)
+        if store is not None and layout.repo.resolve() != store.resolve():
+            raise RepositoryError(
+                f"{workspace} already has a repository at {layout.repo}; not moving it to {store}"
+            )
+        return layout, False
+    for parent in workspace.parents:
+        if (parent / MARKER).exists():
+            raise NestedRepository(str(workspace), str(parent))
+    if store is not None:
+        repo = store.resolve()
+        if repo == workspace or workspace in repo.parents:
+            raise UsageError(
+                f"the store {repo} is inside the workspace; put it outside, "
+                "so nothing in the workspace can delete it"
+            )
+        if repo.exists() and any(repo.iterdir()):
+            raise UsageError(f"the store folder {repo} exists and is not empty")
+    else:
+        repo = marker
+    repo.mkdir(parents=True, exist_ok=True)
+    layout = Layout(workspace, repo)
+    for sub in (layout.objects, layout.journal):
+        sub.mkdir(exist_ok=True)
+    (repo / ".gitignore").write_text("*\n", encoding="utf-8")
+    defaults = "[" + ", ".join(_toml_str(p) for p in DEFAULT_PATTERNS) + "]"
+    tmp = layout.config.with_suffix(".tmp")
+    tmp.write_text(
+        CONFIG_TEMPLATE.format(
+            format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults
+        ),
+        encoding="utf-8",
+    )
+    os.replace(tmp, layout.config)
+    if store is not None:
+        marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
+    return layout, True
+
+
+class WriteLock:
+    """The one-writer lock of a repository (``flock`` on ``lock``); readers never take it."""
+
+    def __init__(self, path: Path, *, timeout: float = 30.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._fd: int | None = None
+        self._depth = 0
+
+    def __enter__(self) -> WriteLock:
+        if self._depth == 0:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            deadline = time.monotonic() + self.timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        os.close(fd)
+                        raise RepositoryLocked(
+                            "another strata command is writing to this repository",
+                            hint="wait for it to finish, then try again",
+                        ) from None
+                    time.sleep(0.01)
+            self._fd = fd
+        self._depth += 1
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0 and self._fd is not None:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def held(self) -> bool:
+        """True while this process holds the lock."""
+        return self._depth > 0

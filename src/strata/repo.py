@@ -1,0 +1,816 @@
+"""The Repository facade: where the object store and the ledger meet.
+
+Everything the CLI does goes through :class:`Repository`. The library reads
+no environment variable, terminal or home configuration: the clock, the
+random source and the author are arguments.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from strata._version import __version__
+from strata.diff.tree import Change, diff_trees
+from strata.errors import (
+    AmbiguousRef,
+    CorruptRepository,
+    PathNotFound,
+    StrataError,
+    UnknownRef,
+    UsageError,
+)
+from strata.ids import (
+    EVENT_PREFIX,
+    HEX_PREFIX,
+    EventId,
+    ObjectId,
+    SnapshotId,
+    is_object_id,
+    new_event_id,
+    short,
+)
+from strata.layout import Layout, WriteLock, create_layout, find_layout, load_config
+from strata.ledger.events import Author, Event, dumps, format_ts
+from strata.ledger.sqlite import SqliteLedger
+from strata.store.ignore import IgnoreRules
+from strata.store.materialize import (
+    Action,
+    Journal,
+    actions_from_record,
+    apply_actions,
+    export_tree,
+    journal_record,
+    plan_restore,
+)
+from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore
+from strata.store.scan import Scanner, ScanResult
+from strata.store.statcache import StatCache
+from strata.store.tree import EMPTY_TREE, TreeEntry, decode_tree, lookup, read_tree
+
+MANIFEST_FORMAT = 1
+SYSTEM = Author("strata", "system")
+_HEAD_RE = re.compile(r"(?P<base>.+?)~(?P<n>\d*)")
+
+
+# -- results -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """A resolved ref: a state event (when there is one), its snapshot and tree."""
+
+    tree: ObjectId
+    snapshot_id: SnapshotId | None = None
+    event: Event | None = None
+    label: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The point as JSON."""
+        return {
+            "event_id": self.event.id if self.event else None,
+            "snapshot_id": self.snapshot_id,
+            "tree": self.tree,
+        }
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """How one path differs between two points."""
+
+    path: str
+    status: str
+    old_path: str | None
+    insertions: int
+    deletions: int
+    binary: bool
+    bytes_changed: int
+    hash_before: str | None
+    hash_after: str | None
+    mode_before: int | None = None
+    mode_after: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata diff --json`` prints for each file."""
+        return {
+            "path": self.path,
+            "status": self.status,
+            "old_path": self.old_path,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+            "binary": self.binary,
+            "bytes_changed": self.bytes_changed,
+            "hash_before": self.hash_before,
+            "hash_after": self.hash_after,
+            "mode_before": _octal(self.mode_before),
+            "mode_after": _octal(self.mode_after),
+        }
+
+
+def _octal(mode: int | None) -> str | None:
+    return None if mode is None else f"{mode:o}"
+
+
+@dataclass
+class DiffResult:
+    """The difference between two points."""
+
+    store: ObjectStore
+    changes: list[Change]
+    files: list[FileDiff]
+
+    @property
+    def files_changed(self) -> int:
+        """How many paths differ."""
+        return len(self.files)
+
+    @property
+    def insertions(self) -> int:
+        """Lines added over all text files."""
+        return sum(f.insertions for f in self.files)
+
+    @property
+    def deletions(self) -> int:
+        """Lines removed over all text files."""
+        return sum(f.deletions for f in self.files)
+
+    def patch(self, *, context: int = 3) -> bytes:
+        """The change as a git-format patch that ``git apply`` accepts."""
+        from strata.diff.patch import FileSide, render_patches
+
+        def side(path: str | None, entry: TreeEntry | None) -> FileSide | None:
+            if entry is None or path is None:
+                return None
+            kind = "symlink" if entry.kind == "symlink" else "file"
+            return FileSide(path, kind, entry.mode, self.store.get(entry.oid))
+
+        pairs = [(side(c.old_path or c.path, c.old), side(c.path, c.new)) for c in self.changes]
+        return render_patches(pairs, context=context)
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata diff --json`` prints."""
+        return {
+            "files": [f.to_json() for f in self.files],
+            "files_changed": self.files_changed,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+        }
+
+
+@dataclass
+class SnapshotResult:
+    """What ``snapshot`` recorded."""
+
+    event: Event | None
+    snapshot_id: SnapshotId | None
+    diff: DiffResult | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def unchanged(self) -> bool:
+        """True when nothing changed since HEAD (no event was written)."""
+        return self.event is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata snapshot --json`` prints."""
+        if self.event is None:
+            return {
+                "unchanged": True,
+                "event_id": None,
+                "snapshot_id": self.snapshot_id,
+                "files_changed": 0,
+                "insertions": 0,
+                "deletions": 0,
+                "changed_paths": [],
+                "warnings": self.warnings,
+            }
+        assert self.diff is not None
+        return {
+            "unchanged": False,
+            "event_id": self.event.id,
+            "snapshot_id": self.snapshot_id,
+            "files_changed": self.diff.files_changed,
+            "insertions": self.diff.insertions,
+            "deletions": self.diff.deletions,
+            "changed_paths": [f.path for f in self.diff.files],
+            "warnings": self.warnings,
+        }
+
+
+@dataclass
+class RewindResult:
+    """What ``rewind`` or ``restore`` did."""
+
+    event: Event
+    target: Point
+    auto_save: Event | None
+    restored_paths: list[str]
+    skipped_paths: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata rewind --json`` prints."""
+        return {
+            "event_id": self.event.id,
+            "target_event_id": self.target.event.id if self.target.event else None,
+            "target_snapshot_id": self.target.snapshot_id,
+            "auto_save_event_id": self.auto_save.id if self.auto_save else None,
+            "restored_paths": self.restored_paths,
+            "skipped_paths": self.skipped_paths,
+        }
+
+
+@dataclass
+class StatusResult:
+    """The working tree against HEAD."""
+
+    head: Event | None
+    changes: list[FileDiff]
+    warnings: list[str]
+    pending_recovery: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """True when the working tree equals HEAD."""
+        return not self.changes
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata status --json`` prints."""
+        return {
+            "head": self.head.id if self.head else None,
+            "head_snapshot_id": self.head.snapshot_ref if self.head else None,
+            "clean": self.clean,
+            "changes": [
+                {"path": c.path, "status": c.status, "old_path": c.old_path} for c in self.changes
+            ],
+            "warnings": self.warnings,
+        }
+
+
+# -- the facade ----------------------------------------------------------------
+
+
+class Repository:
+    """A workspace and its repository.
+
+    Open one with :meth:`init`, :meth:`open` or :meth:`find`. ``clock`` returns
+    milliseconds since the epoch; ``rng`` makes event ids; both are injectable
+    so ledgers are byte-stable in tests.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        author: Author | None = None,
+        clock: Callable[[], int] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.layout = layout
+        self.config = load_config(layout)
+        self.root = layout.workspace
+        self.author = author or Author("unknown", "human")
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._rng = rng or random.Random()
+        self.objects: ObjectStore = DiskObjectStore(layout.objects)
+        self.ledger = SqliteLedger(layout.ledger, create=not layout.ledger.exists())
+        self._lock = WriteLock(layout.lock)
+        self._last_ms = 0
+        if any(layout.journal.glob("*.json")):
+            with self._writing():
+                pass
+
+    # -- opening ---------------------------------------------------------------
+
+    @classmethod
+    def init(
+        cls, path: Path | str, *, store: Path | str | None = None, **kwargs: Any
+    ) -> Repository:
+        """Create (or reopen: init is idempotent) the repository of the workspace ``path``."""
+        layout, _ = create_layout(Path(path), store=Path(store) if store else None)
+        return cls(layout, **kwargs)
+
+    @classmethod
+    def open(cls, path: Path | str, **kwargs: Any) -> Repository:
+        """Open the repository of the workspace that contains ``path``."""
+        return cls(find_layout(Path(path)), **kwargs)
+
+    find = open
+
+    def close(self) -> None:
+        """Release the ledger."""
+        self.ledger.close()
+
+    def __enter__(self) -> Repository:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Hold the write lock; first finish whatever an interrupted command left."""
+        with self._lock:
+            if self._lock._depth == 1:
+                self._recover()
+            yield
+
+    def _now(self) -> int:
+        now = max(self._clock(), self._last_ms)
+        self._last_ms = now
+        return now
+
+    def _new_event(
+        self,
+        action_type: str,
+        *,
+        author: Author | None = None,
+        rationale: str = "",
+        files: list[str] | tuple[str, ...] = (),
+        snapshot_ref: SnapshotId | None = None,
+        parent: EventId | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Event:
+        ms = self._now()
+        return Event(
+            id=new_event_id(self._rng),
+            ts=format_ts(ms),
+            author=author or self.author,
+            action_type=action_type,
+            rationale=rationale,
+            files=tuple(files),
+            snapshot_ref=snapshot_ref,
+            parent_event_id=parent,
+            data=data or {},
+        )
+
+    def _rules(self) -> IgnoreRules:
+        return IgnoreRules.root(defaults=self.config.ignore_defaults)
+
+    def _scan(self, *, hash_only: bool = False) -> tuple[ScanResult, Scanner, StatCache]:
+        cache = StatCache(self.layout.statcache)
+        store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
+        scanner = Scanner(self.root, store, rules=self._rules(), cache=cache, hash_only=hash_only)
+        result = scanner.scan()
+        if hash_only:
+            assert isinstance(store, OverlayStore)
+            store.sources.update(scanner.sources)
+        return result, scanner, cache
+
+    def manifest(self, snapshot_id: SnapshotId) -> dict[str, Any]:
+        """The manifest of a snapshot."""
+        import json
+
+        try:
+            data = json.loads(self.objects.get(ObjectId(snapshot_id)))
+        except ValueError:
+            raise CorruptRepository(f"snapshot {snapshot_id} is not a manifest") from None
+        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+            raise CorruptRepository(f"snapshot {snapshot_id} has an unknown manifest format")
+        return data
+
+    def _tree_of(self, event: Event) -> ObjectId:
+        assert event.snapshot_ref is not None
+        return ObjectId(self.manifest(event.snapshot_ref)["tree"])
+
+    def head(self) -> Event | None:
+        """The event HEAD points at (None before the first snapshot)."""
+        eid = self.ledger.ref("HEAD")
+        return self.ledger.get(eid) if eid else None
+
+    def _head_tree(self) -> ObjectId:
+        head = self.head()
+        return self._tree_of(head) if head else EMPTY_TREE
+
+    def _write_snapshot(self, tree: ObjectId, base: Event | None) -> SnapshotId:
+        import platform
+
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "tree": tree,
+            "base_event_id": base.id if base else None,
+            "created": format_ts(self._now()),
+            "env": {
+                "python": platform.python_version(),
+                "os": f"{platform.system()} {platform.release()}",
+                "strata": __version__,
+            },
+            "tools": {},
+        }
+        data = dumps(manifest).encode()
+        oid = self.objects.put(data)
+        return SnapshotId(oid)
+
+    # -- snapshot ----------------------------------------------------------------
+
+    def snapshot(
+        self,
+        message: str = "",
+        *,
+        author: Author | None = None,
+        action_type: str = "snapshot",
+        data: dict[str, Any] | None = None,
+    ) -> SnapshotResult:
+        """Record the working tree; no event when nothing changed since HEAD."""
+        with self._writing():
+            return self._snapshot(message, author=author, action_type=action_type, data=data)[0]
+
+    def _snapshot(
+        self,
+        message: str,
+        *,
+        author: Author | None,
+        action_type: str,
+        data: dict[str, Any] | None = None,
+    ) -> tuple[SnapshotResult, ScanResult]:
+        scan, scanner, cache = self._scan()
+        head = self.head()
+        head_tree = self._tree_of(head) if head else EMPTY_TREE
+        if head is not None and scan.tree == head_tree:
+            cache.replace(scan.dirs, started_ns=scan.started_ns)
+            cache.save()
+            return SnapshotResult(None, head.snapshot_ref, None, scan.warnings), scan
+        diff = self._diff_trees(head_tree, scan.tree, self.objects, lines=scanner.lines)
+        snapshot_id = self._write_snapshot(scan.tree, head)
+        self.objects.flush()  # blobs, trees and manifest are durable before the event
+        event = self._new_event(
+            action_type,
+            author=author,
+            rationale=message,
+            files=[f.path for f in diff.files],
+            snapshot_ref=snapshot_id,
+            parent=head.id if head else None,
+            data={
+                "files_changed": diff.files_changed,
+                "insertions": diff.insertions,
+                "deletions": diff.deletions,
+                **(data or {}),
+            },
+        )
+        event = self.ledger.append(event, move={"HEAD": event.id})
+        cache.replace(scan.dirs, started_ns=scan.started_ns)
+        cache.save()
+        return SnapshotResult(event, snapshot_id, diff, scan.warnings), scan
+
+    # -- refs --------------------------------------------------------------------
+
+    def resolve(self, ref: str) -> Point:
+        """Resolve a ref: an event id, a snapshot id (or unique prefixes), HEAD, HEAD~N, REF~N."""
+        ref = ref.strip()
+        if not ref:
+            raise UnknownRef(ref)
+        m = _HEAD_RE.fullmatch(ref)
+        if m:
+            point = self.resolve(m.group("base"))
+            steps = int(m.group("n") or "1")
+            event = point.event
+            for _ in range(steps):
+                if event is None or event.parent_event_id is None:
+                    raise UnknownRef(
+                        ref, hint=f"{m.group('base')} has fewer than {steps} ancestors"
+                    )
+                event = self.ledger.get(event.parent_event_id)
+            assert event is not None
+            return self._point(event, ref)
+        if ref in ("HEAD", "@"):
+            head = self.head()
+            if head is None:
+                raise UnknownRef(ref, hint="nothing is recorded yet: run 'strata snapshot'")
+            return self._point(head, ref)
+        if EVENT_PREFIX.fullmatch(ref):
+            ids = self.ledger.ids_with_prefix(ref)
+            if len(ids) > 1:
+                raise AmbiguousRef(ref, ids)
+            if ids:
+                event = self.ledger.get(ids[0])
+                if event.snapshot_ref is None:
+                    anchor = event.data.get("target_event_id")
+                    if not anchor:
+                        raise UnknownRef(
+                            ref, hint=f"event {ids[0]} ({event.action_type}) records no files"
+                        )
+                    event = self.ledger.get(anchor)
+                return self._point(event, ref)
+        if HEX_PREFIX.fullmatch(ref):
+            snaps = self.ledger.snapshot_refs_with_prefix(ref)
+            if len(snaps) > 1:
+                raise AmbiguousRef(ref, snaps)
+            if snaps:
+                found = self.ledger.newest_with_snapshot(snaps[0])
+                assert found is not None
+                return self._point(found, ref)
+        raise UnknownRef(ref)
+
+    def _point(self, event: Event, label: str) -> Point:
+        assert event.snapshot_ref is not None
+        return Point(self._tree_of(event), event.snapshot_ref, event, label)
+
+    # -- history -----------------------------------------------------------------
+
+    def history(
+        self, *, path: str | None = None, author: str | None = None, limit: int | None = None
+    ) -> list[Event]:
+        """Events, newest first, filtered by changed path and author name."""
+        if limit is not None and limit < 1:
+            raise UsageError("--limit must be at least 1")
+        return list(self.ledger.scan(path=path or None, author=author, limit=limit))
+
+    # -- diff --------------------------------------------------------------------
+
+    def diff(self, a: str, b: str | None = None, *, paths: list[str] | None = None) -> DiffResult:
+        """Differences from ref ``a`` to ref ``b`` (the working tree when ``b`` is None)."""
+        left = self.resolve(a)
+        if b is None:
+            scan, scanner, _ = self._scan(hash_only=True)
+            store: ObjectStore = scanner.store
+            right_tree = scan.tree
+        else:
+            store = self.objects
+            right_tree = self.resolve(b).tree
+        return self._diff_trees(left.tree, right_tree, store, paths=paths)
+
+    def _diff_trees(
+        self,
+        a: ObjectId,
+        b: ObjectId,
+        store: ObjectStore,
+        *,
+        paths: list[str] | None = None,
+        lines: dict[ObjectId, int | None] | None = None,
+        stats: bool = True,
+    ) -> DiffResult:
+        changes = diff_trees(store, a, b, paths=paths)
+        files = [self._file_diff(store, c, lines or {}, stats) for c in changes]
+        return DiffResult(store, changes, files)
+
+    def _file_diff(
+        self, store: ObjectStore, c: Change, lines: dict[ObjectId, int | None], stats: bool
+    ) -> FileDiff:
+        old, new = c.old, c.new
+        ins = dels = changed = 0
+        binary = False
+        if stats and (old is None or new is None or old.oid != new.oid):
+            if old is None and new is not None and new.oid in lines:
+                count = lines[new.oid]
+                binary = count is None
+                ins = count or 0
+                changed = new.size
+            else:
+                from strata.diff.patch import line_stats
+
+                before = store.get(old.oid) if old else None
+                after = store.get(new.oid) if new else None
+                st = line_stats(before, after)
+                ins, dels, binary = st.insertions, st.deletions, st.binary
+                changed = _bytes_changed(before or b"", after or b"")
+        return FileDiff(
+            path=c.path,
+            status=c.status,
+            old_path=c.old_path,
+            insertions=ins,
+            deletions=dels,
+            binary=binary,
+            bytes_changed=changed,
+            hash_before=old.oid if old else None,
+            hash_after=new.oid if new else None,
+            mode_before=old.mode if old else None,
+            mode_after=new.mode if new else None,
+        )
+
+    # -- status ------------------------------------------------------------------
+
+    def status(self) -> StatusResult:
+        """The working tree against HEAD (stores nothing)."""
+        scan, scanner, _ = self._scan(hash_only=True)
+        head = self.head()
+        head_tree = self._tree_of(head) if head else EMPTY_TREE
+        diff = self._diff_trees(head_tree, scan.tree, scanner.store, stats=False)
+        return StatusResult(head, diff.files, scan.warnings)
+
+    # -- rewind and restore --------------------------------------------------------
+
+    def rewind(self, ref: str, *, author: Author | None = None) -> RewindResult:
+        """Move HEAD and the files to ``ref``; unrecorded work is auto-saved first."""
+        with self._writing():
+            target = self.resolve(ref)  # refs are resolved before the auto-save
+            return self._restore(target, ref, paths=None, author=author)
+
+    def restore(self, ref: str, paths: list[str], *, author: Author | None = None) -> RewindResult:
+        """Put ``paths`` back as they were at ``ref``; HEAD does not move."""
+        if not paths:
+            raise UsageError("name at least one path to restore (or use 'strata rewind')")
+        with self._writing():
+            target = self.resolve(ref)
+            for p in paths:
+                if (
+                    p
+                    and lookup(self.objects, target.tree, p) is None
+                    and lookup(self.objects, self._head_tree(), p) is None
+                ):
+                    raise PathNotFound(p, ref)
+            return self._restore(target, ref, paths=paths, author=author)
+
+    def _restore(
+        self, target: Point, ref: str, *, paths: list[str] | None, author: Author | None
+    ) -> RewindResult:
+        before_head = self.head()
+        auto, scan = self._snapshot(
+            f"auto-save before {'rewind' if paths is None else 'restore'} to {ref}",
+            author=SYSTEM,
+            action_type="auto_save",
+        )
+        current = scan.tree  # every path as just captured, with its stat for the no-loss checks
+        actions = plan_restore(
+            self.objects, current, target.tree, stat_of=scan.stat_of, paths=paths or None
+        )
+        action_type = "rewind" if paths is None else "restore"
+        event = self._new_event(
+            action_type,
+            author=author,
+            rationale=f"{action_type} to {ref}",
+            files=sorted({a.path for a in actions if a.op in ("write", "symlink", "remove")}),
+            data={
+                "target_event_id": target.event.id if target.event else None,
+                "target_snapshot_id": target.snapshot_id,
+                "from_event_id": before_head.id if before_head else None,
+                "auto_save_event_id": auto.event.id if auto.event else None,
+                **({"paths": paths} if paths else {}),
+            },
+        )
+        move = {"HEAD": target.event.id} if paths is None and target.event else {}
+        journal = Journal(self.layout.journal, event.id)
+        journal.write(journal_record(actions, event=event.to_json(), move=move))
+        report = apply_actions(self.objects, self.root, actions)
+        event = Event(**{**event.__dict__, "data": {**event.data, "skipped_paths": report.skipped}})
+        event = self.ledger.append(event, move=move)
+        journal.remove()
+        return RewindResult(event, target, auto.event, report.restored_paths, report.skipped)
+
+    def _recover(self) -> None:
+        """Finish every journal an interrupted command left (lock held)."""
+        for path, record in Journal.pending(self.layout.journal):
+            actions: list[Action] = actions_from_record(record)
+            report = apply_actions(self.objects, self.root, actions, recovering=True)
+            ev = record["event"]
+            if not self.ledger.has(ev["id"]):
+                event = Event(
+                    id=EventId(ev["id"]),
+                    ts=ev["ts"],
+                    author=Author(ev["author"]["name"], ev["author"]["kind"]),
+                    action_type=ev["action_type"],
+                    rationale=ev["rationale"],
+                    files=tuple(ev["files"]),
+                    snapshot_ref=ev["snapshot_ref"],
+                    parent_event_id=ev["parent_event_id"],
+                    data={**ev.get("data", {}), "recovered": True, "skipped_paths": report.skipped},
+                )
+                self.ledger.append(event, move=record.get("move") or {})
+            path.unlink(missing_ok=True)
+
+    # -- reading files -------------------------------------------------------------
+
+    def show(self, ref: str, path: str) -> bytes:
+        """The bytes of ``path`` as it was at ``ref`` (a symlink's target for a link)."""
+        point = self.resolve(ref)
+        entry = lookup(self.objects, point.tree, path.strip("/"))
+        if entry is None:
+            raise PathNotFound(path, ref)
+        if entry.kind == "dir":
+            names = [
+                e.name + ("/" if e.kind == "dir" else "")
+                for e in read_tree(self.objects, entry.oid)
+            ]
+            return "".join(n + "\n" for n in names).encode()
+        return self.objects.get(entry.oid)
+
+    def export(self, ref: str, target: Path | str) -> int:
+        """Write the files of ``ref`` into an empty or new folder; return how many files."""
+        point = self.resolve(ref)
+        return export_tree(self.objects, point.tree, Path(target))
+
+    def cat(self, oid: str) -> tuple[str, Any]:
+        """An object by id or unique prefix.
+
+        Returns ``("tree", entries)``, ``("snapshot", manifest)`` or ``("blob", bytes)``.
+        """
+        full = self._object_id(oid)
+        data = self.objects.get(full)
+        try:
+            return "tree", decode_tree(data, full)
+        except CorruptRepository:
+            pass
+        if data.startswith(b'{"') and b'"format":' in data:
+            try:
+                return "snapshot", self.manifest(SnapshotId(full))
+            except CorruptRepository:
+                pass
+        return "blob", data
+
+    def _object_id(self, text: str) -> ObjectId:
+        if is_object_id(text):
+            return ObjectId(text)
+        if not HEX_PREFIX.fullmatch(text):
+            point = self.resolve(text)
+            return ObjectId(point.snapshot_id or point.tree)
+        folder = self.layout.objects / text[:2]
+        matches = [text[:2] + n for n in os.listdir(folder)] if folder.is_dir() else []
+        matches = [m for m in matches if m.startswith(text) and is_object_id(m)]
+        if len(matches) > 1:
+            raise AmbiguousRef(text, matches)
+        if not matches:
+            raise UnknownRef(
+                text, hint="give an object id (see 'strata cat' of a snapshot or tree)"
+            )
+        return ObjectId(matches[0])
+
+    # -- check ---------------------------------------------------------------------
+
+    def check(self, *, progress: Callable[[str], None] | None = None) -> list[str]:
+        """Verify every object hash and every reference; return the problems found."""
+        problems: list[str] = list(self.ledger.integrity_problems())
+        seen: set[str] = set()
+        stored: set[str] = set()
+        for oid in self.objects.ids():
+            stored.add(oid)
+            try:
+                self.objects.get(oid)
+            except StrataError as exc:
+                problems.append(str(exc))
+        if progress:
+            progress(f"{len(stored)} objects verified")
+
+        def need(oid: str, what: str) -> bool:
+            if oid not in stored:
+                problems.append(f"{what}: object {oid} is missing")
+                return False
+            return True
+
+        def walk(tree: str, where: str) -> None:
+            if tree in seen:
+                return
+            seen.add(tree)
+            if not need(tree, f"tree of {where}"):
+                return
+            try:
+                entries = read_tree(self.objects, ObjectId(tree))
+            except StrataError as exc:
+                problems.append(f"{where}: {exc}")
+                return
+            for e in entries:
+                if e.name in ("", ".", "..") or "/" in e.name or "\0" in e.name:
+                    problems.append(f"tree {tree}: invalid name {e.name!r}")
+                if e.kind == "dir":
+                    walk(e.oid, f"{where}/{e.name}")
+                elif e.oid not in seen:
+                    seen.add(e.oid)
+                    need(e.oid, f"{where}/{e.name}")
+
+        ids: set[str] = set()
+        for event in self.ledger.scan(newest_first=False):
+            ids.add(event.id)
+            if event.parent_event_id and event.parent_event_id not in ids:
+                problems.append(f"event {event.id}: parent {event.parent_event_id} is unknown")
+            if event.snapshot_ref:
+                if not need(event.snapshot_ref, f"snapshot of event {event.id}"):
+                    continue
+                try:
+                    tree = self.manifest(event.snapshot_ref)["tree"]
+                except StrataError as exc:
+                    problems.append(f"event {event.id}: {exc}")
+                    continue
+                walk(tree, f"event {short(event.id)}")
+        for name, target in self.ledger.refs().items():
+            if target not in ids:
+                problems.append(f"ref {name} points at unknown event {target}")
+        for path, _ in Journal.pending(self.layout.journal):
+            problems.append(f"an interrupted change is pending: {path.name}")
+        return problems
+
+
+def _bytes_changed(a: bytes, b: bytes) -> int:
+    """Length of the span that differs once the common prefix and suffix are removed."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # longest common prefix, by halving with C-speed slice compares
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, n - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(len(a), len(b)) - prefix - lo

@@ -1,0 +1,524 @@
+"""Writing into a workspace without ever following a symlink.
+
+Paths in stored trees and Drafts are agent-made, and an agent can swap a folder
+for a symlink at any moment, even while a restore is running. A path-based
+``open("sub/deep/f", "w")`` would then write wherever the symlink points. So
+:class:`WorkspaceWriter` never hands the kernel a path with more than one
+component: it opens the workspace root once, then walks each folder on the way
+with ``openat(O_DIRECTORY | O_NOFOLLOW)`` relative to the folder before it. A
+component that is (or has just become) a symlink or a file makes that open
+fail, and the call raises :class:`~strata.errors.UnsafeWorkspacePath`. Once a
+folder is open, its descriptor names that folder for good: renaming it away or
+planting a symlink in its place afterwards cannot redirect the write.
+
+Files and symlinks are written to a temporary name in their folder (see
+:data:`TEMP_PREFIX`) and renamed into place. ``rename`` replaces whatever entry
+is at the destination (a file, a hard link, a symlink) without following it, so
+a symlink at the path is replaced, never written through.
+
+Nothing here calls ``fsync`` per file: a caller writing many files makes them
+durable at once with :func:`sync_filesystem` before it records the result.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import functools
+import os
+import secrets
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import TracebackType
+
+from strata.errors import StrataError, UnsafeWorkspacePath
+from strata.sandbox.paths import check_relative, is_internal
+
+__all__ = ["TEMP_PREFIX", "WorkspaceWriter", "sync_filesystem"]
+
+#: Names of temporary files and symlinks start with this; a crash can leave one behind.
+TEMP_PREFIX = ".strata-tmp-"
+
+# A folder on the way: never a symlink, only a folder. O_PATH needs no read
+# permission (search permission suffices, as for a path walk) and is a valid dir_fd.
+_DIR_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# The final entry itself, whatever it is; a symlink is opened as the link.
+_ENTRY_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+_TEMP_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK so that a FIFO planted at the path cannot hang a read.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_PARENT_MODE = 0o755
+_PERMISSION_BITS = 0o777
+_TEMP_ATTEMPTS = 16
+_PROC_FD = "/proc/self/fd"
+
+
+class WorkspaceWriter:
+    """Writes files into a workspace through directory handles, never following symlinks.
+
+    Every ``path`` argument is a workspace path (see
+    :func:`strata.sandbox.paths.check_relative`). A folder on the way that is a
+    symlink or not a folder raises :class:`~strata.errors.UnsafeWorkspacePath`.
+    Paths inside ``.strata`` or ``.git`` are never changed unless
+    ``allow_internal`` is set; reading them is allowed.
+
+    Use it as a context manager, or call :meth:`close`::
+
+        with WorkspaceWriter(root) as writer:
+            st = writer.write_file("src/app.py", chunks, mode=0o644)
+    """
+
+    def __init__(self, root: Path, *, allow_internal: bool = False) -> None:
+        self.root = Path(os.path.realpath(root))
+        self._allow_internal = allow_internal
+        self._root_fd = os.open(self.root, _DIR_FLAGS)
+
+    def close(self) -> None:
+        """Close the handle on the workspace root; later calls raise ValueError."""
+        if self._root_fd >= 0:
+            fd, self._root_fd = self._root_fd, -1
+            os.close(fd)
+
+    def __enter__(self) -> WorkspaceWriter:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- reading -----------------------------------------------------------
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        """The ``lstat`` of ``path``, or None when it (or a folder on the way) is absent."""
+        with self._parent(path, create=False) as (dir_fd, name):
+            if dir_fd is None:
+                return None
+            return _lstat_at(dir_fd, name)
+
+    def read_file(self, path: str) -> bytes:
+        """The bytes of the regular file at ``path``.
+
+        Raises:
+            UnsafeWorkspacePath: ``path`` or a folder on the way is a symlink.
+            StrataError: ``path`` is a folder or another non-regular file.
+            FileNotFoundError: ``path`` is absent.
+
+        """
+        with self._parent(path, create=False) as (dir_fd, name):
+            if dir_fd is None:
+                raise _not_found(path)
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise _not_found(path) from None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    raise UnsafeWorkspacePath(path) from None
+                raise
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise StrataError(f"cannot read {path}: not a regular file")
+                with open(fd, "rb", closefd=False) as file:
+                    return file.read()
+            finally:
+                os.close(fd)
+
+    def read_link(self, path: str) -> str:
+        """The target of the symlink at ``path``, as stored (never resolved).
+
+        Raises:
+            StrataError: ``path`` is not a symlink.
+            FileNotFoundError: ``path`` is absent.
+
+        """
+        with self._parent(path, create=False) as (dir_fd, name):
+            if dir_fd is None:
+                raise _not_found(path)
+            try:
+                return os.readlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise _not_found(path) from None
+            except OSError as exc:
+                if exc.errno == errno.EINVAL:
+                    raise StrataError(f"cannot read link {path}: not a symlink") from None
+                raise
+
+    # -- writing -----------------------------------------------------------
+
+    def write_file(
+        self, path: str, chunks: bytes | Iterable[bytes], *, mode: int
+    ) -> os.stat_result:
+        """Write ``chunks`` to ``path`` atomically and give it exactly ``mode & 0o777``.
+
+        Missing folders on the way are created (``0o755`` less the umask). The
+        content goes to a temporary file in the same folder, which is renamed
+        over ``path``: a file, hard link or symlink there is replaced, never
+        written through. On any failure the temporary file is removed and
+        ``path`` is left as it was. The file is not fsynced.
+
+        Returns:
+            The ``lstat`` of the written file (taken on its descriptor after the
+            rename, so it describes this file even if another replaces it).
+
+        Raises:
+            UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
+            StrataError: a folder is at ``path``; the caller removes it first.
+
+        """
+        data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
+        with self._parent(path, create=True, write=True) as (dir_fd, name):
+            assert dir_fd is not None
+            _refuse_folder(dir_fd, name, path)
+            temp, fd = _create_temp_file(dir_fd, path)
+            try:
+                with open(fd, "wb", closefd=False) as file:
+                    for chunk in data:
+                        file.write(chunk)
+                os.fchmod(fd, mode & _PERMISSION_BITS)
+                _rename_into_place(dir_fd, temp, name, path)
+                return os.fstat(fd)
+            except BaseException:
+                _unlink_quietly(dir_fd, temp)
+                raise
+            finally:
+                os.close(fd)
+
+    def write_symlink(self, path: str, target: str) -> os.stat_result:
+        """Make ``path`` a symlink to ``target`` atomically, replacing a file or symlink there.
+
+        ``target`` is stored as given and never followed; it may point anywhere.
+
+        Returns:
+            The ``lstat`` of the new symlink.
+
+        Raises:
+            UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
+            StrataError: a folder is at ``path``, or ``target`` is empty or has a NUL.
+
+        """
+        if not target or "\0" in target:
+            raise StrataError(f"cannot make symlink {path}: invalid target {target!r}")
+        with self._parent(path, create=True, write=True) as (dir_fd, name):
+            assert dir_fd is not None
+            _refuse_folder(dir_fd, name, path)
+            temp = _create_temp_symlink(dir_fd, target, path)
+            try:
+                fd = os.open(temp, _ENTRY_FLAGS, dir_fd=dir_fd)
+            except BaseException:
+                _unlink_quietly(dir_fd, temp)
+                raise
+            try:
+                _rename_into_place(dir_fd, temp, name, path)
+                return os.fstat(fd)
+            except BaseException:
+                _unlink_quietly(dir_fd, temp)
+                raise
+            finally:
+                os.close(fd)
+
+    def make_dir(self, path: str, *, mode: int = 0o755) -> None:
+        """Create the folder ``path`` and its parents, like ``mkdir -p``.
+
+        Parents are made with ``0o755`` less the umask; the folder itself, new
+        or already there, gets exactly ``mode & 0o777``.
+
+        Raises:
+            UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
+            StrataError: a file or symlink is at ``path``.
+
+        """
+        with self._parent(path, create=True, write=True) as (dir_fd, name):
+            assert dir_fd is not None
+            existing = _lstat_at(dir_fd, name)
+            if existing is not None and not stat.S_ISDIR(existing.st_mode):
+                raise StrataError(
+                    f"cannot make folder {path}: a file or symlink is in the way",
+                    hint="remove it first",
+                )
+            fd = _open_dir(dir_fd, name, path, create=True)
+            assert fd is not None
+            try:
+                _chmod_at(dir_fd, name, fd, path, mode & _PERMISSION_BITS)
+            finally:
+                os.close(fd)
+
+    def remove_file(self, path: str) -> bool:
+        """Unlink the file or symlink at ``path`` (never its target).
+
+        Returns:
+            True when something was removed, False when ``path`` was absent.
+
+        Raises:
+            StrataError: ``path`` is a folder.
+
+        """
+        with self._parent(path, create=False, write=True) as (dir_fd, name):
+            if dir_fd is None:
+                return False
+            try:
+                os.unlink(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                if exc.errno in (errno.EISDIR, errno.EPERM):
+                    existing = _lstat_at(dir_fd, name)
+                    if existing is not None and stat.S_ISDIR(existing.st_mode):
+                        raise StrataError(
+                            f"cannot remove {path} as a file: it is a folder"
+                        ) from None
+                raise
+            return True
+
+    def remove_dir(self, path: str) -> bool:
+        """Remove the folder ``path`` if it is empty; never recursive.
+
+        Returns:
+            True when the folder was removed, False when it was absent or not empty.
+
+        Raises:
+            StrataError: ``path`` is a file or a symlink.
+
+        """
+        with self._parent(path, create=False, write=True) as (dir_fd, name):
+            if dir_fd is None:
+                return False
+            try:
+                os.rmdir(name, dir_fd=dir_fd)
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    return False
+                if exc.errno == errno.ENOTDIR:
+                    raise StrataError(
+                        f"cannot remove {path} as a folder: it is a file or symlink"
+                    ) from None
+                raise
+            return True
+
+    def chmod(self, path: str, mode: int) -> None:
+        """Give the file or folder at ``path`` exactly ``mode & 0o777``.
+
+        A symlink (or a FIFO, socket or device) at ``path`` is left untouched.
+
+        Raises:
+            FileNotFoundError: ``path`` is absent.
+
+        """
+        with self._parent(path, create=False, write=True) as (dir_fd, name):
+            if dir_fd is None:
+                raise _not_found(path)
+            try:
+                fd = os.open(name, _ENTRY_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise _not_found(path) from None
+            try:
+                kind = stat.S_IFMT(os.fstat(fd).st_mode)
+                if kind in (stat.S_IFREG, stat.S_IFDIR):
+                    _chmod_at(dir_fd, name, fd, path, mode & _PERMISSION_BITS)
+            finally:
+                os.close(fd)
+
+    # -- walking -----------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _parent(
+        self, path: str, *, create: bool, write: bool = False
+    ) -> Iterator[tuple[int | None, str]]:
+        """Open the folder that holds ``path``; yield its fd (None if absent) and the last name.
+
+        The fd is closed on exit. With ``create``, missing folders are made.
+        """
+        check_relative(path)
+        if write and not self._allow_internal and is_internal(path):
+            raise StrataError(
+                f"refusing to change {path}: .strata and .git are never written into a workspace"
+            )
+        if self._root_fd < 0:
+            raise ValueError("WorkspaceWriter is closed")
+        *folders, name = path.split("/")
+        fd: int | None = os.dup(self._root_fd)
+        try:
+            for folder in folders:
+                assert fd is not None
+                child = _open_dir(fd, folder, path, create=create)
+                os.close(fd)
+                fd = child
+                if fd is None:
+                    break
+            yield fd, name
+        finally:
+            if fd is not None:
+                os.close(fd)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every write on the file system that holds ``path`` to disk.
+
+    Calls Linux ``syncfs(2)`` on a descriptor of ``path`` (a file or folder),
+    or ``sync(2)`` where ``syncfs`` is unavailable.
+    """
+    syncfs = _syncfs()
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            if code != errno.ENOSYS:
+                raise OSError(code, os.strerror(code), str(path))
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+
+    def call(fd: int) -> int:
+        return int(function(fd))
+
+    return call
+
+
+def _open_dir(dir_fd: int, name: str, path: str, *, create: bool) -> int | None:
+    """Open the folder ``name`` in ``dir_fd`` without following a symlink.
+
+    Returns None when it is absent and not ``create``. With ``create`` a missing
+    folder is made first. A symlink or non-folder raises UnsafeWorkspacePath.
+    """
+    try:
+        return _open_dir_or_unsafe(dir_fd, name, path)
+    except FileNotFoundError:
+        if not create:
+            return None
+    try:
+        os.mkdir(name, _PARENT_MODE, dir_fd=dir_fd)
+    except FileExistsError:
+        pass  # made meanwhile: the open below checks what it is
+    except FileNotFoundError:  # the folder at dir_fd was removed while we walked
+        raise UnsafeWorkspacePath(path) from None
+    try:
+        return _open_dir_or_unsafe(dir_fd, name, path)
+    except FileNotFoundError:  # removed as soon as it was made
+        raise UnsafeWorkspacePath(path) from None
+
+
+def _open_dir_or_unsafe(dir_fd: int, name: str, path: str) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+            raise UnsafeWorkspacePath(path) from None
+        raise
+
+
+def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
+    try:
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+
+
+def _refuse_folder(dir_fd: int, name: str, path: str) -> None:
+    existing = _lstat_at(dir_fd, name)
+    if existing is not None and stat.S_ISDIR(existing.st_mode):
+        raise _folder_in_the_way(path)
+
+
+def _folder_in_the_way(path: str) -> StrataError:
+    return StrataError(f"cannot write {path}: a folder is in the way", hint="remove it first")
+
+
+def _not_found(path: str) -> FileNotFoundError:
+    return FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+
+
+def _temp_name() -> str:
+    return TEMP_PREFIX + secrets.token_hex(8)
+
+
+def _create_temp_file(dir_fd: int, path: str) -> tuple[str, int]:
+    for _ in range(_TEMP_ATTEMPTS):
+        name = _temp_name()
+        try:
+            return name, os.open(name, _TEMP_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the folder was removed after we opened it
+            raise UnsafeWorkspacePath(path) from None
+    raise FileExistsError(errno.EEXIST, "no free temporary name", TEMP_PREFIX)
+
+
+def _create_temp_symlink(dir_fd: int, target: str, path: str) -> str:
+    for _ in range(_TEMP_ATTEMPTS):
+        name = _temp_name()
+        try:
+            os.symlink(target, name, dir_fd=dir_fd)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:  # the folder was removed after we opened it
+            raise UnsafeWorkspacePath(path) from None
+        return name
+    raise FileExistsError(errno.EEXIST, "no free temporary name", TEMP_PREFIX)
+
+
+def _rename_into_place(dir_fd: int, temp: str, name: str, path: str) -> None:
+    try:
+        os.rename(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.EISDIR, errno.ENOTEMPTY, errno.EEXIST):
+            raise _folder_in_the_way(path) from None
+        if exc.errno == errno.ENOENT:  # the folder, or our temporary entry, was removed
+            raise UnsafeWorkspacePath(path) from None
+        raise
+
+
+def _unlink_quietly(dir_fd: int, name: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _chmod_at(dir_fd: int, name: str, fd: int, path: str, mode: int) -> None:
+    """Chmod the file or folder ``name`` in ``dir_fd``, which ``fd`` (``O_PATH``) has open.
+
+    ``/proc/self/fd/N`` names exactly the opened inode, so nothing is looked up
+    by path again, and it works on a file its owner cannot read. Without
+    ``/proc``, ``name`` is reopened without following a symlink, checked to be
+    the same inode, and changed with ``fchmod``.
+    """
+    try:
+        os.chmod(f"{_PROC_FD}/{fd}", mode)
+    except FileNotFoundError:
+        if os.path.isdir(_PROC_FD):
+            raise
+    else:
+        return
+    opened = os.fstat(fd)
+    try:
+        reopened = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOENT):
+            raise UnsafeWorkspacePath(path) from None
+        raise
+    try:
+        now = os.fstat(reopened)
+        if (now.st_dev, now.st_ino) != (opened.st_dev, opened.st_ino):
+            raise UnsafeWorkspacePath(path)
+        os.fchmod(reopened, mode)
+    finally:
+        os.close(reopened)

@@ -1,0 +1,380 @@
+"""Writing trees back to disk: restore (into the workspace) and export (into a new folder).
+
+A restore is planned as a list of :class:`Action` from the tree that was just
+captured (the auto-save) to the target tree, so only differing paths are
+touched. The plan is written to a journal before the first write; every
+action is idempotent and checks the path first:
+
+* a path the plan expects to be absent must be absent (something there was
+  not captured: an ignored file, or one made after the scan) — else skipped;
+* a path the plan expects to hold captured content must still have the stat
+  the scan recorded — else it changed since and is skipped;
+
+so a restore never deletes or overwrites anything that was not recorded.
+Skipped paths are reported. If the process dies, the next command replays
+the journal: actions whose path already holds the target are done; actions
+whose path still holds the captured state are applied; anything else is left
+alone and reported.
+
+All workspace writes go through :class:`strata.store.fsops.WorkspaceWriter`
+(directory handles, ``O_NOFOLLOW``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from strata.errors import StrataError, TargetNotEmpty, UnsafeWorkspacePath
+from strata.ids import ObjectId
+from strata.store.fsops import WorkspaceWriter, sync_filesystem
+from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
+from strata.store.statcache import FileStat
+from strata.store.tree import TreeEntry, read_tree
+
+Op = Literal["write", "symlink", "mkdir", "remove", "rmdir", "chmod"]
+JOURNAL_VERSION = 1
+
+
+@dataclass
+class Action:
+    """One step of a restore."""
+
+    op: Op
+    path: str
+    oid: str = ""
+    mode: int = 0
+    # what the scan saw at the path: (mode, size, mtime_ns, ctime_ns, inode, oid) or None = absent
+    before: list[Any] | None = None
+
+
+@dataclass
+class RestoreReport:
+    """What a restore did."""
+
+    written: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def restored_paths(self) -> list[str]:
+        """Every path written or removed, sorted."""
+        return sorted(set(self.written) | set(self.removed))
+
+
+def _index(store: ObjectStore, oid: ObjectId | None) -> dict[str, TreeEntry]:
+    return {e.name: e for e in read_tree(store, oid)} if oid else {}
+
+
+def plan_restore(
+    store: ObjectStore,
+    current: ObjectId,
+    target: ObjectId,
+    *,
+    stat_of: Any,
+    paths: list[str] | None = None,
+) -> list[Action]:
+    """Actions that turn the captured tree ``current`` into ``target``.
+
+    ``stat_of(path)`` returns the stat the scan recorded for a file or symlink.
+    ``paths`` limits the plan to those paths and what lies below them.
+    """
+    actions: list[Action] = []
+
+    def wanted(path: str) -> bool:
+        if not paths:
+            return True
+        return any(path == p or path.startswith(p + "/") or p.startswith(path + "/") for p in paths)
+
+    def inside(path: str) -> bool:
+        return not paths or any(path == p or path.startswith(p + "/") for p in paths)
+
+    def before(path: str) -> list[Any] | None:
+        st: FileStat | None = stat_of(path)
+        return list(st) if st is not None else None
+
+    def remove(path: str, entry: TreeEntry) -> None:
+        if entry.kind == "dir":
+            for name, child in sorted(_index(store, entry.oid).items()):
+                remove(f"{path}/{name}", child)
+            actions.append(Action("rmdir", path))
+        else:
+            actions.append(Action("remove", path, before=before(path)))
+
+    def create(path: str, entry: TreeEntry) -> None:
+        if entry.kind == "dir":
+            actions.append(Action("mkdir", path, mode=entry.mode))
+            for name, child in sorted(_index(store, entry.oid).items()):
+                create(f"{path}/{name}", child)
+        elif entry.kind == "symlink":
+            actions.append(Action("symlink", path, oid=entry.oid))
+        else:
+            actions.append(Action("write", path, oid=entry.oid, mode=entry.mode))
+
+    def walk(a: ObjectId | None, b: ObjectId | None, prefix: str) -> None:
+        left, right = _index(store, a), _index(store, b)
+        for name in sorted(left.keys() | right.keys()):
+            path = prefix + name
+            if not wanted(path):
+                continue
+            old, new = left.get(name), right.get(name)
+            if old is not None and new is not None and old.kind == new.kind == "dir":
+                if old.oid != new.oid:
+                    walk(old.oid, new.oid, path + "/")
+                if old.mode != new.mode and inside(path):
+                    actions.append(Action("chmod", path, mode=new.mode))
+                continue
+            if old == new:
+                continue
+            if old is not None and new is not None and old.kind == new.kind == "file":
+                if old.oid == new.oid:
+                    actions.append(Action("chmod", path, mode=new.mode, before=before(path)))
+                else:
+                    actions.append(
+                        Action("write", path, oid=new.oid, mode=new.mode, before=before(path))
+                    )
+                continue
+            if old is not None and new is not None and old.kind == new.kind == "symlink":
+                actions.append(Action("symlink", path, oid=new.oid, before=before(path)))
+                continue
+            if old is not None and (inside(path) or old.kind != "dir"):
+                remove(path, old)
+            elif old is not None:
+                # a folder above the requested paths: only descend
+                walk(old.oid, None, path + "/")
+            if new is not None:
+                if new.kind == "dir" and not inside(path):
+                    actions.append(Action("mkdir", path, mode=new.mode))
+                    walk(None, new.oid, path + "/")
+                else:
+                    create(path, new)
+
+    walk(current, target, "")
+    return actions
+
+
+def _matches(st: os.stat_result | None, expected: list[Any] | None) -> bool:
+    if expected is None:
+        return st is None
+    if st is None:
+        return False
+    mode, size, mtime, ctime, ino = expected[:5]
+    if stat.S_ISLNK(st.st_mode):
+        return (st.st_size, st.st_ino) == (size, ino)
+    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (
+        mode,
+        size,
+        mtime,
+        ctime,
+        ino,
+    )
+
+
+class Journal:
+    """An in-flight multi-file change, kept in ``journal/<name>.json`` until it completes."""
+
+    def __init__(self, folder: Path, name: str) -> None:
+        self.folder = folder
+        self.path = folder / f"{name}.json"
+
+    def write(self, record: dict[str, Any]) -> None:
+        """Write the journal durably (temp, fsync, rename, fsync folder)."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        data = json.dumps({"version": JOURNAL_VERSION, **record}).encode()
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        _fsync_dir(self.folder)
+
+    def remove(self) -> None:
+        """Forget the journal: the change is complete."""
+        self.path.unlink(missing_ok=True)
+        _fsync_dir(self.folder)
+
+    @staticmethod
+    def pending(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+        """Every journal left behind by an interrupted command, oldest first."""
+        if not folder.is_dir():
+            return
+        for path in sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime_ns):
+            try:
+                record = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                raise StrataError(
+                    f"the journal {path} is unreadable", hint="run 'strata check'"
+                ) from None
+            if record.get("version") != JOURNAL_VERSION:
+                raise StrataError(f"the journal {path} has an unknown version")
+            yield path, record
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def apply_actions(
+    store: ObjectStore, root: Path, actions: list[Action], *, recovering: bool = False
+) -> RestoreReport:
+    """Carry out a restore plan; each action checks the path before touching it."""
+    report = RestoreReport()
+    skipped_dirs: list[str] = []
+    with WorkspaceWriter(root) as ws:
+        for act in actions:
+            if any(act.path.startswith(d + "/") for d in skipped_dirs):
+                report.skipped.append(act.path)
+                continue
+            try:
+                _apply_one(store, ws, act, report, skipped_dirs, recovering)
+            except UnsafeWorkspacePath:
+                report.skipped.append(act.path)
+    sync_filesystem(root)
+    return report
+
+
+def _apply_one(
+    store: ObjectStore,
+    ws: WorkspaceWriter,
+    act: Action,
+    report: RestoreReport,
+    skipped_dirs: list[str],
+    recovering: bool,
+) -> None:
+    st = ws.lstat(act.path)
+    if act.op == "mkdir":
+        if st is None:
+            ws.make_dir(act.path, mode=act.mode)
+            report.written.append(act.path)
+        elif stat.S_ISDIR(st.st_mode):
+            if st.st_mode & 0o777 != act.mode:
+                ws.chmod(act.path, act.mode)
+        else:
+            report.skipped.append(act.path)
+            skipped_dirs.append(act.path)
+        return
+    if act.op == "rmdir":
+        if st is None:
+            return
+        if stat.S_ISDIR(st.st_mode) and ws.remove_dir(act.path):
+            report.removed.append(act.path)
+        else:
+            report.skipped.append(act.path)
+        return
+    if act.op == "chmod":
+        if (
+            st is not None
+            and not stat.S_ISLNK(st.st_mode)
+            and (act.before is None or _matches(st, act.before) or recovering)
+        ):
+            ws.chmod(act.path, act.mode)
+            report.written.append(act.path)
+        else:
+            report.skipped.append(act.path)
+        return
+    done = _holds_target(ws, act, st)
+    if done:
+        return
+    if not _matches(st, act.before):
+        report.skipped.append(act.path)
+        return
+    if act.op == "remove":
+        ws.remove_file(act.path)
+        report.removed.append(act.path)
+    elif act.op == "write":
+        if st is not None and stat.S_ISDIR(st.st_mode):
+            report.skipped.append(act.path)
+            return
+        ws.write_file(act.path, verified_chunks(store, ObjectId(act.oid)), mode=act.mode)
+        report.written.append(act.path)
+    elif act.op == "symlink":
+        target = store.get(ObjectId(act.oid))
+        ws.write_symlink(act.path, os.fsdecode(target))
+        report.written.append(act.path)
+
+
+def _holds_target(ws: WorkspaceWriter, act: Action, st: os.stat_result | None) -> bool:
+    """True when the path already holds what the action would put there."""
+    if act.op == "remove":
+        return st is None
+    if st is None:
+        return False
+    if act.op == "symlink" and stat.S_ISLNK(st.st_mode):
+        return hash_bytes(os.fsencode(ws.read_link(act.path))) == act.oid
+    if act.op == "write" and stat.S_ISREG(st.st_mode):
+        if act.before is not None and _matches(st, act.before):
+            return False  # still the captured content: not written yet
+        return st.st_mode & 0o777 == act.mode and hash_bytes(ws.read_file(act.path)) == act.oid
+    return False
+
+
+def export_tree(store: ObjectStore, tree: ObjectId, target: Path, *, threads: int = 4) -> int:
+    """Write the tree into ``target`` (absent or an empty folder); return the files written.
+
+    Every folder is created by this call (``mkdir`` fails if anything is in the
+    way) and every file is opened ``O_CREAT | O_EXCL | O_NOFOLLOW``, so nothing
+    outside ``target`` is written even if a name was planted meanwhile.
+    """
+    if target.exists() or target.is_symlink():
+        if not target.is_dir() or target.is_symlink() or any(target.iterdir()):
+            raise TargetNotEmpty(str(target))
+    else:
+        target.mkdir(parents=True)
+    jobs: list[tuple[str, TreeEntry]] = []
+    dirs: list[tuple[str, int]] = []
+
+    def walk(oid: ObjectId, folder: str) -> None:
+        for entry in read_tree(store, oid):
+            path = f"{folder}/{entry.name}"
+            if entry.kind == "dir":
+                os.mkdir(path, 0o700)
+                dirs.append((path, entry.mode))
+                walk(entry.oid, path)
+            elif entry.kind == "symlink":
+                os.symlink(os.fsdecode(store.get(entry.oid)), path)
+            else:
+                jobs.append((path, entry))
+
+    walk(tree, str(target))
+
+    def write(job: tuple[str, TreeEntry]) -> None:
+        path, entry = job
+        fd = os.open(
+            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        with os.fdopen(fd, "wb") as f:
+            if entry.size:
+                for chunk in verified_chunks(store, entry.oid):
+                    f.write(chunk)
+            os.fchmod(f.fileno(), entry.mode)
+
+    if len(jobs) > 8 and threads > 1:
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(write, jobs))
+    else:
+        for job in jobs:
+            write(job)
+    for path, mode in reversed(dirs):
+        os.chmod(path, mode)
+    return len(jobs)
+
+
+def journal_record(actions: list[Action], **extra: Any) -> dict[str, Any]:
+    """The JSON record of a restore plan."""
+    return {"actions": [asdict(a) for a in actions], **extra}
+
+
+def actions_from_record(record: dict[str, Any]) -> list[Action]:
+    """The inverse of :func:`journal_record`."""
+    return [Action(**a) for a in record["actions"]]

@@ -1,0 +1,384 @@
+"""Content-addressed object storage.
+
+An object is a sequence of bytes stored once under its BLAKE3-256 hash. Blobs
+(file contents, symlink targets), trees and snapshot manifests are all objects;
+the store does not know which is which: whoever names an object knows its kind.
+
+Two implementations share one protocol and one conformance suite:
+:class:`DiskObjectStore` (``objects/ab/cdef…``, each file one zstd frame,
+written to a temporary name and renamed into place, never modified) and
+:class:`MemoryObjectStore`.
+
+Durability is batched: writes are not synced one by one; :meth:`flush` makes
+every object written so far durable with one ``syncfs``. Callers flush before
+they write a record that names the objects.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Protocol
+
+import blake3
+import zstandard
+
+from strata.errors import CorruptRepository, ObjectMissing
+from strata.ids import ObjectId, is_object_id
+
+COMPRESSION_LEVEL = 1
+STREAM_THRESHOLD = 16 * 1024 * 1024
+CHUNK = 1024 * 1024
+
+
+def hash_bytes(data: bytes) -> ObjectId:
+    """The object id of ``data``."""
+    return ObjectId(blake3.blake3(data).hexdigest())
+
+
+class ObjectWriter(Protocol):
+    """Receives an object in chunks; :meth:`commit` stores it and returns its id."""
+
+    def write(self, chunk: bytes) -> None:
+        """Append a chunk."""
+
+    def commit(self) -> ObjectId:
+        """Store the object (if it is new) and return its id."""
+
+    def abort(self) -> None:
+        """Forget what was written."""
+
+
+class ObjectStore(Protocol):
+    """What every object store offers."""
+
+    def has(self, oid: ObjectId) -> bool:
+        """True when the object is stored."""
+
+    def get(self, oid: ObjectId) -> bytes:
+        """The object's bytes, verified against its id; ObjectMissing if absent."""
+
+    def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
+        """Store ``data`` (its id may be passed when already known) and return its id."""
+
+    def writer(self) -> ObjectWriter:
+        """A writer for an object too large to hold in memory."""
+
+    def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
+        """The object's bytes in chunks (not verified; see :meth:`get`)."""
+
+    def ids(self) -> Iterator[ObjectId]:
+        """Every stored object id, in no particular order."""
+
+    def flush(self) -> None:
+        """Make every object written so far durable."""
+
+
+class _Codec(threading.local):
+    """Per-thread zstd contexts (they are not thread-safe)."""
+
+    def __init__(self) -> None:
+        self.compressor = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL)
+        self.decompressor = zstandard.ZstdDecompressor()
+
+
+_codec = _Codec()
+
+
+def compress(data: bytes) -> bytes:
+    """One zstd frame holding ``data``."""
+    return _codec.compressor.compress(data)
+
+
+def decompress(frame: bytes) -> bytes:
+    """The bytes held in one zstd frame (with or without a content size)."""
+    return _codec.decompressor.decompressobj().decompress(frame)
+
+
+class DiskObjectStore:
+    """Objects as files under ``root``: ``root/ab/cdef…`` (one zstd frame each)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._tmp = root / "tmp"
+        self._known_dirs: set[str] = set()
+        self._dirty = False
+        self._lock = threading.Lock()
+
+    def _path(self, oid: str) -> Path:
+        return self.root / oid[:2] / oid[2:]
+
+    def has(self, oid: ObjectId) -> bool:
+        """True when the object is stored."""
+        return os.path.exists(self._path(oid))
+
+    def _read_frame(self, oid: ObjectId) -> bytes:
+        try:
+            with open(self._path(oid), "rb") as f:
+                return f.read()
+        except FileNotFoundError:
+            raise ObjectMissing(oid) from None
+
+    def get(self, oid: ObjectId) -> bytes:
+        """The object's bytes, verified against its id."""
+        frame = self._read_frame(oid)
+        try:
+            data = decompress(frame)
+        except zstandard.ZstdError:
+            raise CorruptRepository(
+                f"object {oid} is corrupt (not a valid zstd frame)",
+                hint="run 'strata check' to list every problem",
+            ) from None
+        if hash_bytes(data) != oid:
+            raise CorruptRepository(
+                f"object {oid} is corrupt (its content does not match its id)",
+                hint="run 'strata check' to list every problem",
+            )
+        return data
+
+    def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
+        """The object's bytes in chunks of about 1 MiB."""
+        try:
+            f = open(self._path(oid), "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            raise ObjectMissing(oid) from None
+        with f, _codec.decompressor.stream_reader(f) as reader:
+            while chunk := reader.read(CHUNK):
+                yield chunk
+
+    def _install(self, oid: ObjectId, fill: Iterable[bytes]) -> None:
+        """Write the frames from ``fill`` to a temp file and rename it to ``oid``."""
+        prefix = oid[:2]
+        if prefix not in self._known_dirs:
+            os.makedirs(self.root / prefix, exist_ok=True)
+            os.makedirs(self._tmp, exist_ok=True)
+            self._known_dirs.add(prefix)
+        tmp = self._tmp / f"{oid}.{os.getpid()}.{threading.get_ident()}"
+        try:
+            with open(tmp, "wb") as f:
+                for part in fill:
+                    f.write(part)
+            os.replace(tmp, self._path(oid))
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        self._dirty = True
+
+    def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
+        """Store ``data`` unless an object with its id exists; return the id."""
+        if oid is None:
+            oid = hash_bytes(data)
+        if not self.has(oid):
+            self._install(oid, (compress(data),))
+        return oid
+
+    def writer(self) -> ObjectWriter:
+        """A streaming writer: compresses to a temp file while hashing."""
+        return _DiskWriter(self)
+
+    def ids(self) -> Iterator[ObjectId]:
+        """Every stored object id."""
+        if not self.root.is_dir():
+            return
+        for sub in sorted(os.listdir(self.root)):
+            if len(sub) != 2:
+                continue
+            for rest in sorted(os.listdir(self.root / sub)):
+                oid = sub + rest
+                if is_object_id(oid):
+                    yield ObjectId(oid)
+
+    def flush(self) -> None:
+        """Make every object written so far durable with one file-system sync."""
+        with self._lock:
+            if not self._dirty:
+                return
+            from strata.store.fsops import sync_filesystem
+
+            sync_filesystem(self.root)
+            self._dirty = False
+
+    def stored_size(self, oid: ObjectId) -> int:
+        """The compressed size on disk."""
+        return os.stat(self._path(oid)).st_size
+
+
+class _DiskWriter:
+    def __init__(self, store: DiskObjectStore) -> None:
+        self._store = store
+        os.makedirs(store._tmp, exist_ok=True)
+        self._tmp = store._tmp / f"stream.{os.getpid()}.{threading.get_ident()}.{id(self)}"
+        self._file: IO[bytes] = open(self._tmp, "wb")  # noqa: SIM115 - closed in commit/abort
+        self._hasher = blake3.blake3()
+        self._zw = zstandard.ZstdCompressor(level=COMPRESSION_LEVEL).stream_writer(
+            self._file, closefd=False
+        )
+
+    def write(self, chunk: bytes) -> None:
+        self._hasher.update(chunk)
+        self._zw.write(chunk)
+
+    def commit(self) -> ObjectId:
+        oid = ObjectId(self._hasher.hexdigest())
+        self._zw.flush(zstandard.FLUSH_FRAME)
+        self._file.close()
+        store = self._store
+        if store.has(oid):
+            self._tmp.unlink(missing_ok=True)
+            return oid
+        prefix = oid[:2]
+        os.makedirs(store.root / prefix, exist_ok=True)
+        store._known_dirs.add(prefix)
+        os.replace(self._tmp, store._path(oid))
+        store._dirty = True
+        return oid
+
+    def abort(self) -> None:
+        self._file.close()
+        self._tmp.unlink(missing_ok=True)
+
+
+class MemoryObjectStore:
+    """Objects in a dict; for tests and throw-away repositories."""
+
+    def __init__(self) -> None:
+        self._objects: dict[ObjectId, bytes] = {}
+
+    def has(self, oid: ObjectId) -> bool:
+        """True when the object is stored."""
+        return oid in self._objects
+
+    def get(self, oid: ObjectId) -> bytes:
+        """The object's bytes."""
+        try:
+            data = self._objects[oid]
+        except KeyError:
+            raise ObjectMissing(oid) from None
+        if hash_bytes(data) != oid:
+            raise CorruptRepository(f"object {oid} is corrupt (its content does not match its id)")
+        return data
+
+    def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
+        """Store ``data``; return its id."""
+        oid = oid or hash_bytes(data)
+        self._objects.setdefault(oid, bytes(data))
+        return oid
+
+    def writer(self) -> ObjectWriter:
+        """A writer collecting chunks in memory."""
+        return _MemoryWriter(self)
+
+    def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
+        """The object's bytes in chunks."""
+        if oid not in self._objects:
+            raise ObjectMissing(oid)
+        data = self._objects[oid]
+        for i in range(0, len(data), CHUNK):
+            yield data[i : i + CHUNK]
+
+    def ids(self) -> Iterator[ObjectId]:
+        """Every stored id."""
+        yield from list(self._objects)
+
+    def flush(self) -> None:
+        """Nothing to do: memory is as durable as it gets."""
+
+    def corrupt(self, oid: ObjectId, data: bytes) -> None:
+        """Overwrite an object's bytes (tests of verification use this)."""
+        self._objects[oid] = data
+
+
+class _MemoryWriter:
+    def __init__(self, store: MemoryObjectStore) -> None:
+        self._store = store
+        self._parts: list[bytes] = []
+
+    def write(self, chunk: bytes) -> None:
+        self._parts.append(bytes(chunk))
+
+    def commit(self) -> ObjectId:
+        return self._store.put(b"".join(self._parts))
+
+    def abort(self) -> None:
+        self._parts.clear()
+
+
+def verified_chunks(store: ObjectStore, oid: ObjectId) -> Iterator[bytes]:
+    """The object's bytes in chunks, then CorruptRepository if they do not hash to ``oid``.
+
+    Writers that install the result only after consuming every chunk (temp file,
+    then rename) therefore never install corrupt content.
+    """
+    hasher = blake3.blake3()
+    for chunk in store.iter_chunks(oid):
+        hasher.update(chunk)
+        yield chunk
+    if hasher.hexdigest() != oid:
+        raise CorruptRepository(
+            f"object {oid} is corrupt (its content does not match its id)",
+            hint="run 'strata check' to list every problem",
+        )
+
+
+class OverlayStore:
+    """Reads from a base store; keeps new objects in memory; never writes the base.
+
+    Used to look at the working tree (``status``, ``diff`` against it) without
+    storing anything. Files that were only hashed are read back from their
+    path on demand (``sources``: object id -> absolute path).
+    """
+
+    def __init__(self, base: ObjectStore) -> None:
+        self.base = base
+        self.top = MemoryObjectStore()
+        self.sources: dict[ObjectId, str] = {}
+
+    def has(self, oid: ObjectId) -> bool:
+        """True when the object is in memory, in the base, or readable from a file."""
+        return self.top.has(oid) or self.base.has(oid) or oid in self.sources
+
+    def get(self, oid: ObjectId) -> bytes:
+        """The object's bytes from memory, the base, or the file it was hashed from."""
+        if self.top.has(oid):
+            return self.top.get(oid)
+        source = self.sources.get(oid)
+        if source is not None and not self.base.has(oid):
+            try:
+                with open(source, "rb") as f:
+                    data = f.read()
+            except OSError:
+                raise ObjectMissing(oid) from None
+            if hash_bytes(data) != oid:
+                from strata.errors import WorkspaceChanged
+
+                raise WorkspaceChanged([source])
+            return data
+        return self.base.get(oid)
+
+    def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
+        """Keep ``data`` in memory."""
+        oid = oid or hash_bytes(data)
+        if not self.base.has(oid):
+            self.top.put(data, oid=oid)
+        return oid
+
+    def writer(self) -> ObjectWriter:
+        """A writer into memory."""
+        return self.top.writer()
+
+    def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
+        """The object's bytes (one chunk when it comes from memory or a file)."""
+        if self.top.has(oid) or (oid in self.sources and not self.base.has(oid)):
+            yield self.get(oid)
+        else:
+            yield from self.base.iter_chunks(oid)
+
+    def ids(self) -> Iterator[ObjectId]:
+        """Ids in memory and in the base."""
+        yield from self.top.ids()
+        yield from self.base.ids()
+
+    def flush(self) -> None:
+        """Nothing is ever written to disk."""

@@ -1,0 +1,317 @@
+"""Scanning a workspace into trees: the heart of a snapshot.
+
+A scan walks the workspace once with ``os.scandir``. For each folder it
+decides what is ignored (reusing the stat cache's decision while the folder's
+names and rules are unchanged), ``lstat``\\ s every kept entry, and hashes only
+the regular files whose stat differs from the cache (or is racy). Hashing and
+compressing run on a thread pool (BLAKE3, zstd and file reads release the GIL).
+Trees are then built bottom-up; a folder whose rows equal the cached rows
+reuses the cached tree id without encoding anything.
+
+Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
+``fstat`` after reading: a file that changed while being read is read again,
+so a torn write is never recorded. Sockets, FIFOs and devices are skipped with
+a warning and never opened.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import blake3
+
+from strata.ids import ObjectId
+from strata.store.ignore import IGNORE_FILES, IgnoreRules
+from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
+from strata.store.statcache import DirCache, FileStat, Row, StatCache
+from strata.store.tree import EMPTY_TREE, encode_rows
+
+READ_ATTEMPTS = 4
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass
+class ScanResult:
+    """What a scan found."""
+
+    tree: ObjectId
+    dirs: dict[str, DirCache]
+    started_ns: int
+    warnings: list[str] = field(default_factory=list)
+    files_hashed: int = 0
+    files_seen: int = 0
+
+    def stat_of(self, path: str) -> FileStat | None:
+        """The stat recorded for a file or symlink path, or None."""
+        folder, _, name = path.rpartition("/")
+        cached = self.dirs.get(folder)
+        if cached is None:
+            return None
+        return cached.files.get(name)
+
+
+class _Folder:
+    __slots__ = ("abs", "cached", "children", "entries", "ignored", "names", "prefix", "rules")
+
+    def __init__(self, prefix: str, abs_path: str, rules: IgnoreRules) -> None:
+        self.prefix = prefix  # "" or "a/b/"
+        self.abs = abs_path
+        self.rules = rules
+        self.cached: DirCache | None = None
+        self.names: tuple[str, ...] = ()
+        self.ignored: frozenset[str] = frozenset()
+        # name -> [kind, mode, size, oid | None, FileStat | None]
+        self.entries: dict[str, list[object]] = {}
+        self.children: dict[str, int] = {}
+
+    @property
+    def key(self) -> str:
+        return self.prefix[:-1]
+
+
+@dataclass
+class _Job:
+    folder: _Folder
+    name: str
+    path: str
+    size: int
+
+
+def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+class Scanner:
+    """Scans one workspace into the object store."""
+
+    def __init__(
+        self,
+        root: Path,
+        store: ObjectStore,
+        *,
+        rules: IgnoreRules,
+        cache: StatCache,
+        threads: int | None = None,
+        clock_ns: Callable[[], int] = time.time_ns,
+        hash_only: bool = False,
+    ) -> None:
+        self.root = root
+        self.store = store
+        self.rules = rules
+        self.cache = cache
+        self.threads = threads or min(4, os.cpu_count() or 1)
+        self.clock_ns = clock_ns
+        self.hash_only = hash_only
+        #: with ``hash_only``: object id -> absolute path of files hashed but not stored
+        self.sources: dict[ObjectId, str] = {}
+        #: object id -> line count (None for binary) of the files hashed by this scan
+        self.lines: dict[ObjectId, int | None] = {}
+
+    def scan(self) -> ScanResult:
+        """Walk the workspace, store every new blob and tree, return the root tree."""
+        start_ns = self.clock_ns()
+        warnings: list[str] = []
+        folders = self._walk(warnings)
+        jobs = [
+            _Job(f, name, f.abs + "/" + name, int(row[2]))  # type: ignore[call-overload]
+            for f in folders
+            for name, row in f.entries.items()
+            if row[3] is None and row[0] == "f"
+        ]
+        self._hash_all(jobs, warnings)
+        dirs: dict[str, DirCache] = {}
+        trees: list[str] = [""] * len(folders)
+        seen = 0
+        for index in range(len(folders) - 1, -1, -1):
+            folder = folders[index]
+            rows: list[Row] = []
+            files: dict[str, FileStat] = {}
+            for name, row in folder.entries.items():
+                kind, mode, size, oid, fstat = row
+                if kind == "d":
+                    oid = trees[folder.children[name]]
+                elif oid is None:
+                    continue  # skipped with a warning
+                else:
+                    seen += 1
+                    assert isinstance(fstat, tuple)
+                    files[name] = fstat
+                rows.append((str(kind), int(mode), int(size), str(oid), name))  # type: ignore[call-overload]
+            rows.sort(key=lambda r: os.fsencode(r[4]))
+            row_tuple = tuple(rows)
+            cached = folder.cached
+            if cached is not None and cached.rows == row_tuple and cached.tree:
+                tree = cached.tree
+            elif not rows:
+                tree = EMPTY_TREE
+                self.store.put(encode_rows(()), oid=EMPTY_TREE)
+            else:
+                data = encode_rows(row_tuple)
+                tree = hash_bytes(data)
+                self.store.put(data, oid=tree)
+            trees[index] = tree
+            dirs[folder.key] = DirCache(
+                folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
+            )
+        return ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+
+    def _walk(self, warnings: list[str]) -> list[_Folder]:
+        folders = [_Folder("", str(self.root), self.rules)]
+        index = 0
+        while index < len(folders):
+            folder = folders[index]
+            self._list(folder, folders, warnings)
+            index += 1
+        return folders
+
+    def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
+        try:
+            with os.scandir(folder.abs) as it:
+                listing = {e.name: e for e in it}
+        except OSError as exc:
+            warnings.append(f"skipped folder {folder.key or '.'}: {exc.strerror}")
+            return
+        names = tuple(sorted(listing))
+        cached = self.cache.get(folder.key)
+        folder.cached = cached
+        folder.names = names
+        rules = folder.rules
+        found = [
+            self._read_small(folder.abs + "/" + n)
+            for n in IGNORE_FILES
+            if n in listing and listing[n].is_file(follow_symlinks=False)
+        ]
+        rules = rules.child(folder.prefix, [c for c in found if c is not None])
+        folder.rules = rules
+        if cached is not None and cached.names == names and cached.rules == rules.fingerprint:
+            ignored = cached.ignored
+        else:
+            ignored = rules.ignored_names(
+                folder.prefix,
+                [(n, listing[n].is_dir(follow_symlinks=False)) for n in names],
+            )
+        folder.ignored = ignored
+        cached_files = cached.files if cached is not None else {}
+        for name in names:
+            if name in ignored:
+                continue
+            entry = listing[name]
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue  # vanished between listing and stat
+            mode = st.st_mode
+            if stat.S_ISDIR(mode):
+                child = _Folder(folder.prefix + name + "/", entry.path, rules)
+                folder.children[name] = len(folders)
+                folders.append(child)
+                folder.entries[name] = ["d", mode & 0o777, 0, "", None]
+            elif stat.S_ISREG(mode):
+                key = _stat_key(st)
+                hit = cached_files.get(name)
+                if hit is not None and hit[:5] == key:
+                    folder.entries[name] = ["f", key[0], key[1], hit[5], hit]
+                else:
+                    folder.entries[name] = ["f", key[0], key[1], None, None]
+            elif stat.S_ISLNK(mode):
+                try:
+                    target = os.readlink(os.fsencode(entry.path))
+                except OSError:
+                    continue
+                oid = self.store.put(target)
+                key = _stat_key(st)
+                folder.entries[name] = ["l", 0o777, len(target), oid, (*key, oid)]
+            else:
+                what = (
+                    "socket"
+                    if stat.S_ISSOCK(mode)
+                    else "FIFO"
+                    if stat.S_ISFIFO(mode)
+                    else "device"
+                    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+                    else "special file"
+                )
+                warnings.append(f"skipped {what} {folder.prefix}{name} (not recorded)")
+
+    @staticmethod
+    def _read_small(path: str) -> bytes | None:
+        try:
+            fd = os.open(path, _OPEN_FLAGS)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            return f.read(1024 * 1024)
+
+    def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
+        if len(jobs) > 8 and self.threads > 1:
+            with ThreadPoolExecutor(self.threads) as pool:
+                results = list(pool.map(self._hash_one, jobs))
+        else:
+            results = [self._hash_one(job) for job in jobs]
+        for job, result in zip(jobs, results, strict=True):
+            row = job.folder.entries[job.name]
+            if isinstance(result, str):
+                warnings.append(result)
+                row[3] = None
+                continue
+            oid, st = result
+            key = _stat_key(st)
+            row[1], row[2], row[3], row[4] = key[0], key[1], oid, (*key, oid)
+
+    def _hash_one(self, job: _Job) -> tuple[ObjectId, os.stat_result] | str:
+        rel = job.folder.prefix + job.name
+        for _ in range(READ_ATTEMPTS):
+            try:
+                fd = os.open(job.path, _OPEN_FLAGS)
+            except OSError as exc:
+                return f"skipped {rel}: {exc.strerror} (not recorded)"
+            with os.fdopen(fd, "rb") as f:
+                before = os.fstat(fd)
+                if not stat.S_ISREG(before.st_mode):
+                    return f"skipped {rel}: it was replaced while scanning (not recorded)"
+                if self.hash_only:
+                    hasher = blake3.blake3()
+                    while chunk := f.read(1024 * 1024):
+                        hasher.update(chunk)
+                    after = os.fstat(fd)
+                    if _same(before, after):
+                        oid = ObjectId(hasher.hexdigest())
+                        self.sources[oid] = job.path
+                        return oid, after
+                elif before.st_size < STREAM_THRESHOLD:
+                    data = f.read()
+                    after = os.fstat(fd)
+                    if _same(before, after) and len(data) == after.st_size:
+                        oid = self.store.put(data)
+                        self.lines[oid] = count_lines(data)
+                        return oid, after
+                else:
+                    writer = self.store.writer()
+                    try:
+                        while chunk := f.read(1024 * 1024):
+                            writer.write(chunk)
+                    except BaseException:
+                        writer.abort()
+                        raise
+                    after = os.fstat(fd)
+                    if _same(before, after):
+                        return writer.commit(), after
+                    writer.abort()
+        return f"skipped {rel}: it kept changing while being read (not recorded)"
+
+
+def count_lines(data: bytes) -> int | None:
+    """Lines as ``git diff --numstat`` counts them for an added file; None when binary."""
+    if b"\0" in data[:8000]:
+        return None
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def _same(a: os.stat_result, b: os.stat_result) -> bool:
+    return (a.st_size, a.st_mtime_ns, a.st_ctime_ns) == (b.st_size, b.st_mtime_ns, b.st_ctime_ns)

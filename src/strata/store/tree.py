@@ -1,0 +1,138 @@
+"""Trees: the stored listing of one directory.
+
+A tree object is UTF-8 text (names are encoded with the file system's encoding
+and ``surrogateescape``, so any name round-trips)::
+
+    strata-tree 1\\n
+    <kind> <mode> <size> <object id> <name>\\0      one per entry, sorted by name bytes
+
+``kind`` is ``f`` (regular file), ``l`` (symlink) or ``d`` (directory); ``mode``
+is the permission bits in octal (``644``, ``755``, ``700``; symlinks ``777``);
+``size`` the byte length of a file or link target (0 for a directory); the
+object id names the content blob, the link-target blob or the subtree. An empty
+directory is a tree with no entries.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Literal
+
+from strata.errors import CorruptRepository
+from strata.ids import ObjectId
+from strata.store.objects import ObjectStore, hash_bytes
+
+Kind = Literal["file", "symlink", "dir"]
+TREE_MAGIC = b"strata-tree 1\n"
+_KIND_CHAR: dict[str, bytes] = {"file": b"f", "symlink": b"l", "dir": b"d"}
+_CHAR_KIND: dict[bytes, Kind] = {b"f": "file", b"l": "symlink", b"d": "dir"}
+
+
+@dataclass(frozen=True, slots=True)
+class TreeEntry:
+    """One entry of a tree."""
+
+    name: str
+    kind: Kind
+    mode: int
+    size: int
+    oid: ObjectId
+
+
+def encode_tree(entries: Iterable[TreeEntry]) -> bytes:
+    """Serialize entries (in any order) to tree bytes."""
+    parts = [TREE_MAGIC]
+    rows = sorted(((os.fsencode(e.name), e) for e in entries), key=lambda r: r[0])
+    for raw, e in rows:
+        parts.append(
+            b"%s %o %d %s %s\0" % (_KIND_CHAR[e.kind], e.mode, e.size, e.oid.encode(), raw)
+        )
+    return b"".join(parts)
+
+
+def encode_rows(rows: Iterable[tuple[str, int, int, str, str]]) -> bytes:
+    """Serialize rows ``(kind char, mode, size, object id, name)`` already sorted by name bytes."""
+    parts = [TREE_MAGIC]
+    for kind, mode, size, child, name in rows:
+        parts.append(
+            b"%s %o %d %s %s\0" % (kind.encode(), mode, size, child.encode(), os.fsencode(name))
+        )
+    return b"".join(parts)
+
+
+def entry_from_row(row: tuple[str, int, int, str, str]) -> TreeEntry:
+    """The entry a stat-cache row describes."""
+    kind, mode, size, child, name = row
+    return TreeEntry(name, _CHAR_KIND[kind.encode()], mode, size, ObjectId(child))
+
+
+def decode_tree(data: bytes, oid: str = "?") -> list[TreeEntry]:
+    """Parse tree bytes; CorruptRepository when they are not a tree."""
+    if not data.startswith(TREE_MAGIC):
+        raise CorruptRepository(f"object {oid} is not a tree")
+    entries: list[TreeEntry] = []
+    body = data[len(TREE_MAGIC) :]
+    if not body:
+        return entries
+    if not body.endswith(b"\0"):
+        raise CorruptRepository(f"tree {oid} is truncated")
+    try:
+        for row in body[:-1].split(b"\0"):
+            kind, mode, size, child, name = row.split(b" ", 4)
+            entries.append(
+                TreeEntry(
+                    os.fsdecode(name),
+                    _CHAR_KIND[kind],
+                    int(mode, 8),
+                    int(size),
+                    ObjectId(child.decode("ascii")),
+                )
+            )
+    except (ValueError, KeyError):
+        raise CorruptRepository(f"tree {oid} is malformed") from None
+    return entries
+
+
+def write_tree(store: ObjectStore, entries: Iterable[TreeEntry]) -> ObjectId:
+    """Store a tree and return its id."""
+    data = encode_tree(entries)
+    return store.put(data, oid=hash_bytes(data))
+
+
+def read_tree(store: ObjectStore, oid: ObjectId) -> list[TreeEntry]:
+    """Load a tree from the store."""
+    return decode_tree(store.get(oid), oid)
+
+
+EMPTY_TREE = hash_bytes(TREE_MAGIC)
+
+
+def walk_tree(
+    store: ObjectStore, oid: ObjectId, prefix: str = ""
+) -> Iterator[tuple[str, TreeEntry]]:
+    """Every entry below a tree, depth first, as (workspace path, entry); directories included."""
+    for entry in read_tree(store, oid):
+        path = f"{prefix}{entry.name}"
+        yield path, entry
+        if entry.kind == "dir":
+            yield from walk_tree(store, entry.oid, path + "/")
+
+
+def lookup(store: ObjectStore, root: ObjectId, path: str) -> TreeEntry | None:
+    """The entry at ``path`` below ``root`` (``""`` is the root itself), or None."""
+    if path == "":
+        return TreeEntry("", "dir", 0o755, 0, root)
+    current = root
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        found = next((e for e in read_tree(store, current) if e.name == part), None)
+        if found is None:
+            return None
+        if i == len(parts) - 1:
+            return found
+        if found.kind != "dir":
+            return None
+        current = found.oid
+    return None
