@@ -39,8 +39,10 @@ import difflib, sys, time
 old = open(sys.argv[1], encoding="utf-8").read().splitlines(keepends=True)
 new = open(sys.argv[2], encoding="utf-8").read().splitlines(keepends=True)
 start = time.perf_counter()
-lines = sum(1 for _ in difflib.unified_diff(old, new, "a", "b", n=3))
-print(time.perf_counter() - start, lines)
+lines = list(difflib.unified_diff(old, new, "a", "b", n=3))
+elapsed = time.perf_counter() - start
+body = lines[2:]
+print(elapsed, sum(x[0] == "+" for x in body), sum(x[0] == "-" for x in body))
 """
 
 
@@ -97,8 +99,8 @@ def best_of(repeat: int, func: Callable[[], object]) -> float:
     return best
 
 
-def time_difflib(old: Path, new: Path, timeout: float) -> float | None:
-    """Seconds difflib took inside its child process, or None past ``timeout``."""
+def time_difflib(old: Path, new: Path, timeout: float) -> tuple[float, str] | None:
+    """Seconds difflib took in its child process and its +/- counts; None past ``timeout``."""
     try:
         done = subprocess.run(
             [sys.executable, "-c", DIFFLIB_CHILD, str(old), str(new)],
@@ -109,7 +111,8 @@ def time_difflib(old: Path, new: Path, timeout: float) -> float | None:
         )
     except subprocess.TimeoutExpired:
         return None
-    return float(done.stdout.split()[0])
+    seconds, plus, minus = done.stdout.split()
+    return float(seconds), f"+{plus}/-{minus}"
 
 
 def git_numstat(old: Path, new: Path) -> tuple[int, int]:
@@ -144,18 +147,20 @@ def measure(case: Case, scratch: Path, *, repeat: int, timeout: float) -> str:
     t_stats = best_of(repeat, lambda: line_stats(case.old, case.new))
     t_patch = best_of(repeat, lambda: render_patch(old_side, new_side))
     t_git = best_of(repeat, lambda: git_numstat(old_path, new_path))
-    t_difflib = time_difflib(old_path, new_path, timeout)
+    difflib_run = time_difflib(old_path, new_path, timeout)
 
-    if t_difflib is None:
+    if difflib_run is None:
         difflib_cell = f">{timeout:.0f} s"
+        difflib_counts = "?"
         ratio = f">{timeout / t_stats:,.0f}x"
     else:
-        difflib_cell = fmt(t_difflib)
-        ratio = f"{t_difflib / t_stats:,.1f}x"
+        difflib_cell = fmt(difflib_run[0])
+        difflib_counts = difflib_run[1]
+        ratio = f"{difflib_run[0] / t_stats:,.1f}x"
     return (
         f"| {case.name} | +{stats.insertions}/-{stats.deletions} "
         f"| {'yes' if agrees else 'NO'} | {fmt(t_stats)} | {fmt(t_patch)} "
-        f"| {fmt(t_git)} | {difflib_cell} | {ratio} | {t_git / t_stats:.1f}x |"
+        f"| {fmt(t_git)} | {difflib_cell} | {difflib_counts} | {ratio} | {t_git / t_stats:.1f}x |"
     )
 
 
@@ -179,8 +184,8 @@ def main() -> None:
     print(f"best of {args.repeat} runs; difflib once, limit {args.timeout:.0f} s\n")
     header = (
         "| case | +/- (line_stats) | numstat agrees | pygit2 line_stats | pygit2 render_patch "
-        "| git diff --no-index --numstat | difflib unified_diff | difflib ÷ line_stats "
-        "| git ÷ line_stats |"
+        "| git diff --no-index --numstat | difflib unified_diff | difflib +/- "
+        "| difflib ÷ line_stats | git ÷ line_stats |"
     )
     print(header)
     print("|" + "---|" * header.count(" | ") + "---|")

@@ -631,7 +631,7 @@ def test_race_folder_swapped_for_a_symlink(
         with WorkspaceWriter(ws) as writer:
             fds = open_fds()
             thread.start()
-            deadline = time.monotonic() + 2.0
+            deadline = time.monotonic() + 1.0
             for i in range(3000):
                 if time.monotonic() > deadline:
                     break
@@ -650,7 +650,7 @@ def test_race_folder_swapped_for_a_symlink(
 
     assert errors == []
     assert tree(outside) == before, "a write escaped the workspace"
-    assert swaps > 100
+    assert swaps > 20
     print("STATS", strategy, component, written, refused, swaps)
     assert written > 0 and refused > 0, (written, refused)  # both sides of the race happened
     landed = [

@@ -1,5 +1,73 @@
-"""Strata: a time machine and safety layer for an AI agent's workspace."""
+"""Strata: a time machine and safety layer for an AI agent's workspace.
+
+The public API is re-exported here and imported lazily, so that the CLI
+starts fast::
+
+    from strata import Repository
+
+    repo = Repository.init("project")
+    repo.snapshot("before the agent")
+"""
+
+from __future__ import annotations
 
 from strata._version import __version__
 
-__all__ = ["__version__"]
+TYPE_CHECKING = False
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from strata.errors import StrataError
+    from strata.ledger.events import Author, Event
+    from strata.repo import (
+        DiffResult,
+        FileDiff,
+        Point,
+        Repository,
+        RewindResult,
+        SnapshotResult,
+        StatusResult,
+    )
+
+_HOME = {
+    "Author": "strata.ledger.events",
+    "DiffResult": "strata.repo",
+    "Event": "strata.ledger.events",
+    "FileDiff": "strata.repo",
+    "Point": "strata.repo",
+    "Repository": "strata.repo",
+    "RewindResult": "strata.repo",
+    "SnapshotResult": "strata.repo",
+    "StatusResult": "strata.repo",
+    "StrataError": "strata.errors",
+}
+
+__all__ = [
+    "Author",
+    "DiffResult",
+    "Event",
+    "FileDiff",
+    "Point",
+    "Repository",
+    "RewindResult",
+    "SnapshotResult",
+    "StatusResult",
+    "StrataError",
+    "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'strata' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
