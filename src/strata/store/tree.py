@@ -101,12 +101,14 @@ def write_tree(store: ObjectStore, entries: Iterable[TreeEntry]) -> ObjectId:
     return store.put(data, oid=hash_bytes(data))
 
 
-def read_tree(store: ObjectStore, oid: ObjectId) -> list[TreeEntry]:
-    """Load a tree from the store."""
-    return decode_tree(store.get(oid), oid)
-
-
 EMPTY_TREE = hash_bytes(TREE_MAGIC)
+
+
+def read_tree(store: ObjectStore, oid: ObjectId) -> list[TreeEntry]:
+    """Load a tree from the store (the empty tree needs no stored object)."""
+    if oid == EMPTY_TREE:
+        return []
+    return decode_tree(store.get(oid), oid)
 
 
 def walk_tree(

@@ -1,0 +1,59 @@
+"""The docs name every command, and the CLI reference matches the CLI."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import cli_reference  # noqa: E402
+
+COMMANDS = [name for name, _ in cli_reference.commands()]
+
+
+def test_there_are_commands() -> None:
+    assert {"init", "snapshot", "history", "diff", "rewind", "restore"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_readme_names_every_command(name: str) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(rf"`strata {re.escape(name)}\b", readme), f"README.md lacks `strata {name}`"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_cli_reference_names_every_command(name: str) -> None:
+    doc = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    assert f"## strata {name}\n" in doc
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_ends_with_an_example(name: str) -> None:
+    command = dict(cli_reference.commands())[name]
+    assert "Example:" in (command.help or ""), f"strata {name} --help has no example"
+
+
+def test_cli_reference_is_current() -> None:
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "cli_reference.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_readme_starts_with_the_two_setup_commands() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    block = lines[lines.index("```sh") + 1 : lines.index("```")]
+    assert [line.split("#")[0].strip() for line in block] == [
+        "scripts/dev demo",
+        "scripts/dev test",
+    ]
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/dev test" in ci
