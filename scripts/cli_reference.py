@@ -34,6 +34,7 @@ def commands() -> list[tuple[str, click.Command]]:
 
 
 def render() -> str:
+    """The reference as Markdown."""
     parts = [
         "# Command reference",
         "",
@@ -51,6 +52,7 @@ def render() -> str:
 
 
 def main() -> None:
+    """Write (or with --check, compare) docs/cli.md."""
     text = render()
     if "--check" in sys.argv[1:]:
         if not DOC.exists() or DOC.read_text(encoding="utf-8") != text:
