@@ -352,9 +352,6 @@ class WorkspaceWriter:
                 fd = child
                 if fd is None:
                     break
-            if fd is not None and folders:  # MUTANT: check, then use by path
-                os.close(fd)
-                fd = os.open(os.path.join(self.root, *folders), os.O_PATH | os.O_DIRECTORY)
             yield fd, name
         finally:
             if fd is not None:
