@@ -13,6 +13,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -446,6 +447,13 @@ def test_negative_context_raises_diff_error() -> None:
         render_patch(f("a", b"1\n"), f("a", b"2\n"), context=-1)
 
 
+def test_importing_the_module_does_not_load_pygit2() -> None:
+    # Command-line start-up time depends on it: pygit2 loads libgit2.
+    code = "import sys, strata.diff.patch; print('pygit2' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True)
+    assert done.stdout.strip() == b"False"
+
+
 def test_git_mode_rejects_unknown_kind() -> None:
     with pytest.raises(DiffError):
         git_mode(FileSide("a", "socket", 0, b""))
@@ -526,7 +534,7 @@ def git_numstat(repo: Repo) -> dict[bytes, tuple[bytes, bytes]]:
     return counts
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(change_sets())
 def test_any_change_applies_with_git_and_counts_like_numstat(pairs: list[Pair]) -> None:
     with tempfile.TemporaryDirectory() as scratch:

@@ -167,7 +167,8 @@ def render_patch(old: FileSide | None, new: FileSide | None, *, context: int = 3
     """Render the change from ``old`` to ``new`` as ``git diff`` prints it.
 
     The output is what ``git diff --full-index --binary -M`` prints for the
-    change, and ``git apply`` accepts it.
+    change, and ``git apply`` accepts it (with ``context=0``, only given
+    ``--unidiff-zero``, as for git's own ``-U0`` output).
 
     Args:
         old: The entry before the change, or ``None`` if it was added.
@@ -281,10 +282,13 @@ def _xdiff(old: bytes, new: bytes, *, binary: bool, context: int) -> pygit2.Patc
 
     flag = DiffOption.INDENT_HEURISTIC
     flag |= DiffOption.FORCE_BINARY | DiffOption.SHOW_BINARY if binary else DiffOption.FORCE_TEXT
-    # The names are placeholders: the header is written by _render.
-    return pygit2.Patch.create_from(
-        old, new, old_as_path="x", new_as_path="x", flag=flag, context_lines=context
-    )
+    try:
+        # The names are placeholders: the header is written by _render.
+        return pygit2.Patch.create_from(
+            old, new, old_as_path="x", new_as_path="x", flag=flag, context_lines=context
+        )
+    except pygit2.GitError as error:  # libgit2 refuses inputs past 1 GiB, for one
+        raise DiffError(f"cannot diff these versions: {error}") from error
 
 
 def _body(patch_data: bytes, *, binary: bool) -> bytes:
