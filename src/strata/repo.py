@@ -435,9 +435,10 @@ class Repository:
         head = self.head()
         head_tree = self._tree_of(head) if head else EMPTY_TREE
         if head is not None and scan.tree == head_tree:
-            self.objects.flush()  # the cache may only name durable blobs
-            cache.replace(scan.dirs, started_ns=scan.started_ns)
-            cache.save()
+            if not scan.unchanged:
+                self.objects.flush()  # the cache may only name durable blobs
+                cache.replace(scan.dirs, started_ns=scan.started_ns)
+                cache.save()
             return SnapshotResult(None, head.snapshot_ref, None, scan.warnings), scan
         diff = self._diff_trees(head_tree, scan.tree, self.objects, lines=scanner.lines)
         snapshot_id = self._write_snapshot(scan.tree, head)

@@ -29,6 +29,7 @@ from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
 
 COMPRESSION_LEVEL = 1
+FSYNC_EACH_LIMIT = 64  # above this many new objects, one syncfs beats one fsync each
 STREAM_THRESHOLD = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
 
@@ -105,6 +106,7 @@ class DiskObjectStore:
         self._tmp = root / "tmp"
         self._known_dirs: set[str] = set()
         self._dirty = False
+        self._written: list[Path] = []
         self._lock = threading.Lock()
 
     def _path(self, oid: str) -> Path:
@@ -164,7 +166,13 @@ class DiskObjectStore:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
-        self._dirty = True
+        self._note_written(oid)
+
+    def _note_written(self, oid: str) -> None:
+        with self._lock:
+            self._dirty = True
+            if len(self._written) <= FSYNC_EACH_LIMIT:
+                self._written.append(self._path(oid))
 
     def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
         """Store ``data`` unless an object with its id exists; return the id."""
@@ -191,14 +199,29 @@ class DiskObjectStore:
                     yield ObjectId(oid)
 
     def flush(self) -> None:
-        """Make every object written so far durable with one file-system sync."""
+        """Make every object written so far durable.
+
+        A few objects are synced one by one (file, then its folder); a larger
+        batch with one ``syncfs`` of the file system, whose cost does not grow
+        with the number of objects.
+        """
         with self._lock:
             if not self._dirty:
                 return
+            written, self._written = self._written, []
+            self._dirty = False
+        if len(written) > FSYNC_EACH_LIMIT:
             from strata.store.fsops import sync_filesystem
 
             sync_filesystem(self.root)
-            self._dirty = False
+            return
+        folders = {p.parent for p in written}
+        for path in [*written, *folders]:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def stored_size(self, oid: ObjectId) -> int:
         """The compressed size on disk."""
@@ -232,7 +255,7 @@ class _DiskWriter:
         os.makedirs(store.root / prefix, exist_ok=True)
         store._known_dirs.add(prefix)
         os.replace(self._tmp, store._path(oid))
-        store._dirty = True
+        store._note_written(oid)
         return oid
 
     def abort(self) -> None:

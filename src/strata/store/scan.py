@@ -46,6 +46,8 @@ class ScanResult:
     warnings: list[str] = field(default_factory=list)
     files_hashed: int = 0
     files_seen: int = 0
+    #: True when every folder matched the stat cache (the cache needs no rewrite)
+    unchanged: bool = False
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
@@ -57,7 +59,17 @@ class ScanResult:
 
 
 class _Folder:
-    __slots__ = ("abs", "cached", "children", "entries", "ignored", "names", "prefix", "rules")
+    __slots__ = (
+        "abs",
+        "cached",
+        "children",
+        "clean",
+        "entries",
+        "ignored",
+        "names",
+        "prefix",
+        "rules",
+    )
 
     def __init__(self, prefix: str, abs_path: str, rules: IgnoreRules) -> None:
         self.prefix = prefix  # "" or "a/b/"
@@ -69,6 +81,8 @@ class _Folder:
         # name -> [kind, mode, size, oid | None, FileStat | None]
         self.entries: dict[str, list[object]] = {}
         self.children: dict[str, int] = {}
+        #: every entry matched the cache (subfolders are checked bottom-up)
+        self.clean = False
 
     @property
     def key(self) -> str:
@@ -128,8 +142,22 @@ class Scanner:
         dirs: dict[str, DirCache] = {}
         trees: list[str] = [""] * len(folders)
         seen = 0
+        clean = [False] * len(folders)
         for index in range(len(folders) - 1, -1, -1):
             folder = folders[index]
+            cached = folder.cached
+            if (
+                cached is not None
+                and folder.clean
+                and cached.tree
+                and all(clean[i] for i in folder.children.values())
+            ):
+                # nothing in or below this folder changed: reuse it whole
+                clean[index] = True
+                trees[index] = cached.tree
+                dirs[folder.key] = cached
+                seen += len(cached.files)
+                continue
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
@@ -145,7 +173,6 @@ class Scanner:
                 rows.append((str(kind), int(mode), int(size), str(oid), name))  # type: ignore[call-overload]
             rows.sort(key=lambda r: os.fsencode(r[4]))
             row_tuple = tuple(rows)
-            cached = folder.cached
             if cached is not None and cached.rows == row_tuple and cached.tree:
                 tree = cached.tree
             elif not rows:
@@ -159,7 +186,9 @@ class Scanner:
             dirs[folder.key] = DirCache(
                 folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
             )
-        return ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result.unchanged = clean[0]
+        return result
 
     def _walk(self, warnings: list[str]) -> list[_Folder]:
         folders = [_Folder("", str(self.root), self.rules)]
@@ -198,6 +227,8 @@ class Scanner:
             )
         folder.ignored = ignored
         cached_files = cached.files if cached is not None else {}
+        clean = cached is not None and cached.names == names and cached.rules == rules.fingerprint
+        dir_modes: dict[str, int] | None = None
         for name in names:
             if name in ignored:
                 continue
@@ -205,6 +236,7 @@ class Scanner:
             try:
                 st = entry.stat(follow_symlinks=False)
             except OSError:
+                clean = False
                 continue  # vanished between listing and stat
             mode = st.st_mode
             if stat.S_ISDIR(mode):
@@ -212,6 +244,11 @@ class Scanner:
                 folder.children[name] = len(folders)
                 folders.append(child)
                 folder.entries[name] = ["d", mode & 0o777, 0, "", None]
+                if clean:
+                    if dir_modes is None:
+                        assert cached is not None
+                        dir_modes = {r[4]: r[1] for r in cached.rows if r[0] == "d"}
+                    clean = dir_modes.get(name) == mode & 0o777
             elif stat.S_ISREG(mode):
                 key = _stat_key(st)
                 hit = cached_files.get(name)
@@ -219,14 +256,18 @@ class Scanner:
                     folder.entries[name] = ["f", key[0], key[1], hit[5], hit]
                 else:
                     folder.entries[name] = ["f", key[0], key[1], None, None]
+                    clean = False
             elif stat.S_ISLNK(mode):
                 try:
                     target = os.readlink(os.fsencode(entry.path))
                 except OSError:
+                    clean = False
                     continue
                 oid = self.store.put(target)
                 key = _stat_key(st)
                 folder.entries[name] = ["l", 0o777, len(target), oid, (*key, oid)]
+                hit = cached_files.get(name)
+                clean = clean and hit is not None and hit[5] == oid
             else:
                 what = (
                     "socket"
@@ -238,6 +279,8 @@ class Scanner:
                     else "special file"
                 )
                 warnings.append(f"skipped {what} {folder.prefix}{name} (not recorded)")
+                clean = False
+        folder.clean = clean
 
     @staticmethod
     def _read_small(path: str) -> bytes | None:
