@@ -340,8 +340,11 @@ class Repository:
         data: dict[str, Any] | None = None,
     ) -> Event:
         ms = self._now()
+        event_id = new_event_id(self._rng)
+        while self.ledger.has(event_id):  # a reused seed (STRATA_SEED) must not collide
+            event_id = new_event_id(self._rng)
         return Event(
-            id=new_event_id(self._rng),
+            id=event_id,
             ts=format_ts(ms),
             author=author or self.author,
             action_type=action_type,
@@ -738,6 +741,8 @@ class Repository:
     def check(self, *, progress: Callable[[str], None] | None = None) -> list[str]:
         """Verify every object hash and every reference; return the problems found."""
         problems: list[str] = list(self.ledger.integrity_problems())
+        if isinstance(self.objects, DiskObjectStore):
+            problems += self.objects.pack_problems()
         seen: set[str] = set()
         stored: set[str] = set()
         for oid in self.objects.ids():

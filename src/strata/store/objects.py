@@ -16,6 +16,7 @@ they write a record that names the objects.
 
 from __future__ import annotations
 
+import io
 import os
 import threading
 from collections.abc import Iterable, Iterator
@@ -27,9 +28,10 @@ import zstandard
 
 from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
+from strata.store.pack import PackIndex, PackWriter
 
 COMPRESSION_LEVEL = 1
-FSYNC_EACH_LIMIT = 64  # above this many new objects, one syncfs beats one fsync each
+LOOSE_LIMIT = 64  # past this many new objects in one batch, the rest go to a pack
 STREAM_THRESHOLD = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
 
@@ -99,29 +101,80 @@ def decompress(frame: bytes) -> bytes:
 
 
 class DiskObjectStore:
-    """Objects as files under ``root``: ``root/ab/cdef…`` (one zstd frame each)."""
+    """Objects under ``root``: loose (``root/ab/cdef…``, one zstd frame each) or in packs.
+
+    The first :data:`LOOSE_LIMIT` objects written between two flushes are loose
+    files; the rest of a large batch is appended to one pack
+    (:mod:`strata.store.pack`), because creating thousands of small files costs
+    far more than writing their bytes.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = root
         self._tmp = root / "tmp"
         self._known_dirs: set[str] = set()
-        self._dirty = False
         self._written: list[Path] = []
         self._lock = threading.Lock()
+        self._pack: PackWriter | None = None
+        self._packs: dict[str, PackIndex] | None = None
+        self._packs_stamp = 0
 
     def _path(self, oid: str) -> Path:
         return self.root / oid[:2] / oid[2:]
 
+    @property
+    def _pack_dir(self) -> Path:
+        return self.root / "packs"
+
+    def _load_packs(self) -> dict[str, PackIndex]:
+        """The pack indexes, re-listed only when the packs folder changed."""
+        try:
+            stamp = os.stat(self._pack_dir).st_mtime_ns
+        except FileNotFoundError:
+            stamp = 0
+        if self._packs is not None and stamp == self._packs_stamp:
+            return self._packs
+        packs = self._packs if self._packs is not None else {}
+        if stamp:
+            for idx in sorted(self._pack_dir.glob("*.idx")):
+                if idx.name not in packs:
+                    packs[idx.name] = PackIndex(idx)
+        self._packs, self._packs_stamp = packs, stamp
+        return packs
+
+    def _in_pack(self, oid: str) -> tuple[Path, int, int] | None:
+        for index in self._load_packs().values():
+            where = index.find(oid)
+            if where is not None:
+                return index.pack, where[0], where[1]
+        return None
+
     def has(self, oid: ObjectId) -> bool:
         """True when the object is stored."""
-        return os.path.exists(self._path(oid))
+        if os.path.exists(self._path(oid)):
+            return True
+        pack = self._pack
+        if pack is not None and oid in pack.entries:
+            return True
+        return self._in_pack(oid) is not None
 
     def _read_frame(self, oid: ObjectId) -> bytes:
         try:
             with open(self._path(oid), "rb") as f:
                 return f.read()
         except FileNotFoundError:
-            raise ObjectMissing(oid) from None
+            pass
+        pack = self._pack
+        if pack is not None:
+            frame = pack.read(oid)
+            if frame is not None:
+                return frame
+        where = self._in_pack(oid)
+        if where is None:
+            raise ObjectMissing(oid)
+        path, offset, length = where
+        with open(path, "rb") as f:
+            return os.pread(f.fileno(), length, offset)
 
     def get(self, oid: ObjectId) -> bytes:
         """The object's bytes, verified against its id."""
@@ -143,11 +196,20 @@ class DiskObjectStore:
     def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
         """The object's bytes in chunks of about 1 MiB."""
         try:
-            f = open(self._path(oid), "rb")  # noqa: SIM115 - closed below
+            f: IO[bytes] = open(self._path(oid), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            raise ObjectMissing(oid) from None
+            f = io.BytesIO(self._read_frame(oid))
         with f, _codec.decompressor.stream_reader(f) as reader:
-            while chunk := reader.read(CHUNK):
+            while True:
+                try:
+                    chunk = reader.read(CHUNK)
+                except zstandard.ZstdError:
+                    raise CorruptRepository(
+                        f"object {oid} is corrupt (not a valid zstd frame)",
+                        hint="run 'strata check' to list every problem",
+                    ) from None
+                if not chunk:
+                    break
                 yield chunk
 
     def _install(self, oid: ObjectId, fill: Iterable[bytes]) -> None:
@@ -155,9 +217,9 @@ class DiskObjectStore:
         prefix = oid[:2]
         if prefix not in self._known_dirs:
             os.makedirs(self.root / prefix, exist_ok=True)
-            os.makedirs(self._tmp, exist_ok=True)
             self._known_dirs.add(prefix)
-        tmp = self._tmp / f"{oid}.{os.getpid()}.{threading.get_ident()}"
+        # the temp file sits beside its final name: one folder per rename, no shared hot folder
+        tmp = self.root / prefix / f".tmp-{oid[2:]}.{os.getpid()}.{threading.get_ident()}"
         try:
             with open(tmp, "wb") as f:
                 for part in fill:
@@ -170,16 +232,23 @@ class DiskObjectStore:
 
     def _note_written(self, oid: str) -> None:
         with self._lock:
-            self._dirty = True
-            if len(self._written) <= FSYNC_EACH_LIMIT:
-                self._written.append(self._path(oid))
+            self._written.append(self._path(oid))
 
     def put(self, data: bytes, *, oid: ObjectId | None = None) -> ObjectId:
         """Store ``data`` unless an object with its id exists; return the id."""
         if oid is None:
             oid = hash_bytes(data)
-        if not self.has(oid):
-            self._install(oid, (compress(data),))
+        if self.has(oid):
+            return oid
+        frame = compress(data)
+        with self._lock:
+            pack = self._pack
+            if pack is None and len(self._written) >= LOOSE_LIMIT:
+                pack = self._pack = PackWriter(self._pack_dir)
+        if pack is not None:
+            pack.add(oid, frame)
+        else:
+            self._install(oid, (frame,))
         return oid
 
     def writer(self) -> ObjectWriter:
@@ -187,9 +256,28 @@ class DiskObjectStore:
         return _DiskWriter(self)
 
     def ids(self) -> Iterator[ObjectId]:
-        """Every stored object id."""
+        """Every stored object id (loose ones first, then packed ones)."""
         if not self.root.is_dir():
             return
+        seen: set[str] = set()
+        for oid in self._loose_ids():
+            seen.add(oid)
+            yield oid
+        for index in self._load_packs().values():
+            for oid in index.ids():
+                if oid not in seen:
+                    seen.add(oid)
+                    yield oid
+
+    def stored_size(self, oid: ObjectId) -> int:
+        """The compressed size of an object as stored (loose or packed)."""
+        return len(self._read_frame(oid))
+
+    def pack_problems(self) -> list[str]:
+        """Problems with pack indexes (checksums, bounds)."""
+        return [p for index in self._load_packs().values() for p in index.verify()]
+
+    def _loose_ids(self) -> Iterator[ObjectId]:
         for sub in sorted(os.listdir(self.root)):
             if len(sub) != 2:
                 continue
@@ -201,20 +289,16 @@ class DiskObjectStore:
     def flush(self) -> None:
         """Make every object written so far durable.
 
-        A few objects are synced one by one (file, then its folder); a larger
-        batch with one ``syncfs`` of the file system, whose cost does not grow
-        with the number of objects.
+        Loose objects are synced one by one (file, then its folder); a pack
+        with one ``fsync`` before its index is written.
         """
         with self._lock:
-            if not self._dirty:
-                return
             written, self._written = self._written, []
-            self._dirty = False
-        if len(written) > FSYNC_EACH_LIMIT:
-            from strata.store.fsops import sync_filesystem
-
-            sync_filesystem(self.root)
-            return
+            pack, self._pack = self._pack, None
+        if pack is not None:
+            idx = pack.finish(sync=True)
+            self._load_packs()
+            assert self._packs is not None and idx.name in self._packs
         folders = {p.parent for p in written}
         for path in [*written, *folders]:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -222,10 +306,6 @@ class DiskObjectStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
-
-    def stored_size(self, oid: ObjectId) -> int:
-        """The compressed size on disk."""
-        return os.stat(self._path(oid)).st_size
 
 
 class _DiskWriter:

@@ -119,7 +119,7 @@ class Scanner:
         self.store = store
         self.rules = rules
         self.cache = cache
-        self.threads = threads or min(4, os.cpu_count() or 1)
+        self.threads = threads or min(8, os.cpu_count() or 1)
         self.clock_ns = clock_ns
         self.hash_only = hash_only
         #: with ``hash_only``: object id -> absolute path of files hashed but not stored
@@ -293,8 +293,11 @@ class Scanner:
 
     def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
         if len(jobs) > 8 and self.threads > 1:
+            size = max(1, min(256, len(jobs) // (self.threads * 4)))
+            batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
             with ThreadPoolExecutor(self.threads) as pool:
-                results = list(pool.map(self._hash_one, jobs))
+                done = pool.map(lambda batch: [self._hash_one(j) for j in batch], batches)
+                results = [r for batch in done for r in batch]
         else:
             results = [self._hash_one(job) for job in jobs]
         for job, result in zip(jobs, results, strict=True):
