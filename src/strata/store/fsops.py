@@ -35,11 +35,9 @@ from types import TracebackType
 
 from strata.errors import StrataError, UnsafeWorkspacePath
 from strata.sandbox.paths import check_relative, is_internal
+from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
 
 __all__ = ["TEMP_PREFIX", "WorkspaceWriter", "sync_filesystem"]
-
-#: Names of temporary files and symlinks start with this; a crash can leave one behind.
-TEMP_PREFIX = ".strata-tmp-"
 
 # A folder on the way: never a symlink, only a folder. O_PATH needs no read
 # permission (search permission suffices, as for a path walk) and is a valid dir_fd.

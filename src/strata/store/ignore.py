@@ -2,7 +2,9 @@
 
 Precedence, highest first:
 
-1. ``.strata`` and ``.git`` anywhere: always ignored, nothing can re-include them;
+1. ``.strata`` and ``.git`` anywhere, and the temporary files a restore
+   writes (``.strata-tmp-*``, left behind only by a crash): always ignored,
+   nothing can re-include them;
 2. ``.strataignore`` and ``.gitignore`` files, with git's semantics (a file in a
    deeper folder wins over one in a shallower folder; in one folder
    ``.strataignore`` wins over ``.gitignore``; the last matching line of a file
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
     import pathspec
 
 ALWAYS_IGNORED = frozenset({".strata", ".git"})
+#: temporary files of workspace writes start with this; a crash can leave one behind
+TEMP_PREFIX = ".strata-tmp-"
 IGNORE_FILES = (".gitignore", ".strataignore")  # lower precedence first
 DEFAULT_PATTERNS = (".venv/", "node_modules/", "__pycache__/")
 
@@ -88,7 +92,7 @@ class IgnoreRules:
     def is_ignored(self, path: str, *, is_dir: bool) -> bool:
         """True when the workspace path ``path`` is ignored."""
         name = path.rsplit("/", 1)[-1]
-        if name in ALWAYS_IGNORED:
+        if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
             return True
         for prefix, lines in reversed(self._layers):
             if prefix and not path.startswith(prefix):

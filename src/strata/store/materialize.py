@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from strata.errors import StrataError, TargetNotEmpty, UnsafeWorkspacePath
+from strata.errors import CorruptRepository, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
 from strata.store.fsops import WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
@@ -238,7 +238,16 @@ def apply_actions(
                 continue
             try:
                 _apply_one(store, ws, act, report, skipped_dirs, recovering)
-            except UnsafeWorkspacePath:
+            except (
+                StrataError,
+                FileNotFoundError,
+                NotADirectoryError,
+                IsADirectoryError,
+                FileExistsError,
+            ) as exc:
+                if isinstance(exc, CorruptRepository):
+                    raise
+                # the path was swapped or changed under us: leave it, report it
                 report.skipped.append(act.path)
     sync_filesystem(root)
     return report
