@@ -271,8 +271,11 @@ class Repository:
         author: Author | None = None,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.layout = layout
+        #: called with (done, total) during long scans; the CLI draws a progress line
+        self.progress = progress
         self.config = load_config(layout)
         self.root = layout.workspace
         self.author = author or Author("unknown", "human")
@@ -361,7 +364,14 @@ class Repository:
     def _scan(self, *, hash_only: bool = False) -> tuple[ScanResult, Scanner, StatCache]:
         cache = StatCache(self.layout.statcache)
         store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
-        scanner = Scanner(self.root, store, rules=self._rules(), cache=cache, hash_only=hash_only)
+        scanner = Scanner(
+            self.root,
+            store,
+            rules=self._rules(),
+            cache=cache,
+            hash_only=hash_only,
+            progress=self.progress,
+        )
         result = scanner.scan()
         if hash_only:
             assert isinstance(store, OverlayStore)

@@ -83,11 +83,33 @@ def _injected() -> dict[str, Any]:
     return kwargs
 
 
+class Progress:
+    """A one-line progress report on a terminal's stderr, shown once work passes a second."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._clock = time.monotonic
+        self._start = self._clock()
+        self._tty = sys.stderr.isatty()
+
+    def __call__(self, done: int, total: int) -> None:
+        """Report ``done`` of ``total`` files read."""
+        if not self._tty or self._clock() - self._start < 1.0:
+            return
+        sys.stderr.write(f"\rreading files: {done}/{total}")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
 def open_repo(author: Author | None = None) -> Repository:
     """The repository of the workspace containing the current folder."""
     from strata.repo import Repository
 
-    return Repository.open(Path.cwd(), author=author or make_author(None, None), **_injected())
+    return Repository.open(
+        Path.cwd(), author=author or make_author(None, None), progress=Progress(), **_injected()
+    )
 
 
 def init_repo(path: str, store: str | None) -> tuple[Repository, bool]:
@@ -96,7 +118,8 @@ def init_repo(path: str, store: str | None) -> tuple[Repository, bool]:
     from strata.repo import Repository
 
     layout, created = create_layout(Path(path), store=Path(store) if store else None)
-    return Repository(layout, author=make_author(None, None), **_injected()), created
+    repo = Repository(layout, author=make_author(None, None), progress=Progress(), **_injected())
+    return repo, created
 
 
 def rel_path(repo: Repository, arg: str) -> str:

@@ -114,6 +114,7 @@ class Scanner:
         threads: int | None = None,
         clock_ns: Callable[[], int] = time.time_ns,
         hash_only: bool = False,
+        progress: Callable[[int, int], None] | None = None,
     ) -> None:
         self.root = root
         self.store = store
@@ -122,6 +123,8 @@ class Scanner:
         self.threads = threads or min(8, os.cpu_count() or 1)
         self.clock_ns = clock_ns
         self.hash_only = hash_only
+        #: called with (files read so far, files to read) while hashing
+        self.progress = progress
         #: with ``hash_only``: object id -> absolute path of files hashed but not stored
         self.sources: dict[ObjectId, str] = {}
         #: object id -> line count (None for binary) of the files hashed by this scan
@@ -295,9 +298,12 @@ class Scanner:
         if len(jobs) > 8 and self.threads > 1:
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+            results: list[tuple[ObjectId, os.stat_result] | str] = []
             with ThreadPoolExecutor(self.threads) as pool:
-                done = pool.map(lambda batch: [self._hash_one(j) for j in batch], batches)
-                results = [r for batch in done for r in batch]
+                for batch in pool.map(lambda b: [self._hash_one(j) for j in b], batches):
+                    results += batch
+                    if self.progress is not None:
+                        self.progress(len(results), len(jobs))
         else:
             results = [self._hash_one(job) for job in jobs]
         for job, result in zip(jobs, results, strict=True):
