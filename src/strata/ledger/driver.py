@@ -1,0 +1,143 @@
+"""The ledger driver protocol: where chained records are kept and how they are found.
+
+A driver stores :class:`~strata.ledger.records.Record` objects in append order
+and keeps an index over the event records so that common questions do not
+scan the whole ledger. Drivers know nothing about branches, bookmarks or
+operations: :mod:`strata.ledger.ledger` builds those from records.
+
+Two drivers implement it: SQLite (default) and JSONL (``events.jsonl`` plus an
+``events.idx`` sidecar). One conformance suite (``tests/test_ledger_drivers.py``)
+runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from strata.ledger.records import Record
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Indexed filters for :meth:`LedgerDriver.find_events`; None means any."""
+
+    branch: str | None = None
+    operation_id: str | None = None
+    author: str | None = None
+    author_kind: str | None = None
+    action_type: str | None = None
+    path: str | None = None  # a file, or a folder: matches everything below it
+
+
+@dataclass(frozen=True)
+class EventKeys:
+    """The indexed fields of one event record."""
+
+    seq: int
+    id: str
+    ts: str
+    branch: str
+    operation_id: str
+    author: str
+    author_kind: str
+    action_type: str
+    snapshot_ref: str | None
+    files: tuple[str, ...]
+
+    @classmethod
+    def of(cls, record: Record) -> EventKeys:
+        """The keys of an event record."""
+        body: dict[str, Any] = record.body
+        author = body.get("author") or {}
+        return cls(
+            seq=record.seq,
+            id=str(body.get("id", "")),
+            ts=str(body.get("ts", "")),
+            branch=str(body.get("branch") or ""),
+            operation_id=str(body.get("operation_id") or ""),
+            author=str(author.get("name", "")),
+            author_kind=str(author.get("kind", "")),
+            action_type=str(body.get("action_type", "")),
+            snapshot_ref=body.get("snapshot_ref") or None,
+            files=tuple(str(f) for f in body.get("files") or ()),
+        )
+
+    def matches(self, f: EventFilter) -> bool:
+        """True when this event passes every filter of ``f``."""
+        if f.branch is not None and self.branch != f.branch:
+            return False
+        if f.operation_id is not None and self.operation_id != f.operation_id:
+            return False
+        if f.author is not None and self.author != f.author:
+            return False
+        if f.author_kind is not None and self.author_kind != f.author_kind:
+            return False
+        if f.action_type is not None and self.action_type != f.action_type:
+            return False
+        if f.path is not None:
+            prefix = f.path.rstrip("/") + "/"
+            return any(p == f.path or p.startswith(prefix) for p in self.files)
+        return True
+
+
+class LedgerDriver(Protocol):
+    """Append-only storage of chained records with an event index."""
+
+    #: "sqlite" or "jsonl"
+    name: str
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Append records atomically (all or none); their ``seq`` must follow the last one."""
+
+    def last(self) -> Record | None:
+        """The newest record (its hash is the chain head), or None when empty."""
+
+    def get(self, seq: int) -> Record:
+        """The record at ``seq``; KeyError if there is none."""
+
+    def scan(
+        self,
+        *,
+        start: int = 1,
+        stop: int | None = None,
+        kind: str | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Record]:
+        """Records with ``start <= seq < stop`` (no upper bound when None), optionally one kind."""
+
+    def last_of_kind(self, kind: str) -> Record | None:
+        """The newest record of one kind."""
+
+    def seek_event(self, event_id: str) -> Record | None:
+        """The event record with this full id."""
+
+    def seek_time(self, ts: str) -> int | None:
+        """The ``seq`` of the first event whose ``ts`` is at or after ``ts``."""
+
+    def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Event ids that start with ``prefix``, sorted."""
+
+    def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Distinct snapshot ids named by events that start with ``prefix``."""
+
+    def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
+        """The newest event record that carries this snapshot."""
+
+    def find_events(
+        self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[Record]:
+        """Event records passing every filter, through the index."""
+
+    def count(self) -> int:
+        """How many records there are."""
+
+    def rebuild_index(self) -> None:
+        """Rebuild the event index from the records."""
+
+    def verify_index(self) -> list[str]:
+        """Problems with the index (empty when it agrees with the records)."""
+
+    def close(self) -> None:
+        """Release files and connections."""

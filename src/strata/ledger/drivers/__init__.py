@@ -1,0 +1,1 @@
+"""Ledger drivers: SQLite (default) and JSONL."""

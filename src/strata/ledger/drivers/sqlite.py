@@ -1,0 +1,314 @@
+"""The SQLite ledger driver (the default).
+
+Tables::
+
+    meta(key, value)                 format, driver
+    records(seq PRIMARY KEY, kind, line)      the canonical JSON of each record, append-only
+    events(seq PRIMARY KEY, id UNIQUE, ts, branch, operation_id,
+           author, author_kind, action_type, snapshot_ref)   the event index (derived)
+    event_files(seq, path)           the changed-path index (derived)
+
+``records`` is the truth; the index tables are derived and can be rebuilt.
+WAL mode: readers never wait for the writer; ``synchronous=FULL``: a committed
+append survives a power cut.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from strata.errors import CorruptRepository, UnsupportedFormat
+from strata.ledger.driver import EventFilter, EventKeys
+from strata.ledger.records import Record
+
+FORMAT = 2
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS records (
+    seq INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    line BLOB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_kind ON records(kind, seq);
+CREATE TRIGGER IF NOT EXISTS records_no_update BEFORE UPDATE ON records
+BEGIN SELECT RAISE(ABORT, 'ledger records are append-only'); END;
+CREATE TRIGGER IF NOT EXISTS records_no_delete BEFORE DELETE ON records
+BEGIN SELECT RAISE(ABORT, 'ledger records are append-only'); END;
+CREATE TABLE IF NOT EXISTS events (
+    seq INTEGER PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    ts TEXT NOT NULL,
+    branch TEXT NOT NULL,
+    operation_id TEXT NOT NULL,
+    author TEXT NOT NULL,
+    author_kind TEXT NOT NULL,
+    action_type TEXT NOT NULL,
+    snapshot_ref TEXT
+);
+CREATE INDEX IF NOT EXISTS events_ts ON events(ts);
+CREATE INDEX IF NOT EXISTS events_branch ON events(branch, seq);
+CREATE INDEX IF NOT EXISTS events_operation ON events(operation_id, seq);
+CREATE INDEX IF NOT EXISTS events_author ON events(author, seq);
+CREATE INDEX IF NOT EXISTS events_author_kind ON events(author_kind, seq);
+CREATE INDEX IF NOT EXISTS events_action ON events(action_type, seq);
+CREATE INDEX IF NOT EXISTS events_snapshot ON events(snapshot_ref, seq);
+CREATE TABLE IF NOT EXISTS event_files (seq INTEGER NOT NULL, path TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS event_files_path ON event_files(path, seq);
+"""
+
+
+class SqliteDriver:
+    """Records and their event index in one SQLite database."""
+
+    name = "sqlite"
+
+    def __init__(self, path: Path, *, create: bool = False) -> None:
+        self.path = path
+        if not create and not path.exists():
+            raise CorruptRepository(f"the ledger {path} is missing")
+        self._db = sqlite3.connect(path, isolation_level=None, timeout=60.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        if create:
+            self._db.executescript(
+                "BEGIN IMMEDIATE;"
+                + _SCHEMA
+                + f"INSERT OR IGNORE INTO meta VALUES ('format', '{FORMAT}');"
+                + "INSERT OR IGNORE INTO meta VALUES ('driver', 'sqlite');COMMIT;"
+            )
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'format'").fetchone()
+        found = int(row[0]) if row else None
+        if found != FORMAT:
+            raise UnsupportedFormat("the ledger", found, FORMAT)
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()
+
+    # -- writing -----------------------------------------------------------------
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Append records in one transaction."""
+        if not records:
+            return
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT MAX(seq) FROM records").fetchone()
+            expected = (row[0] or 0) + 1
+            if records[0].seq != expected:
+                raise CorruptRepository(
+                    f"append out of order: record {records[0].seq} after {expected - 1}"
+                )
+            db.executemany(
+                "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
+                [(r.seq, r.kind, r.to_line()) for r in records],
+            )
+            self._index(r for r in records if r.kind == "event")
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def _index(self, records: Iterator[Record] | Sequence[Record]) -> None:
+        keys = [EventKeys.of(r) for r in records]
+        self._db.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                (
+                    k.seq,
+                    k.id,
+                    k.ts,
+                    k.branch,
+                    k.operation_id,
+                    k.author,
+                    k.author_kind,
+                    k.action_type,
+                    k.snapshot_ref,
+                )
+                for k in keys
+            ],
+        )
+        self._db.executemany(
+            "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
+        )
+
+    # -- reading -----------------------------------------------------------------
+
+    def _records(self, sql: str, args: Sequence[Any] = ()) -> Iterator[Record]:
+        for (line,) in self._db.execute(sql, args):
+            yield Record.from_line(bytes(line))
+
+    def last(self) -> Record | None:
+        """The newest record."""
+        return next(self._records("SELECT line FROM records ORDER BY seq DESC LIMIT 1"), None)
+
+    def get(self, seq: int) -> Record:
+        """The record at ``seq``."""
+        found = next(self._records("SELECT line FROM records WHERE seq = ?", (seq,)), None)
+        if found is None:
+            raise KeyError(seq)
+        return found
+
+    def scan(
+        self,
+        *,
+        start: int = 1,
+        stop: int | None = None,
+        kind: str | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Record]:
+        """Records in a seq range, optionally of one kind."""
+        sql = "SELECT line FROM records WHERE seq >= ?"
+        args: list[Any] = [start]
+        if stop is not None:
+            sql += " AND seq < ?"
+            args.append(stop)
+        if kind is not None:
+            sql += " AND kind = ?"
+            args.append(kind)
+        sql += " ORDER BY seq " + ("DESC" if reverse else "ASC")
+        return self._records(sql, args)
+
+    def last_of_kind(self, kind: str) -> Record | None:
+        """The newest record of one kind."""
+        return next(
+            self._records(
+                "SELECT line FROM records WHERE kind = ? ORDER BY seq DESC LIMIT 1", (kind,)
+            ),
+            None,
+        )
+
+    def seek_event(self, event_id: str) -> Record | None:
+        """The event record with this id."""
+        return next(
+            self._records(
+                "SELECT r.line FROM events e JOIN records r ON r.seq = e.seq WHERE e.id = ?",
+                (event_id,),
+            ),
+            None,
+        )
+
+    def seek_time(self, ts: str) -> int | None:
+        """The seq of the first event at or after ``ts``."""
+        row = self._db.execute("SELECT MIN(seq) FROM events WHERE ts >= ?", (ts,)).fetchone()
+        return int(row[0]) if row and row[0] is not None else None
+
+    def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Event ids starting with ``prefix``."""
+        rows = self._db.execute(
+            "SELECT id FROM events WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
+            (prefix, prefix + "\uffff", limit),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Distinct snapshot ids starting with ``prefix``."""
+        rows = self._db.execute(
+            "SELECT DISTINCT snapshot_ref FROM events WHERE snapshot_ref >= ? AND snapshot_ref < ? "
+            "ORDER BY snapshot_ref LIMIT ?",
+            (prefix, prefix + "\uffff", limit),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
+        """The newest event carrying this snapshot."""
+        return next(
+            self._records(
+                "SELECT r.line FROM events e JOIN records r ON r.seq = e.seq "
+                "WHERE e.snapshot_ref = ? ORDER BY e.seq DESC LIMIT 1",
+                (snapshot_id,),
+            ),
+            None,
+        )
+
+    def find_events(
+        self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[Record]:
+        """Event records passing every filter."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        for column, value in (
+            ("e.branch", where.branch),
+            ("e.operation_id", where.operation_id),
+            ("e.author", where.author),
+            ("e.author_kind", where.author_kind),
+            ("e.action_type", where.action_type),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                args.append(value)
+        if where.path is not None:
+            folder = where.path.rstrip("/")
+            clauses.append(
+                "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path > ? AND path < ?))"
+            )
+            args += [folder, folder + "/", folder + "0"]  # "0" sorts right after "/"
+        sql = "SELECT r.line FROM events e JOIN records r ON r.seq = e.seq"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += " ORDER BY e.seq " + ("DESC" if newest_first else "ASC")
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        return self._records(sql, args)
+
+    def count(self) -> int:
+        """How many records there are."""
+        return int(self._db.execute("SELECT COUNT(*) FROM records").fetchone()[0])
+
+    # -- the index ---------------------------------------------------------------
+
+    def rebuild_index(self) -> None:
+        """Drop and rebuild the event index from the records."""
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM events")
+            db.execute("DELETE FROM event_files")
+            self._index(list(self.scan(kind="event")))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    def verify_index(self) -> list[str]:
+        """Where the event index disagrees with the records."""
+        problems = [
+            f"ledger: {r[0]}"
+            for r in self._db.execute("PRAGMA integrity_check").fetchall()
+            if r != ("ok",)
+        ]
+        indexed = {
+            row[0]: row
+            for row in self._db.execute(
+                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
+                "snapshot_ref FROM events"
+            )
+        }
+        files: dict[int, list[str]] = {}
+        for seq, path in self._db.execute("SELECT seq, path FROM event_files"):
+            files.setdefault(seq, []).append(path)
+        for record in self.scan(kind="event"):
+            k = EventKeys.of(record)
+            row = indexed.pop(k.seq, None)
+            expected = (
+                k.seq,
+                k.id,
+                k.ts,
+                k.branch,
+                k.operation_id,
+                k.author,
+                k.author_kind,
+                k.action_type,
+                k.snapshot_ref,
+            )
+            if row != expected or sorted(files.pop(k.seq, [])) != sorted(k.files):
+                problems.append(f"index: event record {k.seq} is indexed wrongly")
+        for seq in sorted(indexed):
+            problems.append(f"index: names record {seq}, which is not an event")
+        return problems
