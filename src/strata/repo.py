@@ -38,8 +38,9 @@ from strata.ids import (
     short,
 )
 from strata.layout import Layout, WriteLock, create_layout, find_layout, load_config
+from strata.ledger.driver import EventFilter, LedgerDriver
 from strata.ledger.events import Author, Event, dumps, format_ts
-from strata.ledger.sqlite import SqliteLedger
+from strata.ledger.ledger import Bookmark, Ledger, Operation, View, check_ref_name, moved
 from strata.store.ignore import IgnoreRules
 from strata.store.materialize import (
     Action,
@@ -282,12 +283,26 @@ class Repository:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
-        self.ledger = SqliteLedger(layout.ledger, create=not layout.ledger.exists())
         self._lock = WriteLock(layout.lock)
         self._last_ms = 0
+        self.ledger = Ledger(self._open_driver(), clock=self._now, rng=self._rng)
         if any(layout.journal.glob("*.json")):
             with self._writing():
                 pass
+
+    def _open_driver(self) -> LedgerDriver:
+        from strata.ledger.drivers.sqlite import SqliteDriver
+        from strata.ledger.migrate import ledger_format, migrate_v1
+
+        path = self.layout.ledger
+        if not path.exists():
+            with self._lock:
+                return SqliteDriver(path, create=True)
+        if ledger_format(path) == 1:
+            with self._lock:
+                if ledger_format(path) == 1:
+                    migrate_v1(path)
+        return SqliteDriver(path)
 
     # -- opening ---------------------------------------------------------------
 
@@ -341,10 +356,14 @@ class Repository:
         snapshot_ref: SnapshotId | None = None,
         parent: EventId | None = None,
         data: dict[str, Any] | None = None,
+        branch: str = "main",
+        anchor: EventId | None = None,
+        operation_id: str = "",
+        scope: str = "project",
     ) -> Event:
         ms = self._now()
         event_id = new_event_id(self._rng)
-        while self.ledger.has(event_id):  # a reused seed (STRATA_SEED) must not collide
+        while self.ledger.driver.seek_event(event_id):  # a reused STRATA_SEED must not collide
             event_id = new_event_id(self._rng)
         return Event(
             id=event_id,
@@ -356,7 +375,23 @@ class Repository:
             snapshot_ref=snapshot_ref,
             parent_event_id=parent,
             data=data or {},
+            branch=branch,
+            anchor_event_id=anchor,
+            operation_id=operation_id,
+            action_scope=scope,
         )
+
+    def _event(self, event_id: str) -> Event:
+        record = self.ledger.driver.seek_event(event_id)
+        if record is None:
+            raise CorruptRepository(f"event {event_id} is named but not in the ledger")
+        return Event.from_json(record.body, seq=record.seq)
+
+    def _begin(self, command: str, author: Author | None, **details: Any) -> Operation:
+        return self.ledger.begin(command, (author or self.author).to_json(), **details)
+
+    def _commit(self, op: Operation) -> None:
+        self.ledger.commit(op)
 
     def _rules(self) -> IgnoreRules:
         return IgnoreRules.root(defaults=self.config.ignore_defaults)
@@ -396,8 +431,12 @@ class Repository:
 
     def head(self) -> Event | None:
         """The event HEAD points at (None before the first snapshot)."""
-        eid = self.ledger.ref("HEAD")
-        return self.ledger.get(eid) if eid else None
+        eid = self.ledger.view().head_event
+        return self._event(eid) if eid else None
+
+    def view(self) -> View:
+        """Where HEAD, every branch and every bookmark point."""
+        return self.ledger.view()
 
     def _head_tree(self) -> ObjectId:
         head = self.head()
@@ -431,10 +470,50 @@ class Repository:
         author: Author | None = None,
         action_type: str = "snapshot",
         data: dict[str, Any] | None = None,
+        operation: str | None = None,
+        scope: str = "project",
+        bookmark: str | None = None,
     ) -> SnapshotResult:
-        """Record the working tree; no event when nothing changed since HEAD."""
+        """Record the working tree; no event when nothing changed since HEAD.
+
+        ``operation`` groups events of one semantic action under one id;
+        ``scope`` is its ``action_scope``; ``bookmark`` names the result.
+        """
+        from strata.ledger.events import ACTION_SCOPES
+
+        if scope not in ACTION_SCOPES:
+            raise UsageError(f"unknown scope {scope!r}; use one of {', '.join(ACTION_SCOPES)}")
+        if bookmark is not None:
+            check_ref_name(bookmark, what="bookmark")
         with self._writing():
-            return self._snapshot(message, author=author, action_type=action_type, data=data)[0]
+            if bookmark is not None and bookmark in self.view().bookmarks:
+                raise UsageError(f"bookmark {bookmark!r} exists", hint="pick another name")
+            result, _ = self._snapshot(
+                message,
+                author=author,
+                action_type=action_type,
+                data=data,
+                operation=operation,
+                scope=scope,
+                bookmark=bookmark,
+            )
+            return result
+
+    def _branch_for_new_state(self, view: View) -> str:
+        """The branch the next state event goes on: HEAD's, or a new one if HEAD is not its tip."""
+        if not view.detached:
+            return view.head_branch
+        if view.head_branch not in view.branches:
+            return view.head_branch  # named by 'rewind --branch'
+        base = (
+            view.head_branch.rsplit("-", 1)[0]
+            if view.head_branch[-1:].isdigit()
+            else view.head_branch
+        )
+        n = 2
+        while f"{base}-{n}" in view.branches:
+            n += 1
+        return f"{base}-{n}"
 
     def _snapshot(
         self,
@@ -443,6 +522,9 @@ class Repository:
         author: Author | None,
         action_type: str,
         data: dict[str, Any] | None = None,
+        operation: str | None = None,
+        scope: str = "project",
+        bookmark: str | None = None,
     ) -> tuple[SnapshotResult, ScanResult]:
         scan, scanner, cache = self._scan()
         head = self.head()
@@ -456,6 +538,20 @@ class Repository:
         diff = self._diff_trees(head_tree, scan.tree, self.objects, lines=scanner.lines)
         snapshot_id = self._write_snapshot(scan.tree, head)
         self.objects.flush()  # blobs, trees and manifest are durable before the event
+        op = self._begin(action_type, author)
+        branch = self._branch_for_new_state(op.before)
+        impacts = [
+            {
+                "path": f.path,
+                "kind": "binary",
+                "bytes_changed": f.bytes_changed,
+                "hash_before": f.hash_before,
+                "hash_after": f.hash_after,
+                "summary": f"{f.status}, {f.bytes_changed} bytes changed",
+            }
+            for f in diff.files
+            if f.binary
+        ]
         event = self._new_event(
             action_type,
             author=author,
@@ -469,8 +565,20 @@ class Repository:
                 "deletions": diff.deletions,
                 **(data or {}),
             },
+            branch=branch,
+            operation_id=operation or op.id,
+            scope=scope,
         )
-        event = self.ledger.append(event, move={"HEAD": event.id})
+        if impacts:
+            event = Event(**{**event.__dict__, "artifact_impacts": tuple(impacts)})
+        op.add_event(event.to_json())
+        branches = {**op.before.branches, branch: event.id}
+        bookmarks = dict(op.before.bookmarks)
+        if bookmark is not None:
+            bookmarks[bookmark] = Bookmark(event.id)
+        op.after = View(branch, event.id, branches, bookmarks)
+        self._commit(op)
+        event = self._event(event.id)
         cache.replace(scan.dirs, started_ns=scan.started_ns)
         cache.save()
         return SnapshotResult(event, snapshot_id, diff, scan.warnings), scan
@@ -492,7 +600,7 @@ class Repository:
                     raise UnknownRef(
                         ref, hint=f"{m.group('base')} has fewer than {steps} ancestors"
                     )
-                event = self.ledger.get(event.parent_event_id)
+                event = self._event(event.parent_event_id)
             assert event is not None
             return self._point(event, ref)
         if ref in ("HEAD", "@"):
@@ -500,28 +608,34 @@ class Repository:
             if head is None:
                 raise UnknownRef(ref, hint="nothing is recorded yet: run 'strata snapshot'")
             return self._point(head, ref)
+        driver = self.ledger.driver
         if EVENT_PREFIX.fullmatch(ref):
-            ids = self.ledger.ids_with_prefix(ref)
+            ids = driver.event_ids_with_prefix(ref)
             if len(ids) > 1:
                 raise AmbiguousRef(ref, ids)
             if ids:
-                event = self.ledger.get(ids[0])
+                event = self._event(ids[0])
                 if event.snapshot_ref is None:
-                    anchor = event.data.get("target_event_id")
+                    anchor = event.anchor_event_id or event.data.get("target_event_id")
                     if not anchor:
                         raise UnknownRef(
                             ref, hint=f"event {ids[0]} ({event.action_type}) records no files"
                         )
-                    event = self.ledger.get(anchor)
+                    event = self._event(anchor)
                 return self._point(event, ref)
         if HEX_PREFIX.fullmatch(ref):
-            snaps = self.ledger.snapshot_refs_with_prefix(ref)
+            snaps = driver.snapshot_ids_with_prefix(ref)
             if len(snaps) > 1:
                 raise AmbiguousRef(ref, snaps)
             if snaps:
-                found = self.ledger.newest_with_snapshot(snaps[0])
+                found = driver.newest_with_snapshot(snaps[0])
                 assert found is not None
-                return self._point(found, ref)
+                return self._point(Event.from_json(found.body, seq=found.seq), ref)
+        view = self.view()
+        if ref in view.branches:
+            return self._point(self._event(view.branches[ref]), ref)
+        if ref in view.bookmarks:
+            return self._point(self._event(view.bookmarks[ref].target), ref)
         raise UnknownRef(ref)
 
     def _point(self, event: Event, label: str) -> Point:
@@ -531,12 +645,31 @@ class Repository:
     # -- history -----------------------------------------------------------------
 
     def history(
-        self, *, path: str | None = None, author: str | None = None, limit: int | None = None
+        self,
+        *,
+        path: str | None = None,
+        author: str | None = None,
+        limit: int | None = None,
+        branch: str | None = None,
+        operation: str | None = None,
+        author_kind: str | None = None,
+        action: str | None = None,
     ) -> list[Event]:
-        """Events, newest first, filtered by changed path and author name."""
+        """Events, newest first, filtered through the ledger's index."""
         if limit is not None and limit < 1:
             raise UsageError("--limit must be at least 1")
-        return list(self.ledger.scan(path=path or None, author=author, limit=limit))
+        where = EventFilter(
+            branch=branch,
+            operation_id=operation,
+            author=author,
+            author_kind=author_kind,
+            action_type=action,
+            path=path or None,
+        )
+        return [
+            Event.from_json(r.body, seq=r.seq)
+            for r in self.ledger.driver.find_events(where, limit=limit)
+        ]
 
     # -- diff --------------------------------------------------------------------
 
@@ -612,11 +745,21 @@ class Repository:
 
     # -- rewind and restore --------------------------------------------------------
 
-    def rewind(self, ref: str, *, author: Author | None = None) -> RewindResult:
-        """Move HEAD and the files to ``ref``; unrecorded work is auto-saved first."""
+    def rewind(
+        self, ref: str, *, author: Author | None = None, branch: str | None = None
+    ) -> RewindResult:
+        """Move HEAD and the files to ``ref``; unrecorded work is auto-saved first.
+
+        Branch tips do not move. The next state event recorded from a point that
+        is not its branch's tip starts a new branch: ``branch`` names it.
+        """
+        if branch is not None:
+            check_ref_name(branch, what="branch")
         with self._writing():
             target = self.resolve(ref)  # refs are resolved before the auto-save
-            return self._restore(target, ref, paths=None, author=author)
+            if branch is not None and branch in self.view().branches:
+                raise UsageError(f"branch {branch!r} exists", hint="pick another name")
+            return self._restore(target, ref, paths=None, author=author, new_branch=branch)
 
     def restore(self, ref: str, paths: list[str], *, author: Author | None = None) -> RewindResult:
         """Put ``paths`` back as they were at ``ref``; HEAD does not move."""
@@ -633,8 +776,24 @@ class Repository:
                     raise PathNotFound(p, ref)
             return self._restore(target, ref, paths=paths, author=author)
 
+    @staticmethod
+    def _branch_at(view: View, event_id: str) -> str:
+        """The branch HEAD should name when it moves to ``event_id``."""
+        if view.branches.get(view.head_branch) == event_id:
+            return view.head_branch
+        tips = sorted(name for name, tip in view.branches.items() if tip == event_id)
+        return tips[0] if tips else view.head_branch
+
     def _restore(
-        self, target: Point, ref: str, *, paths: list[str] | None, author: Author | None
+        self,
+        target: Point,
+        ref: str,
+        *,
+        paths: list[str] | None,
+        author: Author | None,
+        new_branch: str | None = None,
+        command: str | None = None,
+        after_view: View | None = None,
     ) -> RewindResult:
         before_head = self.head()
         auto, scan = self._snapshot(
@@ -646,48 +805,52 @@ class Repository:
         actions = plan_restore(
             self.objects, current, target.tree, stat_of=scan.stat_of, paths=paths or None
         )
-        action_type = "rewind" if paths is None else "restore"
+        action_type = command or ("rewind" if paths is None else "restore")
+        op = self._begin(action_type, author)
+        assert target.event is not None
+        if after_view is not None:
+            op.after = after_view
+        elif paths is None:
+            head_branch = new_branch or self._branch_at(op.before, target.event.id)
+            op.after = moved(op.before, head_branch=head_branch, head_event=target.event.id)
+        op.details = {"tree_before": current, "tree_after": target.tree if paths is None else None}
         event = self._new_event(
             action_type,
             author=author,
             rationale=f"{action_type} to {ref}",
             files=sorted({a.path for a in actions if a.op in ("write", "symlink", "remove")}),
             data={
-                "target_event_id": target.event.id if target.event else None,
+                "target_event_id": target.event.id,
                 "target_snapshot_id": target.snapshot_id,
                 "from_event_id": before_head.id if before_head else None,
                 "auto_save_event_id": auto.event.id if auto.event else None,
                 **({"paths": paths} if paths else {}),
             },
+            branch=op.after.head_branch,
+            anchor=target.event.id,
+            operation_id=op.id,
         )
-        move = {"HEAD": target.event.id} if paths is None and target.event else {}
-        journal = Journal(self.layout.journal, event.id)
-        journal.write(journal_record(actions, event=event.to_json(), move=move))
+        body = op.add_event(event.to_json())
+        journal = Journal(self.layout.journal, op.id)
+        journal.write(journal_record(actions, operation=op.to_json()))
         report = apply_actions(self.objects, self.root, actions)
-        event = Event(**{**event.__dict__, "data": {**event.data, "skipped_paths": report.skipped}})
-        event = self.ledger.append(event, move=move)
+        body["data"]["skipped_paths"] = report.skipped
+        self._commit(op)
         journal.remove()
-        return RewindResult(event, target, auto.event, report.restored_paths, report.skipped)
+        return RewindResult(
+            self._event(event.id), target, auto.event, report.restored_paths, report.skipped
+        )
 
     def _recover(self) -> None:
         """Finish every journal an interrupted command left (lock held)."""
         for path, record in Journal.pending(self.layout.journal):
             actions: list[Action] = actions_from_record(record)
             report = apply_actions(self.objects, self.root, actions, recovering=True)
-            ev = record["event"]
-            if not self.ledger.has(ev["id"]):
-                event = Event(
-                    id=EventId(ev["id"]),
-                    ts=ev["ts"],
-                    author=Author(ev["author"]["name"], ev["author"]["kind"]),
-                    action_type=ev["action_type"],
-                    rationale=ev["rationale"],
-                    files=tuple(ev["files"]),
-                    snapshot_ref=ev["snapshot_ref"],
-                    parent_event_id=ev["parent_event_id"],
-                    data={**ev.get("data", {}), "recovered": True, "skipped_paths": report.skipped},
-                )
-                self.ledger.append(event, move=record.get("move") or {})
+            op = Operation.from_json(record["operation"])
+            if op.events and self.ledger.driver.seek_event(op.events[0]["id"]) is None:
+                for body in op.events:
+                    body.setdefault("data", {}).update(recovered=True, skipped_paths=report.skipped)
+                self._commit(op)
             path.unlink(missing_ok=True)
 
     # -- reading files -------------------------------------------------------------
@@ -750,7 +913,11 @@ class Repository:
 
     def check(self, *, progress: Callable[[str], None] | None = None) -> list[str]:
         """Verify every object hash and every reference; return the problems found."""
-        problems: list[str] = list(self.ledger.integrity_problems())
+        problems: list[str] = []
+        broken = self.ledger.verify()
+        if broken:
+            problems.append(f"ledger: {broken}")
+        problems += self.ledger.driver.verify_index()
         if isinstance(self.objects, DiskObjectStore):
             problems += self.objects.pack_problems()
         seen: set[str] = set()
@@ -791,8 +958,11 @@ class Repository:
                     need(e.oid, f"{where}/{e.name}")
 
         ids: set[str] = set()
-        for event in self.ledger.scan(newest_first=False):
+        for record in self.ledger.driver.scan(kind="event"):
+            event = Event.from_json(record.body, seq=record.seq)
             ids.add(event.id)
+            if event.anchor_event_id and event.anchor_event_id not in ids:
+                problems.append(f"event {event.id}: anchor {event.anchor_event_id} is unknown")
             if event.parent_event_id and event.parent_event_id not in ids:
                 problems.append(f"event {event.id}: parent {event.parent_event_id} is unknown")
             if event.snapshot_ref:
@@ -804,9 +974,15 @@ class Repository:
                     problems.append(f"event {event.id}: {exc}")
                     continue
                 walk(tree, f"event {short(event.id)}")
-        for name, target in self.ledger.refs().items():
-            if target not in ids:
-                problems.append(f"ref {name} points at unknown event {target}")
+        view = self.view()
+        named = (
+            [("HEAD", view.head_event)]
+            + [(f"branch {n}", t) for n, t in view.branches.items()]
+            + [(f"bookmark {n}", b.target) for n, b in view.bookmarks.items()]
+        )
+        for name, target in named:
+            if target is not None and target not in ids:
+                problems.append(f"{name} points at unknown event {target}")
         for path, _ in Journal.pending(self.layout.journal):
             problems.append(f"an interrupted change is pending: {path.name}")
         return problems

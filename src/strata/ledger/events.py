@@ -23,6 +23,7 @@ class Author:
 
     name: str
     kind: AuthorKind = "human"
+    version: str | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in AUTHOR_KINDS:
@@ -34,12 +35,29 @@ class Author:
 
     def to_json(self) -> dict[str, str]:
         """The author as a JSON object."""
-        return {"name": self.name, "kind": self.kind}
+        out = {"name": self.name, "kind": self.kind}
+        if self.version:
+            out["version"] = self.version
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Author:
+        """Parse a stored author."""
+        return cls(str(raw["name"]), raw["kind"], raw.get("version"))
+
+
+ACTION_SCOPES = ("line", "block", "file", "project")
+DIFF_MODES = ("unified", "ast", "schema", "binary")
 
 
 @dataclass(frozen=True)
 class Event:
-    """One append-only ledger record."""
+    """One ledger event (the ChangeEvent schema).
+
+    A *state event* carries ``snapshot_ref`` and ``parent_event_id`` (the history
+    graph); an *annotation event* points at a state event through
+    ``anchor_event_id`` and is never a parent.
+    """
 
     id: EventId
     ts: str
@@ -51,6 +69,14 @@ class Event:
     parent_event_id: EventId | None = None
     data: dict[str, Any] = field(default_factory=dict)
     seq: int = 0
+    branch: str = "main"
+    anchor_event_id: EventId | None = None
+    operation_id: str = ""
+    action_scope: str = "project"
+    diff_mode: str = "unified"
+    artifacts: tuple[str, ...] = ()
+    artifact_impacts: tuple[dict[str, Any], ...] = ()
+    preflight: dict[str, Any] | None = None
 
     @property
     def is_state(self) -> bool:
@@ -58,18 +84,56 @@ class Event:
         return self.snapshot_ref is not None
 
     def to_json(self) -> dict[str, Any]:
-        """The event as a JSON object (the shape ``--json`` prints)."""
-        return {
+        """The event as a JSON object: the stored body and what ``--json`` prints."""
+        out: dict[str, Any] = {
             "id": self.id,
             "ts": self.ts,
             "author": self.author.to_json(),
             "action_type": self.action_type,
+            "branch": self.branch,
+            "operation_id": self.operation_id,
+            "action_scope": self.action_scope,
+            "diff_mode": self.diff_mode,
             "rationale": self.rationale,
             "files": list(self.files),
             "snapshot_ref": self.snapshot_ref,
             "parent_event_id": self.parent_event_id,
-            **({"data": self.data} if self.data else {}),
         }
+        if self.anchor_event_id:
+            out["anchor_event_id"] = self.anchor_event_id
+        if self.artifacts:
+            out["artifacts"] = list(self.artifacts)
+        if self.artifact_impacts:
+            out["artifact_impacts"] = [dict(i) for i in self.artifact_impacts]
+        if self.preflight is not None:
+            out["preflight"] = dict(self.preflight)
+        if self.data:
+            out["data"] = self.data
+        return out
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any], *, seq: int = 0) -> Event:
+        """Parse a stored event body."""
+        return cls(
+            id=EventId(raw["id"]),
+            ts=raw["ts"],
+            author=Author.from_json(raw["author"]),
+            action_type=raw["action_type"],
+            rationale=raw.get("rationale", ""),
+            files=tuple(raw.get("files") or ()),
+            snapshot_ref=raw.get("snapshot_ref"),
+            parent_event_id=raw.get("parent_event_id"),
+            data=dict(raw.get("data") or {}),
+            seq=seq,
+            branch=raw.get("branch") or "main",
+            anchor_event_id=raw.get("anchor_event_id"),
+            operation_id=raw.get("operation_id") or "",
+            action_scope=raw.get("action_scope") or "project",
+            diff_mode=raw.get("diff_mode") or "unified",
+            artifacts=tuple(raw.get("artifacts") or ()),
+            artifact_impacts=tuple(raw.get("artifact_impacts") or ()),
+            preflight=raw.get("preflight"),
+        )
 
 
 def format_ts(ts_ms: int) -> str:

@@ -22,6 +22,7 @@ All workspace writes go through :class:`strata.store.fsops.WorkspaceWriter`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -33,7 +34,7 @@ from typing import Any, Literal
 
 from strata.errors import CorruptRepository, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
-from strata.store.fsops import WorkspaceWriter, sync_filesystem
+from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.statcache import FileStat
 from strata.store.tree import TreeEntry, read_tree
@@ -152,7 +153,7 @@ def plan_restore(
                 if new.kind == "dir" and not inside(path):
                     actions.append(Action("mkdir", path, mode=new.mode))
                     walk(None, new.oid, path + "/")
-                else:
+                elif inside(path):  # a file above the requested paths is not theirs to create
                     create(path, new)
 
     walk(current, target, "")
@@ -249,8 +250,25 @@ def apply_actions(
                     raise
                 # the path was swapped or changed under us: leave it, report it
                 report.skipped.append(act.path)
+        if recovering:
+            _remove_temp_files(ws, root, actions)
     sync_filesystem(root)
     return report
+
+
+def _remove_temp_files(ws: WorkspaceWriter, root: Path, actions: list[Action]) -> None:
+    """Delete the temporary files a killed restore left beside the paths it was writing."""
+    folders = {a.path.rpartition("/")[0] for a in actions if a.op in ("write", "symlink")}
+    for folder in sorted(folders):
+        try:
+            names = os.listdir(root / folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(TEMP_PREFIX):
+                # a folder swapped for a symlink meanwhile raises: it is never followed
+                with contextlib.suppress(StrataError, OSError):
+                    ws.remove_file(f"{folder}/{name}" if folder else name)
 
 
 def _apply_one(

@@ -1,0 +1,358 @@
+"""The ledger: events, branches, bookmarks and operations over a driver.
+
+Every command that changes repository state is one *operation*. Committing
+an operation appends, in one atomic batch: its event records, one ``ref``
+record per branch or HEAD move, one ``bookmark`` record per bookmark change,
+and last the ``operation`` record, which carries the *view* before and after
+(HEAD, every branch tip, every bookmark). The current view is the last
+operation's ``view_after``; undo appends an operation whose view is an earlier
+one (jj's operation log): nothing is ever erased.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from strata.errors import StrataError, UsageError
+from strata.ids import new_event_id
+from strata.ledger.driver import EventFilter, LedgerDriver
+from strata.ledger.events import format_ts
+from strata.ledger.records import Record, verify_chain
+
+DEFAULT_BRANCH = "main"
+
+
+@dataclass(frozen=True)
+class Bookmark:
+    """A named pointer to a state event; a locked one cannot move or be deleted."""
+
+    target: str
+    locked: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in a view."""
+        return {"target": self.target, "locked": self.locked}
+
+
+@dataclass(frozen=True)
+class View:
+    """Where every ref points: HEAD (branch and position), branch tips, bookmarks."""
+
+    head_branch: str = DEFAULT_BRANCH
+    head_event: str | None = None
+    branches: dict[str, str] = field(default_factory=dict)
+    bookmarks: dict[str, Bookmark] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in an operation record."""
+        return {
+            "head": {"branch": self.head_branch, "event": self.head_event},
+            "branches": dict(sorted(self.branches.items())),
+            "bookmarks": {k: v.to_json() for k, v in sorted(self.bookmarks.items())},
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> View:
+        """Parse a stored view."""
+        head = raw.get("head") or {}
+        return cls(
+            head_branch=str(head.get("branch") or DEFAULT_BRANCH),
+            head_event=head.get("event"),
+            branches={str(k): str(v) for k, v in (raw.get("branches") or {}).items()},
+            bookmarks={
+                str(k): Bookmark(str(v["target"]), bool(v.get("locked")))
+                for k, v in (raw.get("bookmarks") or {}).items()
+            },
+        )
+
+    @property
+    def detached(self) -> bool:
+        """True when HEAD is not at its branch's tip (the next state event starts a branch)."""
+        return (
+            self.head_event is not None and self.branches.get(self.head_branch) != self.head_event
+        )
+
+
+@dataclass
+class Operation:
+    """An operation being built; committed by :meth:`Ledger.commit`."""
+
+    id: str
+    command: str
+    author: dict[str, Any]
+    ts: str
+    before: View
+    after: View
+    events: list[dict[str, Any]] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The operation as JSON (kept in a journal until it is committed)."""
+        return {
+            "id": self.id,
+            "command": self.command,
+            "author": self.author,
+            "ts": self.ts,
+            "before": self.before.to_json(),
+            "after": self.after.to_json(),
+            "events": self.events,
+            "details": self.details,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Operation:
+        """The inverse of :meth:`to_json`."""
+        return cls(
+            id=raw["id"],
+            command=raw["command"],
+            author=raw["author"],
+            ts=raw["ts"],
+            before=View.from_json(raw["before"]),
+            after=View.from_json(raw["after"]),
+            events=list(raw["events"]),
+            details=dict(raw.get("details") or {}),
+        )
+
+    def add_event(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Queue an event body (its ``operation_id`` defaults to this operation)."""
+        body.setdefault("operation_id", self.id)
+        self.events.append(body)
+        return body
+
+
+class Ledger:
+    """Events, refs and operations, stored through a :class:`LedgerDriver`."""
+
+    def __init__(
+        self,
+        driver: LedgerDriver,
+        *,
+        clock: Callable[[], int] | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.driver = driver
+        self._clock = clock or (lambda: time.time_ns() // 1_000_000)
+        self._rng = rng or random.Random()
+        self._last_ms = 0
+
+    def close(self) -> None:
+        """Release the driver."""
+        self.driver.close()
+
+    # -- ids and time --------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch, never going backwards within this ledger."""
+        now = max(self._clock(), self._last_ms)
+        self._last_ms = now
+        return now
+
+    def new_id(self) -> str:
+        """A fresh event or operation id."""
+        return new_event_id(self._rng)
+
+    # -- the view ------------------------------------------------------------------
+
+    def view(self) -> View:
+        """The current view (empty before the first operation)."""
+        last = self.driver.last_of_kind("operation")
+        if last is None:
+            return View()
+        return View.from_json(last.body["view_after"])
+
+    def chain_head(self) -> str:
+        """The hash of the newest record ("" for an empty ledger)."""
+        last = self.driver.last()
+        return last.hash if last else ""
+
+    # -- operations ----------------------------------------------------------------
+
+    def begin(self, command: str, author: dict[str, Any], **details: Any) -> Operation:
+        """Start an operation from the current view."""
+        view = self.view()
+        return Operation(
+            id=self.new_id(),
+            command=command,
+            author=author,
+            ts=format_ts(self.now_ms()),
+            before=view,
+            after=view,
+            details=details,
+        )
+
+    def commit(self, op: Operation) -> Record:
+        """Append the operation's records atomically; return its operation record."""
+        last = self.driver.last()
+        seq, prev = (last.seq, last.hash) if last else (0, "")
+        records: list[Record] = []
+
+        def add(kind: str, body: dict[str, Any]) -> None:
+            nonlocal seq, prev
+            seq += 1
+            record = Record.seal(seq, kind, body, prev)  # type: ignore[arg-type]
+            records.append(record)
+            prev = record.hash
+
+        for body in op.events:
+            add("event", body)
+        before, after = op.before, op.after
+        for name in sorted(before.branches.keys() | after.branches.keys()):
+            old, new = before.branches.get(name), after.branches.get(name)
+            if old != new:
+                add(
+                    "ref", {"name": f"branch/{name}", "old": old, "new": new, "operation_id": op.id}
+                )
+        if (before.head_branch, before.head_event) != (after.head_branch, after.head_event):
+            add(
+                "ref",
+                {
+                    "name": "HEAD",
+                    "old": {"branch": before.head_branch, "event": before.head_event},
+                    "new": {"branch": after.head_branch, "event": after.head_event},
+                    "operation_id": op.id,
+                },
+            )
+        for name in sorted(before.bookmarks.keys() | after.bookmarks.keys()):
+            old_b, new_b = before.bookmarks.get(name), after.bookmarks.get(name)
+            if old_b != new_b:
+                add(
+                    "bookmark",
+                    {
+                        "name": name,
+                        "old": old_b.to_json() if old_b else None,
+                        "new": new_b.to_json() if new_b else None,
+                        "operation_id": op.id,
+                    },
+                )
+        add(
+            "operation",
+            {
+                "id": op.id,
+                "command": op.command,
+                "ts": op.ts,
+                "author": op.author,
+                "events": [e["id"] for e in op.events],
+                "view_before": before.to_json(),
+                "view_after": after.to_json(),
+                **({"details": op.details} if op.details else {}),
+            },
+        )
+        self.driver.append(records)
+        return records[-1]
+
+    # -- reading events ------------------------------------------------------------
+
+    def event(self, event_id: str) -> dict[str, Any]:
+        """The body of the event with this full id; KeyError if none."""
+        record = self.driver.seek_event(event_id)
+        if record is None:
+            raise KeyError(event_id)
+        return record.body
+
+    def events(
+        self,
+        where: EventFilter | None = None,
+        *,
+        limit: int | None = None,
+        newest_first: bool = True,
+    ) -> Iterator[dict[str, Any]]:
+        """Event bodies passing the filters."""
+        for record in self.driver.find_events(
+            where or EventFilter(), limit=limit, newest_first=newest_first
+        ):
+            yield record.body
+
+    def operations(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """Operation records, newest first."""
+        out: list[dict[str, Any]] = []
+        for record in self.driver.scan(kind="operation", reverse=True):
+            out.append({"seq": record.seq, **record.body})
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def ancestors(self, event_id: str) -> Iterator[dict[str, Any]]:
+        """The state event ``event_id`` and its ancestors through ``parent_event_id``."""
+        current: str | None = event_id
+        while current:
+            body = self.event(current)
+            yield body
+            current = body.get("parent_event_id")
+
+    def is_ancestor(self, ancestor: str, descendant: str) -> bool:
+        """True when ``ancestor`` is ``descendant`` or one of its ancestors."""
+        return any(b["id"] == ancestor for b in self.ancestors(descendant))
+
+    # -- undo and redo -------------------------------------------------------------
+
+    def undo_target(self) -> dict[str, Any]:
+        """The operation ``undo`` would reverse: the newest one not yet undone.
+
+        Undo operations themselves are skipped together with what they undid,
+        so undoing twice reverses two operations.
+        """
+        undone: set[str] = set()
+        for op in self.operations():
+            details = op.get("details") or {}
+            if op["command"] == "undo":
+                undone.add(details["undid"])
+                continue
+            if op["command"] == "redo":
+                undone.discard(details["redid"])
+                # the redo itself is what the next undo reverses
+                return op
+            if op["id"] in undone:
+                continue
+            return op
+        raise StrataError("nothing to undo", hint="see 'strata op log'")
+
+    def redo_target(self) -> dict[str, Any]:
+        """The undo that ``redo`` would reverse: the newest undo not yet redone.
+
+        Only undos and redos may stand between it and the newest operation, so
+        ``undo, undo, redo, redo`` re-applies both.
+        """
+        redone = 0
+        for op in self.operations():
+            if op["command"] == "redo":
+                redone += 1
+            elif op["command"] == "undo":
+                if redone == 0:
+                    return op
+                redone -= 1
+            else:
+                break
+        raise StrataError("nothing to redo: redo only follows an undo", hint="see 'strata op log'")
+
+    def verify(self) -> str | None:
+        """The first broken link of the hash chain, or None."""
+        return verify_chain(self.driver.scan())
+
+
+def check_ref_name(name: str, *, what: str) -> str:
+    """Validate a branch or bookmark name: it must not look like an id or a ref expression."""
+    from strata.ids import looks_like_id
+
+    if (
+        not name
+        or name in ("HEAD", "@")
+        or any(c in name for c in " ~:^\\\0\n\t")
+        or name.startswith("-")
+    ):
+        raise UsageError(f"invalid {what} name {name!r}")
+    if looks_like_id(name):
+        raise UsageError(
+            f"{what} name {name!r} looks like an id; pick a name with other characters "
+            "(ids use hex digits or the letters ghjkmnpqrstvwxyz)"
+        )
+    return name
+
+
+def moved(view: View, **changes: Any) -> View:
+    """A copy of ``view`` with fields replaced (dicts are copied, never shared)."""
+    base = replace(view, branches=dict(view.branches), bookmarks=dict(view.bookmarks))
+    return replace(base, **changes)
