@@ -25,6 +25,8 @@ def commands() -> list[tuple[str, click.Command]]:
             command = group.commands[name]
             full = f"{prefix} {name}".strip()
             if isinstance(command, click.Group):
+                if command.invoke_without_command:
+                    found.append((full, command))
                 visit(full, command)
             else:
                 found.append((full, command))

@@ -333,6 +333,10 @@ class Repository:
 
     # -- internals ---------------------------------------------------------------
 
+    def writing(self) -> Any:
+        """Hold the repository's write lock (for maintenance commands)."""
+        return self._writing()
+
     @contextmanager
     def _writing(self) -> Iterator[None]:
         """Hold the write lock; first finish whatever an interrupted command left."""
@@ -794,10 +798,13 @@ class Repository:
         new_branch: str | None = None,
         command: str | None = None,
         after_view: View | None = None,
+        details: dict[str, Any] | None = None,
     ) -> RewindResult:
         before_head = self.head()
+        action_type = command or ("rewind" if paths is None else "restore")
         auto, scan = self._snapshot(
-            f"auto-save before {'rewind' if paths is None else 'restore'} to {ref}",
+            f"auto-save before {action_type}"
+            + ("" if command in ("undo", "redo") else f" to {ref}"),
             author=SYSTEM,
             action_type="auto_save",
         )
@@ -805,29 +812,33 @@ class Repository:
         actions = plan_restore(
             self.objects, current, target.tree, stat_of=scan.stat_of, paths=paths or None
         )
-        action_type = command or ("rewind" if paths is None else "restore")
         op = self._begin(action_type, author)
-        assert target.event is not None
+        anchor = target.event.id if target.event else None
         if after_view is not None:
             op.after = after_view
-        elif paths is None:
-            head_branch = new_branch or self._branch_at(op.before, target.event.id)
-            op.after = moved(op.before, head_branch=head_branch, head_event=target.event.id)
-        op.details = {"tree_before": current, "tree_after": target.tree if paths is None else None}
+        elif paths is None and anchor is not None:
+            head_branch = new_branch or self._branch_at(op.before, anchor)
+            op.after = moved(op.before, head_branch=head_branch, head_event=anchor)
+        op.details = {
+            **(details or {}),
+            "tree_before": current,
+            "tree_after": target.tree if paths is None else None,
+            **({"restore": {"event": anchor, "paths": paths}} if paths else {}),
+        }
         event = self._new_event(
             action_type,
             author=author,
             rationale=f"{action_type} to {ref}",
             files=sorted({a.path for a in actions if a.op in ("write", "symlink", "remove")}),
             data={
-                "target_event_id": target.event.id,
+                "target_event_id": anchor,
                 "target_snapshot_id": target.snapshot_id,
                 "from_event_id": before_head.id if before_head else None,
                 "auto_save_event_id": auto.event.id if auto.event else None,
                 **({"paths": paths} if paths else {}),
             },
             branch=op.after.head_branch,
-            anchor=target.event.id,
+            anchor=EventId(anchor) if anchor else None,
             operation_id=op.id,
         )
         body = op.add_event(event.to_json())
@@ -852,6 +863,169 @@ class Repository:
                     body.setdefault("data", {}).update(recovered=True, skipped_paths=report.skipped)
                 self._commit(op)
             path.unlink(missing_ok=True)
+
+    # -- branches and bookmarks -----------------------------------------------------
+
+    def _view_op(self, command: str, after: View, author: Author | None, **details: Any) -> View:
+        """Commit an operation that only moves refs."""
+        op = self._begin(command, author, **details)
+        op.after = after
+        self._commit(op)
+        return after
+
+    def branch_create(self, name: str, ref: str = "HEAD", *, author: Author | None = None) -> str:
+        """Create branch ``name`` at ``ref``; return the event id it points at."""
+        check_ref_name(name, what="branch")
+        with self._writing():
+            view = self.view()
+            if name in view.branches:
+                raise UsageError(f"branch {name!r} exists")
+            point = self.resolve(ref)
+            assert point.event is not None
+            self._view_op(
+                "branch create",
+                moved(view, branches={**view.branches, name: point.event.id}),
+                author,
+                name=name,
+            )
+            return point.event.id
+
+    def branch_delete(self, name: str, *, author: Author | None = None) -> str:
+        """Remove the name ``name`` (its events stay); return where it pointed."""
+        with self._writing():
+            view = self.view()
+            if name not in view.branches:
+                raise UnknownRef(name, hint="see 'strata branch list'")
+            if name == view.head_branch:
+                raise UsageError(
+                    f"branch {name!r} is HEAD's branch", hint="switch to another branch first"
+                )
+            branches = dict(view.branches)
+            tip = branches.pop(name)
+            self._view_op("branch delete", moved(view, branches=branches), author, name=name)
+            return tip
+
+    def branch_switch(self, name: str, *, author: Author | None = None) -> RewindResult:
+        """Move HEAD to branch ``name`` and its files (unrecorded work is auto-saved first)."""
+        with self._writing():
+            view = self.view()
+            if name not in view.branches:
+                raise UnknownRef(name, hint="see 'strata branch list'")
+            target = self.resolve(name)
+            after = moved(self.view(), head_branch=name, head_event=view.branches[name])
+            return self._restore(
+                target,
+                name,
+                paths=None,
+                author=author,
+                command="branch switch",
+                after_view=after,
+            )
+
+    def bookmark(
+        self,
+        action: str,
+        name: str,
+        *,
+        ref: str | None = None,
+        new_name: str | None = None,
+        author: Author | None = None,
+    ) -> dict[str, Any]:
+        """Change a bookmark: ``add``, ``move``, ``rename``, ``lock``, ``unlock`` or ``delete``."""
+        with self._writing():
+            view = self.view()
+            marks = dict(view.bookmarks)
+            current = marks.get(name)
+            if action == "add":
+                check_ref_name(name, what="bookmark")
+                if current is not None:
+                    raise UsageError(f"bookmark {name!r} exists", hint="use 'strata bookmark move'")
+                point = self.resolve(ref or "HEAD")
+                assert point.event is not None
+                marks[name] = Bookmark(point.event.id)
+            else:
+                if current is None:
+                    raise UnknownRef(name, hint="see 'strata bookmark list'")
+                if current.locked and action in ("move", "rename", "delete"):
+                    raise UsageError(
+                        f"bookmark {name!r} is locked",
+                        hint=f"run 'strata bookmark unlock {name}' first",
+                    )
+                if action == "move":
+                    point = self.resolve(ref or "HEAD")
+                    assert point.event is not None
+                    marks[name] = Bookmark(point.event.id, current.locked)
+                elif action == "rename":
+                    assert new_name is not None
+                    check_ref_name(new_name, what="bookmark")
+                    if new_name in marks:
+                        raise UsageError(f"bookmark {new_name!r} exists")
+                    marks[new_name] = marks.pop(name)
+                elif action in ("lock", "unlock"):
+                    marks[name] = Bookmark(current.target, action == "lock")
+                elif action == "delete":
+                    del marks[name]
+                else:
+                    raise UsageError(f"unknown bookmark action {action!r}")
+            self._view_op(f"bookmark {action}", moved(view, bookmarks=marks), author, name=name)
+            shown = new_name if action == "rename" else name
+            mark = marks.get(shown or name)
+            return {
+                "name": shown,
+                "action": action,
+                **(mark.to_json() if mark else {"deleted": True}),
+            }
+
+    # -- undo and redo -------------------------------------------------------------
+
+    def undo(self, *, author: Author | None = None) -> dict[str, Any]:
+        """Reverse the newest operation not yet undone, by appending its inverse."""
+        with self._writing():
+            target = self.ledger.undo_target()
+            view = View.from_json(target["view_before"])
+            tree = (target.get("details") or {}).get("tree_before")
+            self._apply_view("undo", view, tree, author, undid=target["id"])
+            return {"undid": target["id"], "command": target["command"], "ts": target["ts"]}
+
+    def redo(self, *, author: Author | None = None) -> dict[str, Any]:
+        """Re-apply what the newest undo reversed."""
+        with self._writing():
+            undo_op = self.ledger.redo_target()
+            original_id = undo_op["details"]["undid"]
+            original = next(
+                (op for op in self.ledger.operations() if op["id"] == original_id), None
+            )
+            if original is None:
+                raise CorruptRepository(f"operation {original_id} is missing from the ledger")
+            view = View.from_json(original["view_after"])
+            details = original.get("details") or {}
+            tree = details.get("tree_after")
+            if tree is None and details.get("restore"):
+                tree = undo_op.get("details", {}).get("tree_before")
+            self._apply_view("redo", view, tree, author, redid=original_id, undo=undo_op["id"])
+            return {"redid": original_id, "command": original["command"]}
+
+    def _apply_view(
+        self, command: str, view: View, tree: str | None, author: Author | None, **details: Any
+    ) -> None:
+        if tree is None:
+            self._view_op(command, view, author, **details)
+            return
+        event = self._event(view.head_event) if view.head_event else None
+        target = Point(ObjectId(tree), event.snapshot_ref if event else None, event, command)
+        self._restore(
+            target,
+            command,
+            paths=None,
+            author=author,
+            command=command,
+            after_view=view,
+            details=details,
+        )
+
+    def operations(self, *, limit: int | None = None) -> list[dict[str, Any]]:
+        """The operation log, newest first."""
+        return self.ledger.operations(limit=limit)
 
     # -- reading files -------------------------------------------------------------
 

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from strata.cli.common import emit_json, json_option, open_repo, rel_path, short, warn
+
+if TYPE_CHECKING:
+    from strata.ledger.events import Event
 
 _LETTER = {
     "added": "A",
@@ -23,36 +27,126 @@ _LETTER = {
     "--file", "file_", metavar="PATH", help="Only events that changed PATH (a file or folder)."
 )
 @click.option("--author", help="Only events by this author name.")
+@click.option(
+    "--author-kind",
+    type=click.Choice(["human", "agent", "llm", "system"]),
+    help="Only events by this kind of author.",
+)
+@click.option("--branch", help="Only events recorded on this branch.")
+@click.option("--operation", metavar="ID", help="Only events of this operation.")
+@click.option(
+    "--action", metavar="TYPE", help="Only events of this action type (snapshot, rewind…)."
+)
+@click.option(
+    "--group-by",
+    type=click.Choice(["operation", "snapshot", "author"]),
+    help="One line per operation, snapshot or author.",
+)
+@click.option("--expand", is_flag=True, help="With --group-by: list each group's events too.")
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most N events.")
 @json_option
-def history(file_: str | None, author: str | None, limit: int | None, as_json: bool) -> None:
+def history(
+    file_: str | None,
+    author: str | None,
+    author_kind: str | None,
+    branch: str | None,
+    operation: str | None,
+    action: str | None,
+    group_by: str | None,
+    expand: bool,
+    limit: int | None,
+    as_json: bool,
+) -> None:
     """List recorded events, newest first.
 
     \b
     Example:
       strata history --file src/app.py --limit 5
+      strata history --author-kind agent --group-by operation --expand
     """
     with open_repo() as repo:
         path = rel_path(repo, file_) if file_ else None
-        events = repo.history(path=path, author=author, limit=limit)
+        events = repo.history(
+            path=path,
+            author=author,
+            limit=limit,
+            branch=branch,
+            operation=operation,
+            author_kind=author_kind,
+            action=action,
+        )
+    if group_by is not None:
+        _print_groups(events, group_by, expand, as_json)
+        return
     if as_json:
         emit_json([e.to_json() for e in events])
         return
     if not events:
-        click.echo("No events recorded yet." if not (path or author) else "No matching events.")
+        filtered = path or author or author_kind or branch or operation or action
+        click.echo("No matching events." if filtered else "No events recorded yet.")
         return
     for e in events:
-        n = len(e.files)
-        what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
-        line = (
-            f"{click.style(short(e.id), fg='yellow')} {e.ts[:19].replace('T', ' ')} "
-            f"{e.action_type:<9} {e.author.name} ({e.author.kind})"
+        _print_event(e)
+
+
+def _print_event(e: Event, indent: str = "") -> None:
+    n = len(e.files)
+    what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
+    line = (
+        f"{indent}{click.style(short(e.id), fg='yellow')} {e.ts[:19].replace('T', ' ')} "
+        f"{e.action_type:<9} {e.author.name} ({e.author.kind})"
+    )
+    if e.snapshot_ref and e.branch != "main":
+        line += f" [{e.branch}]"
+    if what:
+        line += f"  {what}"
+    if e.rationale:
+        line += f"  {e.rationale}"
+    click.echo(line)
+
+
+def _group_key(event: Event, by: str) -> str:
+    if by == "operation":
+        return event.operation_id or event.id
+    if by == "snapshot":
+        return event.snapshot_ref or (event.anchor_event_id or event.id)
+    return f"{event.author.name} ({event.author.kind})"
+
+
+def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> None:
+    groups: dict[str, list[Event]] = {}
+    for e in events:
+        groups.setdefault(_group_key(e, by), []).append(e)
+    if as_json:
+        emit_json(
+            [
+                {
+                    "group_by": by,
+                    "key": key,
+                    "count": len(members),
+                    "first_ts": members[-1].ts,
+                    "last_ts": members[0].ts,
+                    "files": sorted({f for m in members for f in m.files}),
+                    "event_ids": [m.id for m in members],
+                    **({"events": [m.to_json() for m in members]} if expand else {}),
+                }
+                for key, members in groups.items()
+            ]
         )
-        if what:
-            line += f"  {what}"
-        if e.rationale:
-            line += f"  {e.rationale}"
-        click.echo(line)
+        return
+    for key, members in groups.items():
+        files = {f for m in members for f in m.files}
+        actions = ", ".join(sorted({m.action_type for m in members}))
+        label = key if by == "author" else short(key)
+        count = f"{len(members)} event{'s' if len(members) != 1 else ''}"
+        span = f"{members[-1].ts[:19].replace('T', ' ')} .. {members[0].ts[:19].replace('T', ' ')}"
+        click.echo(
+            f"{click.style(label, fg='cyan')}  {count}, "
+            f"{len(files)} file{'s' if len(files) != 1 else ''}, {actions}  {span}"
+        )
+        if expand:
+            for e in members:
+                _print_event(e, indent="    ")
 
 
 @click.command()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from strata.cli.common import (
@@ -14,6 +17,8 @@ from strata.cli.common import (
     short,
     warn,
 )
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @click.command()
@@ -53,12 +58,38 @@ def init(path: str, store: str | None, as_json: bool) -> None:
             click.echo(f"{repo.root} is already a strata workspace (repository {repo.layout.repo})")
 
 
-@click.command()
-@click.option("-m", "--message", default="", help="Why: the rationale recorded with the event.")
-@author_options
-@json_option
-def snapshot(message: str, author: str | None, author_kind: str | None, as_json: bool) -> None:
-    """Record the workspace as it is now.
+def _snapshot_options(func: F) -> F:
+    func = json_option(func)
+    func = author_options(func)
+    func = click.option(
+        "--scope",
+        type=click.Choice(["line", "block", "file", "project"]),
+        default="project",
+        help="The action_scope of the change.",
+    )(func)
+    func = click.option(
+        "--operation",
+        metavar="ID",
+        help="Group this event with others of one semantic operation (any id you choose).",
+    )(func)
+    return click.option(
+        "-m", "--message", default="", help="Why: the rationale recorded with the event."
+    )(func)
+
+
+@click.group(invoke_without_command=True)
+@_snapshot_options
+@click.pass_context
+def snapshot(
+    ctx: click.Context,
+    message: str,
+    operation: str | None,
+    scope: str,
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+) -> None:
+    """Record the workspace as it is now ('snapshot save NAME' also bookmarks it).
 
     Only files whose size or timestamps changed since the last snapshot are
     read again. When nothing changed, no event is written.
@@ -66,10 +97,48 @@ def snapshot(message: str, author: str | None, author_kind: str | None, as_json:
     \b
     Example:
       strata snapshot -m "tests pass" --author alice
+      strata snapshot --operation rename-user --scope block -m "step 1 of 3"
     """
+    if ctx.invoked_subcommand is not None:
+        return
+    _record(None, message, operation, scope, author, author_kind, as_json)
+
+
+@snapshot.command("save")
+@click.argument("name")
+@_snapshot_options
+def snapshot_save(
+    name: str,
+    message: str,
+    operation: str | None,
+    scope: str,
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+) -> None:
+    """Record the workspace and bookmark it as NAME in one step.
+
+    \b
+    Example:
+      strata snapshot save before-upgrade -m "known good"
+    """
+    _record(name, message, operation, scope, author, author_kind, as_json)
+
+
+def _record(
+    bookmark: str | None,
+    message: str,
+    operation: str | None,
+    scope: str,
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+) -> None:
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
-        result = repo.snapshot(message, author=who)
+        result = repo.snapshot(
+            message, author=who, operation=operation, scope=scope, bookmark=bookmark
+        )
     for w in result.warnings:
         warn(w)
     if as_json:
@@ -77,13 +146,15 @@ def snapshot(message: str, author: str | None, author_kind: str | None, as_json:
         return
     if result.event is None:
         click.echo("Nothing changed since HEAD; no snapshot recorded.")
+        if bookmark is not None:
+            click.echo(f"(no bookmark {bookmark} made: bookmark HEAD with 'strata bookmark add')")
         return
     d = result.diff
     assert d is not None
     click.echo(
         f"Recorded {short(result.event.id)} (snapshot {short(result.snapshot_id)}): "
         f"{d.files_changed} file{'s' if d.files_changed != 1 else ''} changed, "
-        f"+{d.insertions} -{d.deletions}"
+        f"+{d.insertions} -{d.deletions}" + (f", bookmarked as {bookmark}" if bookmark else "")
     )
 
 

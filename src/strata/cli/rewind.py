@@ -40,14 +40,24 @@ def _report(result: object, verb: str, as_json: bool) -> None:
 
 @click.command()
 @click.argument("ref")
+@click.option(
+    "--branch",
+    "new_branch",
+    metavar="NAME",
+    help="Name the branch that the next snapshot from here starts.",
+)
 @author_options
 @json_option
-def rewind(ref: str, author: str | None, author_kind: str | None, as_json: bool) -> None:
+def rewind(
+    ref: str, new_branch: str | None, author: str | None, author_kind: str | None, as_json: bool
+) -> None:
     """Move HEAD and the workspace files to REF.
 
     Unrecorded changes are first saved as an auto_save event, so a rewind
-    never loses work: rewind to the auto-save to get them back. Only paths
-    that differ are written; ignored files are never touched.
+    never loses work: rewind to the auto-save (or 'strata undo') to get them
+    back. Only paths that differ are written; ignored files are never
+    touched. Branch tips do not move: the next snapshot from an earlier point
+    starts a new branch (named by --branch, or generated).
 
     \b
     Example:
@@ -55,7 +65,7 @@ def rewind(ref: str, author: str | None, author_kind: str | None, as_json: bool)
     """
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
-        result = repo.rewind(ref, author=who)
+        result = repo.rewind(ref, author=who, branch=new_branch)
     _report(result, "Rewound to", as_json)
 
 

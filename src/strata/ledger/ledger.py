@@ -298,6 +298,8 @@ class Ledger:
         undone: set[str] = set()
         for op in self.operations():
             details = op.get("details") or {}
+            if op["command"] == "auto_save":
+                continue  # part of the command that needed it; its work stays recorded
             if op["command"] == "undo":
                 undone.add(details["undid"])
                 continue

@@ -100,10 +100,11 @@ class SqliteDriver:
         try:
             row = db.execute("SELECT MAX(seq) FROM records").fetchone()
             expected = (row[0] or 0) + 1
-            if records[0].seq != expected:
-                raise CorruptRepository(
-                    f"append out of order: record {records[0].seq} after {expected - 1}"
-                )
+            for offset, record in enumerate(records):
+                if record.seq != expected + offset:
+                    raise CorruptRepository(
+                        f"append out of order: record {record.seq} in place of {expected + offset}"
+                    )
             db.executemany(
                 "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
                 [(r.seq, r.kind, r.to_line()) for r in records],

@@ -1,0 +1,94 @@
+"""Commands over the ledger itself: ``ledger head``, ``ledger verify``, ``ledger index rebuild``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo
+
+
+@click.group()
+def ledger() -> None:
+    """Inspect and maintain the ledger (the append-only, hash-chained record).
+
+    \b
+    Example:
+      strata ledger head        # write this down: it proves later that nothing was rewritten
+      strata ledger verify
+    """
+
+
+@ledger.command("head")
+@json_option
+def ledger_head(as_json: bool) -> None:
+    """Print the hash of the newest record: it summarises the whole history.
+
+    \b
+    Example:
+      strata ledger head > ~/strata-head.txt
+    """
+    with open_repo() as repo:
+        head = repo.ledger.chain_head()
+        last = repo.ledger.driver.last()
+    if as_json:
+        emit_json({"head": head, "records": last.seq if last else 0})
+    else:
+        click.echo(head or "(empty ledger)")
+
+
+@ledger.command("verify")
+@json_option
+def ledger_verify(as_json: bool) -> None:
+    """Check the hash chain and the index; exit 1 naming the first bad record.
+
+    \b
+    Example:
+      strata ledger verify
+    """
+    with open_repo() as repo:
+        broken = repo.ledger.verify()
+        problems = ([broken] if broken else []) + repo.ledger.driver.verify_index()
+        records = repo.ledger.driver.count()
+    if as_json:
+        emit_json({"ok": not problems, "problems": problems, "records": records})
+    elif not problems:
+        click.echo(f"ok: {records} records, chain and index verified")
+    for p in problems if not as_json else []:
+        click.echo(f"problem: {p}", err=True)
+    if problems:
+        sys.exit(1)
+
+
+@ledger.group("index")
+def ledger_index() -> None:
+    """Maintain the ledger's index.
+
+    \b
+    Example:
+      strata ledger index rebuild
+    """
+
+
+@ledger_index.command("rebuild")
+@json_option
+def ledger_index_rebuild(as_json: bool) -> None:
+    """Rebuild the event index from the records (the records are the truth).
+
+    \b
+    Example:
+      strata ledger index rebuild
+    """
+    with open_repo() as repo, repo.writing():
+        repo.ledger.driver.rebuild_index()
+        problems = repo.ledger.driver.verify_index()
+    if as_json:
+        emit_json({"ok": not problems, "problems": problems})
+    else:
+        click.echo("Index rebuilt." if not problems else "\n".join(problems))
+    if problems:
+        sys.exit(1)
+
+
+COMMANDS = [ledger]

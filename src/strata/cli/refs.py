@@ -1,0 +1,327 @@
+"""Commands over refs and operations: ``branch``, ``bookmark``, ``op log``, ``undo``, ``redo``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo, short
+
+
+@click.group()
+def branch() -> None:
+    """List, create, switch and delete branches.
+
+    A branch is a named line of state events. Rewinding and then recording
+    starts a new branch, so the abandoned future stays reachable.
+
+    \b
+    Example:
+      strata branch create experiment HEAD~2
+      strata branch switch experiment
+    """
+
+
+@branch.command("list")
+@json_option
+def branch_list(as_json: bool) -> None:
+    """List branches and where they point.
+
+    \b
+    Example:
+      strata branch list --json
+    """
+    with open_repo() as repo:
+        view = repo.view()
+    rows: list[dict[str, Any]] = [
+        {"name": name, "tip": tip, "head": name == view.head_branch}
+        for name, tip in sorted(view.branches.items())
+    ]
+    if view.head_branch not in view.branches:
+        rows.append({"name": view.head_branch, "tip": None, "head": True})
+    if as_json:
+        emit_json(
+            {"head": {"branch": view.head_branch, "event": view.head_event}, "branches": rows}
+        )
+        return
+    for row in rows:
+        mark = "*" if row["head"] else " "
+        where = short(row["tip"]) if row["tip"] else "(no events yet)"
+        click.echo(f"{mark} {row['name']:<20} {where}")
+    if view.detached:
+        click.echo(f"HEAD is at {short(view.head_event)}, behind the tip of {view.head_branch}:")
+        click.echo("  the next snapshot starts a new branch")
+
+
+@branch.command("create")
+@click.argument("name")
+@click.argument("ref", default="HEAD")
+@json_option
+def branch_create(name: str, ref: str, as_json: bool) -> None:
+    """Create branch NAME at REF (default HEAD); HEAD does not move.
+
+    \b
+    Example:
+      strata branch create before-refactor HEAD~3
+    """
+    with open_repo() as repo:
+        tip = repo.branch_create(name, ref)
+    if as_json:
+        emit_json({"name": name, "tip": tip})
+    else:
+        click.echo(f"Created branch {name} at {short(tip)}")
+
+
+@branch.command("switch")
+@click.argument("name")
+@json_option
+def branch_switch(name: str, as_json: bool) -> None:
+    """Move HEAD and the files to the tip of branch NAME.
+
+    Unrecorded work is auto-saved first, as with rewind.
+
+    \b
+    Example:
+      strata branch switch main
+    """
+    with open_repo() as repo:
+        result = repo.branch_switch(name)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.auto_save is not None:
+        click.echo(f"Auto-saved unrecorded work as {short(result.auto_save.id)}")
+    click.echo(f"On branch {name}: {len(result.restored_paths)} paths written or removed")
+
+
+@branch.command("delete")
+@click.argument("name")
+@json_option
+def branch_delete(name: str, as_json: bool) -> None:
+    """Delete the name NAME; its events stay in the ledger.
+
+    \b
+    Example:
+      strata branch delete experiment
+    """
+    with open_repo() as repo:
+        tip = repo.branch_delete(name)
+    if as_json:
+        emit_json({"name": name, "tip": tip, "deleted": True})
+    else:
+        click.echo(
+            f"Deleted branch {name} (was {short(tip)}; "
+            f"'strata branch create {name} {short(tip)}' restores it)"
+        )
+
+
+@click.group()
+def bookmark() -> None:
+    """Name points in history; a locked bookmark cannot move or be deleted.
+
+    \b
+    Example:
+      strata bookmark add tests-pass
+      strata bookmark lock tests-pass
+      strata rewind tests-pass
+    """
+
+
+def _bookmark(action: str, name: str, as_json: bool, **kwargs: str | None) -> None:
+    with open_repo() as repo:
+        result = repo.bookmark(action, name, **kwargs)  # type: ignore[arg-type]
+    if as_json:
+        emit_json(result)
+        return
+    verbs = {
+        "add": "Added",
+        "move": "Moved",
+        "rename": "Renamed",
+        "lock": "Locked",
+        "unlock": "Unlocked",
+        "delete": "Deleted",
+    }
+    target = f" at {short(result.get('target'))}" if result.get("target") else ""
+    click.echo(f"{verbs[action]} bookmark {result['name']}{target}")
+
+
+@bookmark.command("add")
+@click.argument("name")
+@click.argument("ref", default="HEAD")
+@json_option
+def bookmark_add(name: str, ref: str, as_json: bool) -> None:
+    """Bookmark REF (default HEAD) as NAME.
+
+    \b
+    Example:
+      strata bookmark add release-1 HEAD~1
+    """
+    _bookmark("add", name, as_json, ref=ref)
+
+
+@bookmark.command("move")
+@click.argument("name")
+@click.argument("ref")
+@json_option
+def bookmark_move(name: str, ref: str, as_json: bool) -> None:
+    """Point bookmark NAME at REF.
+
+    \b
+    Example:
+      strata bookmark move release-1 HEAD
+    """
+    _bookmark("move", name, as_json, ref=ref)
+
+
+@bookmark.command("rename")
+@click.argument("old")
+@click.argument("new")
+@json_option
+def bookmark_rename(old: str, new: str, as_json: bool) -> None:
+    """Rename bookmark OLD to NEW.
+
+    \b
+    Example:
+      strata bookmark rename release-1 v1.0
+    """
+    _bookmark("rename", old, as_json, new_name=new)
+
+
+@bookmark.command("lock")
+@click.argument("name")
+@json_option
+def bookmark_lock(name: str, as_json: bool) -> None:
+    """Lock bookmark NAME so it cannot move or be deleted.
+
+    \b
+    Example:
+      strata bookmark lock v1.0
+    """
+    _bookmark("lock", name, as_json)
+
+
+@bookmark.command("unlock")
+@click.argument("name")
+@json_option
+def bookmark_unlock(name: str, as_json: bool) -> None:
+    """Unlock bookmark NAME.
+
+    \b
+    Example:
+      strata bookmark unlock v1.0
+    """
+    _bookmark("unlock", name, as_json)
+
+
+@bookmark.command("delete")
+@click.argument("name")
+@json_option
+def bookmark_delete(name: str, as_json: bool) -> None:
+    """Delete bookmark NAME (the events it named stay).
+
+    \b
+    Example:
+      strata bookmark delete v1.0
+    """
+    _bookmark("delete", name, as_json)
+
+
+@bookmark.command("list")
+@json_option
+def bookmark_list(as_json: bool) -> None:
+    """List bookmarks.
+
+    \b
+    Example:
+      strata bookmark list --json
+    """
+    with open_repo() as repo:
+        marks = repo.view().bookmarks
+    if as_json:
+        emit_json([{"name": n, **b.to_json()} for n, b in sorted(marks.items())])
+        return
+    if not marks:
+        click.echo("No bookmarks.")
+    for name, mark in sorted(marks.items()):
+        click.echo(f"{name:<24} {short(mark.target)}{'  (locked)' if mark.locked else ''}")
+
+
+@click.group()
+def op() -> None:
+    """The operation log: every command that changed the repository.
+
+    \b
+    Example:
+      strata op log --limit 10
+    """
+
+
+@op.command("log")
+@click.option("--limit", type=click.IntRange(min=1), help="Show at most N operations.")
+@json_option
+def op_log(limit: int | None, as_json: bool) -> None:
+    """List operations, newest first (undo and redo appear as operations too).
+
+    \b
+    Example:
+      strata op log --limit 5
+    """
+    with open_repo() as repo:
+        ops = repo.operations(limit=limit)
+    if as_json:
+        emit_json(ops)
+        return
+    for o in ops:
+        details = o.get("details") or {}
+        extra = ""
+        if "undid" in details:
+            extra = f" (reverses {short(details['undid'])})"
+        elif "redid" in details:
+            extra = f" (re-applies {short(details['redid'])})"
+        click.echo(
+            f"{click.style(short(o['id']), fg='yellow')} {o['ts'][:19].replace('T', ' ')} "
+            f"{o['command']:<15} {o['author']['name']}{extra}"
+        )
+
+
+@click.command()
+@json_option
+def undo(as_json: bool) -> None:
+    """Reverse the last operation by appending its inverse (nothing is erased).
+
+    Refs go back, and files too when the operation changed them;
+    unrecorded work is auto-saved first. Run it again to undo the one before.
+
+    \b
+    Example:
+      strata undo && strata undo     # reverses the last two operations
+    """
+    with open_repo() as repo:
+        result = repo.undo()
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(
+            f"Undid {result['command']} {short(result['undid'])} ('strata redo' re-applies it)"
+        )
+
+
+@click.command()
+@json_option
+def redo(as_json: bool) -> None:
+    """Re-apply the operation the last undo reversed.
+
+    \b
+    Example:
+      strata undo && strata redo
+    """
+    with open_repo() as repo:
+        result = repo.redo()
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Redid {result['command']} {short(result['redid'])}")
+
+
+COMMANDS = [branch, bookmark, op, undo, redo]
