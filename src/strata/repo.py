@@ -1131,8 +1131,12 @@ class Repository:
                     seen.add(e.oid)
                     need(e.oid, f"{where}/{e.name}")
 
+        from strata.ledger.schemas import problems as schema_problems
+
         ids: set[str] = set()
         for record in self.ledger.driver.scan(kind="event"):
+            for problem in schema_problems("ChangeEvent", record.body):
+                problems.append(f"record {record.seq} (event): {problem}")
             event = Event.from_json(record.body, seq=record.seq)
             ids.add(event.id)
             if event.anchor_event_id and event.anchor_event_id not in ids:
@@ -1143,7 +1147,10 @@ class Repository:
                 if not need(event.snapshot_ref, f"snapshot of event {event.id}"):
                     continue
                 try:
-                    tree = self.manifest(event.snapshot_ref)["tree"]
+                    manifest = self.manifest(event.snapshot_ref)
+                    tree = manifest["tree"]
+                    for problem in schema_problems("Snapshot", manifest):
+                        problems.append(f"snapshot {event.snapshot_ref}: {problem}")
                 except StrataError as exc:
                     problems.append(f"event {event.id}: {exc}")
                     continue

@@ -1,0 +1,1 @@
+"""JSON Schemas shipped with Strata: ChangeEvent and Snapshot."""
