@@ -41,6 +41,7 @@ from strata.layout import Layout, WriteLock, create_layout, find_layout, load_co
 from strata.ledger.driver import EventFilter, LedgerDriver
 from strata.ledger.events import Author, Event, dumps, format_ts
 from strata.ledger.ledger import Bookmark, Ledger, Operation, View, check_ref_name, moved
+from strata.sandbox.paths import display_path
 from strata.store.ignore import IgnoreRules
 from strata.store.materialize import (
     Action,
@@ -152,7 +153,11 @@ class DiffResult:
             kind = "symlink" if entry.kind == "symlink" else "file"
             return FileSide(path, kind, entry.mode, self.store.get(entry.oid))
 
-        pairs = [(side(c.old_path or c.path, c.old), side(c.path, c.new)) for c in self.changes]
+        pairs = [
+            (side(c.old_path or c.path, c.old), side(c.path, c.new))
+            for c in self.changes
+            if "dir" not in (c.old.kind if c.old else "", c.new.kind if c.new else "")
+        ]  # git patches cannot carry folders (empty ones, or their modes)
         return render_patches(pairs, context=context)
 
     def to_json(self) -> dict[str, Any]:
@@ -709,7 +714,8 @@ class Repository:
         old, new = c.old, c.new
         ins = dels = changed = 0
         binary = False
-        if stats and (old is None or new is None or old.oid != new.oid):
+        is_dir = (old is not None and old.kind == "dir") or (new is not None and new.kind == "dir")
+        if stats and not is_dir and (old is None or new is None or old.oid != new.oid):
             if old is None and new is not None and new.oid in lines:
                 count = lines[new.oid]
                 binary = count is None
@@ -724,9 +730,9 @@ class Repository:
                 ins, dels, binary = st.insertions, st.deletions, st.binary
                 changed = _bytes_changed(before or b"", after or b"")
         return FileDiff(
-            path=c.path,
+            path=display_path(c.path) + ("/" if is_dir else ""),
             status=c.status,
-            old_path=c.old_path,
+            old_path=display_path(c.old_path) if c.old_path else None,
             insertions=ins,
             deletions=dels,
             binary=binary,
@@ -823,19 +829,25 @@ class Repository:
             **(details or {}),
             "tree_before": current,
             "tree_after": target.tree if paths is None else None,
-            **({"restore": {"event": anchor, "paths": paths}} if paths else {}),
+            **(
+                {"restore": {"event": anchor, "paths": [display_path(p) for p in paths]}}
+                if paths
+                else {}
+            ),
         }
         event = self._new_event(
             action_type,
             author=author,
             rationale=f"{action_type} to {ref}",
-            files=sorted({a.path for a in actions if a.op in ("write", "symlink", "remove")}),
+            files=sorted(
+                {display_path(a.path) for a in actions if a.op in ("write", "symlink", "remove")}
+            ),
             data={
                 "target_event_id": anchor,
                 "target_snapshot_id": target.snapshot_id,
                 "from_event_id": before_head.id if before_head else None,
                 "auto_save_event_id": auto.event.id if auto.event else None,
-                **({"paths": paths} if paths else {}),
+                **({"paths": [display_path(p) for p in paths]} if paths else {}),
             },
             branch=op.after.head_branch,
             anchor=EventId(anchor) if anchor else None,
@@ -845,12 +857,12 @@ class Repository:
         journal = Journal(self.layout.journal, op.id)
         journal.write(journal_record(actions, operation=op.to_json()))
         report = apply_actions(self.objects, self.root, actions)
-        body["data"]["skipped_paths"] = report.skipped
+        skipped = [display_path(p) for p in report.skipped]
+        body["data"]["skipped_paths"] = skipped
         self._commit(op)
         journal.remove()
-        return RewindResult(
-            self._event(event.id), target, auto.event, report.restored_paths, report.skipped
-        )
+        restored = [display_path(p) for p in report.restored_paths]
+        return RewindResult(self._event(event.id), target, auto.event, restored, skipped)
 
     def _recover(self) -> None:
         """Finish every journal an interrupted command left (lock held)."""
@@ -860,7 +872,9 @@ class Repository:
             op = Operation.from_json(record["operation"])
             if op.events and self.ledger.driver.seek_event(op.events[0]["id"]) is None:
                 for body in op.events:
-                    body.setdefault("data", {}).update(recovered=True, skipped_paths=report.skipped)
+                    body.setdefault("data", {}).update(
+                        recovered=True, skipped_paths=[display_path(p) for p in report.skipped]
+                    )
                 self._commit(op)
             path.unlink(missing_ok=True)
 

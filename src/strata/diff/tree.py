@@ -14,14 +14,18 @@ from typing import Literal
 
 from strata.ids import ObjectId
 from strata.store.objects import ObjectStore
-from strata.store.tree import TreeEntry, read_tree, walk_tree
+from strata.store.tree import EMPTY_TREE, TreeEntry, read_tree, walk_tree
 
 Status = Literal["added", "modified", "deleted", "renamed", "type_changed", "mode_changed"]
 
 
 @dataclass(frozen=True)
 class Change:
-    """One changed path between two trees (files and symlinks only)."""
+    """One changed path between two trees.
+
+    Files and symlinks; folders only where nothing else shows them: an empty
+    folder added or removed, and a folder whose permission bits changed.
+    """
 
     path: str
     status: Status
@@ -31,11 +35,15 @@ class Change:
 
 
 def _leaves(store: ObjectStore, entry: TreeEntry, path: str) -> Iterator[tuple[str, TreeEntry]]:
+    """Files and symlinks below ``entry``, and folders that hold nothing (recorded too)."""
     if entry.kind != "dir":
         yield path, entry
         return
+    if entry.oid == EMPTY_TREE:
+        yield path, entry
+        return
     for sub, child in walk_tree(store, entry.oid, path + "/"):
-        if child.kind != "dir":
+        if child.kind != "dir" or child.oid == EMPTY_TREE:
             yield sub, child
 
 
@@ -48,11 +56,14 @@ def _walk(
         old, new = left.get(name), right.get(name)
         path = prefix + name
         if old is not None and new is not None and old.oid == new.oid and old.kind == new.kind:
-            if old.mode != new.mode and old.kind != "dir":
+            if old.mode != new.mode:
                 yield path, old, new
             continue
         if old is not None and new is not None and old.kind == "dir" and new.kind == "dir":
-            yield from _walk(store, old.oid, new.oid, path + "/")
+            if old.mode != new.mode:
+                yield path, old, new
+            if old.oid != new.oid:
+                yield from _walk(store, old.oid, new.oid, path + "/")
             continue
         if old is not None and old.kind == "dir":
             for sub, leaf in _leaves(store, old, path):

@@ -95,6 +95,20 @@ def workspace_relative(arg: str, *, cwd: Path, root: Path) -> str:
     raise PathOutsideWorkspace(arg)
 
 
+def display_path(path: str) -> str:
+    """A path safe for JSON, the ledger and terminals.
+
+    Names that are not valid UTF-8 arrive as lone surrogates
+    (``surrogateescape``); their bytes are shown as ``\\xNN``. Trees keep the
+    exact bytes: this form is only for showing and indexing.
+    """
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return path
+
+
 def is_internal(path: str) -> bool:
     """True when any component of ``path`` is ``.strata`` or ``.git``."""
     return any(part in INTERNAL_NAMES for part in path.split("/"))

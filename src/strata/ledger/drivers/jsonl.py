@@ -430,6 +430,7 @@ class _Sidecar:
         self.h = header
         self.ino = os.fstat(fd).st_ino
         self.mm = self._map()
+        self._page = b""  # the header page as last parsed (readers)
         self.max_ts: str | None = None
         self._session = False
         self._kcache: dict[bytes, list[int]] = {}
@@ -513,8 +514,11 @@ class _Sidecar:
         for attempt in range(5):
             if os.fstat(self.fd).st_size > len(self.mm):
                 self._remap()
+            if self.mm[:PAGE] == self._page:
+                return False
             try:
                 header = _Header.read(self.mm, len(self.mm))
+                self._page = self.mm[:PAGE]
                 break
             except _BadIndex:  # perhaps torn by a writer rewriting the page right now
                 if attempt == 4:
@@ -689,23 +693,30 @@ class _Sidecar:
             self._remap()
         return off
 
-    def add(self, record: Record, offset: int) -> None:
-        """Index one record whose line starts at ``offset`` (uncommitted until commit)."""
-        seq = record.seq
-        k, j = _extent(seq - 1)
-        if not self.h.rows[k]:
-            self.h.rows[k] = self._alloc((ROWS0 << k) * 8)
-        _U64.pack_into(self.mm, self.h.rows[k] + 8 * j, offset)
-        self._post(_KIND_KEYS[record.kind], seq)
-        if record.kind != "event":
-            return
-        keys = EventKeys.of(record)
-        self._insert_id(keys.id, seq)
-        for key in _event_keys(keys):
-            self._post(key, seq)
-        if self.max_ts is None or keys.ts > self.max_ts:
-            self._post(b"T:", seq)
-            self.max_ts = keys.ts
+    def add(self, batch: Sequence[tuple[Record, int, EventKeys | None]]) -> None:
+        """Index records (record, offset of its line, its keys when it is an event).
+
+        Nothing is visible before :meth:`commit`. The entries of one key are
+        written together, in ascending seq order.
+        """
+        lists: dict[bytes, list[int]] = {}
+        for record, offset, keys in batch:
+            seq = record.seq
+            k, j = _extent(seq - 1)
+            if not self.h.rows[k]:
+                self.h.rows[k] = self._alloc((ROWS0 << k) * 8)
+            _U64.pack_into(self.mm, self.h.rows[k] + 8 * j, offset)
+            lists.setdefault(_KIND_KEYS[record.kind], []).append(seq)
+            if keys is None:
+                continue
+            self._insert_id(keys.id, seq)
+            for key in _event_keys(keys):
+                lists.setdefault(key, []).append(seq)
+            if self.max_ts is None or keys.ts > self.max_ts:
+                lists.setdefault(b"T:", []).append(seq)
+                self.max_ts = keys.ts
+        for key, seqs in lists.items():
+            self._post(key, seqs)
 
     def _insert_id(self, ident: str, seq: int) -> None:
         if (self.h.ids_used + 1) * 2 > self.h.ids_cap:
@@ -760,7 +771,8 @@ class _Sidecar:
             self.h.keys_used += 1
             return pos, 0
 
-    def _post(self, key: bytes, seq: int) -> None:
+    def _post(self, key: bytes, seqs: list[int]) -> None:
+        """Append ascending ``seqs`` to ``key``'s list."""
         cached = self._kcache.get(key)
         if cached is None:
             pos, head = self._slot_of(key)
@@ -772,17 +784,22 @@ class _Sidecar:
                 self._kcache.clear()
             self._kcache[key] = cached
         pos, head, cap, fill, base = cached
-        if head and fill < cap:
-            _U32.pack_into(self.mm, head + _BLOCK.size + 4 * fill, seq)
-            _U32.pack_into(self.mm, head + 20, fill + 1)
-            cached[3] = fill + 1
-            return
-        new_cap = min(MAX_BLOCK, max(FIRST_BLOCK, 2 * cap)) if head else FIRST_BLOCK
-        off = self._alloc(_BLOCK.size + 4 * new_cap)
-        _BLOCK.pack_into(self.mm, off, head, base + fill, new_cap, 1)
-        _U32.pack_into(self.mm, off + _BLOCK.size, seq)
-        _U64.pack_into(self.mm, self.h.keys_off + pos * _KEY_SLOT.size + 16, off)
-        cached[1:] = [off, new_cap, 1, base + fill]
+        done = 0
+        if head and fill < cap:  # fill the head block: the entries, then its fill
+            done = min(cap - fill, len(seqs))
+            struct.pack_into(f"<{done}I", self.mm, head + _BLOCK.size + 4 * fill, *seqs[:done])
+            fill += done
+            _U32.pack_into(self.mm, head + 20, fill)
+        while done < len(seqs):  # new blocks: the block, then the pointer to it
+            cap = min(MAX_BLOCK, max(FIRST_BLOCK, 2 * cap)) if head else FIRST_BLOCK
+            part = seqs[done : done + cap]
+            off = self._alloc(_BLOCK.size + 4 * cap)
+            _BLOCK.pack_into(self.mm, off, head, base + fill, cap, len(part))
+            struct.pack_into(f"<{len(part)}I", self.mm, off + _BLOCK.size, *part)
+            _U64.pack_into(self.mm, self.h.keys_off + pos * _KEY_SLOT.size + 16, off)
+            head, base, fill = off, base + fill, len(part)
+            done += len(part)
+        cached[1:] = [head, cap, fill, base]
 
     def repair(self) -> None:
         """Undo what a writer that died before its commit left behind (same boot only)."""
@@ -992,12 +1009,18 @@ class JsonlDriver:
 
     def _index_from(self, side: _Sidecar, start: int, seq: int) -> None:
         """Index the lines from byte ``start`` (record ``seq``) to the end, then commit."""
+        batch: list[tuple[Record, int, EventKeys | None]] = []
         last: Record | None = None
         for offset, record in self._records_from(start, self._end, seq):
-            if last is None:
-                side.begin()
-            side.add(record, offset)
+            batch.append((record, offset, EventKeys.of(record) if record.kind == "event" else None))
             last = record
+            if len(batch) == 4096:
+                side.begin()
+                side.add(batch)
+                batch = []
+        if batch:
+            side.begin()
+            side.add(batch)
         if last is not None:
             side.commit(last, self._end)
 
@@ -1124,15 +1147,15 @@ class JsonlDriver:
             expected += 1
         if expected - 1 > MAX_SEQ:
             raise CorruptRepository(f"a JSONL ledger holds at most {MAX_SEQ} records")
+        keys = [EventKeys.of(r) if r.kind == "event" else None for r in records]
         fresh: set[str] = set()
-        for record in records:
-            if record.kind == "event":
-                ident = EventKeys.of(record).id
-                if ident in fresh or self._find_event(side, n, tail, ident) is not None:
+        for record, k in zip(records, keys, strict=True):
+            if k is not None:
+                if k.id in fresh or self._find_event(side, n, tail, k.id) is not None:
                     raise CorruptRepository(
-                        f"event id {ident} is already in the ledger (record {record.seq})"
+                        f"event id {k.id} is already in the ledger (record {record.seq})"
                     )
-                fresh.add(ident)
+                fresh.add(k.id)
         lines = [record.to_line() + b"\n" for record in records]
         data = b"".join(lines)
         start = self._end
@@ -1151,10 +1174,12 @@ class JsonlDriver:
             return
         try:
             side.begin()
+            batch = []
             offset = start
-            for record, line in zip(records, lines, strict=True):
-                side.add(record, offset)
+            for record, line, k in zip(records, lines, keys, strict=True):
+                batch.append((record, offset, k))
                 offset += len(line)
+            side.add(batch)
             side.commit(records[-1], self._end)
         except BaseException as exc:
             # The records are durable; the index is not. Serve them from events.jsonl
