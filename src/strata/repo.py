@@ -43,15 +43,6 @@ from strata.ledger.events import Author, Event, dumps, format_ts
 from strata.ledger.ledger import Bookmark, Ledger, Operation, View, check_ref_name, moved
 from strata.sandbox.paths import display_path
 from strata.store.ignore import IgnoreRules
-from strata.store.materialize import (
-    Action,
-    Journal,
-    actions_from_record,
-    apply_actions,
-    export_tree,
-    journal_record,
-    plan_restore,
-)
 from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import StatCache
@@ -327,8 +318,10 @@ class Repository:
     find = open
 
     def close(self) -> None:
-        """Release the ledger."""
+        """Release the ledger and the object store's open files."""
         self.ledger.close()
+        if isinstance(self.objects, DiskObjectStore):
+            self.objects.close()
 
     def __enter__(self) -> Repository:
         return self
@@ -815,6 +808,8 @@ class Repository:
             action_type="auto_save",
         )
         current = scan.tree  # every path as just captured, with its stat for the no-loss checks
+        from strata.store.materialize import Journal, apply_actions, journal_record, plan_restore
+
         actions = plan_restore(
             self.objects, current, target.tree, stat_of=scan.stat_of, paths=paths or None
         )
@@ -866,8 +861,10 @@ class Repository:
 
     def _recover(self) -> None:
         """Finish every journal an interrupted command left (lock held)."""
+        from strata.store.materialize import Journal, actions_from_record, apply_actions
+
         for path, record in Journal.pending(self.layout.journal):
-            actions: list[Action] = actions_from_record(record)
+            actions = actions_from_record(record)
             report = apply_actions(self.objects, self.root, actions, recovering=True)
             op = Operation.from_json(record["operation"])
             if op.events and self.ledger.driver.seek_event(op.events[0]["id"]) is None:
@@ -1060,6 +1057,8 @@ class Repository:
     def export(self, ref: str, target: Path | str) -> int:
         """Write the files of ``ref`` into an empty or new folder; return how many files."""
         point = self.resolve(ref)
+        from strata.store.materialize import export_tree
+
         return export_tree(self.objects, point.tree, Path(target))
 
     def cat(self, oid: str) -> tuple[str, Any]:
@@ -1178,6 +1177,8 @@ class Repository:
         for name, target in named:
             if target is not None and target not in ids:
                 problems.append(f"{name} points at unknown event {target}")
+        from strata.store.materialize import Journal
+
         for path, _ in Journal.pending(self.layout.journal):
             problems.append(f"an interrupted change is pending: {path.name}")
         return problems

@@ -208,7 +208,8 @@ def _print_stat(files: list) -> None:  # type: ignore[type-arg]
     dels = sum(f.deletions for f in files)
     n = len(files)
     click.echo(
-        f" {n} file{'s' if n != 1 else ''} changed, {ins} insertions(+), {dels} deletions(-)"
+        f" {n} file{'s' if n != 1 else ''} changed, "
+        f"{ins} insertion{'s' if ins != 1 else ''}(+), {dels} deletion{'s' if dels != 1 else ''}(-)"
     )
 
 

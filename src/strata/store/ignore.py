@@ -51,11 +51,12 @@ def _spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
 class IgnoreRules:
     """The ignore rules that apply inside one folder of the workspace."""
 
-    __slots__ = ("_layers", "fingerprint")
+    __slots__ = ("_layers", "_specs", "fingerprint")
 
     def __init__(self, layers: tuple[tuple[str, tuple[str, ...]], ...], fingerprint: str) -> None:
         # each layer: (folder prefix ending in "/", or "", pattern lines); lowest first
         self._layers = layers
+        self._specs: list[pathspec.GitIgnoreSpec | None] = [None] * len(layers)
         self.fingerprint = fingerprint
 
     @classmethod
@@ -94,11 +95,15 @@ class IgnoreRules:
         name = path.rsplit("/", 1)[-1]
         if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
             return True
-        for prefix, lines in reversed(self._layers):
+        for index in range(len(self._layers) - 1, -1, -1):
+            prefix, lines = self._layers[index]
             if prefix and not path.startswith(prefix):
                 continue
+            spec = self._specs[index]
+            if spec is None:
+                spec = self._specs[index] = _spec(lines)
             rel = path[len(prefix) :]
-            result = _spec(lines).check_file(rel + "/" if is_dir else rel)
+            result = spec.check_file(rel + "/" if is_dir else rel)
             if result.include is not None:
                 return bool(result.include)
         return False

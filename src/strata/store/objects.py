@@ -118,9 +118,15 @@ class DiskObjectStore:
         self._pack: PackWriter | None = None
         self._packs: dict[str, PackIndex] | None = None
         self._packs_stamp = 0
+        self._root_str = str(root)
+        self._pack_fds: dict[Path, int] = {}
 
     def _path(self, oid: str) -> Path:
         return self.root / oid[:2] / oid[2:]
+
+    def _loose(self, oid: str) -> str:
+        # plain strings: this runs once per file of a first snapshot
+        return f"{self._root_str}/{oid[:2]}/{oid[2:]}"
 
     @property
     def _pack_dir(self) -> Path:
@@ -143,15 +149,39 @@ class DiskObjectStore:
         return packs
 
     def _in_pack(self, oid: str) -> tuple[Path, int, int] | None:
-        for index in self._load_packs().values():
-            where = index.find(oid)
-            if where is not None:
-                return index.pack, where[0], where[1]
+        # search the packs already known; re-list the folder only on a miss
+        for refresh in (False, True):
+            if refresh or self._packs is None:
+                before = self._packs_stamp
+                packs = self._load_packs()
+                if refresh and self._packs_stamp == before:
+                    return None
+            else:
+                packs = self._packs
+            for index in packs.values():
+                where = index.find(oid)
+                if where is not None:
+                    return index.pack, where[0], where[1]
         return None
+
+    def _pack_fd(self, path: Path) -> int:
+        fd = self._pack_fds.get(path)
+        if fd is None:
+            with self._lock:
+                fd = self._pack_fds.get(path)
+                if fd is None:
+                    fd = self._pack_fds[path] = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return fd
+
+    def close(self) -> None:
+        """Close the pack files kept open for reading."""
+        fds, self._pack_fds = self._pack_fds, {}
+        for fd in fds.values():
+            os.close(fd)
 
     def has(self, oid: ObjectId) -> bool:
         """True when the object is stored."""
-        if os.path.exists(self._path(oid)):
+        if os.path.exists(self._loose(oid)):
             return True
         pack = self._pack
         if pack is not None and oid in pack.entries:
@@ -160,7 +190,7 @@ class DiskObjectStore:
 
     def _read_frame(self, oid: ObjectId) -> bytes:
         try:
-            with open(self._path(oid), "rb") as f:
+            with open(self._loose(oid), "rb") as f:
                 return f.read()
         except FileNotFoundError:
             pass
@@ -173,8 +203,7 @@ class DiskObjectStore:
         if where is None:
             raise ObjectMissing(oid)
         path, offset, length = where
-        with open(path, "rb") as f:
-            return os.pread(f.fileno(), length, offset)
+        return os.pread(self._pack_fd(path), length, offset)
 
     def get(self, oid: ObjectId) -> bytes:
         """The object's bytes, verified against its id."""
@@ -196,7 +225,7 @@ class DiskObjectStore:
     def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
         """The object's bytes in chunks of about 1 MiB."""
         try:
-            f: IO[bytes] = open(self._path(oid), "rb")  # noqa: SIM115 - closed below
+            f: IO[bytes] = open(self._loose(oid), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             f = io.BytesIO(self._read_frame(oid))
         with f, _codec.decompressor.stream_reader(f) as reader:

@@ -1437,13 +1437,19 @@ class JsonlDriver:
         if indexed != events:
             problems.append(f"index: the id table names {indexed} events, there are {events}")
         for key, _ in side.all_keys():
+            name = key.decode("utf-8", "replace")
             have = list(side.asc(key, start=1, below=n + 1))
             want = postings.pop(key, [])
             if have != want:
                 problems.append(
-                    f"index: list {key.decode('utf-8', 'replace')!r} names "
-                    f"{len(have)} records, expected {len(want)}"
+                    f"index: list {name!r} names {len(have)} records, expected {len(want)}"
                 )
+            older = 0
+            for off, fill in side.blocks(key):
+                if side.block(off)[1] != older:
+                    problems.append(f"index: list {name!r} miscounts its entries")
+                    break
+                older += fill
         for key in sorted(postings):
             problems.append(f"index: no list for {key.decode('utf-8', 'replace')!r}")
 

@@ -1,0 +1,278 @@
+"""Shared fixtures: build workspaces, read them back, run the CLI, open repositories.
+
+Everything is deterministic by injection: the CLI gets ``STRATA_NOW`` and a
+``STRATA_SEED`` that changes with every call (as jj's test environment does),
+and repositories opened through :func:`make_repo` get a fixed clock, random
+source and author.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata import Author, Repository
+
+NOW_MS = 1_700_000_000_000
+TESTER = Author("tester", "human")
+
+
+# -- describing a workspace ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class File:
+    """A regular file with exact permission bits."""
+
+    data: bytes | str
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class Link:
+    """A symbolic link (stored as given, never followed)."""
+
+    target: str
+
+
+@dataclass(frozen=True)
+class Dir:
+    """A folder (empty unless other entries are placed below it)."""
+
+    mode: int = 0o755
+
+
+Spec = Mapping[str, "bytes | str | File | Link | Dir | None"]
+
+
+def write_tree(root: Path, spec: Spec) -> Path:
+    """Create ``spec`` (workspace path -> content) below ``root``; return ``root``.
+
+    ``bytes``/``str``/:class:`File` make files, :class:`Link` symlinks and
+    :class:`Dir` or ``None`` folders. Folder modes are applied last, deepest
+    first, so a ``0o500`` folder can still be filled.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    dir_modes: list[tuple[Path, int]] = []
+    for rel, value in spec.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if value is None or isinstance(value, Dir):
+            path.mkdir(parents=True, exist_ok=True)
+            dir_modes.append((path, value.mode if value else 0o755))
+        elif isinstance(value, Link):
+            os.symlink(value.target, path)
+        else:
+            f = value if isinstance(value, File) else File(value)
+            data = f.data.encode() if isinstance(f.data, str) else f.data
+            path.write_bytes(data)
+            os.chmod(path, f.mode)
+    for path, mode in sorted(dir_modes, key=lambda pm: -len(pm[0].parts)):
+        os.chmod(path, mode)
+    return root
+
+
+def read_manifest(root: Path, *, skip: tuple[str, ...] = (".strata", ".git")) -> dict[str, Any]:
+    """Everything below ``root`` as path -> (kind, mode bits, content or link target).
+
+    Folders are included (with their mode), so an empty folder counts; names
+    in ``skip`` are left out at every depth. Symlinks are never followed.
+    Names and link targets are decoded with ``surrogateescape``, so
+    non-UTF-8 names compare exactly.
+    """
+    found: dict[str, Any] = {}
+
+    def walk(folder: bytes, prefix: str) -> None:
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            name = os.fsdecode(entry.name)
+            if name in skip:
+                continue
+            rel = prefix + name
+            st = entry.stat(follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("link", os.fsdecode(os.readlink(entry.path)))
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", stat.S_IMODE(st.st_mode))
+                walk(entry.path, rel + "/")
+            elif stat.S_ISREG(st.st_mode):
+                with open(entry.path, "rb") as f:
+                    found[rel] = ("file", stat.S_IMODE(st.st_mode), f.read())
+            else:
+                found[rel] = ("special", stat.S_IFMT(st.st_mode))
+
+    walk(os.fsencode(root), "")
+    return found
+
+
+def clear_workspace(root: Path) -> None:
+    """Remove everything in ``root`` except its ``.strata``."""
+    for entry in os.scandir(root):
+        if entry.name == ".strata":
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+@pytest.fixture(scope="session")
+def make_tree() -> Callable[[Path, Spec], Path]:
+    """``make_tree(root, {"a.txt": "hi", "bin": b"\\0", "d": Dir(), "l": Link("a.txt")})``."""
+    return write_tree
+
+
+@pytest.fixture(scope="session")
+def manifest() -> Callable[..., dict[str, Any]]:
+    """``manifest(root)``: the full content of a folder, for exact comparisons."""
+    return read_manifest
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    root = tmp_path / "ws"
+    root.mkdir()
+    return root
+
+
+# -- repositories ----------------------------------------------------------------
+
+
+def ticking_clock(start: int = NOW_MS, step: int = 1000) -> Callable[[], int]:
+    """A clock that advances ``step`` ms on every reading."""
+    ticks = itertools.count(start, step)
+    return lambda: next(ticks)
+
+
+def open_repo(path: Path, *, init: bool = True, seed: int = 0, **kwargs: Any) -> Repository:
+    """A repository with a fixed clock, random source and author."""
+    kwargs.setdefault("clock", ticking_clock())
+    kwargs.setdefault("rng", random.Random(seed))
+    kwargs.setdefault("author", TESTER)
+    if init:
+        return Repository.init(path, **kwargs)
+    return Repository.open(path, **kwargs)
+
+
+@pytest.fixture
+def make_repo() -> Iterator[Callable[..., Repository]]:
+    """``make_repo(path, init=True, seed=0, store=None)``: a deterministic Repository.
+
+    Every repository made is closed at the end of the test.
+    """
+    made: list[Repository] = []
+
+    def factory(path: Path, **kwargs: Any) -> Repository:
+        repo = open_repo(path, **kwargs)
+        made.append(repo)
+        return repo
+
+    yield factory
+    for repo in made:
+        repo.close()
+
+
+@pytest.fixture
+def repo(ws: Path, make_repo: Callable[..., Repository]) -> Repository:
+    """A fresh repository in ``ws``."""
+    return make_repo(ws)
+
+
+# -- the command line ------------------------------------------------------------
+
+
+class CliRunner:
+    """Runs ``python -m strata`` in a child process with a deterministic environment."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self._seed = itertools.count(1)
+
+    def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "GIT_"))}
+        env.update(
+            HOME=str(self.home),
+            STRATA_NOW=str(NOW_MS),
+            STRATA_SEED=str(next(self._seed)),
+            STRATA_AUTHOR="tester",
+            LC_ALL="C.UTF-8",
+            NO_COLOR="1",
+        )
+        env.update(extra or {})
+        return env
+
+    def __call__(
+        self,
+        *args: str | os.PathLike[str],
+        cwd: Path | None = None,
+        env: Mapping[str, str] | None = None,
+        timeout: float = 60,
+        text: bool = True,
+    ) -> tuple[int, Any, Any]:
+        proc = subprocess.run(
+            [sys.executable, "-m", "strata", *map(str, args)],
+            cwd=cwd,
+            env=self.env(env),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+            text=text,
+        )
+        return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def run_cli(tmp_path: Path) -> CliRunner:
+    """``run_cli(*args, cwd=..., env=...)`` returns ``(exit code, stdout, stderr)``."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return CliRunner(home)
+
+
+# -- git -------------------------------------------------------------------------
+
+
+def git_env(home: Path) -> dict[str, str]:
+    """An environment where no user or system git configuration applies."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        HOME=str(home),
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_AUTHOR_NAME="t",
+        GIT_AUTHOR_EMAIL="t@example.com",
+        GIT_COMMITTER_NAME="t",
+        GIT_COMMITTER_EMAIL="t@example.com",
+        LC_ALL="C",
+    )
+    return env
+
+
+@pytest.fixture
+def git(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[bytes]]:
+    """``git(*args, cwd=...)``: run git isolated from the user's configuration."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    home = tmp_path / "git-home"
+    home.mkdir(exist_ok=True)
+    env = git_env(home)
+
+    def run(
+        *args: str, cwd: Path, check: bool = True, input: bytes | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            ["git", *args], cwd=cwd, env=env, capture_output=True, check=check, input=input
+        )
+
+    return run

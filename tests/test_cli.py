@@ -1,0 +1,524 @@
+"""The ``strata`` command line, run as a user runs it: in a child process."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+import pytest
+
+from conftest import CliRunner, Dir, File, Link
+from strata.cli import cli
+from strata.store.objects import hash_bytes
+
+MakeTree = Callable[..., Path]
+Manifest = Callable[..., dict[str, Any]]
+
+
+def ok(result: tuple[int, Any, Any]) -> Any:
+    """stdout of a command that must succeed."""
+    code, out, err = result
+    assert code == 0, f"exit {code}: {err}"
+    assert "Traceback" not in err
+    return out
+
+
+def as_json(result: tuple[int, Any, Any]) -> Any:
+    return json.loads(ok(result))
+
+
+def assert_user_error(result: tuple[int, Any, Any], *, code: int = 1, says: str = "") -> str:
+    """Exactly one ``error:`` line (and maybe one ``hint:``) on stderr, nothing on stdout."""
+    got, out, err = result
+    assert got == code, f"exit {got}, wanted {code}: {err}"
+    assert "Traceback" not in err and "internal error" not in err, err
+    lines = err.splitlines()
+    assert lines and lines[0].startswith("error: "), err
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
+    assert out == ""
+    assert says in lines[0], err
+    return str(err)
+
+
+@pytest.fixture
+def project(ws: Path, make_tree: MakeTree, run_cli: CliRunner) -> Path:
+    """A workspace with two recorded snapshots (HEAD~1 and HEAD)."""
+    make_tree(
+        ws,
+        {
+            "README.md": "# demo\n",
+            "src/app.py": "print('v1')\n",
+            "src/util.py": "X = 1\n",
+            "data.bin": b"\0\1\2\3",
+        },
+    )
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", "-m", "first", cwd=ws))
+    (ws / "src/app.py").write_text("print('v2')\n")
+    ok(run_cli("snapshot", "-m", "second", cwd=ws))
+    return ws
+
+
+# -- --json ------------------------------------------------------------------------
+
+EVENT_KEYS = {
+    "id",
+    "ts",
+    "author",
+    "action_type",
+    "rationale",
+    "files",
+    "snapshot_ref",
+    "parent_event_id",
+}
+REWIND_KEYS = {
+    "event_id",
+    "target_event_id",
+    "target_snapshot_id",
+    "auto_save_event_id",
+    "restored_paths",
+    "skipped_paths",
+}
+FILE_DIFF_KEYS = {
+    "path",
+    "status",
+    "old_path",
+    "insertions",
+    "deletions",
+    "binary",
+    "bytes_changed",
+    "hash_before",
+    "hash_after",
+    "mode_before",
+    "mode_after",
+}
+
+
+def test_every_json_output_parses_and_has_its_keys(
+    tmp_path: Path, ws: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    make_tree(ws, {"a.txt": "1\n", "d/b.bin": b"\0x"})
+    init = as_json(run_cli("init", "--json", cwd=ws))
+    assert init == {
+        "workspace": str(ws.resolve()),
+        "repository": str((ws / ".strata").resolve()),
+        "created": True,
+    }
+    assert as_json(run_cli("init", "--json", cwd=ws))["created"] is False
+
+    snap = as_json(run_cli("snapshot", "--json", "-m", "one", cwd=ws))
+    assert set(snap) >= {
+        "unchanged",
+        "event_id",
+        "snapshot_id",
+        "files_changed",
+        "insertions",
+        "deletions",
+        "changed_paths",
+        "warnings",
+    }
+    assert snap["changed_paths"] == ["a.txt", "d/b.bin"]
+    assert as_json(run_cli("snapshot", "--json", cwd=ws))["unchanged"] is True
+
+    (ws / "a.txt").write_text("1\n2\n")
+    status = as_json(run_cli("status", "--json", cwd=ws))
+    assert set(status) >= {"head", "head_snapshot_id", "clean", "changes", "warnings"}
+    assert status["clean"] is False
+    assert status["changes"] == [{"path": "a.txt", "status": "modified", "old_path": None}]
+
+    diff = as_json(run_cli("diff", "HEAD", "--json", cwd=ws))
+    assert set(diff) >= {"files", "files_changed", "insertions", "deletions"}
+    assert set(diff["files"][0]) >= FILE_DIFF_KEYS
+    assert (diff["files_changed"], diff["insertions"], diff["deletions"]) == (1, 1, 0)
+
+    two = as_json(run_cli("snapshot", "--json", "-m", "two", "--author", "bot", cwd=ws))
+    history = as_json(run_cli("history", "--json", cwd=ws))
+    assert [e["id"] for e in history] == [two["event_id"], snap["event_id"]]
+    assert all(set(e) >= EVENT_KEYS for e in history)
+    assert history[0]["author"] == {"name": "bot", "kind": "human"}
+    assert history[1]["rationale"] == "one"
+
+    manifest = as_json(run_cli("cat", "HEAD", "--json", cwd=ws))
+    assert manifest["kind"] == "snapshot" and manifest["format"] == 1
+    tree = as_json(run_cli("cat", manifest["tree"], "--json", cwd=ws))
+    assert tree["kind"] == "tree"
+    assert [(e["name"], e["kind"]) for e in tree["entries"]] == [("a.txt", "file"), ("d", "dir")]
+    assert set(tree["entries"][0]) >= {"name", "kind", "mode", "size", "id"}
+    blob = as_json(run_cli("cat", tree["entries"][0]["id"][:10], "--json", cwd=ws))
+    assert blob == {"kind": "blob", "size": 4}
+
+    check = as_json(run_cli("check", "--json", cwd=ws))
+    assert check == {"ok": True, "problems": [], "events": 2}
+
+    out = tmp_path / "out"
+    export = as_json(run_cli("export", "HEAD~1", str(out), "--json", cwd=ws))
+    assert export == {"ref": "HEAD~1", "directory": str(out), "files": 2}
+
+    rewind = as_json(run_cli("rewind", "HEAD~1", "--json", cwd=ws))
+    assert set(rewind) >= REWIND_KEYS
+    assert rewind["target_event_id"] == snap["event_id"]
+    assert rewind["restored_paths"] == ["a.txt"]
+
+    restore = as_json(run_cli("restore", two["event_id"], "--json", "--", "a.txt", cwd=ws))
+    assert set(restore) >= REWIND_KEYS
+    assert (ws / "a.txt").read_text() == "1\n2\n"
+
+
+def test_output_is_byte_stable_under_injected_clock_and_seed(
+    tmp_path: Path, make_tree: MakeTree
+) -> None:
+    outputs = []
+    for name in ("one", "two"):
+        ws = make_tree(tmp_path / name / "ws", {"a.txt": "hello\n"})
+        run = CliRunner(tmp_path / name)
+        ok(run("init", cwd=ws))
+        first = ok(run("snapshot", cwd=ws))
+        (ws / "a.txt").write_text("hello again\n")
+        second = ok(run("snapshot", "--json", cwd=ws))
+        history = ok(run("history", "--json", cwd=ws))
+        outputs.append((first, second, history))
+    assert outputs[0] == outputs[1]
+    assert "2023-11-14T22:13:20" in outputs[0][2]
+
+
+def test_a_reused_seed_does_not_collide(ws: Path, make_tree: MakeTree, run_cli: CliRunner) -> None:
+    make_tree(ws, {"a.txt": "1"})
+    same = {"STRATA_SEED": "42"}
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", cwd=ws, env=same))
+    (ws / "a.txt").write_text("2")
+    ok(run_cli("snapshot", cwd=ws, env=same))
+    assert len(as_json(run_cli("history", "--json", cwd=ws))) == 2
+
+
+# -- help --------------------------------------------------------------------------
+
+
+def _all_commands() -> list[list[str]]:
+    found: list[list[str]] = [[]]
+
+    def walk(group: click.Group, prefix: list[str]) -> None:
+        for name, command in sorted(group.commands.items()):
+            found.append([*prefix, name])
+            if isinstance(command, click.Group):
+                walk(command, [*prefix, name])
+
+    walk(cli, [])
+    return found
+
+
+def test_the_cli_has_the_documented_commands() -> None:
+    names = {c[0] for c in _all_commands() if c}
+    assert names >= {
+        "init",
+        "snapshot",
+        "history",
+        "diff",
+        "rewind",
+        "restore",
+        "show",
+        "export",
+        "status",
+        "check",
+        "cat",
+    }
+
+
+@pytest.mark.parametrize("command", _all_commands(), ids=lambda c: " ".join(c) or "strata")
+def test_every_help_ends_with_an_example(command: list[str], run_cli: CliRunner) -> None:
+    out = ok(run_cli(*command, "--help"))
+    # the command's own text is what comes before click's "Options:"/"Commands:" lists
+    text = out.split("\nOptions:", 1)[0].split("\nCommands:", 1)[0]
+    assert "Example:" in text, out
+    after = text.split("Example:", 1)[1]
+    examples = [line.strip() for line in after.splitlines() if line.strip()]
+    assert examples and examples[0].startswith("strata "), out
+    # every line of the block is a command, a comment, or continues the line above
+    for above, line in itertools.pairwise(examples):
+        assert line.startswith(("strata ", "#")) or above.endswith("\\"), out
+
+
+# -- errors ------------------------------------------------------------------------
+
+
+def test_unknown_refs(project: Path, run_cli: CliRunner) -> None:
+    for args in (
+        ["diff", "nosuchref"],
+        ["diff", "HEAD", "zzzzzz"],
+        ["rewind", "HEAD~9"],
+        ["show", "deadbeef:README.md"],
+        ["export", "nope", "out"],
+        ["cat", "nope"],
+    ):
+        assert_user_error(run_cli(*args, cwd=project), says="unknown ref")
+    assert not (project / "out").exists()
+
+
+def test_paths_outside_the_workspace(project: Path, run_cli: CliRunner) -> None:
+    for args in (
+        ["history", "--file", "../x"],
+        ["diff", "HEAD", "--file", "../x"],
+        ["restore", "HEAD", "--", "../x"],
+        ["restore", "HEAD", "--", "/etc/passwd"],
+        ["show", "HEAD:../x"],
+    ):
+        assert_user_error(run_cli(*args, cwd=project), says="outside the workspace")
+
+
+def test_missing_paths(project: Path, run_cli: CliRunner) -> None:
+    assert_user_error(run_cli("show", "HEAD:nope.txt", cwd=project), says="does not exist")
+    assert_user_error(run_cli("restore", "HEAD", "--", "nope.txt", cwd=project))
+
+
+def test_not_a_workspace(tmp_path: Path, run_cli: CliRunner) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    for args in (["status"], ["snapshot"], ["history"], ["check"]):
+        err = assert_user_error(run_cli(*args, cwd=elsewhere), says="not a strata workspace")
+        assert "hint: " in err and "strata init" in err
+
+
+def test_nested_init_and_busy_export(project: Path, tmp_path: Path, run_cli: CliRunner) -> None:
+    assert_user_error(run_cli("init", cwd=project / "src"), says="nested")
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "mine").write_text("x")
+    assert_user_error(run_cli("export", "HEAD", str(busy), cwd=project), says="not empty")
+
+
+@pytest.mark.parametrize("damage", ["flip bytes", "garbage"])
+def test_a_corrupted_object_is_an_error_not_a_crash(
+    project: Path, tmp_path: Path, run_cli: CliRunner, damage: str
+) -> None:
+    oid = hash_bytes(b"print('v2')\n")
+    path = project / ".strata" / "objects" / oid[:2] / oid[2:]
+    raw = bytearray(path.read_bytes())
+    if damage == "garbage":
+        raw = bytearray(b"this is not zstd at all")
+    else:
+        for i in range(4, len(raw), 3):
+            raw[i] ^= 0xFF
+    path.chmod(0o644)
+    path.write_bytes(bytes(raw))
+
+    assert_user_error(run_cli("show", "HEAD:src/app.py", cwd=project), says=oid)
+    assert_user_error(run_cli("export", "HEAD", str(tmp_path / "o"), cwd=project), says="corrupt")
+    assert ok(run_cli("show", "HEAD:src/util.py", cwd=project)) == "X = 1\n"
+
+    code, out, err = run_cli("check", cwd=project)
+    assert code == 1 and "Traceback" not in err
+    assert oid in err
+    assert err.splitlines()[-1].startswith("error: ")
+    code, out, _ = run_cli("check", "--json", cwd=project)
+    assert code == 1 and json.loads(out)["ok"] is False
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["bogus"],
+        ["diff"],
+        ["rewind"],
+        ["restore", "HEAD"],
+        ["history", "--limit", "0"],
+        ["history", "--nope"],
+        ["show", "HEAD"],
+        ["snapshot", "--author-kind", "robot"],
+        ["-C", "/nonexistent/folder", "status"],
+    ],
+    ids=" ".join,
+)
+def test_usage_errors_exit_2(args: list[str], project: Path, run_cli: CliRunner) -> None:
+    code, out, err = run_cli(*args, cwd=project)
+    assert code == 2, err
+    assert out == ""
+    assert "Traceback" not in err
+    lines = err.splitlines()
+    assert lines[0].startswith("error: ")
+    assert all(line.startswith("hint: ") for line in lines[1:]) and len(lines) <= 2
+
+
+def test_a_bad_strata_now_is_a_usage_error(project: Path, run_cli: CliRunner) -> None:
+    code, _, err = run_cli("snapshot", cwd=project, env={"STRATA_NOW": "yesterday"})
+    assert code == 2 and err.startswith("error: ") and "STRATA_NOW" in err
+
+
+# -- where commands run ---------------------------------------------------------------
+
+
+def test_dash_c_works_like_git(project: Path, tmp_path: Path, run_cli: CliRunner) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    here = as_json(run_cli("history", "--json", cwd=project))
+    assert as_json(run_cli("-C", str(project), "history", "--json", cwd=elsewhere)) == here
+    relative = os.path.relpath(project, elsewhere)
+    assert as_json(run_cli("-C", relative, "history", "--json", cwd=elsewhere)) == here
+    # paths after -C are relative to the new folder, as with git -C
+    by_sub = as_json(run_cli("-C", str(project / "src"), "history", "--json", "--file", "app.py"))
+    by_root = as_json(run_cli("history", "--json", "--file", "src/app.py", cwd=project))
+    assert by_sub == by_root and len(by_root) == 2
+    assert len(as_json(run_cli("history", "--json", "--file", "README.md", cwd=project))) == 1
+    assert as_json(run_cli("history", "--json", "--file", "src/", cwd=project)) == by_root
+
+
+def test_commands_work_from_a_subfolder(project: Path, run_cli: CliRunner) -> None:
+    sub = project / "src"
+    first = as_json(run_cli("history", "--json", cwd=sub))[-1]["id"]
+    assert len(as_json(run_cli("history", "--json", "--file", ".", cwd=sub))) == 2
+    assert len(as_json(run_cli("history", "--json", "--file", "../README.md", cwd=sub))) == 1
+
+    (sub / "app.py").write_text("print('unrecorded')\n")
+    (project / "README.md").write_text("changed too\n")
+    names = ok(run_cli("diff", "HEAD", "--name-only", "--file", ".", cwd=sub))
+    assert names.splitlines() == ["src/app.py"]
+
+    ok(run_cli("restore", first, "--", "app.py", cwd=sub))
+    assert (sub / "app.py").read_text() == "print('v1')\n"
+    assert (project / "README.md").read_text() == "changed too\n"
+    # show takes workspace paths, as git's REF:PATH does
+    assert ok(run_cli("show", f"{first}:src/app.py", cwd=sub)) == "print('v1')\n"
+    status = as_json(run_cli("status", "--json", cwd=sub))
+    assert [c["path"] for c in status["changes"]] == ["src/app.py"]  # README: auto-saved
+
+
+# -- patches -----------------------------------------------------------------------
+
+
+def _git_view(m: dict[str, Any]) -> dict[str, Any]:
+    """What git can represent: files with their executable bit, symlinks."""
+    view: dict[str, Any] = {}
+    for path, value in m.items():
+        if value[0] == "file":
+            view[path] = ("file", bool(value[1] & 0o100), value[2])
+        elif value[0] == "link":
+            view[path] = value
+    return view
+
+
+def _checkout(run_cli: CliRunner, git: Callable[..., Any], ws: Path, ref: str, where: Path) -> None:
+    ok(run_cli("export", ref, str(where), cwd=ws))
+    git("init", "-q", cwd=where)
+    git("add", "-A", cwd=where)
+    git("commit", "-q", "-m", ref, cwd=where)
+
+
+@pytest.fixture
+def init_ws(ws: Path, run_cli: CliRunner) -> Path:
+    ok(run_cli("init", cwd=ws))
+    return ws
+
+
+def test_git_apply_reproduces_the_target(
+    init_ws: Path,
+    tmp_path: Path,
+    make_tree: MakeTree,
+    manifest: Manifest,
+    run_cli: CliRunner,
+    git: Callable[..., Any],
+) -> None:
+    ws = init_ws
+    make_tree(
+        ws,
+        {
+            "text.txt": "".join(f"line {i}\n" for i in range(30)),
+            "no-newline.txt": "last line without newline",
+            "image.bin": bytes(range(256)) * 8,
+            "doomed.txt": "delete me\n",
+            "script.sh": File("#!/bin/sh\necho hi\n", 0o644),
+            "was-exec.sh": File("#!/bin/sh\n", 0o755),
+            "link": Link("text.txt"),
+            "file-becomes-link": "plain\n",
+            "old/name.txt": "rename me, I am long enough to be similar\n" * 3,
+        },
+    )
+    a = as_json(run_cli("snapshot", "--json", cwd=ws))
+    lines = (ws / "text.txt").read_text().splitlines(keepends=True)
+    lines[3] = "line three, changed\n"
+    del lines[20]
+    (ws / "text.txt").write_text("".join(lines) + "appended\n")
+    (ws / "no-newline.txt").write_text("last line, still without newline")
+    image = bytearray((ws / "image.bin").read_bytes())
+    image[1000:1010] = b"\0" * 10
+    (ws / "image.bin").write_bytes(bytes(image))
+    (ws / "new.bin").write_bytes(b"\0new binary\xff")
+    (ws / "new dir").mkdir()
+    (ws / "new dir/new file.txt").write_text("hello\n")
+    (ws / "doomed.txt").unlink()
+    (ws / "script.sh").chmod(0o755)
+    (ws / "was-exec.sh").chmod(0o644)
+    (ws / "link").unlink()
+    (ws / "link").symlink_to("no-newline.txt")
+    (ws / "new-link").symlink_to("dangling/target")
+    (ws / "file-becomes-link").unlink()
+    (ws / "file-becomes-link").symlink_to("text.txt")
+    (ws / "old/name.txt").rename(ws / "new-name.txt")
+    (ws / "old").rmdir()
+    b = as_json(run_cli("snapshot", "--json", cwd=ws))
+    want = _git_view(manifest(ws))
+
+    patch_file = tmp_path / "change.patch"
+    code, patch, err = run_cli("diff", a["event_id"], b["event_id"], cwd=ws, text=False)
+    assert code == 0, err
+    patch_file.write_bytes(patch)
+    assert b"GIT binary patch" in patch and b"new mode 100755" in patch
+
+    checkout = tmp_path / "checkout"
+    _checkout(run_cli, git, ws, a["event_id"], checkout)
+    git("apply", "--check", str(patch_file), cwd=checkout)
+    git("apply", str(patch_file), cwd=checkout)
+    assert _git_view(manifest(checkout)) == want
+
+
+def test_git_apply_of_the_working_tree_diff(
+    init_ws: Path,
+    tmp_path: Path,
+    make_tree: MakeTree,
+    manifest: Manifest,
+    run_cli: CliRunner,
+    git: Callable[..., Any],
+) -> None:
+    ws = init_ws
+    make_tree(ws, {"a.txt": "one\n", "b.bin": b"\0\0", "sub/c.txt": "c\n", "keep": Dir()})
+    ok(run_cli("snapshot", cwd=ws))
+    (ws / "a.txt").write_text("one\ntwo\n")
+    (ws / "b.bin").write_bytes(b"\0\1\2")
+    (ws / "sub/c.txt").unlink()
+    (ws / "sub/d.txt").write_text("d\n")
+    want = _git_view(manifest(ws))
+    code, patch, err = run_cli("diff", "HEAD", cwd=ws, text=False)
+    assert code == 0, err
+    patch_file = tmp_path / "wt.patch"
+    patch_file.write_bytes(patch)
+    checkout = tmp_path / "checkout"
+    _checkout(run_cli, git, ws, "HEAD", checkout)
+    git("apply", "--check", str(patch_file), cwd=checkout)
+    git("apply", str(patch_file), cwd=checkout)
+    assert _git_view(manifest(checkout)) == want
+    assert ok(run_cli("diff", "HEAD", "HEAD", cwd=ws)) == ""
+
+
+def test_diff_stat_and_name_only(project: Path, run_cli: CliRunner) -> None:
+    assert ok(run_cli("diff", "HEAD~1", "HEAD", "--name-only", cwd=project)) == "src/app.py\n"
+    stat = ok(run_cli("diff", "HEAD~1", "HEAD", "--stat", cwd=project))
+    assert "src/app.py" in stat and "1 file changed, 1 insertion(+), 1 deletion(-)" in stat
+
+
+def test_human_output_of_snapshot_and_rewind(project: Path, run_cli: CliRunner) -> None:
+    (project / "README.md").write_text("unrecorded\n")
+    out = ok(run_cli("rewind", "HEAD~1", cwd=project))
+    assert "Auto-saved unrecorded work as" in out
+    assert "Rewound to" in out
+    assert (project / "src/app.py").read_text() == "print('v1')\n"
+    assert "Nothing changed since HEAD" in ok(run_cli("snapshot", cwd=project))
+    history = ok(run_cli("history", cwd=project)).splitlines()
+    assert [line.split()[3] for line in history] == [
+        "rewind",
+        "auto_save",
+        "snapshot",
+        "snapshot",
+    ]
