@@ -21,8 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import Phase, settings
 
 from strata import Author, Repository
+
+# In CI a failing property fails fast: no minutes spent shrinking the example.
+settings.register_profile(
+    "ci", phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target], deadline=None
+)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 NOW_MS = 1_700_000_000_000
 TESTER = Author("tester", "human")

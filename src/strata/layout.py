@@ -173,6 +173,16 @@ def create_layout(workspace: Path, *, store: Path | None) -> tuple[Layout, bool]
                 f"the store {repo} is inside the workspace; put it outside, "
                 "so nothing in the workspace can delete it"
             )
+        if (repo / "config.toml").is_file():
+            # the pointer file was deleted (rm -rf .strata, git clean): reconnect to the store
+            existing = load_config(Layout(workspace, repo))
+            if Path(existing.workspace) != workspace:
+                raise UsageError(
+                    f"the store {repo} belongs to the workspace {existing.workspace}",
+                    hint="give another --store folder",
+                )
+            marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
+            return Layout(workspace, repo), False
         if repo.exists() and any(repo.iterdir()):
             raise UsageError(f"the store folder {repo} exists and is not empty")
     else:
