@@ -39,7 +39,7 @@ hash = "blake3"
 compression = "zstd"
 
 [ledger]
-driver = "sqlite"
+driver = "{driver}"
 
 [ignore]
 # Lowest-precedence ignore patterns (gitignore syntax); .gitignore and
@@ -55,6 +55,7 @@ class Config:
     format: int
     workspace: str
     ignore_defaults: tuple[str, ...]
+    ledger_driver: str = "sqlite"
     raw: dict[str, Any] = field(default_factory=dict)
 
 
@@ -142,15 +143,40 @@ def load_config(layout: Layout) -> Config:
     if fmt != FORMAT:
         raise UnsupportedFormat("this repository", fmt, FORMAT)
     defaults = raw.get("ignore", {}).get("defaults", list(DEFAULT_PATTERNS))
+    driver = str(raw.get("ledger", {}).get("driver", "sqlite"))
+    if driver not in LEDGER_DRIVERS:
+        raise RepositoryError(
+            f"{layout.config} names an unknown ledger driver {driver!r}",
+            hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
+        )
     return Config(
         format=fmt,
         workspace=str(repo.get("workspace", layout.workspace)),
         ignore_defaults=tuple(str(p) for p in defaults),
+        ledger_driver=driver,
         raw=raw,
     )
 
 
-def create_layout(workspace: Path, *, store: Path | None) -> tuple[Layout, bool]:
+LEDGER_DRIVERS = ("sqlite", "jsonl")
+
+
+def set_ledger_driver(layout: Layout, driver: str) -> None:
+    """Record the ledger driver in ``config.toml`` (atomically)."""
+    import re
+
+    text = layout.config.read_text(encoding="utf-8")
+    text, n = re.subn(r'(?m)^driver = "[a-z]+"$', f'driver = "{driver}"', text, count=1)
+    if n != 1:
+        raise RepositoryError(f"cannot find the ledger driver setting in {layout.config}")
+    tmp = layout.config.with_suffix(".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, layout.config)
+
+
+def create_layout(
+    workspace: Path, *, store: Path | None, ledger: str = "sqlite"
+) -> tuple[Layout, bool]:
     """Make the repository folders and config; return (layout, created)."""
     workspace = workspace.resolve()
     if not workspace.is_dir():
@@ -196,7 +222,7 @@ def create_layout(workspace: Path, *, store: Path | None) -> tuple[Layout, bool]
     tmp = layout.config.with_suffix(".tmp")
     tmp.write_text(
         CONFIG_TEMPLATE.format(
-            format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults
+            format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults, driver=ledger
         ),
         encoding="utf-8",
     )

@@ -286,7 +286,16 @@ class Repository:
             with self._writing():
                 pass
 
-    def _open_driver(self) -> LedgerDriver:
+    def _open_driver(self, *, writer: bool = False, kind: str | None = None) -> LedgerDriver:
+        kind = kind or self.config.ledger_driver
+        if kind == "jsonl":
+            from strata.ledger.drivers.jsonl import JsonlDriver
+
+            folder = self.layout.repo / "ledger"
+            if not (folder / "ledger.json").exists():
+                with self._lock:
+                    return JsonlDriver(folder, create=True, writer=True)
+            return JsonlDriver(folder, writer=writer)
         from strata.ledger.drivers.sqlite import SqliteDriver
         from strata.ledger.migrate import ledger_format, migrate_v1
 
@@ -304,10 +313,18 @@ class Repository:
 
     @classmethod
     def init(
-        cls, path: Path | str, *, store: Path | str | None = None, **kwargs: Any
+        cls,
+        path: Path | str,
+        *,
+        store: Path | str | None = None,
+        ledger: str = "sqlite",
+        **kwargs: Any,
     ) -> Repository:
-        """Create (or reopen: init is idempotent) the repository of the workspace ``path``."""
-        layout, _ = create_layout(Path(path), store=Path(store) if store else None)
+        """Create (or reopen: init is idempotent) the repository of the workspace ``path``.
+
+        ``ledger`` picks the ledger driver of a new repository: ``sqlite`` or ``jsonl``.
+        """
+        layout, _ = create_layout(Path(path), store=Path(store) if store else None, ledger=ledger)
         return cls(layout, **kwargs)
 
     @classmethod
@@ -339,7 +356,12 @@ class Repository:
     def _writing(self) -> Iterator[None]:
         """Hold the write lock; first finish whatever an interrupted command left."""
         with self._lock:
-            if self._lock._depth == 1:
+            outermost = self._lock._depth == 1
+            if outermost and self.ledger.driver.name == "jsonl":
+                # only the lock holder repairs a torn last line and catches the index up
+                self.ledger.driver.close()
+                self.ledger.driver = self._open_driver(writer=True)
+            if outermost:
                 self._recover()
             yield
 
@@ -875,6 +897,60 @@ class Repository:
                 self._commit(op)
             path.unlink(missing_ok=True)
 
+    # -- the ledger itself ------------------------------------------------------------
+
+    def convert_ledger(self, to: str) -> dict[str, Any]:
+        """Copy every record to the ``to`` driver (same ids, same chain head) and switch to it.
+
+        The old store is kept beside the new one (``ledger.db.old`` or
+        ``ledger.old/``) until the next conversion.
+        """
+        from strata.layout import LEDGER_DRIVERS, set_ledger_driver
+
+        if to not in LEDGER_DRIVERS:
+            raise UsageError(
+                f"unknown ledger driver {to!r}; use one of {', '.join(LEDGER_DRIVERS)}"
+            )
+        with self._writing():
+            source = self.ledger.driver
+            if source.name == to:
+                raise UsageError(f"the ledger already uses the {to} driver")
+            head = self.ledger.chain_head()
+            target_path = self.layout.ledger if to == "sqlite" else self.layout.repo / "ledger"
+            old_target = target_path.with_name(target_path.name + ".old")
+            if target_path.exists():
+                _remove(old_target)
+                os.replace(target_path, old_target)
+            target = self._open_driver(writer=True, kind=to)
+            batch: list[Any] = []
+            for record in source.scan():
+                batch.append(record)
+                if len(batch) >= 1000:
+                    target.append(batch)
+                    batch = []
+            target.append(batch)
+            last = target.last()
+            if (last.hash if last else "") != head or target.count() != source.count():
+                target.close()
+                raise CorruptRepository(
+                    "the converted ledger differs from the original; kept the original"
+                )
+            set_ledger_driver(self.layout, to)
+            source.close()
+            old_source = (
+                self.layout.ledger if source.name == "sqlite" else self.layout.repo / "ledger"
+            )
+            backup = old_source.with_name(old_source.name + ".old")
+            _remove(backup)
+            os.replace(old_source, backup)
+            for suffix in ("-wal", "-shm"):
+                extra = old_source.with_name(old_source.name + suffix)
+                if extra.exists():
+                    os.replace(extra, backup.with_name(backup.name + suffix))
+            self.ledger.driver = target
+            self.config = load_config(self.layout)
+            return {"driver": to, "records": target.count(), "head": head, "backup": str(backup)}
+
     # -- branches and bookmarks -----------------------------------------------------
 
     def _view_op(self, command: str, after: View, author: Author | None, **details: Any) -> View:
@@ -1148,10 +1224,16 @@ class Repository:
 
         ids: set[str] = set()
         for record in self.ledger.driver.scan(kind="event"):
-            for problem in schema_problems("ChangeEvent", record.body):
+            found = schema_problems("ChangeEvent", record.body)
+            for problem in found:
                 problems.append(f"record {record.seq} (event): {problem}")
-            event = Event.from_json(record.body, seq=record.seq)
-            ids.add(event.id)
+            ids.add(str(record.body.get("id", "")))
+            try:
+                event = Event.from_json(record.body, seq=record.seq)
+            except (StrataError, KeyError, TypeError, ValueError) as exc:
+                if not found:  # the schema problems already say what is wrong
+                    problems.append(f"record {record.seq} (event): unreadable ({exc})")
+                continue
             if event.anchor_event_id and event.anchor_event_id not in ids:
                 problems.append(f"event {event.id}: anchor {event.anchor_event_id} is unknown")
             if event.parent_event_id and event.parent_event_id not in ids:
@@ -1182,6 +1264,16 @@ class Repository:
         for path, _ in Journal.pending(self.layout.journal):
             problems.append(f"an interrupted change is pending: {path.name}")
         return problems
+
+
+def _remove(path: Path) -> None:
+    """Delete a file or folder if it exists."""
+    import shutil
+
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def _bytes_changed(a: bytes, b: bytes) -> int:

@@ -112,12 +112,12 @@ def open_repo(author: Author | None = None) -> Repository:
     )
 
 
-def init_repo(path: str, store: str | None) -> tuple[Repository, bool]:
+def init_repo(path: str, store: str | None, ledger: str = "sqlite") -> tuple[Repository, bool]:
     """Create or reopen a repository."""
     from strata.layout import create_layout
     from strata.repo import Repository
 
-    layout, created = create_layout(Path(path), store=Path(store) if store else None)
+    layout, created = create_layout(Path(path), store=Path(store) if store else None, ledger=ledger)
     repo = Repository(layout, author=make_author(None, None), progress=Progress(), **_injected())
     return repo, created
 

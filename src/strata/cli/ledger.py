@@ -91,4 +91,27 @@ def ledger_index_rebuild(as_json: bool) -> None:
         sys.exit(1)
 
 
+@ledger.command("convert")
+@click.option("--to", "to", type=click.Choice(["sqlite", "jsonl"]), required=True)
+@json_option
+def ledger_convert(to: str, as_json: bool) -> None:
+    """Move the ledger to another driver: same records, same ids, same chain head.
+
+    The old store is kept beside the new one until the next conversion.
+
+    \b
+    Example:
+      strata ledger convert --to jsonl
+    """
+    with open_repo() as repo:
+        result = repo.convert_ledger(to)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(
+            f"Converted {result['records']} records to {to}; chain head {result['head']} "
+            f"(old store kept at {result['backup']})"
+        )
+
+
 COMMANDS = [ledger]

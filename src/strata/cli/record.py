@@ -29,8 +29,14 @@ F = TypeVar("F", bound=Callable[..., Any])
     help="Keep the repository in this folder outside the workspace "
     "(the workspace gets a small .strata pointer file).",
 )
+@click.option(
+    "--ledger",
+    type=click.Choice(["sqlite", "jsonl"]),
+    default="sqlite",
+    help="How the ledger is stored: SQLite (default) or JSON lines with a sidecar index.",
+)
 @json_option
-def init(path: str, store: str | None, as_json: bool) -> None:
+def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
     """Start recording the folder PATH (default: the current folder).
 
     The repository lives in PATH/.strata, or in --store DIR outside the
@@ -42,13 +48,14 @@ def init(path: str, store: str | None, as_json: bool) -> None:
       strata init
       strata init ~/project --store ~/.strata-stores/project
     """
-    repo, created = init_repo(path, store)
+    repo, created = init_repo(path, store, ledger)
     with repo:
         if as_json:
             emit_json(
                 {
                     "workspace": str(repo.root),
                     "repository": str(repo.layout.repo),
+                    "ledger": repo.config.ledger_driver,
                     "created": created,
                 }
             )

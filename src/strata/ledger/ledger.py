@@ -303,6 +303,8 @@ class Ledger:
             if op["command"] == "undo":
                 undone.add(details["undid"])
                 continue
+            if op["id"] in undone:
+                continue  # reversed by a newer undo (a redo too)
             if op["command"] == "redo":
                 undone.discard(details["redid"])
                 # the redo itself is what the next undo reverses
@@ -326,6 +328,8 @@ class Ledger:
                 if redone == 0:
                     return op
                 redone -= 1
+            elif op["command"] == "auto_save":
+                continue  # saved by the undo or redo that follows it
             else:
                 break
         raise StrataError("nothing to redo: redo only follows an undo", hint="see 'strata op log'")

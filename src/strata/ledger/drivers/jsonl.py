@@ -270,26 +270,24 @@ _KIND_KEYS = {kind: b"k:" + kind.encode() for kind in RECORD_KINDS}
 def _event_keys(keys: EventKeys) -> list[bytes]:
     """The posting keys of one event (without ``k:event`` and ``T:``)."""
     out = [
-        b"b:" + _enc(keys.branch),
-        b"o:" + _enc(keys.operation_id),
-        b"a:" + _enc(keys.author),
-        b"ak:" + _enc(keys.author_kind),
-        b"t:" + _enc(keys.action_type),
-        b"i2:" + _enc(keys.id[:2]),
-        b"i4:" + _enc(keys.id[:4]),
+        "b:" + keys.branch,
+        "o:" + keys.operation_id,
+        "a:" + keys.author,
+        "ak:" + keys.author_kind,
+        "t:" + keys.action_type,
+        "i2:" + keys.id[:2],
+        "i4:" + keys.id[:4],
     ]
     ref = _snapshot(keys)
     if ref is not None:
-        out += [b"s2:" + _enc(ref[:2]), b"s4:" + _enc(ref[:4])]
-    paths: dict[str, None] = {}
+        out += ("s2:" + ref[:2], "s4:" + ref[:4])
     for path in keys.files:
-        paths[path] = None
+        out.append("p:" + path)
         cut = path.find("/", 1)
         while cut > 0:
-            paths[path[:cut]] = None
+            out.append("p:" + path[:cut])
             cut = path.find("/", cut + 1)
-    out += [b"p:" + _enc(p) for p in paths]
-    return list(dict.fromkeys(out))
+    return [key.encode("utf-8", "surrogatepass") for key in dict.fromkeys(out)]
 
 
 def _filter_keys(where: EventFilter) -> list[bytes]:
@@ -458,7 +456,7 @@ class _Sidecar:
     def create(cls, path: Path, *, expected_events: int) -> _Sidecar:
         """A new, empty sidecar at ``path`` (replacing any file there)."""
         ids_cap = _pow2_at_least(max(256, 2 * expected_events + 1))
-        keys_cap = _pow2_at_least(max(256, expected_events + 1))
+        keys_cap = _pow2_at_least(max(256, expected_events // 2))
         h = _Header(ids_cap=ids_cap, keys_cap=keys_cap)
         h.ids_off = PAGE
         h.keys_off = PAGE + ids_cap * _ID_SLOT.size
@@ -1030,7 +1028,10 @@ class JsonlDriver:
             self._side.close()
             self._side = None
         tmp = self.folder / (INDEX_NAME + ".tmp")
-        side = _Sidecar.create(tmp, expected_events=self._end // 256)
+        lines = sum(
+            os.pread(self._fd, _CHUNK, at).count(b"\n") for at in range(0, self._end, _CHUNK)
+        )
+        side = _Sidecar.create(tmp, expected_events=lines)
         try:
             self._index_from(side, 0, 1)
             side.close()
