@@ -294,7 +294,8 @@ class Repository:
             folder = self.layout.repo / "ledger"
             if not (folder / "ledger.json").exists():
                 with self._lock:
-                    return JsonlDriver(folder, create=True, writer=True)
+                    if not (folder / "ledger.json").exists():
+                        JsonlDriver(folder, create=True, writer=True).close()
             return JsonlDriver(folder, writer=writer)
         from strata.ledger.drivers.sqlite import SqliteDriver
         from strata.ledger.migrate import ledger_format, migrate_v1
@@ -361,9 +362,15 @@ class Repository:
                 # only the lock holder repairs a torn last line and catches the index up
                 self.ledger.driver.close()
                 self.ledger.driver = self._open_driver(writer=True)
-            if outermost:
-                self._recover()
-            yield
+            try:
+                if outermost:
+                    self._recover()
+                yield
+            finally:
+                if outermost and self.ledger.driver.name == "jsonl":
+                    # the lock is about to go: back to a reader, which never writes
+                    self.ledger.driver.close()
+                    self.ledger.driver = self._open_driver(writer=False)
 
     def _now(self) -> int:
         now = max(self._clock(), self._last_ms)

@@ -50,7 +50,9 @@ class EventKeys:
     def of(cls, record: Record) -> EventKeys:
         """The keys of an event record."""
         body: dict[str, Any] = record.body
-        author = body.get("author") or {}
+        author = body.get("author")
+        if not isinstance(author, dict):
+            author = {}
         return cls(
             seq=record.seq,
             id=str(body.get("id", "")),
@@ -77,8 +79,8 @@ class EventKeys:
         if f.action_type is not None and self.action_type != f.action_type:
             return False
         if f.path is not None:
-            prefix = f.path.rstrip("/") + "/"
-            return any(p == f.path or p.startswith(prefix) for p in self.files)
+            folder = f.path.rstrip("/")
+            return any(p == folder or p.startswith(folder + "/") for p in self.files)
         return True
 
 

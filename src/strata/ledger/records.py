@@ -97,10 +97,19 @@ class Record:
     def from_line(cls, line: bytes) -> Record:
         """Parse one JSONL line."""
         try:
-            raw = json.loads(line)
-        except ValueError:
+            raw = json.loads(line, parse_int=_parse_int)
+        except (ValueError, RecursionError):
             raise CorruptRepository("a ledger line is not JSON") from None
         return cls.from_json(raw)
+
+
+_SAFE_INT = 2**53 - 1
+
+
+def _parse_int(text: str) -> int | float:
+    """JSON integers as RFC 8785 wrote them: beyond 2**53 they were floats."""
+    value = int(text)
+    return value if -_SAFE_INT <= value <= _SAFE_INT else float(value)
 
 
 def verify_chain(records: Iterable[Record]) -> str | None:

@@ -97,8 +97,10 @@ So when a writer opens a sidecar with ``state = 1``:
 
 * the same boot id (the process died, the page cache did not): a repair pass
   empties table slots that name records after N or keys allocated after
-  ``alloc``, moves each head back to a committed block and trims entries after
-  N; then it catches up;
+  ``alloc``, moves each head back to a committed block, trims entries after N
+  and moves ``alloc`` to the end of the file (space the dead session wrote is
+  never reused: a reader may still follow a pointer into it); then it catches
+  up;
 * another (or unknown) boot id: pages may have been lost, so it is rebuilt.
 
 The writer also rebuilds a sidecar that is missing, has another version, a bad
@@ -109,7 +111,22 @@ writes a temporary file, fsyncs it and renames it over events.idx.
 Readers never change a file. They trust records 1..N of a valid header and
 read the lines after ``data_bytes`` themselves; list entries and table slots
 that name records after N are skipped (a writer may be adding them). Without a
-usable sidecar a reader answers every question by reading events.jsonl.
+usable sidecar a reader answers every question by reading events.jsonl. A
+writer kept open after another process wrote to the ledger (it no longer holds
+the lock) notices the change and becomes a reader: it refuses to append and
+leaves the header alone when it closes.
+
+Invariants
+----------
+* Line ``n`` of events.jsonl MUST hold record ``n`` as canonical JSON followed by
+  ``\n``. The file MUST only grow, except that the writer MAY cut a torn last line.
+* A batch's lines MUST be durable (fsync) before the sidecar header names them.
+* Only the holder of the repository's write lock MAY open the ledger with
+  ``writer=True``; only it changes files.
+* The sidecar MUST NOT be trusted past record N of its header, and an answer read
+  through it MUST be checked against the line it names.
+* A sidecar with another version MUST be rebuilt by the writer and ignored by
+  readers; a ``ledger.json`` with another format MUST be refused.
 """
 
 from __future__ import annotations
@@ -429,6 +446,7 @@ class _Sidecar:
         self.ino = os.fstat(fd).st_ino
         self.mm = self._map()
         self._page = b""  # the header page as last parsed (readers)
+        self.written = self.mm[:PAGE]  # the header page as last written (the writer)
         self.max_ts: str | None = None
         self._session = False
         self._kcache: dict[bytes, list[int]] = {}
@@ -483,7 +501,7 @@ class _Sidecar:
     def close(self) -> None:
         """Finish the writer session (fsync, state 0) and release the file."""
         try:
-            if self._session:
+            if self._session and self.mm[:PAGE] == self.written:  # still ours to finish
                 self.mm.flush()
                 os.fsync(self.fd)
                 self.h.state = 0
@@ -663,7 +681,16 @@ class _Sidecar:
     # -- writing (the writer only) ---------------------------------------------------------
 
     def _write_header(self) -> None:
-        self.mm[:PAGE] = self.h.pack()
+        self.written = self.h.pack()
+        self.mm[:PAGE] = self.written
+
+    def changed_elsewhere(self) -> bool:
+        """True when another process has written or replaced the sidecar (writers)."""
+        try:
+            replaced = os.stat(self.path).st_ino != self.ino
+        except FileNotFoundError:
+            replaced = True
+        return replaced or self.mm[:PAGE] != self.written
 
     def begin(self) -> None:
         """Mark a writer session (durably) before the first change."""
@@ -1073,7 +1100,12 @@ class JsonlDriver:
     def _refresh(self) -> None:
         """Readers: pick up what a writer did since the last call."""
         if self.writer:
-            return
+            side = self._side
+            if os.fstat(self._fd).st_size == self._size and not (
+                side is not None and side.changed_elsewhere()
+            ):
+                return
+            self._demote()
         # The header first, then the data: a writer makes lines durable before the
         # header that names them, so the data read after it holds all it names.
         side = self._side
@@ -1104,6 +1136,22 @@ class JsonlDriver:
                 self._side = self._try_reader_index()
         self._sync_tail()
 
+    def _demote(self) -> None:
+        """Become a reader: another process wrote, so this one no longer holds the lock.
+
+        A writer is only correct while it holds the write lock. One kept open after
+        that finds the files changed under it; it then reads like any reader (and
+        refuses to append) instead of acting on what it last knew.
+        """
+        self.writer = False
+        if self._side is not None:
+            self._side.abandon()
+        self._side = None
+        self._size = -1
+        self._tail, self._tail_from, self._parsed_to = [], 0, 0
+        self._index_sig = None
+        self._refresh()
+
     def _sync_tail(self) -> None:
         side = self._side
         n, base = (side.h.records, side.h.data_bytes) if side is not None else (0, 0)
@@ -1130,13 +1178,14 @@ class JsonlDriver:
 
     def append(self, records: Sequence[Record]) -> None:
         """Append a batch: one write, fsync, then the index; all or nothing."""
+        side, n, tail = self._view()
         if not self.writer:
             raise UsageError(
-                "this JSONL ledger was opened for reading; appending needs writer=True"
+                "this JSONL ledger is open for reading (opened so, or another process wrote "
+                "to it since); appending needs a writer opened under the write lock"
             )
         if not records:
             return
-        side, n, tail = self._view()
         expected = n + len(tail) + 1
         for record in records:
             if record.seq != expected:
@@ -1386,9 +1435,11 @@ class JsonlDriver:
 
     def rebuild_index(self) -> None:
         """Rewrite events.idx from events.jsonl (temp file, fsync, rename)."""
+        self._refresh()
         if not self.writer:
             raise UsageError(
-                "this JSONL ledger was opened for reading; rebuilding needs writer=True"
+                "this JSONL ledger is open for reading; rebuilding its index needs a writer "
+                "opened under the write lock"
             )
         self._rebuild()
 

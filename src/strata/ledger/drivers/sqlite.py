@@ -109,7 +109,12 @@ class SqliteDriver:
                 "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
                 [(r.seq, r.kind, r.to_line()) for r in records],
             )
-            self._index(r for r in records if r.kind == "event")
+            try:
+                self._index(r for r in records if r.kind == "event")
+            except sqlite3.IntegrityError:
+                raise CorruptRepository(
+                    "append refused: an event id in this batch is already in the ledger"
+                ) from None
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
