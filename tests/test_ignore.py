@@ -110,17 +110,9 @@ GIT_CASES: dict[str, dict[str, Any]] = {
 }
 
 
-WHITELIST_XFAIL = pytest.mark.xfail(
-    strict=True,
-    reason="pathspec's GitIgnoreSpec ranks '!*/' (a folder pattern) below '*' when a folder "
-    "itself is checked as 'pkg/', so the '*, !*/, !*.py' whitelist idiom drops every "
-    "subfolder; git re-includes them",
-)
-
-
 @pytest.mark.parametrize(
     "case",
-    [pytest.param(c, marks=WHITELIST_XFAIL) if c == "whitelist" else c for c in sorted(GIT_CASES)],
+    sorted(GIT_CASES),
 )
 def test_recorded_paths_match_git(
     case: str,

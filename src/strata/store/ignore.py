@@ -21,7 +21,7 @@ subfolder given the ignore files found there.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strata.store.objects import hash_bytes
 
@@ -34,16 +34,26 @@ TEMP_PREFIX = ".strata-tmp-"
 IGNORE_FILES = (".gitignore", ".strataignore")  # lower precedence first
 DEFAULT_PATTERNS = (".venv/", "node_modules/", "__pycache__/")
 
-_SPECS: dict[str, pathspec.GitIgnoreSpec] = {}
+_SPECS: dict[str, tuple[pathspec.GitIgnoreSpec, pathspec.PathSpec[Any]]] = {}
 
 
-def _spec(lines: Sequence[str]) -> pathspec.GitIgnoreSpec:
+def _spec(lines: Sequence[str]) -> tuple[pathspec.GitIgnoreSpec, pathspec.PathSpec[Any]]:
+    """(spec for files, spec for folders) of one ignore file's lines.
+
+    Files use pathspec's ``GitIgnoreSpec``. Folders use plain gitwildmatch with
+    last-match-wins, which is git's rule for a folder itself: ``GitIgnoreSpec``
+    ranks folder-only patterns below others there, so the ``*``, ``!*/``,
+    ``!*.py`` whitelist idiom would drop every subfolder.
+    """
     key = hash_bytes("\n".join(lines).encode("utf-8", "surrogateescape"))
     spec = _SPECS.get(key)
     if spec is None:
         import pathspec
 
-        spec = pathspec.GitIgnoreSpec.from_lines(lines)
+        spec = (
+            pathspec.GitIgnoreSpec.from_lines(lines),
+            pathspec.PathSpec.from_lines("gitignore", lines),
+        )
         _SPECS[key] = spec
     return spec
 
@@ -56,7 +66,9 @@ class IgnoreRules:
     def __init__(self, layers: tuple[tuple[str, tuple[str, ...]], ...], fingerprint: str) -> None:
         # each layer: (folder prefix ending in "/", or "", pattern lines); lowest first
         self._layers = layers
-        self._specs: list[pathspec.GitIgnoreSpec | None] = [None] * len(layers)
+        self._specs: list[tuple[pathspec.GitIgnoreSpec, pathspec.PathSpec[Any]] | None] = [
+            None
+        ] * len(layers)
         self.fingerprint = fingerprint
 
     @classmethod
@@ -103,7 +115,7 @@ class IgnoreRules:
             if spec is None:
                 spec = self._specs[index] = _spec(lines)
             rel = path[len(prefix) :]
-            result = spec.check_file(rel + "/" if is_dir else rel)
+            result = spec[1].check_file(rel + "/") if is_dir else spec[0].check_file(rel)
             if result.include is not None:
                 return bool(result.include)
         return False
