@@ -107,6 +107,7 @@ def test_every_json_output_parses_and_has_its_keys(
     assert init == {
         "workspace": str(ws.resolve()),
         "repository": str((ws / ".strata").resolve()),
+        "ledger": "sqlite",
         "created": True,
     }
     assert as_json(run_cli("init", "--json", cwd=ws))["created"] is False
