@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import blake3
@@ -34,11 +34,29 @@ def canonical(value: Any) -> bytes:
     return rfc8785.dumps(value)
 
 
-def record_hash(seq: int, kind: str, body: dict[str, Any], prev: str) -> str:
-    """The chain hash of one record."""
-    return blake3.blake3(
-        canonical({"body": body, "kind": kind, "prev": prev, "seq": seq})
-    ).hexdigest()
+def record_hash(
+    seq: int, kind: str, body: dict[str, Any], prev: str, *, body_jcs: bytes | None = None
+) -> str:
+    """The chain hash of one record (``body_jcs``: the body's JCS bytes, when already made)."""
+    return blake3.blake3(_hashed_bytes(seq, kind, body_jcs or canonical(body), prev)).hexdigest()
+
+
+def _hashed_bytes(seq: int, kind: str, body_jcs: bytes, prev: str) -> bytes:
+    # JCS of {"body", "kind", "prev", "seq"}, built around the body's own JCS so that a
+    # record's body is canonicalized once (JCS orders keys: body < kind < prev < seq)
+    return b"".join(
+        (
+            b'{"body":',
+            body_jcs,
+            b',"kind":',
+            canonical(kind),
+            b',"prev":',
+            canonical(prev),
+            b',"seq":',
+            canonical(seq),
+            b"}",
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -50,11 +68,14 @@ class Record:
     body: dict[str, Any]
     prev: str
     hash: str
+    body_jcs: bytes | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def seal(cls, seq: int, kind: RecordKind, body: dict[str, Any], prev: str) -> Record:
         """A new record chained after ``prev``."""
-        return cls(seq, kind, body, prev, record_hash(seq, kind, body, prev))
+        body_jcs = canonical(body)
+        digest = record_hash(seq, kind, body, prev, body_jcs=body_jcs)
+        return cls(seq, kind, body, prev, digest, body_jcs)
 
     def to_json(self) -> dict[str, Any]:
         """The record as one JSON object (the JSONL line, and ``--json`` output)."""
@@ -68,7 +89,22 @@ class Record:
 
     def to_line(self) -> bytes:
         """The record as one canonical JSON line (without the newline)."""
-        return canonical(self.to_json())
+        body_jcs = self.body_jcs or canonical(self.body)
+        return b"".join(
+            (
+                b'{"body":',
+                body_jcs,
+                b',"hash":',
+                canonical(self.hash),
+                b',"kind":',
+                canonical(self.kind),
+                b',"prev":',
+                canonical(self.prev),
+                b',"seq":',
+                canonical(self.seq),
+                b"}",
+            )
+        )
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> Record:
