@@ -15,7 +15,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from strata.ledger.drivers.sqlite import _SCHEMA, FORMAT
+from strata.ledger.drivers.sqlite import _SCHEMA, FORMAT, index_events
 from strata.ledger.ledger import DEFAULT_BRANCH, View
 from strata.ledger.records import Record
 
@@ -133,29 +133,7 @@ def migrate_v1(path: Path) -> int:
             "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
             [(r.seq, r.kind, r.to_line()) for r in records],
         )
-        from strata.ledger.driver import EventKeys
-
-        keys = [EventKeys.of(r) for r in records if r.kind == "event"]
-        db.executemany(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    k.seq,
-                    k.id,
-                    k.ts,
-                    k.branch,
-                    k.operation_id,
-                    k.author,
-                    k.author_kind,
-                    k.action_type,
-                    k.snapshot_ref,
-                )
-                for k in keys
-            ],
-        )
-        db.executemany(
-            "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
-        )
+        index_events(db, [r for r in records if r.kind == "event"])
         db.execute("INSERT OR REPLACE INTO meta VALUES ('format', ?)", (str(FORMAT),))
         db.execute("INSERT OR REPLACE INTO meta VALUES ('driver', 'sqlite')")
         db.execute("COMMIT")

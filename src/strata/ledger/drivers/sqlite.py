@@ -61,6 +61,31 @@ CREATE INDEX IF NOT EXISTS event_files_path ON event_files(path, seq);
 """
 
 
+def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Record]) -> None:
+    """Add event records to the index tables (inside the caller's transaction)."""
+    keys = [EventKeys.of(r) for r in records]
+    db.executemany(
+        "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                k.seq,
+                k.id,
+                k.ts,
+                k.branch,
+                k.operation_id,
+                k.author,
+                k.author_kind,
+                k.action_type,
+                k.snapshot_ref,
+            )
+            for k in keys
+        ],
+    )
+    db.executemany(
+        "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
+    )
+
+
 class SqliteDriver:
     """Records and their event index in one SQLite database."""
 
@@ -121,27 +146,7 @@ class SqliteDriver:
             raise
 
     def _index(self, records: Iterator[Record] | Sequence[Record]) -> None:
-        keys = [EventKeys.of(r) for r in records]
-        self._db.executemany(
-            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [
-                (
-                    k.seq,
-                    k.id,
-                    k.ts,
-                    k.branch,
-                    k.operation_id,
-                    k.author,
-                    k.author_kind,
-                    k.action_type,
-                    k.snapshot_ref,
-                )
-                for k in keys
-            ],
-        )
-        self._db.executemany(
-            "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
-        )
+        index_events(self._db, records)
 
     # -- reading -----------------------------------------------------------------
 
