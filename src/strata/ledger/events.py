@@ -13,9 +13,6 @@ from strata.ids import EventId, SnapshotId
 AuthorKind = Literal["human", "agent", "llm", "system"]
 AUTHOR_KINDS: tuple[str, ...] = ("human", "agent", "llm", "system")
 
-#: action types that carry a snapshot and form the history graph
-STATE_ACTIONS = frozenset({"snapshot", "auto_save"})
-
 
 @dataclass(frozen=True)
 class Author:

@@ -62,12 +62,6 @@ def encode_rows(rows: Iterable[tuple[str, int, int, str, str]]) -> bytes:
     return b"".join(parts)
 
 
-def entry_from_row(row: tuple[str, int, int, str, str]) -> TreeEntry:
-    """The entry a stat-cache row describes."""
-    kind, mode, size, child, name = row
-    return TreeEntry(name, _CHAR_KIND[kind.encode()], mode, size, ObjectId(child))
-
-
 def decode_tree(data: bytes, oid: str = "?") -> list[TreeEntry]:
     """Parse tree bytes; CorruptRepository when they are not a tree."""
     if not data.startswith(TREE_MAGIC):
