@@ -61,25 +61,27 @@ CREATE INDEX IF NOT EXISTS event_files_path ON event_files(path, seq);
 """
 
 
+def _event_row(k: EventKeys) -> tuple[Any, ...]:
+    """One row of the ``events`` index table."""
+    return (
+        k.seq,
+        k.id,
+        k.ts,
+        k.branch,
+        k.operation_id,
+        k.author,
+        k.author_kind,
+        k.action_type,
+        k.snapshot_ref,
+    )
+
+
 def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Record]) -> None:
     """Add event records to the index tables (inside the caller's transaction)."""
     keys = [EventKeys.of(r) for r in records]
     db.executemany(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                k.seq,
-                k.id,
-                k.ts,
-                k.branch,
-                k.operation_id,
-                k.author,
-                k.author_kind,
-                k.action_type,
-                k.snapshot_ref,
-            )
-            for k in keys
-        ],
+        [_event_row(k) for k in keys],
     )
     db.executemany(
         "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
@@ -307,18 +309,7 @@ class SqliteDriver:
         for record in self.scan(kind="event"):
             k = EventKeys.of(record)
             row = indexed.pop(k.seq, None)
-            expected = (
-                k.seq,
-                k.id,
-                k.ts,
-                k.branch,
-                k.operation_id,
-                k.author,
-                k.author_kind,
-                k.action_type,
-                k.snapshot_ref,
-            )
-            if row != expected or sorted(files.pop(k.seq, [])) != sorted(k.files):
+            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
                 problems.append(f"index: event record {k.seq} is indexed wrongly")
         for seq in sorted(indexed):
             problems.append(f"index: names record {seq}, which is not an event")
