@@ -25,7 +25,9 @@ The tree::
     ├── WorkspaceError
     │   ├── UnsafeWorkspacePath    a symlink or swapped folder met while writing
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
-    │   └── TargetNotEmpty         export into a folder that is not empty
+    │   ├── TargetNotEmpty         export into a folder that is not empty
+    │   ├── WorkspaceBusy          a run holds the workspace lease
+    │   └── DraftOpen              a Draft exists, so Published may not move
     └── DiffError                  a diff that cannot be produced
 """
 
@@ -190,6 +192,29 @@ class TargetNotEmpty(WorkspaceError):
     def __init__(self, path: str) -> None:
         super().__init__(f"{path} exists and is not empty", hint="export into a new folder")
         self.path = path
+
+
+class WorkspaceBusy(WorkspaceError):
+    """A run in progress holds the workspace lease."""
+
+    def __init__(self, command: str, runs: list[str]) -> None:
+        super().__init__(
+            f"refusing to {command}: a run is in progress in this workspace ({', '.join(runs)})",
+            hint="wait for the run to finish, or pass --force",
+        )
+        self.command = command
+        self.runs = runs
+
+
+class DraftOpen(WorkspaceError):
+    """A Draft exists, and the command would move Published."""
+
+    def __init__(self, command: str) -> None:
+        super().__init__(
+            f"refusing to {command} while a Draft is open: publish or discard the Draft first",
+            hint="see 'strata draft status', then 'strata publish' or 'strata discard'",
+        )
+        self.command = command
 
 
 class DiffError(StrataError):

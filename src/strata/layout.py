@@ -92,6 +92,21 @@ class Layout:
         return self.repo / "journal"
 
     @property
+    def runs(self) -> Path:
+        """Leases of runs in progress (``<run id>.lease``)."""
+        return self.repo / "runs"
+
+    @property
+    def draft(self) -> Path:
+        """The Draft's folder, while one exists (``draft.json`` says which)."""
+        return self.repo / "draft"
+
+    @property
+    def draft_state(self) -> Path:
+        """The open Draft's record; it exists exactly while a Draft is open."""
+        return self.draft / "draft.json"
+
+    @property
     def lock(self) -> Path:
         """The writer lock file."""
         return self.repo / "lock"

@@ -22,10 +22,12 @@ from strata.diff.tree import Change, diff_trees
 from strata.errors import (
     AmbiguousRef,
     CorruptRepository,
+    DraftOpen,
     PathNotFound,
     StrataError,
     UnknownRef,
     UsageError,
+    WorkspaceBusy,
 )
 from strata.ids import (
     EVENT_PREFIX,
@@ -371,6 +373,21 @@ class Repository:
                     # the lock is about to go: back to a reader, which never writes
                     self.ledger.driver.close()
                     self.ledger.driver = self._open_driver(writer=False)
+
+    def _guard_published(self, command: str, *, force: bool = False) -> None:
+        """Refuse to move Published while a Draft is open, or while a run holds the lease.
+
+        ``force`` overrides the run lease only; a Draft must be published or
+        discarded first.
+        """
+        if self.layout.draft_state.exists():
+            raise DraftOpen(command)
+        if not force:
+            from strata.runs.lease import active_leases
+
+            held = active_leases(self.layout.runs)
+            if held:
+                raise WorkspaceBusy(command, [str(h.get("run_id")) for h in held])
 
     def _now(self) -> int:
         now = max(self._clock(), self._last_ms)
@@ -778,26 +795,39 @@ class Repository:
     # -- rewind and restore --------------------------------------------------------
 
     def rewind(
-        self, ref: str, *, author: Author | None = None, branch: str | None = None
+        self,
+        ref: str,
+        *,
+        author: Author | None = None,
+        branch: str | None = None,
+        force: bool = False,
     ) -> RewindResult:
         """Move HEAD and the files to ``ref``; unrecorded work is auto-saved first.
 
         Branch tips do not move. The next state event recorded from a point that
         is not its branch's tip starts a new branch: ``branch`` names it.
+        ``force`` rewinds even while a run holds the workspace lease.
         """
         if branch is not None:
             check_ref_name(branch, what="branch")
         with self._writing():
+            self._guard_published("rewind", force=force)
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in self.view().branches:
                 raise UsageError(f"branch {branch!r} exists", hint="pick another name")
             return self._restore(target, ref, paths=None, author=author, new_branch=branch)
 
-    def restore(self, ref: str, paths: list[str], *, author: Author | None = None) -> RewindResult:
-        """Put ``paths`` back as they were at ``ref``; HEAD does not move."""
+    def restore(
+        self, ref: str, paths: list[str], *, author: Author | None = None, force: bool = False
+    ) -> RewindResult:
+        """Put ``paths`` back as they were at ``ref``; HEAD does not move.
+
+        ``force`` restores even while a run holds the workspace lease.
+        """
         if not paths:
             raise UsageError("name at least one path to restore (or use 'strata rewind')")
         with self._writing():
+            self._guard_published("restore", force=force)
             target = self.resolve(ref)
             for p in paths:
                 if (
@@ -999,9 +1029,15 @@ class Repository:
             self._view_op("branch delete", moved(view, branches=branches), author, name=name)
             return tip
 
-    def branch_switch(self, name: str, *, author: Author | None = None) -> RewindResult:
-        """Move HEAD to branch ``name`` and its files (unrecorded work is auto-saved first)."""
+    def branch_switch(
+        self, name: str, *, author: Author | None = None, force: bool = False
+    ) -> RewindResult:
+        """Move HEAD to branch ``name`` and its files (unrecorded work is auto-saved first).
+
+        ``force`` switches even while a run holds the workspace lease.
+        """
         with self._writing():
+            self._guard_published("switch branches", force=force)
             view = self.view()
             if name not in view.branches:
                 raise UnknownRef(name, hint="see 'strata branch list'")

@@ -41,6 +41,15 @@ def json_option(func: F) -> F:
     )
 
 
+def force_option(func: F) -> F:
+    """The shared ``--force`` flag of commands that move files while a run may hold the lease."""
+    return click.option(
+        "--force",
+        is_flag=True,
+        help="Move the files even while a 'strata run' is in progress here.",
+    )(func)
+
+
 def author_options(func: F) -> F:
     """The shared ``--author`` / ``--author-kind`` options."""
     func = click.option(

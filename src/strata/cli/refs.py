@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short
+from strata.cli.common import emit_json, force_option, json_option, open_repo, short
 
 
 @click.group()
@@ -75,8 +75,9 @@ def branch_create(name: str, ref: str, as_json: bool) -> None:
 
 @branch.command("switch")
 @click.argument("name")
+@force_option
 @json_option
-def branch_switch(name: str, as_json: bool) -> None:
+def branch_switch(name: str, force: bool, as_json: bool) -> None:
     """Move HEAD and the files to the tip of branch NAME.
 
     Unrecorded work is auto-saved first, as with rewind.
@@ -86,7 +87,7 @@ def branch_switch(name: str, as_json: bool) -> None:
       strata branch switch main
     """
     with open_repo() as repo:
-        result = repo.branch_switch(name)
+        result = repo.branch_switch(name, force=force)
     if as_json:
         emit_json(result.to_json())
         return

@@ -7,6 +7,7 @@ import click
 from strata.cli.common import (
     author_options,
     emit_json,
+    force_option,
     json_option,
     make_author,
     open_repo,
@@ -47,9 +48,15 @@ def _report(result: object, verb: str, as_json: bool) -> None:
     help="Name the branch that the next snapshot from here starts.",
 )
 @author_options
+@force_option
 @json_option
 def rewind(
-    ref: str, new_branch: str | None, author: str | None, author_kind: str | None, as_json: bool
+    ref: str,
+    new_branch: str | None,
+    author: str | None,
+    author_kind: str | None,
+    force: bool,
+    as_json: bool,
 ) -> None:
     """Move HEAD and the workspace files to REF.
 
@@ -65,7 +72,7 @@ def rewind(
     """
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
-        result = repo.rewind(ref, author=who, branch=new_branch)
+        result = repo.rewind(ref, author=who, branch=new_branch, force=force)
     _report(result, "Rewound to", as_json)
 
 
@@ -73,9 +80,15 @@ def rewind(
 @click.argument("ref")
 @click.argument("paths", nargs=-1, required=True)
 @author_options
+@force_option
 @json_option
 def restore(
-    ref: str, paths: tuple[str, ...], author: str | None, author_kind: str | None, as_json: bool
+    ref: str,
+    paths: tuple[str, ...],
+    author: str | None,
+    author_kind: str | None,
+    force: bool,
+    as_json: bool,
 ) -> None:
     """Put PATHS back as they were at REF; HEAD does not move.
 
@@ -88,7 +101,7 @@ def restore(
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
         rels = [rel_path(repo, p) for p in paths]
-        result = repo.restore(ref, rels, author=who)
+        result = repo.restore(ref, rels, author=who, force=force)
     _report(result, "Restored from", as_json)
 
 

@@ -1,0 +1,1 @@
+"""Instrumented runs: snapshot before, run, snapshot after, diff, optional rollback."""
