@@ -19,6 +19,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -72,10 +73,8 @@ def run_command(
         if signum in _FROM_TERMINAL and foreground and not new_session:
             return  # the terminal delivered it to the child too
         for child in children:
-            try:
+            with suppress(ProcessLookupError):
                 child.send_signal(signum)
-            except ProcessLookupError:
-                pass
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
