@@ -27,7 +27,13 @@ The tree::
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
-    │   └── DraftOpen              a Draft exists, so Published may not move
+    │   ├── DraftOpen              a Draft exists, so Published may not move
+    │   ├── DraftExists            a second Draft was asked for
+    │   ├── NoDraft                no Draft is open
+    │   ├── DraftChanged           the Draft changed since the review publish expects
+    │   ├── ExternalSymlink        a Draft symlink points outside the workspace
+    │   └── SandboxUnavailable     bubblewrap cannot run here
+    ├── MergeConflict              publish: edits of Published and the Draft collide
     └── DiffError                  a diff that cannot be produced
 """
 
@@ -215,6 +221,71 @@ class DraftOpen(WorkspaceError):
             hint="see 'strata draft status', then 'strata publish' or 'strata discard'",
         )
         self.command = command
+
+
+class DraftExists(WorkspaceError):
+    """A Draft is already open: there is one at a time."""
+
+    def __init__(self, draft_id: str) -> None:
+        super().__init__(
+            f"a Draft is already open ({draft_id})",
+            hint="publish or discard it first ('strata draft status' shows it)",
+        )
+        self.draft_id = draft_id
+
+
+class NoDraft(WorkspaceError):
+    """The command needs an open Draft and there is none."""
+
+    def __init__(self) -> None:
+        super().__init__("no Draft is open", hint="start one with 'strata draft start'")
+
+
+class DraftChanged(WorkspaceError):
+    """``publish --expect`` named a snapshot that is no longer the Draft's."""
+
+    def __init__(self, expected: str, actual: str) -> None:
+        super().__init__(
+            f"the Draft changed since the review (expected snapshot {expected}, "
+            f"it is now {actual[:12]})",
+            hint="run 'strata review' again, then publish with the new snapshot id",
+        )
+        self.expected = expected
+        self.actual = actual
+
+
+class ExternalSymlink(WorkspaceError):
+    """The Draft holds symlinks whose targets leave the workspace."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(
+            "refusing to publish symlinks that point outside the workspace: " + ", ".join(paths),
+            hint="remove them from the Draft, or publish with --allow-external-symlinks",
+        )
+        self.paths = paths
+
+
+class SandboxUnavailable(WorkspaceError):
+    """The bubblewrap sandbox cannot run on this machine."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"the sandbox cannot run here: {reason}",
+            hint="install bubblewrap, or run with '--sandbox none' (no isolation)",
+        )
+        self.reason = reason
+
+
+class MergeConflict(StrataError):
+    """Published and the Draft changed the same lines (or a file one side deleted)."""
+
+    def __init__(self, paths: list[str]) -> None:
+        super().__init__(
+            "publish would conflict with changes made to Published meanwhile; "
+            "nothing was written. Conflicting files: " + ", ".join(paths),
+            hint="resolve them in the Draft (or in Published), then publish again",
+        )
+        self.paths = paths
 
 
 class DiffError(StrataError):

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strata._version import __version__
 from strata.diff.tree import Change, diff_trees
@@ -49,6 +49,10 @@ from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import StatCache
 from strata.store.tree import EMPTY_TREE, TreeEntry, decode_tree, lookup, read_tree
+
+if TYPE_CHECKING:
+    from strata.workbench.checkpoints import Checkpoints
+    from strata.workbench.draft import Draft
 
 MANIFEST_FORMAT = 1
 SYSTEM = Author("strata", "system")
@@ -790,7 +794,10 @@ class Repository:
         head = self.head()
         head_tree = self._tree_of(head) if head else EMPTY_TREE
         diff = self._diff_trees(head_tree, scan.tree, scanner.store, stats=False)
-        return StatusResult(head, diff.files, scan.warnings)
+        from strata.workbench.draft import draft_reminder
+
+        reminder = draft_reminder(self, now_ms=self._clock())
+        return StatusResult(head, diff.files, scan.warnings + ([reminder] if reminder else []))
 
     # -- rewind and restore --------------------------------------------------------
 
@@ -932,6 +939,10 @@ class Repository:
                         recovered=True, skipped_paths=[display_path(p) for p in report.skipped]
                     )
                 self._commit(op)
+            if record.get("ends_draft"):  # an interrupted publish: its Draft ends with it
+                from strata.workbench.draft import end_draft
+
+                end_draft(self.layout.draft, self.layout.draft_state)
             path.unlink(missing_ok=True)
 
     # -- the ledger itself ------------------------------------------------------------
@@ -1112,6 +1123,7 @@ class Repository:
         """Reverse the newest operation not yet undone, by appending its inverse."""
         with self._writing():
             target = self.ledger.undo_target()
+            self._guard_draft_undo("undo", target)
             view = View.from_json(target["view_before"])
             tree = (target.get("details") or {}).get("tree_before")
             self._apply_view("undo", view, tree, author, undid=target["id"])
@@ -1127,6 +1139,7 @@ class Repository:
             )
             if original is None:
                 raise CorruptRepository(f"operation {original_id} is missing from the ledger")
+            self._guard_draft_undo("redo", original)
             view = View.from_json(original["view_after"])
             details = original.get("details") or {}
             tree = details.get("tree_after")
@@ -1134,6 +1147,32 @@ class Repository:
                 tree = undo_op.get("details", {}).get("tree_before")
             self._apply_view("redo", view, tree, author, redid=original_id, undo=undo_op["id"])
             return {"redid": original_id, "command": original["command"]}
+
+    def _guard_draft_undo(self, command: str, op: dict[str, Any]) -> None:
+        """While a Draft is open, refuse to undo or redo an operation that moves Published."""
+        details = op.get("details") or {}
+        before, after = View.from_json(op["view_before"]), View.from_json(op["view_after"])
+        moves = details.get("tree_before") is not None or before.head_event != after.head_event
+        if moves and self.layout.draft_state.exists():
+            raise DraftOpen(f"{command} '{op['command']}'")
+
+    # -- the Draft and checkpoints ---------------------------------------------------
+
+    def draft(self, *, create: bool = True, author: Author | None = None) -> Draft:
+        """The open Draft; when none is open, a new one (or :class:`NoDraft` if not ``create``)."""
+        from strata.workbench.draft import current_draft, open_draft, start_draft
+
+        found = open_draft(self)
+        if found is not None:
+            return found
+        return start_draft(self, author=author) if create else current_draft(self)
+
+    @property
+    def checkpoints(self) -> Checkpoints:
+        """The checkpoints of Published: list, create, restore."""
+        from strata.workbench.checkpoints import Checkpoints
+
+        return Checkpoints(self)
 
     def _apply_view(
         self, command: str, view: View, tree: str | None, author: Author | None, **details: Any

@@ -1,0 +1,559 @@
+"""The Draft: an isolated copy of Published where agent edits land.
+
+One Draft at a time. Its files live in ``REPO/draft/files`` (copy-on-write
+clones of Published's files where the file system has reflinks, else copies);
+its record ``REPO/draft/draft.json`` exists exactly while it is open: it is
+written (atomically) last when a Draft starts and removed first when it ends,
+so a crash in between leaves either no Draft or a whole one. Leftover files
+without a record are deleted by the next ``start``.
+
+The Draft has its own branch ``draft/<id>`` that starts at Published's event
+(HEAD does not move). Each run in the Draft, each review, publish and discard
+records a **draft revision**: a state event on that branch whose snapshot is
+the Draft's files, tied to the command or message that made it.
+
+Ignored folders (``.venv``, ``node_modules``) are not copied; the sandbox shows
+Published's read-only. When the workspace is a git work tree the Draft gets a
+private ``.git`` (``git clone --local``: object files are hard links, never
+written in place) so agents that commit work normally; ``.git`` is always
+ignored, so it is never recorded nor published.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strata.errors import DraftExists, NoDraft, SandboxUnavailable, UsageError
+from strata.ids import EventId, ObjectId, new_event_id
+from strata.ledger.events import Author, Event, format_ts
+from strata.ledger.ledger import moved
+from strata.store.objects import verified_chunks
+from strata.store.scan import Scanner, ScanResult
+from strata.store.statcache import StatCache
+from strata.store.tree import read_tree
+
+if TYPE_CHECKING:
+    from strata.repo import Repository
+    from strata.runs.process import ProcessOutcome
+    from strata.workbench.publish import PublishResult, ReviewResult
+
+STATE_FORMAT = 1
+FILES = "files"
+DAY_MS = 24 * 3600 * 1000
+FICLONE = 0x40049409  # <linux/fs.h>: _IOW(0x94, 9, int)
+SANDBOXES = ("bwrap", "none")
+
+
+@dataclass(frozen=True)
+class DraftState:
+    """The record ``draft.json``: which Draft is open and where it started."""
+
+    id: str
+    branch: str
+    base_event_id: EventId
+    created_ms: int
+    git: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in ``draft.json``."""
+        return {
+            "format": STATE_FORMAT,
+            "id": self.id,
+            "branch": self.branch,
+            "base_event_id": self.base_event_id,
+            "created": format_ts(self.created_ms),
+            "created_ms": self.created_ms,
+            "files": FILES,
+            "git": self.git,
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> DraftState | None:
+        """The open Draft's record, or None when no Draft is open."""
+        try:
+            raw = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            from strata.errors import CorruptRepository
+
+            raise CorruptRepository(f"the Draft record {path} is unreadable") from None
+        if raw.get("format") != STATE_FORMAT:
+            from strata.errors import UnsupportedFormat
+
+            raise UnsupportedFormat(str(path), raw.get("format"), STATE_FORMAT)
+        return cls(
+            id=str(raw["id"]),
+            branch=str(raw["branch"]),
+            base_event_id=EventId(raw["base_event_id"]),
+            created_ms=int(raw["created_ms"]),
+            git=bool(raw.get("git")),
+        )
+
+
+@dataclass
+class DraftRun:
+    """What one command run in the Draft did."""
+
+    argv: list[str]
+    outcome: ProcessOutcome
+    isolated: bool
+    revision: Event | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata draft run --json`` prints."""
+        return {
+            "argv": self.argv,
+            "exit_code": self.outcome.exit_code,
+            "signal": self.outcome.signal,
+            "duration_ms": self.outcome.duration_ms,
+            "isolated": self.isolated,
+            "revision_event_id": self.revision.id if self.revision else None,
+            "revision_snapshot_id": self.revision.snapshot_ref if self.revision else None,
+        }
+
+
+class Draft:
+    """The open Draft of a repository. Get one with :meth:`Repository.draft`."""
+
+    def __init__(self, repo: Repository, state: DraftState) -> None:
+        self.repo = repo
+        self.state = state
+
+    # -- where and what ------------------------------------------------------------
+
+    @property
+    def id(self) -> str:
+        """The Draft's id (its branch is ``draft/<id>``)."""
+        return self.state.id
+
+    @property
+    def branch(self) -> str:
+        """The Draft's branch."""
+        return self.state.branch
+
+    @property
+    def path(self) -> Path:
+        """The folder holding the Draft's files."""
+        return self.repo.layout.draft / FILES
+
+    @property
+    def base(self) -> Event:
+        """Published's event the Draft started from."""
+        return self.repo._event(self.state.base_event_id)
+
+    def tip(self) -> Event:
+        """The newest draft revision (the base until the first one)."""
+        tip = self.repo.view().branches.get(self.branch, self.state.base_event_id)
+        return self.repo._event(tip)
+
+    def age_ms(self, now_ms: int) -> int:
+        """How old the Draft is at ``now_ms``."""
+        return max(0, now_ms - self.state.created_ms)
+
+    def status(self, *, now_ms: int) -> dict[str, Any]:
+        """The shape ``strata draft status --json`` prints."""
+        tip = self.tip()
+        return {
+            "open": True,
+            "id": self.id,
+            "branch": self.branch,
+            "path": str(self.path),
+            "created": format_ts(self.state.created_ms),
+            "age_seconds": self.age_ms(now_ms) // 1000,
+            "base_event_id": self.state.base_event_id,
+            "tip_event_id": tip.id,
+            "tip_snapshot_id": tip.snapshot_ref,
+            "revisions": len(self.repo.history(branch=self.branch, action="draft_revision")),
+            "git": self.state.git,
+        }
+
+    # -- revisions -------------------------------------------------------------------
+
+    def record(
+        self,
+        message: str = "",
+        *,
+        author: Author | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> Event | None:
+        """Record the Draft's files as a draft revision; None when nothing changed."""
+        with self.repo._writing():
+            return self._record(message, author=author, data=data)
+
+    def _record(
+        self, message: str, *, author: Author | None, data: dict[str, Any] | None = None
+    ) -> Event | None:
+        repo = self.repo
+        cache = StatCache(repo.layout.draft / "statcache")
+        scanner = Scanner(self.path, repo.objects, rules=repo._rules(), cache=cache)
+        scan = scanner.scan()
+        tip = self.tip()
+        tip_tree = repo._tree_of(tip)
+        if scan.tree == tip_tree:
+            repo.objects.flush()
+            cache.replace(scan.dirs, started_ns=scan.started_ns)
+            cache.save()
+            return None
+        diff = repo._diff_trees(tip_tree, scan.tree, repo.objects, lines=scanner.lines)
+        snapshot_id = repo._write_snapshot(scan.tree, tip)
+        repo.objects.flush()
+        op = repo._begin("draft revision", author, draft=self.id)
+        event = repo._new_event(
+            "draft_revision",
+            author=author,
+            rationale=message,
+            files=[f.path for f in diff.files],
+            snapshot_ref=snapshot_id,
+            parent=tip.id,
+            data={
+                "draft_id": self.id,
+                "files_changed": diff.files_changed,
+                "insertions": diff.insertions,
+                "deletions": diff.deletions,
+                **(data or {}),
+            },
+            branch=self.branch,
+            operation_id=op.id,
+        )
+        op.add_event(event.to_json())
+        op.after = moved(op.before, branches={**op.before.branches, self.branch: event.id})
+        repo._commit(op)
+        cache.replace(scan.dirs, started_ns=scan.started_ns)
+        cache.save()
+        return repo._event(event.id)
+
+    # -- runs --------------------------------------------------------------------------
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        environ: Mapping[str, str],
+        sandbox: str = "bwrap",
+        net: bool = False,
+        bind_ro: Sequence[Path] = (),
+        env_names: Sequence[str] = (),
+        cwd: str = "",
+        author: Author | None = None,
+        message: str = "",
+    ) -> DraftRun:
+        """Run ``argv`` in the Draft, then record a draft revision.
+
+        ``sandbox`` is ``bwrap`` (the Draft mounted read-write at the
+        workspace's own path, nothing else of the host writable, see
+        :mod:`strata.sandbox.bwrap`) or ``none`` (the command runs in the Draft
+        folder with ``GIT_CEILING_DIRECTORIES`` set: no isolation).
+        ``environ`` is the caller's environment (the library reads none);
+        ``cwd`` is the workspace path the command starts in. The revision's
+        rationale is ``message`` (default: the command line).
+        """
+        from strata.runs.process import run_command
+
+        if not argv:
+            raise UsageError("give a command to run in the Draft (after '--')")
+        if sandbox not in SANDBOXES:
+            raise UsageError(f"unknown sandbox {sandbox!r}; use one of {', '.join(SANDBOXES)}")
+        cwd = cwd.strip("/")
+        if sandbox == "none":
+            env = dict(environ)
+            env["GIT_CEILING_DIRECTORIES"] = str(self.path.parent)
+            start = self.path / cwd if cwd else self.path
+            outcome = run_command(list(argv), cwd=start, env=env)
+        else:
+            full, env = self._sandboxed(argv, environ, net, bind_ro, env_names, cwd)
+            outcome = run_command(full, env=env, new_session=True)
+        shown = " ".join(argv)
+        revision = self.record(
+            message or f"draft run: {shown}"[:500],
+            author=author,
+            data={
+                "command": list(argv),
+                "exit_code": outcome.exit_code,
+                "sandbox": sandbox,
+            },
+        )
+        return DraftRun(list(argv), outcome, sandbox != "none", revision)
+
+    def _sandboxed(
+        self,
+        argv: Sequence[str],
+        environ: Mapping[str, str],
+        net: bool,
+        bind_ro: Sequence[Path],
+        env_names: Sequence[str],
+        cwd: str,
+    ) -> tuple[list[str], dict[str, str]]:
+        import importlib
+
+        # strata.sandbox.bwrap: SandboxSpec, sandbox_problem(), sandbox_command()
+        bwrap: Any = importlib.import_module("strata.sandbox.bwrap")
+        problem = bwrap.sandbox_problem()
+        if problem is not None:
+            raise SandboxUnavailable(problem)
+        workspace = self.repo.root
+        spec = bwrap.SandboxSpec(
+            workspace=workspace,
+            source=self.path,
+            cwd=workspace / cwd if cwd else workspace,
+            net=net,
+            bind_ro=tuple(Path(p).absolute() for p in bind_ro),
+            readonly=tuple((p, p) for p in self.ignored_folders()),
+            env_names=tuple(env_names),
+        )
+        full, env = bwrap.sandbox_command(spec, argv, environ=environ)
+        return list(full), dict(env)
+
+    def ignored_folders(self) -> list[Path]:
+        """Published's ignored top-level folders (``.venv``…) that the sandbox shows read-only."""
+        rules = self.repo._rules()
+        root = self.repo.root
+        found: list[Path] = []
+        try:
+            entries = sorted(os.scandir(root), key=lambda e: e.name)
+        except OSError:
+            return found
+        for entry in entries:
+            if entry.name in (".strata", ".git") or not entry.is_dir(follow_symlinks=False):
+                continue
+            if rules.is_ignored(entry.name, is_dir=True):
+                found.append(root / entry.name)
+        return found
+
+    # -- review, publish, discard -----------------------------------------------------
+
+    def review(self, *, author: Author | None = None) -> ReviewResult:
+        """Snapshot the Draft and show its change set against its base."""
+        from strata.workbench.publish import review
+
+        return review(self, author=author)
+
+    def publish(
+        self,
+        message: str = "",
+        *,
+        expect: str | None = None,
+        allow_external_symlinks: bool = False,
+        author: Author | None = None,
+    ) -> PublishResult:
+        """Publish the Draft into Published (see :func:`strata.workbench.publish.publish`)."""
+        from strata.workbench.publish import publish
+
+        return publish(
+            self,
+            message,
+            expect=expect,
+            allow_external_symlinks=allow_external_symlinks,
+            author=author,
+        )
+
+    def discard(self, *, author: Author | None = None) -> Event:
+        """Snapshot the Draft, then end it without touching Published; return the discard event."""
+        from strata.workbench.publish import discard
+
+        return discard(self, author=author)
+
+
+# -- opening and starting ------------------------------------------------------------
+
+
+def open_draft(repo: Repository) -> Draft | None:
+    """The open Draft, or None."""
+    state = DraftState.load(repo.layout.draft_state)
+    return Draft(repo, state) if state else None
+
+
+def current_draft(repo: Repository) -> Draft:
+    """The open Draft; :class:`NoDraft` when there is none."""
+    draft = open_draft(repo)
+    if draft is None:
+        raise NoDraft()
+    return draft
+
+
+def start_draft(repo: Repository, *, author: Author | None = None) -> Draft:
+    """Create the one Draft from Published's files (recording Published first)."""
+    layout = repo.layout
+    with repo._writing():
+        if layout.draft_state.exists():
+            state = DraftState.load(layout.draft_state)
+            raise DraftExists(state.id if state else "?")
+        if layout.draft.exists():
+            shutil.rmtree(layout.draft)  # what a crashed start or end left
+        from strata.repo import SYSTEM
+
+        _, scan = repo._snapshot(
+            "auto-save before draft start", author=SYSTEM, action_type="auto_save"
+        )
+        head = repo.head()
+        assert head is not None
+        draft_id = new_event_id(repo._rng)[:10]
+        while f"draft/{draft_id}" in repo.view().branches:
+            draft_id = new_event_id(repo._rng)[:10]
+        files = layout.draft / FILES
+        layout.draft.mkdir(parents=True)
+        os.mkdir(files, 0o700)
+        _clone_tree(repo, scan, head_tree=repo._tree_of(head), target=files)
+        os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
+        git = (repo.root / ".git").is_dir() and _private_git(repo.root, files)
+        branch = f"draft/{draft_id}"
+        op = repo._begin("draft start", author, draft=draft_id)
+        op.after = moved(op.before, branches={**op.before.branches, branch: head.id})
+        repo._commit(op)
+        state = DraftState(draft_id, branch, EventId(head.id), repo._now(), git)
+        _write_atomic(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
+        # the first scan of the Draft fills its stat cache
+        draft = Draft(repo, state)
+        draft._record("draft start", author=author)
+        return draft
+
+
+def end_draft(layout_draft: Path, state_path: Path) -> None:
+    """End the open Draft: its record goes first (atomically), then its files."""
+    if state_path.exists():
+        state_path.unlink()
+        _fsync_dir(state_path.parent)
+    if layout_draft.exists():
+        shutil.rmtree(layout_draft, ignore_errors=True)
+
+
+def draft_reminder(repo: Repository, *, now_ms: int) -> str | None:
+    """The reminder ``strata status`` shows for a Draft open longer than a day."""
+    state = DraftState.load(repo.layout.draft_state)
+    if state is None or now_ms - state.created_ms < DAY_MS:
+        return None
+    date = format_ts(state.created_ms)[:16].replace("T", " ")
+    return f"You have an open Draft from {date} UTC. Review and publish or discard?"
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, target: Path) -> None:
+    """Write the recorded tree into ``target``.
+
+    Files are reflinks of Published's where they still hold the recorded bytes
+    and the file system can clone, else the stored bytes.
+    """
+    dirs: list[tuple[Path, int]] = []
+
+    def walk(oid: ObjectId, prefix: str, folder: Path) -> None:
+        for entry in read_tree(repo.objects, oid):
+            path = f"{prefix}{entry.name}"
+            dest = folder / entry.name
+            if entry.kind == "dir":
+                os.mkdir(dest, 0o700)
+                dirs.append((dest, entry.mode))
+                walk(entry.oid, path + "/", dest)
+            elif entry.kind == "symlink":
+                os.symlink(os.fsdecode(repo.objects.get(entry.oid)), dest)
+            else:
+                _copy_file(repo, scan, path, entry.oid, entry.mode, dest)
+
+    walk(head_tree, "", target)
+    for path, mode in reversed(dirs):
+        os.chmod(path, mode)
+
+
+def _copy_file(
+    repo: Repository, scan: ScanResult, path: str, oid: ObjectId, mode: int, dest: Path
+) -> None:
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(dest, flags, 0o600)
+    try:
+        if not _clone_from_published(repo, scan, path, fd):
+            os.ftruncate(fd, 0)
+            for chunk in verified_chunks(repo.objects, oid):
+                os.write(fd, chunk)
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
+def _clone_from_published(repo: Repository, scan: ScanResult, path: str, dest_fd: int) -> bool:
+    """Reflink Published's file when it still has the stat the scan recorded."""
+    expected = scan.stat_of(path)
+    if expected is None:
+        return False
+    try:
+        src = os.open(repo.root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not _same_stat(os.fstat(src), expected):
+            return False
+        try:
+            fcntl.ioctl(dest_fd, FICLONE, src)
+        except OSError as exc:
+            if exc.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
+                return False
+            raise
+        return _same_stat(os.fstat(src), expected)  # not changed while cloning
+    finally:
+        os.close(src)
+
+
+def _same_stat(st: os.stat_result, expected: Any) -> bool:
+    mode, size, mtime, ctime, ino = expected[:5]
+    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (
+        mode,
+        size,
+        mtime,
+        ctime,
+        ino,
+    )
+
+
+def _private_git(workspace: Path, files: Path) -> bool:
+    """Give the Draft its own ``.git``: a local clone of the workspace's repository."""
+    tmp = files.parent / "git-clone"
+    env = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "HOME": str(files.parent),
+    }
+    try:
+        subprocess.run(
+            ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace), str(tmp)],
+            env=env,
+            capture_output=True,
+            check=True,
+        )
+        os.replace(tmp / ".git", files / ".git")
+        # the index from HEAD, the files untouched: 'git status' shows Published's
+        # uncommitted work as the Draft's
+        subprocess.run(["git", "reset", "-q"], cwd=files, env=env, capture_output=True, check=False)
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    finally:
+        with contextlib.suppress(OSError):
+            shutil.rmtree(tmp)
+    return True
