@@ -294,13 +294,7 @@ class Draft:
         env_names: Sequence[str],
         cwd: str,
     ) -> tuple[list[str], dict[str, str]]:
-        import importlib
-
-        # strata.sandbox.bwrap: SandboxSpec, sandbox_problem(), sandbox_command()
-        bwrap: Any = importlib.import_module("strata.sandbox.bwrap")
-        problem = bwrap.sandbox_problem()
-        if problem is not None:
-            raise SandboxUnavailable(problem)
+        bwrap = check_sandbox()
         workspace = self.repo.root
         spec = bwrap.SandboxSpec(
             workspace=workspace,
@@ -362,6 +356,21 @@ class Draft:
         from strata.workbench.publish import discard
 
         return discard(self, author=author)
+
+
+def check_sandbox() -> Any:
+    """The sandbox module when bubblewrap can run here; else :class:`SandboxUnavailable`."""
+    import importlib
+
+    try:
+        # strata.sandbox.bwrap: SandboxSpec, sandbox_problem(), sandbox_command()
+        bwrap: Any = importlib.import_module("strata.sandbox.bwrap")
+    except ImportError:
+        raise SandboxUnavailable("this strata has no bubblewrap sandbox module") from None
+    problem = bwrap.sandbox_problem()
+    if problem is not None:
+        raise SandboxUnavailable(problem)
+    return bwrap
 
 
 # -- opening and starting ------------------------------------------------------------

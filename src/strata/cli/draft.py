@@ -1,0 +1,489 @@
+"""The Draft's commands: ``draft start|status|run``, ``review``, ``publish``, ``discard``.
+
+Also ``checkpoint list|create|restore``.
+
+:func:`run_in_draft` is shared with ``strata run --draft``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from strata.cli.common import (
+    author_options,
+    emit_json,
+    json_option,
+    make_author,
+    open_repo,
+    rel_path,
+    short,
+)
+
+_LETTER = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T"}
+
+
+def _age(seconds: int) -> str:
+    if seconds < 120:
+        return f"{seconds} s"
+    if seconds < 7200:
+        return f"{seconds // 60} min"
+    if seconds < 2 * 86400:
+        return f"{seconds // 3600} h"
+    return f"{seconds // 86400} days"
+
+
+# -- strata draft ------------------------------------------------------------------
+
+
+@click.group()
+def draft() -> None:
+    """Work in the Draft: an isolated copy of the workspace where agent edits land.
+
+    Published (your real files) does not change until you publish.
+
+    \b
+    Example:
+      strata draft start
+      strata draft run -- my-agent "fix the tests"
+      strata review && strata publish
+    """
+
+
+@draft.command("start")
+@author_options
+@json_option
+def draft_start(author: str | None, author_kind: str | None, as_json: bool) -> None:
+    """Create the Draft from Published's files (one Draft at a time).
+
+    Files are cloned copy-on-write where the file system can (reflinks),
+    else copied; ignored folders (.venv, node_modules) are not copied. The
+    Draft gets its own branch draft/ID; HEAD stays where it is. In a git work
+    tree the Draft gets a private .git clone, never published.
+
+    \b
+    Example:
+      strata draft start --json
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        from strata.workbench.draft import start_draft
+
+        d = start_draft(repo, author=who)
+        info = d.status(now_ms=repo._now())
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(f"Started Draft {d.id} on branch {d.branch} from {short(info['base_event_id'])}")
+    click.echo(f"Its files: {d.path}")
+
+
+@draft.command("status")
+@json_option
+def draft_status(as_json: bool) -> None:
+    """Show the open Draft, its age and its newest revision.
+
+    \b
+    Example:
+      strata draft status --json
+    """
+    with open_repo() as repo:
+        from strata.workbench.draft import open_draft
+
+        d = open_draft(repo)
+        info: dict[str, Any] = d.status(now_ms=repo._now()) if d else {"open": False}
+    if as_json:
+        emit_json(info)
+        return
+    if not info["open"]:
+        click.echo("No Draft is open ('strata draft start' makes one).")
+        return
+    click.echo(
+        f"Draft {info['id']} (branch {info['branch']}), opened {info['created'][:19]} "
+        f"({_age(info['age_seconds'])} ago), {info['revisions']} revision(s), "
+        f"tip {short(info['tip_event_id'])}"
+    )
+    click.echo(f"Its files: {info['path']}")
+
+
+def sandbox_options(func: Any) -> Any:
+    """The options of a run in the Draft, shared with ``strata run --draft``."""
+    for option in reversed(
+        [
+            click.option(
+                "--sandbox",
+                type=click.Choice(["bwrap", "none"]),
+                default="bwrap",
+                show_default=True,
+                help="Isolate the command with bubblewrap, or not at all ('none').",
+            ),
+            click.option(
+                "--net",
+                type=click.Choice(["deny", "allow"]),
+                default="deny",
+                show_default=True,
+                help="Network access inside the sandbox.",
+            ),
+            click.option(
+                "--bind-ro",
+                "bind_ro",
+                multiple=True,
+                type=click.Path(exists=True),
+                help="Expose this host path read-only in the sandbox (repeatable).",
+            ),
+            click.option(
+                "--env",
+                "env_names",
+                multiple=True,
+                metavar="NAME",
+                help="Pass this environment variable into the sandbox (repeatable).",
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
+
+
+def run_in_draft(
+    argv: Sequence[str],
+    *,
+    sandbox: str = "bwrap",
+    net: str = "deny",
+    bind_ro: Sequence[str] = (),
+    env_names: Sequence[str] = (),
+    as_json: bool = False,
+    author_name: str | None = None,
+    author_kind: str | None = None,
+    message: str = "",
+) -> int:
+    """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
+
+    The shared body of ``strata draft run`` and ``strata run --draft``: options
+    are those of :func:`sandbox_options` (``net`` is ``deny`` or ``allow``).
+    The command starts in the Draft's folder matching the current folder;
+    every run records a draft revision. Prints a report (``as_json``: the
+    :class:`~strata.workbench.draft.DraftRun` JSON on stdout, else a few lines
+    on stderr, saying "no isolation" for ``--sandbox none``).
+    """
+    who = make_author(author_name, author_kind)
+    with open_repo(who) as repo:
+        from strata.workbench.draft import check_sandbox, open_draft, start_draft
+
+        if sandbox != "none":
+            check_sandbox()  # before a Draft is made for nothing
+        d = open_draft(repo)
+        started = d is None
+        if d is None:
+            d = start_draft(repo, author=who)
+        cwd = rel_path(repo, ".")
+        if not as_json:
+            if started:
+                click.echo(f"strata: started Draft {d.id}", err=True)
+            if sandbox == "none":
+                click.echo(
+                    f"strata: running in the Draft {d.path} with no isolation (--sandbox none)",
+                    err=True,
+                )
+        result = d.run(
+            argv,
+            environ=dict(os.environ),
+            sandbox=sandbox,
+            net=net == "allow",
+            bind_ro=[Path(p) for p in bind_ro],
+            env_names=env_names,
+            cwd=cwd,
+            author=who,
+            message=message,
+        )
+    if as_json:
+        emit_json({"draft_id": d.id, "started": started, **result.to_json()})
+    else:
+        rev = result.revision
+        if rev is None:
+            click.echo("strata: the Draft did not change", err=True)
+        else:
+            n = rev.data.get("files_changed", 0)
+            click.echo(
+                f"strata: recorded draft revision {short(rev.id)} "
+                f"({n} file{'s' if n != 1 else ''} changed); 'strata review' shows the Draft",
+                err=True,
+            )
+    return result.outcome.exit_code
+
+
+@draft.command("run", context_settings={"ignore_unknown_options": True})
+@sandbox_options
+@author_options
+@click.option("-m", "--message", default="", help="Why (the draft revision's message).")
+@json_option
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def draft_run(
+    sandbox: str,
+    net: str,
+    bind_ro: tuple[str, ...],
+    env_names: tuple[str, ...],
+    author: str | None,
+    author_kind: str | None,
+    message: str,
+    as_json: bool,
+    command: tuple[str, ...],
+) -> None:
+    """Run COMMAND in the Draft (made first when none is open) and record a draft revision.
+
+    By default COMMAND runs in a bubblewrap sandbox: the Draft at the
+    workspace's own path, system folders read-only, private /tmp, /run and
+    $HOME, a cleared environment, no network and no host sockets. With
+    '--sandbox none' it runs in the Draft folder with no isolation. Exits
+    with COMMAND's exit code.
+
+    \b
+    Example:
+      strata draft run --env OPENAI_API_KEY --net allow -- my-agent "fix the tests"
+      strata draft run --sandbox none -- make test
+    """
+    code = run_in_draft(
+        command,
+        sandbox=sandbox,
+        net=net,
+        bind_ro=bind_ro,
+        env_names=env_names,
+        as_json=as_json,
+        author_name=author,
+        author_kind=author_kind,
+        message=message,
+    )
+    sys.stdout.flush()
+    raise SystemExit(code)
+
+
+# -- review, publish, discard ------------------------------------------------------
+
+
+@click.command()
+@json_option
+def review(as_json: bool) -> None:
+    """Record the Draft and show its changes against the point it started from.
+
+    Per file: A/M/D with insertions and deletions (binary files: bytes
+    changed and hashes), then the unified diff. Publish exactly what you
+    reviewed with 'strata publish --expect SNAPSHOT_ID'.
+
+    \b
+    Example:
+      strata review
+      strata publish --expect "$(strata review --json | jq -r .draft_snapshot_id)"
+    """
+    with open_repo() as repo:
+        from strata.workbench.draft import current_draft
+
+        result = current_draft(repo).review()
+        if as_json:
+            emit_json(result.to_json())
+            return
+        click.echo(
+            f"Draft snapshot {result.draft_snapshot_id} "
+            f"(from {short(result.base_event.id)}): {result.diff.files_changed} file(s) changed"
+        )
+        for f in result.diff.files:
+            if f.binary:
+                detail = (
+                    f"binary, {f.bytes_changed} bytes changed, "
+                    f"{short(f.hash_before)} -> {short(f.hash_after)}"
+                )
+            else:
+                detail = f"+{f.insertions} -{f.deletions}"
+            click.echo(f"  {_LETTER.get(f.status, '?')} {f.path}  {detail}")
+        patch = result.diff.patch()
+    if patch:
+        click.echo("")
+        sys.stdout.flush()
+        sys.stdout.buffer.write(patch)
+        sys.stdout.buffer.flush()
+
+
+@click.command()
+@click.option("-m", "--message", default="", help="Why (the publish event's message).")
+@click.option(
+    "--expect",
+    metavar="SNAPSHOT_ID",
+    help="Refuse unless the Draft is still this snapshot (from 'strata review').",
+)
+@click.option(
+    "--allow-external-symlinks",
+    is_flag=True,
+    help="Publish symlinks whose target leaves the workspace.",
+)
+@author_options
+@json_option
+def publish(
+    message: str,
+    expect: str | None,
+    allow_external_symlinks: bool,
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+) -> None:
+    """Apply the Draft to Published, atomically, and end the Draft.
+
+    Published is auto-saved and checkpointed first ('strata undo' or
+    'strata checkpoint restore' bring it back). If Published changed since
+    the Draft started, changes to different files combine and same-file
+    edits merge line by line; real conflicts refuse the publish, naming the
+    files, with nothing written.
+
+    \b
+    Example:
+      strata publish -m "agent: fix the parser" --expect 3f2a9c
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        from strata.workbench.draft import current_draft
+
+        result = current_draft(repo).publish(
+            message,
+            expect=expect,
+            allow_external_symlinks=allow_external_symlinks,
+            author=who,
+        )
+    if as_json:
+        emit_json(result.to_json())
+        return
+    n = result.files_changed
+    click.echo(
+        f"Published {short(result.event.id)}: {n} file{'s' if n != 1 else ''} changed "
+        f"(checkpoint {short(result.checkpoint.id)}; 'strata undo' reverses it)"
+    )
+    for p in result.merged_paths:
+        click.echo(f"  merged {p} with changes made to Published meanwhile")
+    for p in result.skipped_paths:
+        click.echo(f"warning: left {p} untouched: it changed while publishing", err=True)
+
+
+@click.command()
+@author_options
+@json_option
+def discard(author: str | None, author_kind: str | None, as_json: bool) -> None:
+    """Record the Draft, then end it without touching Published.
+
+    Nothing is lost: the Draft's revisions stay on its branch draft/ID
+    ('strata export draft/ID DIR' or 'strata branch switch' bring them back).
+
+    \b
+    Example:
+      strata discard
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        from strata.workbench.draft import current_draft
+
+        d = current_draft(repo)
+        event = d.discard(author=who)
+    info = {
+        "event_id": event.id,
+        "draft_id": d.id,
+        "branch": d.branch,
+        "draft_event_id": event.anchor_event_id,
+    }
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Discarded Draft {d.id}; its work stays on branch {d.branch} "
+        f"(at {short(event.anchor_event_id)})"
+    )
+
+
+# -- strata checkpoint ----------------------------------------------------------------
+
+
+@click.group()
+def checkpoint() -> None:
+    """List, create and restore checkpoints: protected snapshots of Published.
+
+    A checkpoint is taken before every publish, on demand, and before every
+    checkpoint restore.
+
+    \b
+    Example:
+      strata checkpoint create -m "before the big refactor"
+      strata checkpoint list
+    """
+
+
+@checkpoint.command("list")
+@json_option
+def checkpoint_list(as_json: bool) -> None:
+    """List checkpoints, newest first.
+
+    \b
+    Example:
+      strata checkpoint list --json
+    """
+    with open_repo() as repo:
+        found = repo.checkpoints.list()
+    if as_json:
+        emit_json([c.to_json() for c in found])
+        return
+    if not found:
+        click.echo("No checkpoints yet.")
+    for c in found:
+        click.echo(f"{short(c.id)}  {c.ts[:19].replace('T', ' ')}  {c.kind:<11}  {c.message}")
+
+
+@checkpoint.command("create")
+@click.option("-m", "--message", default="", help="What the checkpoint is for.")
+@author_options
+@json_option
+def checkpoint_create(
+    message: str, author: str | None, author_kind: str | None, as_json: bool
+) -> None:
+    """Record Published and protect it as a checkpoint.
+
+    \b
+    Example:
+      strata checkpoint create -m "known good"
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        c = repo.checkpoints.create(message, author=who)
+    if as_json:
+        emit_json(c.to_json())
+        return
+    click.echo(f"Checkpoint {short(c.id)} of {short(c.event_id)}")
+
+
+@checkpoint.command("restore")
+@click.argument("checkpoint_id", metavar="ID")
+@author_options
+@json_option
+def checkpoint_restore(
+    checkpoint_id: str, author: str | None, author_kind: str | None, as_json: bool
+) -> None:
+    """Put Published back as checkpoint ID holds it.
+
+    A pre_restore checkpoint is taken first, so the restore can be undone;
+    refused while a Draft is open.
+
+    \b
+    Example:
+      strata checkpoint restore gtyrjgpy
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        result = repo.checkpoints.restore(checkpoint_id, author=who)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    n = len(result.restored_paths)
+    click.echo(
+        f"Restored checkpoint {short(checkpoint_id)}: {n} path{'s' if n != 1 else ''} "
+        "written or removed ('strata undo' reverses it)"
+    )
+
+
+COMMANDS = [draft, review, publish, discard, checkpoint]
