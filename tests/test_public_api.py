@@ -15,7 +15,13 @@ import strata.errors
 
 EXPECTED = {
     "Author",
+    "Checkpoint",
+    "Checkpoints",
     "DiffResult",
+    "Draft",
+    "DraftRun",
+    "PublishResult",
+    "ReviewResult",
     "Event",
     "FileDiff",
     "Point",

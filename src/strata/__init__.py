@@ -29,9 +29,18 @@ if TYPE_CHECKING:
         SnapshotResult,
         StatusResult,
     )
+    from strata.workbench.checkpoints import Checkpoint, Checkpoints
+    from strata.workbench.draft import Draft, DraftRun
+    from strata.workbench.publish import PublishResult, ReviewResult
 
 _HOME = {
     "Author": "strata.ledger.events",
+    "Checkpoint": "strata.workbench.checkpoints",
+    "Checkpoints": "strata.workbench.checkpoints",
+    "Draft": "strata.workbench.draft",
+    "DraftRun": "strata.workbench.draft",
+    "PublishResult": "strata.workbench.publish",
+    "ReviewResult": "strata.workbench.publish",
     "DiffResult": "strata.repo",
     "Event": "strata.ledger.events",
     "FileDiff": "strata.repo",
@@ -45,11 +54,17 @@ _HOME = {
 
 __all__ = [
     "Author",
+    "Checkpoint",
+    "Checkpoints",
     "DiffResult",
+    "Draft",
+    "DraftRun",
     "Event",
     "FileDiff",
     "Point",
+    "PublishResult",
     "Repository",
+    "ReviewResult",
     "RewindResult",
     "SnapshotResult",
     "StatusResult",

@@ -1149,10 +1149,11 @@ class Repository:
             return {"redid": original_id, "command": original["command"]}
 
     def _guard_draft_undo(self, command: str, op: dict[str, Any]) -> None:
-        """While a Draft is open, refuse to undo or redo an operation that moves Published."""
+        """While a Draft is open, refuse to undo or redo what moves Published (or the Draft)."""
         details = op.get("details") or {}
         before, after = View.from_json(op["view_before"]), View.from_json(op["view_after"])
         moves = details.get("tree_before") is not None or before.head_event != after.head_event
+        moves = moves or op["command"] in ("draft start", "draft revision")  # the open Draft's
         if moves and self.layout.draft_state.exists():
             raise DraftOpen(f"{command} '{op['command']}'")
 

@@ -186,13 +186,23 @@ class Draft:
         *,
         author: Author | None = None,
         data: dict[str, Any] | None = None,
+        always: bool = False,
     ) -> Event | None:
-        """Record the Draft's files as a draft revision; None when nothing changed."""
+        """Record the Draft's files as a draft revision.
+
+        None when nothing changed since the last revision, unless ``always``
+        (every run records one, so each command has its revision).
+        """
         with self.repo._writing():
-            return self._record(message, author=author, data=data)
+            return self._record(message, author=author, data=data, always=always)
 
     def _record(
-        self, message: str, *, author: Author | None, data: dict[str, Any] | None = None
+        self,
+        message: str,
+        *,
+        author: Author | None,
+        data: dict[str, Any] | None = None,
+        always: bool = False,
     ) -> Event | None:
         repo = self.repo
         cache = StatCache(repo.layout.draft / "statcache")
@@ -200,7 +210,7 @@ class Draft:
         scan = scanner.scan()
         tip = self.tip()
         tip_tree = repo._tree_of(tip)
-        if scan.tree == tip_tree:
+        if scan.tree == tip_tree and not always:
             repo.objects.flush()
             cache.replace(scan.dirs, started_ns=scan.started_ns)
             cache.save()
@@ -282,6 +292,7 @@ class Draft:
                 "exit_code": outcome.exit_code,
                 "sandbox": sandbox,
             },
+            always=True,
         )
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
