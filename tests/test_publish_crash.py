@@ -1,0 +1,100 @@
+"""A publish killed with SIGKILL at random points leaves Published fully old or fully new.
+
+The next command finishes (or never starts) the publish: ``strata check``
+passes, no journal is left, and Published is byte-identical either to what it
+was (the Draft still open, its work intact) or to the Draft (the Draft ended).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import read_manifest, write_tree
+from test_crash import kill_after, kill_during_apply, strata, without_temp_files
+
+pytestmark = pytest.mark.slow
+
+FILES = 1500
+ITERATIONS = 4
+
+
+def build(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Published with a recorded state and an open Draft that rewrote much of it."""
+    write_tree(root, {f"d{i % 30:02}/f{i:04}.txt": f"file {i}\n" * (1 + i % 5) for i in range(FILES)})
+    for args in (["init"], ["snapshot", "-m", "base"], ["draft", "start"]):
+        result = strata(*args, cwd=root)
+        assert result.returncode == 0, result.stderr
+    old = read_manifest(root)
+    draft = root / ".strata" / "draft" / "files"
+    for i in range(0, FILES, 2):
+        path = draft / f"d{i % 30:02}/f{i:04}.txt"
+        if i % 10 == 0:
+            path.unlink()
+        else:
+            path.write_bytes(b"draft version\n" + path.read_bytes())
+    for i in range(150):
+        (draft / f"d{i % 30:02}/new{i:03}.bin").write_bytes(bytes([i]) * 200)
+    return old, read_manifest(draft)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any, float]:
+    base = tmp_path_factory.mktemp("publish-crash")
+    ws = base / "ws"
+    old, new = build(ws)
+    probe = base / "probe"
+    shutil.copytree(ws, probe, symlinks=True)
+    start = time.monotonic()
+    result = strata("publish", cwd=probe)
+    assert result.returncode == 0, result.stderr
+    assert read_manifest(probe) == new
+    return ws, old, new, time.monotonic() - start
+
+
+def outcome(ws: Path, old: Any, new: Any) -> str:
+    reopened = strata("status", "--json", cwd=ws)  # takes the lock, finishes any journal
+    assert reopened.returncode == 0, reopened.stderr
+    check = strata("check", "--json", cwd=ws)
+    assert json.loads(check.stdout)["ok"] is True, check.stdout
+    assert not any((ws / ".strata" / "journal").glob("*.json"))
+    state, temps = without_temp_files(read_manifest(ws))
+    assert temps == [], f"temporary files left after recovery: {temps}"
+    draft_open = (ws / ".strata" / "draft" / "draft.json").exists()
+    if state == old:
+        assert draft_open, "Published is old but the Draft was ended: its work would be lost"
+        assert read_manifest(ws / ".strata" / "draft" / "files") == new
+        assert strata("publish", cwd=ws).returncode == 0  # it can still be published
+        assert read_manifest(ws) == new
+        return "old"
+    assert state == new, "a half-published workspace: neither the old nor the new state"
+    assert not draft_open
+    history = json.loads(strata("history", "--json", "--action", "publish", cwd=ws).stdout)
+    assert len(history) == 1
+    return "new"
+
+
+@pytest.mark.parametrize("during_apply", [False, True], ids=["anywhere", "while-writing"])
+def test_killed_publish_leaves_published_fully_old_or_fully_new(
+    template: tuple[Path, Any, Any, float], tmp_path: Path, during_apply: bool
+) -> None:
+    template_ws, old, new, duration = template
+    rng = random.Random(5 if during_apply else 4)
+    seen = []
+    for n in range(ITERATIONS):
+        ws = tmp_path / f"run{n}" / "ws"
+        shutil.copytree(template_ws, ws, symlinks=True)
+        if during_apply:
+            code, _ = kill_during_apply(["publish"], ws, rng.uniform(0.0, duration * 0.3))
+        else:
+            code = kill_after(["publish"], ws, rng.uniform(0.05, duration * 1.1))
+        assert code in (None, 0), f"publish failed on its own with exit {code}"
+        seen.append(outcome(ws, old, new))
+        shutil.rmtree(tmp_path / f"run{n}")
+    assert len(seen) == ITERATIONS
