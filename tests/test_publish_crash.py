@@ -27,7 +27,8 @@ ITERATIONS = 4
 
 def build(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """Published with a recorded state and an open Draft that rewrote much of it."""
-    write_tree(root, {f"d{i % 30:02}/f{i:04}.txt": f"file {i}\n" * (1 + i % 5) for i in range(FILES)})
+    spec = {f"d{i % 30:02}/f{i:04}.txt": f"file {i}\n" * (1 + i % 5) for i in range(FILES)}
+    write_tree(root, spec)
     for args in (["init"], ["snapshot", "-m", "base"], ["draft", "start"]):
         result = strata(*args, cwd=root)
         assert result.returncode == 0, result.stderr
