@@ -205,6 +205,8 @@ class Draft:
         always: bool = False,
     ) -> Event | None:
         repo = self.repo
+        if DraftState.load(repo.layout.draft_state) != self.state:
+            raise NoDraft()  # published or discarded meanwhile
         cache = StatCache(repo.layout.draft / "statcache")
         scanner = Scanner(self.path, repo.objects, rules=repo._rules(), cache=cache)
         scan = scanner.scan()
@@ -279,6 +281,8 @@ class Draft:
             env = dict(environ)
             env["GIT_CEILING_DIRECTORIES"] = str(self.path.parent)
             start = self.path / cwd if cwd else self.path
+            if not start.is_dir():
+                raise UsageError(f"the Draft has no folder {cwd!r} to run in")
             outcome = run_command(list(argv), cwd=start, env=env)
         else:
             full, env = self._sandboxed(argv, environ, net, bind_ro, env_names, cwd)

@@ -143,6 +143,12 @@ def publish(
 
     repo = draft.repo
     with repo._writing():
+        from strata.errors import WorkspaceBusy
+        from strata.runs.lease import active_leases
+
+        held = active_leases(repo.layout.runs)
+        if held:  # a run is writing Published right now
+            raise WorkspaceBusy("publish", [str(h.get("run_id")) for h in held])
         draft._record("before publish", author=author)
         tip = draft.tip()
         assert tip.snapshot_ref is not None
