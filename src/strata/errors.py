@@ -28,7 +28,10 @@ The tree::
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
     │   └── DraftOpen              a Draft exists, so Published may not move
-    └── DiffError                  a diff that cannot be produced
+    ├── DiffError                  a diff that cannot be produced
+    └── SandboxError
+        ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
+        └── SandboxPolicyError     a path the sandbox policy refuses to mount
 """
 
 from __future__ import annotations
@@ -219,3 +222,27 @@ class DraftOpen(WorkspaceError):
 
 class DiffError(StrataError):
     """A diff that cannot be produced."""
+
+
+class SandboxError(StrataError):
+    """A command could not be run in the OS sandbox."""
+
+
+class SandboxUnavailable(SandboxError):
+    """bubblewrap is missing, or cannot create a sandbox on this machine."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"cannot run in a sandbox: {reason}",
+            hint="install bubblewrap (apt-get install bubblewrap), "
+            "or pass --sandbox none to run without isolation",
+        )
+        self.reason = reason
+
+
+class SandboxPolicyError(SandboxError):
+    """A path the sandbox policy refuses: malformed, missing, or one that would expose too much."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
