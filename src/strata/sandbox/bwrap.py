@@ -48,6 +48,7 @@ __all__ = [
     "SYSTEM_PATHS",
     "SandboxSpec",
     "sandbox_command",
+    "missing_mount_points",
     "sandbox_home",
     "sandbox_problem",
     "unsandboxed_environment",
@@ -99,7 +100,11 @@ class SandboxSpec:
     bind_ro: tuple[Path, ...] = ()
     """Host paths exposed read-only at the same path (``--bind-ro PATH``)."""
     readonly: tuple[tuple[Path, Path], ...] = ()
-    """(host path, path inside) read-only binds; the inside path lies below ``workspace``."""
+    """(host path, path inside) read-only binds; the inside path lies below ``workspace``.
+
+    A mount point missing from ``source`` is created there, empty, by bubblewrap
+    (see :func:`missing_mount_points`).
+    """
     env_names: tuple[str, ...] = ()
     """Variables passed through beyond :data:`ENV_ALLOWLIST` (``--env NAME``)."""
     repository: Path | None = None
@@ -274,6 +279,25 @@ def sandbox_command(
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
     return [*relay, *args, "--", *argv], env
+
+
+def missing_mount_points(spec: SandboxSpec) -> list[Path]:
+    """Paths in ``spec.source`` that bubblewrap will create as mount points.
+
+    A ``readonly`` bind below the workspace needs its mount point to exist in the
+    Draft; when the Draft lacks it (an ignored folder such as ``.venv`` that was
+    not copied), bubblewrap creates an empty folder (or an empty file) there.
+    Callers that want the Draft exactly as the command left it remove these
+    after the run when they are still empty. Listed parents first.
+    """
+    missing: list[Path] = []
+    for _host, inside in sorted(spec.readonly, key=lambda pair: pair[1].parts):
+        current = spec.source
+        for name in inside.relative_to(spec.workspace).parts:
+            current = current / name
+            if not os.path.lexists(current) and current not in missing:
+                missing.append(current)
+    return missing
 
 
 def unsandboxed_environment(folder: Path, *, environ: Mapping[str, str]) -> dict[str, str]:
