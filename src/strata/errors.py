@@ -31,10 +31,12 @@ The tree::
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
     │   ├── DraftChanged           the Draft changed since the review publish expects
-    │   ├── ExternalSymlink        a Draft symlink points outside the workspace
-    │   └── SandboxUnavailable     bubblewrap cannot run here
+    │   └── ExternalSymlink        a Draft symlink points outside the workspace
     ├── MergeConflict              publish: edits of Published and the Draft collide
-    └── DiffError                  a diff that cannot be produced
+    ├── DiffError                  a diff that cannot be produced
+    └── SandboxError
+        ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
+        └── SandboxPolicyError     a path the sandbox policy refuses to mount
 """
 
 from __future__ import annotations
@@ -265,17 +267,6 @@ class ExternalSymlink(WorkspaceError):
         self.paths = paths
 
 
-class SandboxUnavailable(WorkspaceError):
-    """The bubblewrap sandbox cannot run on this machine."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(
-            f"the sandbox cannot run here: {reason}",
-            hint="install bubblewrap, or run with '--sandbox none' (no isolation)",
-        )
-        self.reason = reason
-
-
 class MergeConflict(StrataError):
     """Published and the Draft changed the same lines (or a file one side deleted)."""
 
@@ -290,3 +281,27 @@ class MergeConflict(StrataError):
 
 class DiffError(StrataError):
     """A diff that cannot be produced."""
+
+
+class SandboxError(StrataError):
+    """A command could not be run in the OS sandbox."""
+
+
+class SandboxUnavailable(SandboxError):
+    """bubblewrap is missing, or cannot create a sandbox on this machine."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"cannot run in a sandbox: {reason}",
+            hint="install bubblewrap (apt-get install bubblewrap), "
+            "or pass --sandbox none to run without isolation",
+        )
+        self.reason = reason
+
+
+class SandboxPolicyError(SandboxError):
+    """A path the sandbox policy refuses: malformed, missing, or one that would expose too much."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path

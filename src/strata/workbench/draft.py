@@ -45,6 +45,7 @@ from strata.store.tree import read_tree
 if TYPE_CHECKING:
     from strata.repo import Repository
     from strata.runs.process import ProcessOutcome
+    from strata.sandbox.bwrap import SandboxSpec
     from strata.workbench.publish import PublishResult, ReviewResult
 
 STATE_FORMAT = 1
@@ -277,16 +278,27 @@ class Draft:
         if sandbox not in SANDBOXES:
             raise UsageError(f"unknown sandbox {sandbox!r}; use one of {', '.join(SANDBOXES)}")
         cwd = cwd.strip("/")
+        from strata.sandbox import bwrap
+
         if sandbox == "none":
-            env = dict(environ)
-            env["GIT_CEILING_DIRECTORIES"] = str(self.path.parent)
+            env = bwrap.unsandboxed_environment(self.path, environ=environ)
             start = self.path / cwd if cwd else self.path
             if not start.is_dir():
                 raise UsageError(f"the Draft has no folder {cwd!r} to run in")
             outcome = run_command(list(argv), cwd=start, env=env)
         else:
-            full, env = self._sandboxed(argv, environ, net, bind_ro, env_names, cwd)
-            outcome = run_command(full, env=env, new_session=True)
+            spec = self._spec(net, bind_ro, env_names, cwd)
+            made = bwrap.missing_mount_points(spec)
+            full, env = bwrap.sandbox_command(spec, argv, environ=environ)
+            try:
+                outcome = run_command(full, env=env, new_session=True)
+            finally:
+                for path in reversed(made):  # the mount points bubblewrap made, if still empty
+                    with contextlib.suppress(OSError):
+                        if path.is_dir() and not path.is_symlink():
+                            path.rmdir()
+                        elif path.is_file() and not path.is_symlink() and not path.stat().st_size:
+                            path.unlink()
         shown = " ".join(argv)
         revision = self.record(
             message or f"draft run: {shown}"[:500],
@@ -300,18 +312,14 @@ class Draft:
         )
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
-    def _sandboxed(
-        self,
-        argv: Sequence[str],
-        environ: Mapping[str, str],
-        net: bool,
-        bind_ro: Sequence[Path],
-        env_names: Sequence[str],
-        cwd: str,
-    ) -> tuple[list[str], dict[str, str]]:
-        bwrap = check_sandbox()
+    def _spec(
+        self, net: bool, bind_ro: Sequence[Path], env_names: Sequence[str], cwd: str
+    ) -> SandboxSpec:
+        from strata.sandbox.bwrap import SandboxSpec
+
+        check_sandbox()
         workspace = self.repo.root
-        spec = bwrap.SandboxSpec(
+        return SandboxSpec(
             workspace=workspace,
             source=self.path,
             cwd=workspace / cwd if cwd else workspace,
@@ -319,9 +327,8 @@ class Draft:
             bind_ro=tuple(Path(p).absolute() for p in bind_ro),
             readonly=tuple((p, p) for p in self.ignored_folders()),
             env_names=tuple(env_names),
+            repository=self.repo.layout.repo,
         )
-        full, env = bwrap.sandbox_command(spec, argv, environ=environ)
-        return list(full), dict(env)
 
     def ignored_folders(self) -> list[Path]:
         """Published's ignored top-level folders (``.venv``…) that the sandbox shows read-only."""
@@ -373,19 +380,13 @@ class Draft:
         return discard(self, author=author)
 
 
-def check_sandbox() -> Any:
-    """The sandbox module when bubblewrap can run here; else :class:`SandboxUnavailable`."""
-    import importlib
+def check_sandbox() -> None:
+    """Raise :class:`SandboxUnavailable` when bubblewrap cannot run here."""
+    from strata.sandbox.bwrap import sandbox_problem
 
-    try:
-        # strata.sandbox.bwrap: SandboxSpec, sandbox_problem(), sandbox_command()
-        bwrap: Any = importlib.import_module("strata.sandbox.bwrap")
-    except ImportError:
-        raise SandboxUnavailable("this strata has no bubblewrap sandbox module") from None
-    problem = bwrap.sandbox_problem()
+    problem = sandbox_problem()
     if problem is not None:
         raise SandboxUnavailable(problem)
-    return bwrap
 
 
 # -- opening and starting ------------------------------------------------------------
