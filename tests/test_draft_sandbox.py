@@ -165,15 +165,20 @@ def test_the_sandbox_shows_ignored_folders_read_only(tmp_path: Path, run_cli: Cl
     ws = tmp_path / "ws"
     (ws / ".venv").mkdir(parents=True)
     (ws / ".venv" / "tool").write_text("a tool\n")
-    (ws / "a.txt").write_text("a\n")
+    (ws / "web" / "node_modules" / "pkg").mkdir(parents=True)
+    (ws / "web" / "node_modules" / "pkg" / "index.js").write_text("module\n")
+    (ws / "web" / "app.js").write_text("app\n")
     assert run_cli("init", cwd=ws)[0] == 0
-    code, out, err = run_cli(
-        "draft", "run", "--", "sh", "-c", "cat .venv/tool; echo x > .venv/tool || echo refused",
-        cwd=ws,
-    )  # fmt: skip
-    assert code == 0, err
-    assert out.splitlines() == ["a tool", "refused"]
-    assert (ws / ".venv" / "tool").read_text() == "a tool\n"
-    assert not (ws / ".strata" / "draft" / "files" / ".venv").exists() or not any(
-        (ws / ".strata" / "draft" / "files" / ".venv").iterdir()
+    script = (
+        "cat .venv/tool web/node_modules/pkg/index.js;"
+        "echo x > .venv/tool || echo refused; echo x > web/node_modules/new || echo refused"
     )
+    code, out, err = run_cli("draft", "run", "--", "sh", "-c", script, cwd=ws)
+    assert code == 0, err
+    assert out.splitlines() == ["a tool", "module", "refused", "refused"]
+    assert (ws / ".venv" / "tool").read_text() == "a tool\n"
+    assert not (ws / "web" / "node_modules" / "new").exists()
+    draft = ws / ".strata" / "draft" / "files"
+    # ignored folders are not copied, and the mount points made for them are removed
+    assert sorted(p.name for p in draft.iterdir()) == ["web"]
+    assert sorted(p.name for p in (draft / "web").iterdir()) == ["app.js"]

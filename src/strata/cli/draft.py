@@ -181,14 +181,13 @@ def run_in_draft(
         if d is None:
             d = start_draft(repo, author=who)
         cwd = rel_path(repo, ".")
-        if not as_json:
-            if started:
-                click.echo(f"strata: started Draft {d.id}", err=True)
-            if sandbox == "none":
-                click.echo(
-                    f"strata: running in the Draft {d.path} with no isolation (--sandbox none)",
-                    err=True,
-                )
+        if started and not as_json:
+            click.echo(f"strata: started Draft {d.id}", err=True)
+        if sandbox == "none":  # said even with --json (on stderr): it matters
+            click.echo(
+                f"strata: running in the Draft {d.path} with no isolation (--sandbox none)",
+                err=True,
+            )
         result = d.run(
             argv,
             environ=dict(os.environ),

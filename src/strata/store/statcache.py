@@ -85,6 +85,10 @@ class StatCache:
             return
         self._raw = raw.get("dirs", {})
 
+    def folders(self) -> list[str]:
+        """Every folder the cache knows, sorted."""
+        return sorted(self._raw.keys() | self.dirs.keys())
+
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
         cached = self.dirs.get(folder)

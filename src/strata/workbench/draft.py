@@ -331,19 +331,24 @@ class Draft:
         )
 
     def ignored_folders(self) -> list[Path]:
-        """Published's ignored top-level folders (``.venv``…) that the sandbox shows read-only."""
-        rules = self.repo._rules()
+        """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only.
+
+        Read from Published's stat cache (the ignored names of every folder
+        the last scan walked; a Draft start scans first), outermost only.
+        """
+        from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
+
         root = self.repo.root
+        cache = StatCache(self.repo.layout.statcache)
         found: list[Path] = []
-        try:
-            entries = sorted(os.scandir(root), key=lambda e: e.name)
-        except OSError:
-            return found
-        for entry in entries:
-            if entry.name in (".strata", ".git") or not entry.is_dir(follow_symlinks=False):
-                continue
-            if rules.is_ignored(entry.name, is_dir=True):
-                found.append(root / entry.name)
+        for folder in cache.folders():
+            cached = cache.get(folder)
+            for name in sorted(cached.ignored if cached else ()):
+                if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
+                    continue
+                path = root / folder / name if folder else root / name
+                if path.is_dir() and not path.is_symlink():
+                    found.append(path)
         return found
 
     # -- review, publish, discard -----------------------------------------------------
