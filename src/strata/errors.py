@@ -28,7 +28,11 @@ The tree::
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
     │   └── DraftOpen              a Draft exists, so Published may not move
-    └── DiffError                  a diff that cannot be produced
+    ├── DiffError                  a diff that cannot be produced
+    └── RunError                   a run that cannot start or record ('strata run' exits 125)
+        ├── CommandNotFound        the command does not exist (exit 127)
+        ├── CommandNotExecutable   the command cannot be executed (exit 126)
+        └── GitBackendError        a git command of the git backend failed
 """
 
 from __future__ import annotations
@@ -219,3 +223,33 @@ class DraftOpen(WorkspaceError):
 
 class DiffError(StrataError):
     """A diff that cannot be produced."""
+
+
+class RunError(StrataError):
+    """A run that cannot start or cannot record; ``exit_code`` is what ``strata run`` exits with."""
+
+    exit_code = 125
+
+
+class CommandNotFound(RunError):
+    """The command of a run does not exist."""
+
+    exit_code = 127
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"command not found: {command}", hint="check the spelling and your PATH")
+        self.command = command
+
+
+class CommandNotExecutable(RunError):
+    """The command of a run exists but cannot be executed."""
+
+    exit_code = 126
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"cannot execute {command}: {reason}")
+        self.command = command
+
+
+class GitBackendError(RunError):
+    """A git command of the git backend failed."""
