@@ -22,6 +22,7 @@ from strata.errors import StrataError
 from strata.runs.lease import active_leases, stale_leases
 
 Git = Callable[..., subprocess.CompletedProcess[bytes]]
+sh = "/bin/sh"
 
 
 # -- helpers -----------------------------------------------------------------------
@@ -143,9 +144,6 @@ def test_git_run_and_rollback_leave_the_users_git_state_identical(
     assert git("tag", "-l", cwd=gitws).stdout.decode() == "v1\n"
     code, out, err = run_cli("check", cwd=gitws)
     assert code == 0, out + err
-
-
-sh = "/bin/sh"
 
 
 def test_git_snapshots_are_usable_refs(gitws: Path, git: Git, run_cli: Any) -> None:
@@ -465,3 +463,45 @@ def test_rewind_from_another_process_is_refused_while_a_run_holds_the_lease(
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 128 + signal.SIGTERM
     assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_an_interrupted_callable_rolls_back_only_when_asked(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("start")
+
+    def interrupted() -> None:
+        (ws / "f.txt").write_text("half done\n")
+        raise KeyboardInterrupt
+
+    kept = repo.execute_run(interrupted, workspace=WorkspaceOptions(rollback_on_failure=True))
+    assert kept.interrupted and kept.workspace is not None and not kept.workspace.rolled_back
+    assert (ws / "f.txt").read_text() == "half done\n"
+    assert isinstance(kept.error, KeyboardInterrupt)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("again")
+    undone = repo.execute_run(interrupted, workspace=WorkspaceOptions(rollback_on_interrupt=True))
+    assert undone.workspace is not None and undone.workspace.rolled_back
+    assert (ws / "f.txt").read_text() == "before\n"
+
+
+def test_a_killed_git_backed_run_is_recorded(gitws: Path, git: Git, run_cli: Any) -> None:
+    state = git_state(git, gitws)
+    proc = strata_popen(run_cli, "run", "--", sys.executable, "-c", CHILD, cwd=gitws)
+    try:
+        wait_for(gitws / "ready")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    runs_folder = gitws / ".git" / "strata" / "repo" / "runs"
+    assert len(stale_leases(runs_folder)) == 1
+    code, _, err = run_cli("snapshot", cwd=gitws)
+    assert code == 0, err
+    run = events(run_cli, gitws, "run")[0]
+    assert run["data"]["recovered"] is True
+    assert run["data"]["workspace"]["backend"] == "git"
+    assert run["data"]["workspace"]["after_snapshot"].startswith("git:")
+    assert stale_leases(runs_folder) == []
+    assert run_cli("check", cwd=gitws)[0] == 0
+    after = git_state(git, gitws)
+    assert after["index"] == state["index"] and after["stash"] == state["stash"]
