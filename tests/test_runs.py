@@ -32,7 +32,8 @@ def git_state(git: Git, root: Path) -> dict[str, Any]:
     """Everything of the user's git repository a run must leave alone."""
 
     def out(*args: str) -> str:
-        return git(*args, cwd=root, check=False).stdout.decode()
+        # --no-optional-locks: 'git status' itself must not refresh the index it is checking
+        return git("--no-optional-locks", *args, cwd=root, check=False).stdout.decode()
 
     return {
         "status": out("status", "--porcelain", "--untracked-files=all", "--ignored"),
@@ -505,3 +506,23 @@ def test_a_killed_git_backed_run_is_recorded(gitws: Path, git: Git, run_cli: Any
     assert run_cli("check", cwd=gitws)[0] == 0
     after = git_state(git, gitws)
     assert after["index"] == state["index"] and after["stash"] == state["stash"]
+
+
+def test_python_api_in_a_git_work_tree_without_strata(gitws: Path, git: Git) -> None:
+    state = git_state(git, gitws)
+    with Repository.open_for_run(gitws) as repo:
+
+        def edit() -> str:
+            (gitws / "a.txt").write_text("edited\n")
+            raise RuntimeError("failed after editing")
+
+        result = repo.execute_run(edit, workspace=WorkspaceOptions(rollback_on_failure=True))
+        assert result.workspace is not None
+        assert result.workspace.backend == "git"
+        assert result.workspace.rolled_back
+        assert isinstance(result.error, RuntimeError)
+        assert repo.check() == []
+    assert (gitws / "a.txt").read_text() == "one\n"
+    assert git_state(git, gitws) == state
+    with pytest.raises(StrataError, match="not a strata workspace"):
+        Repository.open_for_run(gitws.parent)

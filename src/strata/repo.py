@@ -343,6 +343,17 @@ class Repository:
 
     find = open
 
+    @classmethod
+    def open_for_run(cls, path: Path | str, *, strategy: str = "auto", **kwargs: Any) -> Repository:
+        """The repository a run in ``path`` records into.
+
+        The workspace's own; else, in a git work tree, one kept inside ``.git``
+        (made on first use) for the git backend; else ``NotARepository``.
+        """
+        from strata.runs.flow import open_for_run
+
+        return open_for_run(Path(path), strategy=strategy, **kwargs)
+
     def close(self) -> None:
         """Release the ledger and the object store's open files."""
         self.ledger.close()

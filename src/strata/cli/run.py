@@ -129,6 +129,13 @@ def run(
         ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
     if as_json:
         emit_json(result.to_json())
+    ws = result.workspace
+    if ws is not None and ws.rolled_back:
+        click.echo(
+            f"strata: rolled back {ws.diff['files_changed']} changed path(s); "
+            f"the failed state is kept at {ws.safety_ref}",
+            err=True,
+        )
     ctx.exit(result.exit_code)
 
 
@@ -137,9 +144,9 @@ def _run_published(
 ) -> RunResult:
     """Run ``argv`` on the workspace's real files."""
     from strata.cli.common import Progress
-    from strata.runs.flow import open_for_run
+    from strata.repo import Repository
 
-    repo = open_for_run(
+    repo = Repository.open_for_run(
         Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **_injected()
     )
     with repo:

@@ -241,22 +241,20 @@ def record_finish(
 
 def _rollback_paths(repo: Repository, before: ObjectId, after: ObjectId) -> list[str]:
     """The paths a rollback restores: each changed path, or the new or gone folder holding it."""
+
+    def outermost(path: str) -> str:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if any(lookup(repo.objects, tree, prefix) is None for tree in (before, after)):
+                return prefix  # a folder the run created or removed: restored as a whole
+        return path
+
     paths: set[str] = set()
     for change in diff_trees(repo.objects, before, after):
-        for path, tree in ((change.path, before), (change.old_path, after)):
-            if path is None:
-                continue
-            parts = path.split("/")
-            chosen = path
-            for i in range(1, len(parts)):  # the outermost folder missing on either side
-                prefix = "/".join(parts[:i])
-                if (
-                    lookup(repo.objects, tree, prefix) is None
-                    or lookup(repo.objects, after if tree == before else before, prefix) is None
-                ):
-                    chosen = prefix
-                    break
-            paths.add(chosen)
+        paths.add(outermost(change.path))
+        if change.old_path is not None:
+            paths.add(outermost(change.old_path))
     return sorted(paths)
 
 
