@@ -78,6 +78,12 @@ def open_for_run(path: Path, *, strategy: str = "auto", **kwargs: Any) -> Reposi
     top = _git_toplevel(path)
     if top is None:
         raise NotARepository(str(path.resolve())) from None
+    if not (top / ".git").is_dir():
+        raise RunError(
+            f"{top} is a linked git worktree or submodule; the git backend needs its own "
+            "repository there",
+            hint="run 'strata init' in it to record runs with the hash backend",
+        )
     layout, _ = create_layout(top, store=None, hidden=True)
     return Repository(layout, **kwargs)
 
@@ -165,7 +171,8 @@ def execute_run(
             "options": opts.to_json(),
             "author": author.to_json(),
         }
-        with Lease.acquire(repo.layout.runs, run_id, info):
+        lease = Lease.acquire(repo.layout.runs, run_id, info)
+        try:
             outcome, value, error = _execute(target, cwd, around)
             failed = outcome.exit_code != 0 and not outcome.interrupted
             wants_rollback = (failed and opts.rollback_on_failure) or (
@@ -190,6 +197,10 @@ def execute_run(
                 safety = None
                 if wants_rollback and finish.changed:
                     safety = rollback(repo, run_id, before, finish.after, finish, backend, author)
+        except BaseException:
+            lease.abandon()  # the next command that writes records the run as interrupted
+            raise
+        lease.release()
     finally:
         repo.extra_ignore = ()
     ws = WorkspaceResult(

@@ -113,6 +113,8 @@ class GitWorkspace:
     def snapshot(self, message: str, *, ignore: Sequence[str] = ()) -> str:
         """Commit the work tree as it is (untracked files included, ignored ones not)."""
         self.index.parent.mkdir(parents=True, exist_ok=True)
+        # the caller holds the repository's write lock: a lock file left here is a killed run's
+        self.index.with_name("index.lock").unlink(missing_ok=True)
         user_index = self.git_dir / "index"
         if not self.index.exists() and user_index.exists():
             temp = self.index.with_name("index.seed")
