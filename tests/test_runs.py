@@ -526,3 +526,24 @@ def test_python_api_in_a_git_work_tree_without_strata(gitws: Path, git: Git) -> 
     assert git_state(git, gitws) == state
     with pytest.raises(StrataError, match="not a strata workspace"):
         Repository.open_for_run(gitws.parent)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.35, 0.5, 0.7, 0.9])
+def test_sigkill_at_any_point_of_a_run_leaves_a_checkable_repository(
+    ws: Path, run_cli: Any, delay: float
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    for i in range(30):
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    script = "for i in $(seq 0 29); do echo x >> f$i.txt; done; echo n > new.txt; exit 1"
+    proc = strata_popen(run_cli, "run", "--rollback-on-failure", "--", sh, "-c", script, cwd=ws)
+    time.sleep(delay)  # a kill point, not a measurement
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    code, _, err = run_cli("snapshot", "-m", "after the crash", cwd=ws)
+    assert code == 0, err
+    code, out, err = run_cli("check", cwd=ws)
+    assert code == 0, out + err
+    assert stale_leases(ws / ".strata" / "runs") == []
+    assert len(events(run_cli, ws, "run")) <= 1
