@@ -21,9 +21,11 @@ EXPECTED = {
     "Point",
     "Repository",
     "RewindResult",
+    "RunResult",
     "SnapshotResult",
     "StatusResult",
     "StrataError",
+    "WorkspaceOptions",
     "__version__",
 }
 
