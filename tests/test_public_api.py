@@ -27,9 +27,11 @@ EXPECTED = {
     "Point",
     "Repository",
     "RewindResult",
+    "RunResult",
     "SnapshotResult",
     "StatusResult",
     "StrataError",
+    "WorkspaceOptions",
     "__version__",
 }
 

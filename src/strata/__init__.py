@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         SnapshotResult,
         StatusResult,
     )
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoint, Checkpoints
     from strata.workbench.draft import Draft, DraftRun
     from strata.workbench.publish import PublishResult, ReviewResult
@@ -47,9 +49,11 @@ _HOME = {
     "Point": "strata.repo",
     "Repository": "strata.repo",
     "RewindResult": "strata.repo",
+    "RunResult": "strata.runs.result",
     "SnapshotResult": "strata.repo",
     "StatusResult": "strata.repo",
     "StrataError": "strata.errors",
+    "WorkspaceOptions": "strata.runs.options",
 }
 
 __all__ = [
@@ -66,9 +70,11 @@ __all__ = [
     "Repository",
     "ReviewResult",
     "RewindResult",
+    "RunResult",
     "SnapshotResult",
     "StatusResult",
     "StrataError",
+    "WorkspaceOptions",
     "__version__",
 ]
 

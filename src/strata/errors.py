@@ -34,9 +34,13 @@ The tree::
     │   └── ExternalSymlink        a Draft symlink points outside the workspace
     ├── MergeConflict              publish: edits of Published and the Draft collide
     ├── DiffError                  a diff that cannot be produced
-    └── SandboxError
-        ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
-        └── SandboxPolicyError     a path the sandbox policy refuses to mount
+    ├── SandboxError
+    │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
+    │   └── SandboxPolicyError     a path the sandbox policy refuses to mount
+    └── RunError                   a run that cannot start or record ('strata run' exits 125)
+        ├── CommandNotFound        the command does not exist (exit 127)
+        ├── CommandNotExecutable   the command cannot be executed (exit 126)
+        └── GitBackendError        a git command of the git backend failed
 """
 
 from __future__ import annotations
@@ -305,3 +309,33 @@ class SandboxPolicyError(SandboxError):
     def __init__(self, message: str, *, path: str | None = None) -> None:
         super().__init__(message)
         self.path = path
+
+
+class RunError(StrataError):
+    """A run that cannot start or cannot record; ``exit_code`` is what ``strata run`` exits with."""
+
+    exit_code = 125
+
+
+class CommandNotFound(RunError):
+    """The command of a run does not exist."""
+
+    exit_code = 127
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"command not found: {command}", hint="check the spelling and your PATH")
+        self.command = command
+
+
+class CommandNotExecutable(RunError):
+    """The command of a run exists but cannot be executed."""
+
+    exit_code = 126
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"cannot execute {command}: {reason}")
+        self.command = command
+
+
+class GitBackendError(RunError):
+    """A git command of the git backend failed."""
