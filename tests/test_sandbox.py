@@ -242,6 +242,24 @@ def test_tmp_and_home_are_private_and_empty(
     assert _tree(layout.home) == home_before
 
 
+def test_a_workspace_inside_the_home_folder_stays_visible(
+    layout: Layout, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # HOME holds the workspace (as ~/project usually does): the private home is
+    # mounted first, then the Draft on top of it
+    environ = layout.environ(HOME=str(layout.root))
+    script = f"""
+    report["home"] = os.environ["HOME"]
+    report["home_entries"] = sorted(os.listdir(os.environ["HOME"]))
+    report["keep"] = open({str(layout.published / "keep.txt")!r}).read()
+    print(json.dumps(report))
+    """
+    result = run_in_sandbox(layout.spec(), script, capfd, environ=environ)
+    assert result.report["home"] == str(layout.root)
+    assert result.report["home_entries"] == ["project"]  # not home/, not the host's files
+    assert result.report["keep"] == "draft keep\n"
+
+
 @pytest.mark.parametrize("repository_inside", [True, False], ids=["inside", "sibling"])
 def test_the_repository_cannot_be_read_or_written(
     tmp_path: Path, repository_inside: bool, capfd: pytest.CaptureFixture[str]
