@@ -569,6 +569,7 @@ def test_policy_refuses_dangerous_or_malformed_paths(layout: Layout, tmp_path: P
             repository=None, bind_ro=(layout.root,)
         ),
         "keeps private": layout.spec(bind_ro=(Path("/run"),)),
+        "has its own 'proc'": layout.spec(bind_ro=(Path("/proc/self/fd"),)),
         "not an absolute path": layout.spec(bind_ro=(Path("relative"),)),
         "contains '..'": layout.spec(bind_ro=(layout.root / "home" / ".." / "project",)),
         "does not exist": layout.spec(bind_ro=(layout.root / "missing",)),

@@ -261,6 +261,8 @@ def sandbox_command(
     bwrap, problem = _probe(None)
     if bwrap is None:
         raise SandboxUnavailable(problem or "bubblewrap cannot run here")
+    if not sys.executable:
+        raise SandboxUnavailable("no Python interpreter to run the signal relay with")
 
     args = [*_isolation(bwrap, net=spec.net), *_system_mounts()]
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -441,6 +443,10 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
         forms = _forms(path)
         if Path("/") in forms:
             raise SandboxPolicyError("--bind-ro / would expose the whole host", path="/")
+        if any(_within(path, Path(p)) for p in _KERNEL):
+            raise SandboxPolicyError(
+                f"--bind-ro {path}: the sandbox has its own {path.parts[1]!r}", path=str(path)
+            )
         if any(_within(form, w) for form in forms for w in _forms(workspace)):
             raise SandboxPolicyError(
                 f"--bind-ro {path} lies in the workspace, which the sandbox already shows",
