@@ -507,13 +507,26 @@ time.sleep(600)
 """
 
 
-def _start_runner(layout: Layout, command: list[str]) -> subprocess.Popen[bytes]:
+def _start_runner(
+    layout: Layout, command: list[str], *, stdin: int | None = None
+) -> subprocess.Popen[bytes]:
     spec = json.dumps({"workspace": str(layout.published), "source": str(layout.draft)})
     return subprocess.Popen(
         [sys.executable, "-c", RUNNER, spec, *command],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin", "HOME": str(layout.home)},
     )
+
+
+def test_the_command_keeps_the_callers_standard_streams(layout: Layout) -> None:
+    runner = _start_runner(
+        layout, ["sh", "-c", 'read line; echo "got $line"; exit 5'], stdin=subprocess.PIPE
+    )
+    out, _ = runner.communicate(b"a question\n", timeout=DEADLINE_S)
+    lines = out.decode().splitlines()
+    assert lines[0] == "got a question"
+    assert json.loads(lines[1]) == {"exit_code": 5, "interrupted": False}
 
 
 def _wait_for(path: Path, runner: subprocess.Popen[bytes]) -> None:
