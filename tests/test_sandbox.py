@@ -621,6 +621,31 @@ def test_sandbox_problem_names_what_is_missing(tmp_path: Path) -> None:
     assert broken is not None and "--version failed" in broken
 
 
+def test_git_commits_in_a_cloned_draft_stay_in_the_draft(layout: Layout) -> None:
+    env = conftest.git_env(layout.home)
+    subprocess.run(["git", "init", "-q", str(layout.published)], check=True, env=env)
+    subprocess.run(["git", "add", "keep.txt"], cwd=layout.published, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "one"], cwd=layout.published, check=True, env=env)
+    draft = layout.root / "git-draft"
+    # a local clone (hard links): a --shared clone's alternates would name
+    # Published's .git, which the sandbox does not show
+    subprocess.run(["git", "clone", "-q", str(layout.published), str(draft)], check=True, env=env)
+    script = "echo new > new.txt && git add new.txt && git commit -qm two && git log --format=%s"
+    environ = {k: env[k] for k in ("PATH", "HOME")} | {
+        name: env[name] for name in env if name.startswith("GIT_")
+    }
+    spec = layout.spec(source=draft, env_names=tuple(n for n in environ if n.startswith("GIT_")))
+    argv, sandbox_env = sandbox_command(spec, ["sh", "-c", script], environ=environ)
+    assert run_command(argv, env=sandbox_env, new_session=True).exit_code == 0
+    log = ["git", "log", "--format=%s"]
+    in_draft = subprocess.run(log, cwd=draft, env=env, capture_output=True, text=True, check=True)
+    assert in_draft.stdout.split() == ["two", "one"]
+    real = subprocess.run(
+        log, cwd=layout.published, env=env, capture_output=True, text=True, check=True
+    )
+    assert real.stdout.split() == ["one"]
+
+
 # -- no isolation ----------------------------------------------------------------------
 
 
