@@ -34,6 +34,7 @@ from strata.sandbox.bwrap import (
     sandbox_command,
     sandbox_home,
     sandbox_problem,
+    unreachable_command,
     unsandboxed_environment,
 )
 
@@ -611,6 +612,30 @@ def test_the_private_home_keeps_the_users_path_unless_it_would_hide_the_workspac
     for unusable in (str(layout.published), str(layout.published / "sub"), "/", "/usr", "", "x"):
         assert sandbox_home(spec, environ={"HOME": unusable}) == Path("/run/home"), unusable
     assert sandbox_home(spec, environ={}) == Path("/run/home")
+
+
+def test_a_program_the_sandbox_does_not_show_is_named_with_the_folder_to_expose(
+    layout: Layout,
+) -> None:
+    tools = layout.root / "tools"  # like ~/.local/bin: on the host's PATH only
+    _fill(tools, {"agent": "#!/bin/sh\necho agent\n"})
+    (tools / "agent").chmod(0o755)
+    _fill(layout.draft, {"bin/build": "#!/bin/sh\necho build\n"})
+    (layout.draft / "bin" / "build").chmod(0o755)
+    environ = layout.environ(PATH=f"{tools}:/usr/bin:/bin")
+    spec = layout.spec()
+    problem = unreachable_command(spec, "agent", environ=environ)
+    assert problem is not None and f"--bind-ro {tools}" in problem
+    exposed = layout.spec(bind_ro=(tools,))
+    assert unreachable_command(exposed, "agent", environ=environ) is None
+    assert unreachable_command(spec, "sh", environ=environ) is None  # /bin -> usr/bin
+    assert unreachable_command(spec, "./bin/build", environ=environ) is None  # in the Draft
+    assert unreachable_command(spec, "no-such-program", environ=environ) is None
+    # and bubblewrap agrees: the exposed program runs, the other does not start
+    argv, env = sandbox_command(exposed, ["agent"], environ=environ)
+    assert run_command(argv, env=env, new_session=True).exit_code == 0
+    argv, env = sandbox_command(spec, ["agent"], environ=environ)
+    assert run_command(argv, env=env, new_session=True).exit_code != 0
 
 
 def test_sandbox_problem_names_what_is_missing(tmp_path: Path) -> None:
