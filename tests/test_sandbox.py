@@ -631,6 +631,12 @@ def test_a_program_the_sandbox_does_not_show_is_named_with_the_folder_to_expose(
     assert unreachable_command(spec, "sh", environ=environ) is None  # /bin -> usr/bin
     assert unreachable_command(spec, "./bin/build", environ=environ) is None  # in the Draft
     assert unreachable_command(spec, "no-such-program", environ=environ) is None
+    # a Published .venv whose interpreter is a symlink into a folder the sandbox hides
+    _fill(layout.published, {".venv/bin/.keep": ""})
+    (layout.published / ".venv" / "bin" / "python").symlink_to(tools / "agent")
+    venv = layout.spec(readonly=((layout.published / ".venv", layout.published / ".venv"),))
+    problem = unreachable_command(venv, ".venv/bin/python", environ=environ)
+    assert problem is not None and f"leads to {tools / 'agent'}" in problem
     # and bubblewrap agrees: the exposed program runs, the other does not start
     argv, env = sandbox_command(exposed, ["agent"], environ=environ)
     assert run_command(argv, env=env, new_session=True).exit_code == 0

@@ -322,6 +322,7 @@ def unreachable_command(
         candidates = [Path(os.path.normpath(spec.cwd / program))]
     else:
         candidates = [Path(folder, program) for folder in path.split(":") if folder.startswith("/")]
+    hidden_target: str | None = None  # a program the sandbox shows, pointing where it does not
     for candidate in candidates:
         host = _host_view(spec, candidate, home=home)
         if host is not None and os.access(host, os.X_OK) and os.path.isfile(host):
@@ -332,14 +333,30 @@ def unreachable_command(
                 or _in_draft(spec, target)
             ):
                 return None
+            hidden_target = hidden_target or str(target)
+    if hidden_target is not None:
+        return (
+            f"{program} leads to {hidden_target}, which the sandbox does not show; "
+            f"expose its folder with --bind-ro {_install_folder(hidden_target)}"
+        )
+    if "/" in program:
+        return None
     found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
-    if found is None or ("/" in program and not os.path.isabs(program)):
+    if found is None:
         return None
     real = os.path.realpath(found)
     return (
         f"{program} is {found} on this machine, which the sandbox does not show; "
-        f"expose its folder with --bind-ro {os.path.dirname(real)}"
+        f"expose its folder with --bind-ro {_install_folder(real)}"
     )
+
+
+def _install_folder(program: str) -> str:
+    """The folder to expose for ``program``: its own, or the prefix above a ``bin``."""
+    folder = os.path.dirname(program)
+    if os.path.basename(folder) == "bin" and os.path.dirname(folder) != "/":
+        folder = os.path.dirname(folder)  # PREFIX/bin/python needs PREFIX/lib too
+    return folder
 
 
 def _host_view(spec: SandboxSpec, inside: Path, *, home: Path) -> Path | None:
