@@ -27,7 +27,8 @@ The tree::
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
-    │   └── DraftOpen              a Draft exists, so Published may not move
+    │   ├── DraftOpen              a Draft exists, so Published may not move
+    │   └── WatcherRunning         a watcher already runs for this workspace
     └── DiffError                  a diff that cannot be produced
 """
 
@@ -215,6 +216,17 @@ class DraftOpen(WorkspaceError):
             hint="see 'strata draft status', then 'strata publish' or 'strata discard'",
         )
         self.command = command
+
+
+class WatcherRunning(WorkspaceError):
+    """A watcher (``strata watch``, a live capture) already runs for this workspace."""
+
+    def __init__(self, workspace: str) -> None:
+        super().__init__(
+            f"a watcher already runs for {workspace}",
+            hint="see 'strata watch --status'; stop it with 'strata watch --stop'",
+        )
+        self.workspace = workspace
 
 
 class DiffError(StrataError):

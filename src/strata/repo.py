@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strata._version import __version__
 from strata.diff.tree import Change, diff_trees
@@ -49,6 +49,9 @@ from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import StatCache
 from strata.store.tree import EMPTY_TREE, TreeEntry, decode_tree, lookup, read_tree
+
+if TYPE_CHECKING:
+    from strata.store.watch import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
 SYSTEM = Author("strata", "system")
@@ -271,8 +274,13 @@ class Repository:
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         progress: Callable[[int, int], None] | None = None,
+        monitor: ChangeMonitor | None = None,
     ) -> None:
         self.layout = layout
+        #: an in-process change monitor to ask instead of the watcher's socket
+        self.monitor = monitor
+        #: the newest scan (``folders_listed``, ``watcher``: how the watcher was used)
+        self.last_scan: ScanResult | None = None
         #: called with (done, total) during long scans; the CLI draws a progress line
         self.progress = progress
         self.config = load_config(layout)
@@ -444,9 +452,20 @@ class Repository:
     def _rules(self) -> IgnoreRules:
         return IgnoreRules.root(defaults=self.config.ignore_defaults)
 
+    def _changes_since(self, token: str) -> Answer | None:
+        """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
+        if self.monitor is not None:
+            return self.monitor.query(token)
+        if not (self.layout.watch / "watch.sock").exists():
+            return None
+        from strata.store.watch import ask
+
+        return ask(self.layout.watch, token)
+
     def _scan(self, *, hash_only: bool = False) -> tuple[ScanResult, Scanner, StatCache]:
         cache = StatCache(self.layout.statcache)
         store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
+        answer = self._changes_since(cache.token)
         scanner = Scanner(
             self.root,
             store,
@@ -454,8 +473,18 @@ class Repository:
             cache=cache,
             hash_only=hash_only,
             progress=self.progress,
+            changed=answer.changed if answer is not None else None,
         )
         result = scanner.scan()
+        cache.token = answer.token if answer is not None else ""
+        result.folders_listed = scanner.folders_listed
+        if answer is None:
+            result.watcher = "no watcher"
+        elif scanner.incremental:
+            result.watcher = "incremental"
+        else:
+            result.watcher = answer.reason or "an ignore file changed"
+        self.last_scan = result
         if hash_only:
             assert isinstance(store, OverlayStore)
             store.sources.update(scanner.sources)

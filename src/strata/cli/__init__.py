@@ -50,9 +50,9 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from strata.cli import inspect, ledger, record, refs, rewind
+    from strata.cli import inspect, ledger, record, refs, rewind, watch
 
-    for module in (record, inspect, rewind, refs, ledger):
+    for module in (record, inspect, rewind, refs, ledger, watch):
         for command in module.COMMANDS:
             cli.add_command(command)
 

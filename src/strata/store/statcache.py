@@ -15,6 +15,12 @@ Racy entries follow git's rule: a file whose mtime is within
 system's timestamp granularity without its stat changing, so it is stored
 with an impossible mtime and hashed again by the next scan.
 
+With a change monitor running (:mod:`strata.store.watch`), the cache also
+keeps the monitor's ``token`` obtained just before the scan that wrote it:
+the monitor can then name every path changed since, and the next scan
+re-reads only those folders. The token and the rows are written in one file,
+so they always describe the same scan.
+
 The cache is a hint, never the truth: a missing, unreadable or foreign-version
 file is ignored and rebuilt. It is written atomically (temp + rename) with
 ``marshal``, the fastest loader for plain tuples and dicts.
@@ -69,6 +75,8 @@ class StatCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.dirs: dict[str, DirCache] = {}
+        #: the change monitor's token taken before the scan that wrote this cache ("" for none)
+        self.token = ""
         self._raw: dict[str, Any] = {}
         self._started_ns = 0
         if path is not None:
@@ -84,6 +92,8 @@ class StatCache:
         if not isinstance(raw, dict) or raw.get("version") != VERSION:
             return
         self._raw = raw.get("dirs", {})
+        token = raw.get("token", "")
+        self.token = token if isinstance(token, str) else ""
 
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
@@ -98,6 +108,10 @@ class StatCache:
                 return None
             self.dirs[folder] = cached
         return cached
+
+    def folders(self) -> set[str]:
+        """Every folder the cache describes."""
+        return set(self._raw) | set(self.dirs)
 
     def replace(self, dirs: dict[str, DirCache], *, started_ns: int) -> None:
         """Make ``dirs`` the whole content (after a full scan that started at ``started_ns``)."""
@@ -117,7 +131,7 @@ class StatCache:
         racy_after = self._started_ns - RACY_NS
         dirs = {k: v.dump(racy_after) for k, v in self.dirs.items()}
         dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
-        data = marshal.dumps({"version": VERSION, "dirs": dirs})
+        data = marshal.dumps({"version": VERSION, "dirs": dirs, "token": self.token})
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as f:

@@ -1,0 +1,334 @@
+"""The watcher: live capture, ``strata watch``, and the watcher as a change oracle for scans."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata import Repository
+from strata.runs.watch import LiveCapture
+from strata.store.watch import ChangeMonitor, MonitorServer, ask
+
+FOLDERS = 12
+
+
+def _fill(ws: Path) -> None:
+    for i in range(FOLDERS):
+        folder = ws / f"pkg{i}" / "sub"
+        folder.mkdir(parents=True)
+        for j in range(3):
+            (folder / f"m{j}.py").write_text(f"value = {i * 10 + j}\n")
+    (ws / ".gitignore").write_text("build/\n*.log\n")
+
+
+@pytest.fixture
+def watched(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> Iterator[tuple[Repository, ChangeMonitor]]:
+    """A filled workspace with a first snapshot and a watcher serving its socket."""
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    monitor = ChangeMonitor(ws, repo.layout.watch).start()
+    server = MonitorServer(monitor).start()
+    try:
+        yield repo, monitor
+    finally:
+        server.close()
+        monitor.stop()
+
+
+def _total_folders(repo: Repository) -> int:
+    """How many folders a full walk lists (every folder but .strata and ignored ones)."""
+    import os
+
+    return sum(
+        1
+        for folder, dirs, _ in os.walk(repo.root)
+        if not any(p in (".strata", "build") for p in Path(folder).relative_to(repo.root).parts)
+    )
+
+
+# -- live capture ----------------------------------------------------------------
+
+
+def test_live_capture_records_a_step_for_each_settled_change(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    repo = make_repo(ws)
+    (ws / "readme.txt").write_text("hello\n")
+    repo.snapshot("start")
+    script = (
+        "import pathlib, time\n"
+        "for i in range(3):\n"
+        "    pathlib.Path(f'step{i}.txt').write_text(f'step {i}\\n')\n"
+        "    time.sleep(1)\n"
+    )
+    with LiveCapture(repo, debounce_ms=300) as capture:
+        subprocess.run([sys.executable, "-c", script], cwd=ws, check=True)
+    assert len(capture.events) >= 3, capture.errors
+    assert capture.errors == []
+    recorded = [e for e in repo.history() if e.rationale == "live capture"]
+    assert len(recorded) == len(capture.events)
+    assert {e.action_type for e in recorded} == {"snapshot"}
+    files = sorted(f for e in recorded for f in e.files)
+    assert files == ["step0.txt", "step1.txt", "step2.txt"]
+    assert repo.show("HEAD", "step2.txt") == b"step 2\n"
+    assert repo.check() == []
+
+
+def test_live_capture_ignores_ignored_and_repository_paths(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    with LiveCapture(repo, debounce_ms=100) as capture:
+        (ws / "build").mkdir()
+        (ws / "build" / "out.o").write_bytes(b"\0" * 10)
+        (ws / "run.log").write_text("noise\n")
+        repo.bookmark("add", "here")  # writes into .strata only
+    assert capture.events == []
+    assert [e.rationale for e in repo.history()] == ["start"]
+
+
+def test_live_capture_records_what_is_unsettled_at_exit(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    repo = make_repo(ws)
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("start")
+    with LiveCapture(repo, debounce_ms=60_000) as capture:
+        (ws / "a.txt").write_text("changed\n")
+    assert [list(e.files) for e in capture.events] == [["a.txt"]]
+    assert repo.show("HEAD", "a.txt") == b"changed\n"
+
+
+# -- the watcher as a change oracle ------------------------------------------------
+
+
+def test_a_write_just_before_a_snapshot_is_never_missed(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=1)  # asks through the socket, like another command
+    other.snapshot("prime the token")
+    for n in range(25):
+        target = ws / f"pkg{n % FOLDERS}" / "sub" / f"m{n % 3}.py"
+        target.write_text(f"value = {n}  # edit\n")  # same size as before on purpose
+        result = other.snapshot(f"edit {n}")
+        assert other.last_scan is not None
+        assert other.last_scan.watcher == "incremental"
+        assert result.event is not None, f"edit {n} was missed"
+        assert list(result.event.files) == [target.relative_to(ws).as_posix()]
+        assert other.show("HEAD", target.relative_to(ws).as_posix()) == target.read_bytes()
+    # new folders, renames and deletions in quick succession
+    (ws / "fresh" / "deep").mkdir(parents=True)
+    (ws / "fresh" / "deep" / "x.txt").write_text("x\n")
+    (ws / "pkg0").rename(ws / "moved")
+    (ws / "pkg1" / "sub" / "m0.py").unlink()
+    result = other.snapshot("shuffle")
+    assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+    assert other.last_scan.folders_listed < _total_folders(other)
+    status = other.status()
+    assert status.clean, status.changes
+    # the incremental snapshots equal what a full walk finds
+    other.layout.statcache.unlink()
+    assert other.status().clean
+    assert other.last_scan is not None and "no token" in other.last_scan.watcher
+
+
+def test_status_and_rewind_ask_the_watcher(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=3)
+    other.snapshot("prime")
+    (ws / "pkg3" / "sub" / "m1.py").write_text("changed\n")
+    status = other.status()
+    assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+    assert [c.path for c in status.changes] == ["pkg3/sub/m1.py"]
+    other.snapshot("edit")
+    result = other.rewind("HEAD~1")
+    assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+    assert result.restored_paths == ["pkg3/sub/m1.py"]
+    assert (ws / "pkg3" / "sub" / "m1.py").read_text() == "value = 31\n"
+    assert other.status().clean  # the rewind's own writes are seen too
+    assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+
+
+def _walked(repo: Repository, total: int, reason: str) -> None:
+    scan = repo.last_scan
+    assert scan is not None
+    assert scan.watcher != "incremental"
+    assert reason in scan.watcher
+    assert scan.folders_listed == total
+
+
+def test_every_case_the_watcher_cannot_vouch_for_walks_the_tree(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    total = _total_folders(repo)
+    edit = ws / "pkg2" / "sub" / "m2.py"
+
+    # no watcher at all
+    edit.write_text("one\n")
+    assert repo.snapshot("no watcher").event is not None
+    _walked(repo, total, "no watcher")
+
+    monitor = ChangeMonitor(ws, repo.layout.watch, max_history=5).start()
+    server = MonitorServer(monitor).start()
+    try:
+        # started late: the stat cache holds no token of this watcher
+        edit.write_text("two\n")
+        assert repo.snapshot("late").event is not None
+        _walked(repo, total, "no token")
+        # now it can vouch
+        edit.write_text("three\n")
+        assert repo.snapshot("vouched").event is not None
+        assert repo.last_scan is not None and repo.last_scan.watcher == "incremental"
+        # its history overflowed
+        for i in range(8):
+            (ws / f"extra{i}.txt").write_text("x\n")
+        assert repo.snapshot("overflow").event is not None
+        _walked(repo, total + 0, "overflowed")
+        # an ignore file changed: every folder's decisions may change
+        (ws / ".gitignore").write_text("build/\n")
+        assert repo.snapshot("rules").event is not None
+        _walked(repo, total, "ignore file")
+    finally:
+        server.close()
+        monitor.stop()
+
+    # restarted: a new instance does not know the old token
+    monitor = ChangeMonitor(ws, repo.layout.watch).start()
+    server = MonitorServer(monitor).start()
+    try:
+        edit.write_text("four\n")
+        assert repo.snapshot("restarted").event is not None
+        _walked(repo, total, "restarted")
+        # an unknown token (a damaged or foreign stat cache)
+        from strata.store.statcache import StatCache
+
+        cache = StatCache(repo.layout.statcache)
+        cache.token = f"{monitor.instance}:999999"
+        cache.save()
+        edit.write_text("five\n")
+        assert repo.snapshot("bogus").event is not None
+        _walked(repo, total, "unknown token")
+        # timeout: the watcher never sees the cookie (its watching thread died)
+        monitor.stop()
+        edit.write_text("six\n")
+        assert repo.snapshot("timeout").event is not None
+        _walked(repo, total, "no watcher")
+    finally:
+        server.close()
+        monitor.stop()
+    # a watcher killed without cleaning up leaves its socket: nobody answers, the tree is walked
+    import socket
+
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(repo.layout.watch / "watch.sock"))
+    stale.close()
+    assert ask(repo.layout.watch, "") is None
+    edit.write_text("seven\n")
+    assert repo.snapshot("stale socket").event is not None
+    _walked(repo, total, "no watcher")
+    assert repo.check() == []
+
+
+def test_only_one_watcher_per_workspace(ws: Path, make_repo: Callable[..., Repository]) -> None:
+    from strata.errors import WatcherRunning
+
+    repo = make_repo(ws)
+    with (
+        ChangeMonitor(ws, repo.layout.watch) as first,
+        ChangeMonitor(ws, repo.layout.watch) as second,
+    ):
+        server = MonitorServer(first).start()
+        try:
+            with pytest.raises(WatcherRunning):
+                MonitorServer(second).start()
+        finally:
+            server.close()
+
+
+# -- the command line ----------------------------------------------------------------
+
+
+def _json(out: str) -> Any:
+    return json.loads(out)
+
+
+def test_watch_daemon_status_snapshot_and_stop(ws: Path, run_cli: Any) -> None:
+    _fill(ws)
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    code, out, err = run_cli("watch", "--daemon", "--debounce-ms", "60000", "--json", cwd=ws)
+    assert code == 0, err
+    started = _json(out)
+    assert started["running"] is True
+    try:
+        code, out, err = run_cli("watch", "--daemon", cwd=ws)
+        assert code == 1 and err.startswith("error: a watcher already runs"), err
+        code, out, _ = run_cli("watch", "--status", "--json", cwd=ws)
+        assert _json(out)["pid"] == started["pid"]
+        (ws / "pkg5" / "sub" / "m0.py").write_text("edited\n")
+        code, out, err = run_cli("snapshot", "--json", cwd=ws)
+        assert code == 0, err
+        assert _json(out)["changed_paths"] == ["pkg5/sub/m0.py"]
+    finally:
+        code, out, err = run_cli("watch", "--stop", "--json", cwd=ws)
+    assert code == 0, err
+    assert _json(out) == {"stopped": True, "pid": started["pid"]}
+    code, out, _ = run_cli("watch", "--status", "--json", cwd=ws)
+    assert _json(out) == {"running": False}
+    code, out, _ = run_cli("watch", "--stop", cwd=ws)
+    assert code == 0 and "No watcher runs" in out
+    code, _, err = run_cli("watch", "--stop", "--status", cwd=ws)
+    assert code == 2 and err.startswith("error: use one of")
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
+    import os
+    import signal
+    import time
+
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "a.txt").write_text("a\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "watch", "--debounce-ms", "100", "--json"],
+        cwd=ws,
+        env=run_cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for _ in range(200):
+            if run_cli("watch", "--status", "--json", cwd=ws)[1].find('"running": true') >= 0:
+                break
+            time.sleep(0.05)
+        (ws / "a.txt").write_text("edited by an IDE\n")
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert _json(line)["files"] == ["a.txt"]
+    finally:
+        os.kill(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    _, out, _ = run_cli("history", "--json", cwd=ws)
+    assert _json(out)[0]["rationale"] == "live capture"
