@@ -29,12 +29,14 @@ if TYPE_CHECKING:
         SnapshotResult,
         StatusResult,
     )
+    from strata.runs.watch import LiveCapture
 
 _HOME = {
     "Author": "strata.ledger.events",
     "DiffResult": "strata.repo",
     "Event": "strata.ledger.events",
     "FileDiff": "strata.repo",
+    "LiveCapture": "strata.runs.watch",
     "Point": "strata.repo",
     "Repository": "strata.repo",
     "RewindResult": "strata.repo",
@@ -48,6 +50,7 @@ __all__ = [
     "DiffResult",
     "Event",
     "FileDiff",
+    "LiveCapture",
     "Point",
     "Repository",
     "RewindResult",

@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,6 +45,11 @@ def _status_json(folder: Path) -> dict[str, Any]:
     help="Record a step once the workspace has been quiet this long.",
 )
 @click.option("-m", "--message", default="live capture", help="The rationale of each step.")
+@click.option(
+    "--no-capture",
+    is_flag=True,
+    help="Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans).",
+)
 @click.option("--daemon", is_flag=True, help="Detach and keep watching in the background.")
 @click.option("--stop", is_flag=True, help="Stop the background watcher of this workspace.")
 @click.option("--status", "show_status", is_flag=True, help="Show whether a watcher runs here.")
@@ -52,6 +58,7 @@ def _status_json(folder: Path) -> dict[str, Any]:
 def watch(
     debounce_ms: int,
     message: str,
+    no_capture: bool,
     daemon: bool,
     stop: bool,
     show_status: bool,
@@ -73,6 +80,7 @@ def watch(
     Example:
       strata watch                      # until Ctrl-C
       strata watch --daemon --author alice
+      strata watch --daemon --no-capture   # only make snapshot and status fast
       strata watch --status --json
       strata watch --stop
     """
@@ -106,41 +114,29 @@ def watch(
                 click.echo(f"Stopped the watcher of {root} (pid {pid}).")
             return
         if daemon:
-            _start_daemon(repo.root, folder, debounce_ms, message, who.name, who.kind, as_json)
+            extra = ["--debounce-ms", str(debounce_ms), "-m", message]
+            extra += ["--author", who.name, "--author-kind", who.kind]
+            _start_daemon(repo.root, folder, [*extra, *(["--no-capture"] if no_capture else [])])
+            status = _status_json(folder)
+            if as_json:
+                emit_json(status)
+            else:
+                click.echo(
+                    f"Watching {root} in the background (pid {status.get('pid')}); "
+                    "stop: strata watch --stop"
+                )
             return
-        _watch(repo, debounce_ms, message, as_json)
+        _watch(repo, debounce_ms, message, as_json, record=not no_capture)
 
 
-def _start_daemon(
-    root: Path,
-    folder: Path,
-    debounce_ms: int,
-    message: str,
-    author: str,
-    author_kind: str,
-    as_json: bool,
-) -> None:
+def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
+    """Start ``strata watch OPTIONS`` detached; return once it answers on its socket."""
     from strata.store.watch import watcher_status
 
     if watcher_status(folder) is not None:
         raise WatcherRunning(str(root))
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [
-        sys.executable,
-        "-m",
-        "strata",
-        "-C",
-        str(root),
-        "watch",
-        "--debounce-ms",
-        str(debounce_ms),
-        "-m",
-        message,
-        "--author",
-        author,
-        "--author-kind",
-        author_kind,
-    ]
+    argv = [sys.executable, "-m", "strata", "-C", str(root), "watch", *options]
     with open(folder / "watch.log", "ab") as log:
         proc = subprocess.Popen(
             argv,
@@ -151,24 +147,40 @@ def _start_daemon(
             cwd=root,
         )
     deadline = time.monotonic() + 20
-    status = None
     while time.monotonic() < deadline and proc.poll() is None:
-        status = watcher_status(folder)
-        if status is not None:
-            break
+        if watcher_status(folder) is not None:
+            return
         time.sleep(0.05)
-    if status is None:
-        if proc.poll() is None:
-            proc.terminate()
-        raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
-    if as_json:
-        emit_json({"running": True, **status})
-    else:
-        click.echo(f"Watching {root} in the background (pid {proc.pid}); stop: strata watch --stop")
+    if proc.poll() is None:
+        proc.terminate()
+    raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
 
 
-def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool) -> None:
+def _serve_only(repo: Any, as_json: bool) -> None:
+    from strata.store.watch import ChangeMonitor, MonitorServer
+
+    stop = threading.Event()
+    with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
+        server = MonitorServer(monitor, on_stop=stop.set).start({"capture": False})
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        if not as_json:
+            click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            server.close()
+
+
+def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: bool) -> None:
     from strata.runs.watch import LiveCapture
+
+    if not record:
+        _serve_only(repo, as_json)
+        return
 
     def report(event: Event) -> None:
         if as_json:  # one object per line, as each step is recorded

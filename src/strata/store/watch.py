@@ -107,7 +107,7 @@ class ChangeMonitor:
         self._base = 0  # the history holds every change after this sequence number
         self._seqs: list[int] = []
         self._paths: list[str] = []
-        self._seen_cookies: set[str] = set()
+        self._seen_cookies: dict[str, None] = {}  # insertion-ordered, trimmed
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -175,7 +175,10 @@ class ChangeMonitor:
         with self._cond:
             for _, path in batch:
                 if path.startswith(cookies):
-                    self._seen_cookies.add(path[len(cookies) :])
+                    self._seen_cookies[path[len(cookies) :]] = None
+                    if len(self._seen_cookies) > 4096:  # cookies nobody asked about
+                        for name in list(self._seen_cookies)[:2048]:
+                            del self._seen_cookies[name]
                     continue
                 if not path.startswith(root):
                     continue
@@ -211,7 +214,7 @@ class ChangeMonitor:
     def new_cookie(self) -> str:
         """A cookie name unique to this process."""
         self._cookie_n += 1
-        return f"{os.getpid()}-{threading.get_ident()}-{self._cookie_n}"
+        return f"{os.getpid()}-{time.monotonic_ns()}-{self._cookie_n}"
 
     def query(self, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
         """The paths changed since ``token``, after a cookie round trip; None on a timeout."""
@@ -232,7 +235,7 @@ class ChangeMonitor:
                 if left <= 0 or self._stop.is_set():
                     return None
                 self._cond.wait(left)
-            self._seen_cookies.discard(cookie)
+            self._seen_cookies.pop(cookie, None)
             now = f"{self.instance}:{self._seq}"
             instance, _, number = token.partition(":")
             if not token:
