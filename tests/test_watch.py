@@ -332,3 +332,21 @@ def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
     assert proc.returncode == 0, err
     _, out, _ = run_cli("history", "--json", cwd=ws)
     assert _json(out)[0]["rationale"] == "live capture"
+
+
+def test_watcher_with_the_repository_outside_the_workspace(
+    tmp_path: Path, ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    _fill(ws)
+    repo = make_repo(ws, store=tmp_path / "store")
+    repo.snapshot("start")
+    assert not repo.layout.watch.is_relative_to(ws)
+    with LiveCapture(repo, debounce_ms=60_000) as capture:
+        assert capture.server is not None
+        other = make_repo(ws, init=False, seed=4)
+        other.snapshot("prime")
+        (ws / "pkg7" / "sub" / "m2.py").write_text("outside\n")
+        result = other.snapshot("edit")
+        assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+        assert result.event is not None and list(result.event.files) == ["pkg7/sub/m2.py"]
+    assert capture.events == []  # the edit was recorded by 'other' before the capture closed

@@ -28,7 +28,8 @@ The tree::
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
     │   ├── DraftOpen              a Draft exists, so Published may not move
-    │   └── WatcherRunning         a watcher already runs for this workspace
+    │   ├── WatcherRunning         a watcher already runs for this workspace
+    │   └── WatcherFailed          the file-system watcher could not start
     └── DiffError                  a diff that cannot be produced
 """
 
@@ -227,6 +228,18 @@ class WatcherRunning(WorkspaceError):
             hint="see 'strata watch --status'; stop it with 'strata watch --stop'",
         )
         self.workspace = workspace
+
+
+class WatcherFailed(WorkspaceError):
+    """The file-system watcher could not watch the workspace."""
+
+    def __init__(self, workspace: str, reason: str) -> None:
+        super().__init__(
+            f"cannot watch {workspace}: {reason}",
+            hint="on Linux, raise fs.inotify.max_user_watches / max_user_instances (sysctl)",
+        )
+        self.workspace = workspace
+        self.reason = reason
 
 
 class DiffError(StrataError):

@@ -16,7 +16,9 @@ The monitor cannot vouch for an answer (the answer's ``changed`` is None, and
 the asker walks the whole tree) when the token is empty, names another
 instance (the monitor restarted, or the token predates it), lies before the
 oldest change it still remembers (its history overflowed), or is unknown; and
-the asker walks when no monitor answers in time.
+the asker walks when no monitor answers in time. watchfiles 1.x does not
+report a kernel queue overflow (``IN_Q_OVERFLOW``), so a batch of
+:data:`BURST` events or more, where one could hide, is treated as an overflow.
 
 Noise is dropped: ``.strata``, ``.git`` and a restore's temporary files never
 count as changes. Ignore rules are the scanner's business: an ignored path
@@ -49,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from strata.errors import WatcherRunning
+from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
 
 PROTOCOL = 1
@@ -58,6 +60,9 @@ PIDFILE = "watch.pid"
 COOKIES = "cookies"
 #: changes remembered; past this the history is dropped and older tokens are refused
 MAX_HISTORY = 200_000
+#: a batch this large may hide a kernel queue overflow (watchfiles 1.x does not report
+#: IN_Q_OVERFLOW, samuelcolvin/watchfiles#348): the history is dropped as if it overflowed
+BURST = 8192
 #: how long an asker waits for the monitor (cookie seen and answer sent)
 ASK_TIMEOUT = 2.0
 
@@ -125,7 +130,10 @@ class ChangeMonitor:
         paths = [str(self.root)]
         if not self.cookies.is_relative_to(self.root):
             paths.append(str(self.cookies))
-        notify = RustNotify(paths, False, False, 300, True, True)
+        try:
+            notify = RustNotify(paths, False, False, 300, True, True)
+        except (OSError, RuntimeError) as exc:
+            raise WatcherFailed(str(self.root), str(exc)) from None
         self._thread = threading.Thread(
             target=self._run, args=(notify,), name="strata-watch", daemon=True
         )
@@ -189,7 +197,7 @@ class ChangeMonitor:
                 self._seqs.append(self._seq)
                 self._paths.append(rel)
                 changed.append(rel)
-            if len(self._seqs) > self.max_history:
+            if len(self._seqs) > self.max_history or len(batch) >= BURST:
                 self._overflow()
             if changed:
                 # before any answer: whoever asks after this batch also finds it told
