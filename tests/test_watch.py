@@ -350,3 +350,72 @@ def test_watcher_with_the_repository_outside_the_workspace(
         assert other.last_scan is not None and other.last_scan.watcher == "incremental"
         assert result.event is not None and list(result.event.files) == ["pkg7/sub/m2.py"]
     assert capture.events == []  # the edit was recorded by 'other' before the capture closed
+
+
+def _full_walk_tree(repo: Repository) -> str:
+    """The workspace's tree as a walk without any cache or watcher finds it."""
+    from strata.store.ignore import IgnoreRules
+    from strata.store.objects import MemoryObjectStore
+    from strata.store.scan import Scanner
+    from strata.store.statcache import StatCache
+
+    rules = IgnoreRules.root(defaults=repo.config.ignore_defaults)
+    scanner = Scanner(repo.root, MemoryObjectStore(), rules=rules, cache=StatCache(None))
+    return scanner.scan().tree
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_incremental_snapshots_equal_full_walks_through_random_changes(
+    seed: int, watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    import os
+    import random
+    import shutil
+
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=10 + seed)
+    other.snapshot("prime")
+    rng = random.Random(seed)
+
+    def folders() -> list[Path]:
+        found = [ws]
+        for folder, dirs, _ in os.walk(ws):
+            dirs[:] = [d for d in dirs if d not in (".strata", "build")]
+            found += [Path(folder) / d for d in dirs]
+        return sorted(found)
+
+    def files() -> list[Path]:
+        return sorted(p for f in folders() for p in f.iterdir() if p.is_file())
+
+    for step in range(40):
+        op = rng.choice(["write", "write", "mkdir", "move", "delete", "rmtree", "chmod", "link"])
+        where = rng.choice(folders())
+        if op == "write":
+            (where / f"f{rng.randrange(6)}.txt").write_text(f"{step}\n" * rng.randrange(3))
+        elif op == "mkdir":
+            (where / f"d{step}" / "inner").mkdir(parents=True)
+            (where / f"d{step}" / "inner" / "x.txt").write_text("x\n")
+        elif op == "move" and where != ws:
+            target = rng.choice(folders())
+            if not target.is_relative_to(where):
+                where.rename(target / f"m{step}")
+        elif op == "delete" and files():
+            rng.choice(files()).unlink()
+        elif op == "rmtree" and where != ws:
+            shutil.rmtree(where)
+        elif op == "chmod" and files():
+            rng.choice(files()).chmod(rng.choice([0o644, 0o755]))
+        elif op == "link":
+            link = where / f"l{step}"
+            link.symlink_to(f"target{step}")
+        if rng.random() < 0.5:
+            continue  # several changes before the next snapshot
+        other.snapshot(f"step {step}")
+        assert other.last_scan is not None
+        assert other.last_scan.watcher in ("incremental", "an ignore file changed")
+        assert other.last_scan.tree == _full_walk_tree(other), f"step {step} ({op})"
+    other.snapshot("end")
+    assert other.last_scan is not None and other.last_scan.tree == _full_walk_tree(other)
+    assert other.status().clean
+    assert other.check() == []

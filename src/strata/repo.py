@@ -609,7 +609,7 @@ class Repository:
         if head is not None and scan.tree == head_tree:
             if not scan.unchanged:
                 self.objects.flush()  # the cache may only name durable blobs
-                cache.replace(scan.dirs, started_ns=scan.started_ns)
+                cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
                 cache.save()
             return SnapshotResult(None, head.snapshot_ref, None, scan.warnings), scan
         diff = self._diff_trees(head_tree, scan.tree, self.objects, lines=scanner.lines)
@@ -656,7 +656,7 @@ class Repository:
         op.after = View(branch, event.id, branches, bookmarks)
         self._commit(op)
         event = self._event(event.id)
-        cache.replace(scan.dirs, started_ns=scan.started_ns)
+        cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
         cache.save()
         return SnapshotResult(event, snapshot_id, diff, scan.warnings), scan
 

@@ -27,6 +27,7 @@ the cached ones are listed as in a full walk. A changed ignore file
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat
 import time
@@ -63,13 +64,18 @@ class ScanResult:
     folders_listed: int = 0
     #: how a change monitor was used: "incremental", or why the whole tree was walked
     watcher: str = ""
+    #: folders taken unchanged from the stat cache, still encoded (incremental scans)
+    inherited: dict[str, bytes] = field(default_factory=dict)
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
         folder, _, name = path.rpartition("/")
         cached = self.dirs.get(folder)
         if cached is None:
-            return None
+            blob = self.inherited.get(folder)
+            if blob is None:
+                return None
+            cached = DirCache.load(marshal.loads(blob))
         return cached.files.get(name)
 
 
@@ -80,6 +86,7 @@ class _Folder:
         "children",
         "clean",
         "entries",
+        "hint",
         "ignored",
         "names",
         "prefix",
@@ -101,6 +108,8 @@ class _Folder:
         self.clean = False
         #: taken whole from the cache, subfolders included (nothing below changed)
         self.whole = False
+        #: with ``whole``: the folder's tree id, as the cache has it
+        self.hint = ""
 
     @property
     def key(self) -> str:
@@ -205,11 +214,11 @@ class Scanner:
             folder = folders[index]
             cached = folder.cached
             if folder.whole:
-                assert cached is not None
                 clean[index] = True
-                trees[index] = cached.tree
-                dirs[folder.key] = cached
-                seen += len(cached.files)
+                trees[index] = folder.hint
+                if cached is not None:
+                    dirs[folder.key] = cached
+                    seen += len(cached.files)
                 continue
             if (
                 cached is not None
@@ -252,26 +261,31 @@ class Scanner:
                 folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
             )
         whole = {f.key for f in folders if f.whole}
+        inherited: dict[str, bytes] = {}
         if whole:
-            # the subfolders of a folder taken whole are as the cache has them
+            # a folder taken whole and its subfolders stay as the cache has them, encoded
             for key in self.cache.folders():
                 if key in dirs:
                     continue
                 up = key
-                while up:
-                    up = up.rpartition("/")[0]
+                while True:
                     if up in whole:
-                        sub = self.cache.get(key)
-                        if sub is not None:
-                            dirs[key] = sub
-                            seen += len(sub.files)
+                        blob = self.cache.blob(key)
+                        if blob is not None:
+                            inherited[key] = blob
                         break
+                    if not up:
+                        break
+                    up = up.rpartition("/")[0]
         result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result.inherited = inherited
         result.unchanged = clean[0]
         return result
 
     def _racy_folders(self) -> list[str]:
         """Folders whose cached entries include racy files: they are always listed."""
+        if self.cache.racy is not None:
+            return list(self.cache.racy)
         racy = []
         for key in self.cache.folders():
             cached = self.cache.get(key)
@@ -285,7 +299,9 @@ class Scanner:
         listed = 0
         while index < len(folders):
             folder = folders[index]
-            if self._plan is None or not self._reuse(folder, folders, self._plan):
+            if folder.whole:
+                pass  # resolved from its parent's cached rows
+            elif self._plan is None or not self._reuse(folder, folders, self._plan):
                 self._list(folder, folders, warnings)
                 listed += 1
             index += 1
@@ -305,6 +321,7 @@ class Scanner:
         folder.ignored = cached.ignored
         if key not in plan.above:
             folder.whole = True
+            folder.hint = cached.tree
             folder.clean = True
             return True
         found = [self._read_small(folder.abs + "/" + n) for n in IGNORE_FILES if n in cached.names]
@@ -317,6 +334,16 @@ class Scanner:
         for kind, mode, size, oid, name in cached.rows:
             if kind == "d":
                 child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
+                child_key = child.key
+                if (
+                    child_key not in plan.above
+                    and not plan.must_list(child_key)
+                    and self.cache.blob(child_key) is not None
+                ):
+                    # nothing at or below it changed: its tree is the one this row names
+                    child.whole = True
+                    child.hint = oid
+                    child.clean = True
                 folder.children[name] = len(folders)
                 folders.append(child)
                 folder.entries[name] = ["d", mode, 0, "", None]
