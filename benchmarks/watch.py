@@ -15,14 +15,16 @@ pass``), the imports a snapshot needs, one watcher round trip (cookie
 included) and the in-process ``Repository.snapshot`` (scan of the named
 folders, blob and tree writes, ledger append).
 
-Run:  .venv/bin/python benchmarks/watch.py [--runs N] [--seed N] [--work DIR] [--keep]
+Run:  .venv/bin/python benchmarks/watch.py [--runs N] [--seed N] [--work DIR] [--keep] [--profile]
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import datetime
 import platform
+import pstats
 import statistics
 import subprocess
 import sys
@@ -45,6 +47,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--work", type=Path, default=HERE / "work" / "watch")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument(
+        "--profile", action="store_true", help="print the top costs of one in-process snapshot"
+    )
     args = parser.parse_args()
     size = sb.SIZES["large"]
     base = args.work
@@ -97,8 +102,12 @@ def main() -> None:
             sb.timed(
                 sb.seq(
                     st_ws,
-                    [py, "-c", "import strata.cli, strata.repo, strata.store.watch, "
-                     "strata.ledger.drivers.sqlite"],
+                    [
+                        py,
+                        "-c",
+                        "import strata.cli, strata.repo, strata.store.watch, "
+                        "strata.ledger.drivers.sqlite",
+                    ],
                 )
             ),
         )
@@ -118,8 +127,15 @@ def main() -> None:
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
             sb.os.sync()
+            profiler = cProfile.Profile() if args.profile else None
             start = time.perf_counter()
+            if profiler is not None:
+                profiler.enable()
             result = repo.snapshot("x")
+            if profiler is not None:
+                profiler.disable()
+                stats = pstats.Stats(profiler, stream=sys.stderr)
+                stats.sort_stats("cumulative").print_stats(30)
             add("Repository.snapshot (in-process, watcher)", time.perf_counter() - start)
             assert result.event is not None and repo.last_scan is not None
             assert repo.last_scan.watcher == "incremental", repo.last_scan.watcher
