@@ -203,10 +203,10 @@ def test_every_case_the_watcher_cannot_vouch_for_walks_the_tree(
             (ws / f"extra{i}.txt").write_text("x\n")
         assert repo.snapshot("overflow").event is not None
         _walked(repo, total + 0, "overflowed")
-        # an ignore file changed: every folder's decisions may change
+        # the ignore rules changed: every folder's decisions may change
         (ws / ".gitignore").write_text("build/\n")
         assert repo.snapshot("rules").event is not None
-        _walked(repo, total, "ignore file")
+        _walked(repo, total, "ignore rules")
     finally:
         server.close()
         monitor.stop()
@@ -413,9 +413,29 @@ def test_incremental_snapshots_equal_full_walks_through_random_changes(
             continue  # several changes before the next snapshot
         other.snapshot(f"step {step}")
         assert other.last_scan is not None
-        assert other.last_scan.watcher in ("incremental", "an ignore file changed")
+        assert other.last_scan.watcher in ("incremental", "the ignore rules changed")
         assert other.last_scan.tree == _full_walk_tree(other), f"step {step} ({op})"
     other.snapshot("end")
     assert other.last_scan is not None and other.last_scan.tree == _full_walk_tree(other)
     assert other.status().clean
     assert other.check() == []
+
+
+def test_new_ignore_defaults_make_the_watcher_walk(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=5)
+    other.snapshot("prime")
+    config = repo.layout.config
+    text = config.read_text()
+    config.write_text(text.replace('"__pycache__/"', '"__pycache__/", "m1.py"'))
+    edited = make_repo(ws, init=False, seed=6)  # reads the new defaults
+    result = edited.snapshot("defaults changed")
+    assert edited.last_scan is not None
+    assert edited.last_scan.watcher == "the ignore rules changed"
+    assert result.event is not None
+    assert all(f.endswith("m1.py") for f in result.event.files)
+    assert len(result.event.files) == FOLDERS
+    assert edited.last_scan.tree == _full_walk_tree(edited)

@@ -483,7 +483,7 @@ class Repository:
         elif scanner.incremental:
             result.watcher = "incremental"
         else:
-            result.watcher = answer.reason or "an ignore file changed"
+            result.watcher = answer.reason or "the ignore rules changed"
         self.last_scan = result
         if hash_only:
             assert isinstance(store, OverlayStore)

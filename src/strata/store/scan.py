@@ -22,7 +22,8 @@ changed path keeps its cached tree id whole. Folders the cache does not
 know, folders with racy entries (so their stats are fresh for a restore's
 checks) and folders whose ignore rules differ from
 the cached ones are listed as in a full walk. A changed ignore file
-(``.gitignore``, ``.strataignore``) turns the scan into a full walk.
+(``.gitignore``, ``.strataignore``) or other root rules (config defaults, a
+run's extra patterns) turn the scan into a full walk.
 """
 
 from __future__ import annotations
@@ -186,8 +187,12 @@ class Scanner:
         self.sources: dict[ObjectId, str] = {}
         #: object id -> line count (None for binary) of the files hashed by this scan
         self.lines: dict[ObjectId, int | None] = {}
-        if changed is not None and any(p.rpartition("/")[2] in IGNORE_FILES for p in changed):
+        if changed is not None and (
+            cache.base_rules != rules.fingerprint
+            or any(p.rpartition("/")[2] in IGNORE_FILES for p in changed)
+        ):
             changed = None  # new ignore rules: every folder's decisions may change
+        cache.base_rules = rules.fingerprint
         self._plan = _Plan(changed, self._racy_folders()) if changed is not None else None
         #: True when the scan lists only the folders ``changed`` names
         self.incremental = self._plan is not None

@@ -80,6 +80,8 @@ class StatCache:
         self.dirs: dict[str, DirCache] = {}
         #: the change monitor's token taken before the scan that wrote this cache ("" for none)
         self.token = ""
+        #: the fingerprint of the root ignore rules (config defaults, run extras) of that scan
+        self.base_rules = ""
         #: folders holding racy entries (None: unknown, a cache written before this was kept)
         self.racy: frozenset[str] | None = None
         self._raw: dict[str, bytes] = {}
@@ -103,6 +105,8 @@ class StatCache:
         self._raw = dirs if isinstance(dirs, dict) else {}
         token = raw.get("token", "")
         self.token = token if isinstance(token, str) else ""
+        base_rules = raw.get("base_rules", "")
+        self.base_rules = base_rules if isinstance(base_rules, str) else ""
         racy = raw.get("racy")
         if isinstance(racy, (list, tuple)) and all(isinstance(k, str) for k in racy):
             self.racy = frozenset(racy)
@@ -168,7 +172,13 @@ class StatCache:
                 racy.append(key)
         dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
         racy += [k for k in self._raw if k not in self.dirs and k in (self.racy or ())]
-        body = {"version": VERSION, "dirs": dirs, "token": self.token, "racy": sorted(racy)}
+        body = {
+            "version": VERSION,
+            "dirs": dirs,
+            "token": self.token,
+            "base_rules": self.base_rules,
+            "racy": sorted(racy),
+        }
         data = marshal.dumps(body)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
