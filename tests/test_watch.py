@@ -439,3 +439,37 @@ def test_new_ignore_defaults_make_the_watcher_walk(
     assert all(f.endswith("m1.py") for f in result.event.files)
     assert len(result.event.files) == FOLDERS
     assert edited.last_scan.tree == _full_walk_tree(edited)
+
+
+def test_a_watcher_that_does_not_answer_in_time_makes_the_scan_walk(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    import socket
+
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    total = _total_folders(repo)
+    (repo.layout.watch / "cookies").mkdir(parents=True)  # the cookie can be written
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as hung:
+        hung.bind(str(repo.layout.watch / "watch.sock"))
+        hung.listen(4)  # connections queue up, nobody ever answers
+        (ws / "pkg4" / "sub" / "m0.py").write_text("while hung\n")
+        result = repo.snapshot("hung watcher")  # waits ASK_TIMEOUT for an answer, then walks
+    assert result.event is not None and list(result.event.files) == ["pkg4/sub/m0.py"]
+    _walked(repo, total, "no watcher")
+
+
+def test_live_capture_beside_a_running_watcher(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    with LiveCapture(repo, debounce_ms=200) as capture:
+        assert capture.server is None  # the running watcher keeps serving the socket
+        subprocess.run(
+            [sys.executable, "-c", "open('pkg2/sub/new.py', 'w').write('x = 1\\n')"],
+            cwd=ws,
+            check=True,
+        )
+    assert [list(e.files) for e in capture.events] == [["pkg2/sub/new.py"]]

@@ -354,6 +354,9 @@ class MonitorServer:
         os.ftruncate(fd, 0)
         os.pwrite(fd, body.encode(), 0)
         self._pid_fd = fd
+        for stale in self.monitor.cookies.iterdir():  # left by askers that were killed
+            with contextlib.suppress(OSError):
+                stale.unlink()
         sock_path = self.folder / SOCKET
         sock_path.unlink(missing_ok=True)  # left by a watcher that was killed
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
