@@ -473,3 +473,36 @@ def test_live_capture_beside_a_running_watcher(
             check=True,
         )
     assert [list(e.files) for e in capture.events] == [["pkg2/sub/new.py"]]
+
+
+def test_a_killed_watcher_leaves_a_sound_repository(ws: Path, run_cli: Any) -> None:
+    import os
+    import signal
+    import time
+
+    _fill(ws)
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    code, out, err = run_cli("watch", "--daemon", "--debounce-ms", "0", "--json", cwd=ws)
+    assert code == 0, err
+    pid = _json(out)["pid"]
+    for i in range(40):  # keep it recording while it is killed
+        (ws / "pkg0" / "sub" / f"burst{i}.txt").write_text(f"{i}\n")
+        time.sleep(0.01)
+    os.kill(pid, signal.SIGKILL)
+    for _ in range(200):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.02)  # until it is reaped by init
+    code, out, err = run_cli("check", cwd=ws)
+    assert code == 0, out + err
+    assert _json(run_cli("watch", "--status", "--json", cwd=ws)[1]) == {"running": False}
+    (ws / "after.txt").write_text("after the kill\n")
+    code, out, err = run_cli("snapshot", "--json", cwd=ws)
+    assert code == 0, err
+    assert "after.txt" in _json(out)["changed_paths"]
+    code, out, err = run_cli("watch", "--daemon", "--json", cwd=ws)  # a new one starts
+    assert code == 0, err
+    assert run_cli("watch", "--stop", cwd=ws)[0] == 0
