@@ -312,7 +312,7 @@ def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "strata", "watch", "--debounce-ms", "100", "--json"],
         cwd=ws,
-        env=run_cli.env(),
+        env=run_cli.env({"PYTHONFAULTHANDLER": "1"}),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -328,7 +328,12 @@ def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
         assert _json(line)["files"] == ["a.txt"]
     finally:
         os.kill(proc.pid, signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGABRT)  # faulthandler prints every thread's stack
+            _, err = proc.communicate()
+            raise AssertionError(f"strata watch did not stop on Ctrl-C:\n{err}") from None
     assert proc.returncode == 0, err
     _, out, _ = run_cli("history", "--json", cwd=ws)
     assert _json(out)[0]["rationale"] == "live capture"
