@@ -22,9 +22,11 @@ EXPECTED = {
     "Point",
     "Repository",
     "RewindResult",
+    "RunResult",
     "SnapshotResult",
     "StatusResult",
     "StrataError",
+    "WorkspaceOptions",
     "__version__",
 }
 

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
         SnapshotResult,
         StatusResult,
     )
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.result import RunResult
     from strata.runs.watch import LiveCapture
 
 _HOME = {
@@ -40,9 +42,11 @@ _HOME = {
     "Point": "strata.repo",
     "Repository": "strata.repo",
     "RewindResult": "strata.repo",
+    "RunResult": "strata.runs.result",
     "SnapshotResult": "strata.repo",
     "StatusResult": "strata.repo",
     "StrataError": "strata.errors",
+    "WorkspaceOptions": "strata.runs.options",
 }
 
 __all__ = [
@@ -54,9 +58,11 @@ __all__ = [
     "Point",
     "Repository",
     "RewindResult",
+    "RunResult",
     "SnapshotResult",
     "StatusResult",
     "StrataError",
+    "WorkspaceOptions",
     "__version__",
 ]
 

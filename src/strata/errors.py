@@ -30,7 +30,14 @@ The tree::
     │   ├── DraftOpen              a Draft exists, so Published may not move
     │   ├── WatcherRunning         a watcher already runs for this workspace
     │   └── WatcherFailed          the file-system watcher could not start
-    └── DiffError                  a diff that cannot be produced
+    ├── DiffError                  a diff that cannot be produced
+    ├── SandboxError
+    │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
+    │   └── SandboxPolicyError     a path the sandbox policy refuses to mount
+    └── RunError                   a run that cannot start or record ('strata run' exits 125)
+        ├── CommandNotFound        the command does not exist (exit 127)
+        ├── CommandNotExecutable   the command cannot be executed (exit 126)
+        └── GitBackendError        a git command of the git backend failed
 """
 
 from __future__ import annotations
@@ -244,3 +251,57 @@ class WatcherFailed(WorkspaceError):
 
 class DiffError(StrataError):
     """A diff that cannot be produced."""
+
+
+class SandboxError(StrataError):
+    """A command could not be run in the OS sandbox."""
+
+
+class SandboxUnavailable(SandboxError):
+    """bubblewrap is missing, or cannot create a sandbox on this machine."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(
+            f"cannot run in a sandbox: {reason}",
+            hint="install bubblewrap (apt-get install bubblewrap), "
+            "or pass --sandbox none to run without isolation",
+        )
+        self.reason = reason
+
+
+class SandboxPolicyError(SandboxError):
+    """A path the sandbox policy refuses: malformed, missing, or one that would expose too much."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class RunError(StrataError):
+    """A run that cannot start or cannot record; ``exit_code`` is what ``strata run`` exits with."""
+
+    exit_code = 125
+
+
+class CommandNotFound(RunError):
+    """The command of a run does not exist."""
+
+    exit_code = 127
+
+    def __init__(self, command: str) -> None:
+        super().__init__(f"command not found: {command}", hint="check the spelling and your PATH")
+        self.command = command
+
+
+class CommandNotExecutable(RunError):
+    """The command of a run exists but cannot be executed."""
+
+    exit_code = 126
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(f"cannot execute {command}: {reason}")
+        self.command = command
+
+
+class GitBackendError(RunError):
+    """A git command of the git backend failed."""

@@ -29,6 +29,9 @@ from strata.store.ignore import DEFAULT_PATTERNS
 FORMAT = 1
 MARKER = ".strata"
 POINTER_PREFIX = "strata-dir: "
+#: where a git-backed run keeps its repository when the workspace has none:
+#: inside ``.git``, so the user's work tree and ``git status`` never see it
+GIT_HIDDEN_REPO = ".git/strata/repo"
 
 CONFIG_TEMPLATE = """\
 # Strata repository configuration.
@@ -116,6 +119,11 @@ class Layout:
         """The writer lock file."""
         return self.repo / "lock"
 
+    @property
+    def git_backed(self) -> bool:
+        """True for the repository a git-backed run keeps inside ``.git``."""
+        return self.repo == self.workspace / GIT_HIDDEN_REPO
+
 
 def _toml_str(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -149,6 +157,9 @@ def find_layout(start: Path) -> Layout:
                     hint="if the store was moved, edit the path in " + str(marker),
                 )
             return Layout(folder, repo)
+        hidden = folder / GIT_HIDDEN_REPO
+        if (hidden / "config.toml").is_file():
+            return Layout(folder, hidden)  # made by a git-backed 'strata run'
     raise NotARepository(str(start))
 
 
@@ -195,12 +206,18 @@ def set_ledger_driver(layout: Layout, driver: str) -> None:
 
 
 def create_layout(
-    workspace: Path, *, store: Path | None, ledger: str = "sqlite"
+    workspace: Path, *, store: Path | None, ledger: str = "sqlite", hidden: bool = False
 ) -> tuple[Layout, bool]:
-    """Make the repository folders and config; return (layout, created)."""
+    """Make the repository folders and config; return (layout, created).
+
+    ``hidden`` makes the repository of a git work tree at :data:`GIT_HIDDEN_REPO`,
+    with no ``.strata`` entry in the workspace.
+    """
     workspace = workspace.resolve()
     if not workspace.is_dir():
         raise UsageError(f"{workspace} is not a folder")
+    if hidden:
+        return _create_repo(workspace, workspace / GIT_HIDDEN_REPO, ledger), True
     marker = workspace / MARKER
     if marker.exists() or marker.is_symlink():
         layout = find_layout(workspace)
@@ -233,6 +250,13 @@ def create_layout(
             raise UsageError(f"the store folder {repo} exists and is not empty")
     else:
         repo = marker
+    layout = _create_repo(workspace, repo, ledger)
+    if store is not None:
+        marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
+    return layout, True
+
+
+def _create_repo(workspace: Path, repo: Path, ledger: str) -> Layout:
     repo.mkdir(parents=True, exist_ok=True)
     layout = Layout(workspace, repo)
     for sub in (layout.objects, layout.journal):
@@ -247,9 +271,7 @@ def create_layout(
         encoding="utf-8",
     )
     os.replace(tmp, layout.config)
-    if store is not None:
-        marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
-    return layout, True
+    return layout
 
 
 class WriteLock:

@@ -11,8 +11,8 @@ import os
 import random
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,6 +51,8 @@ from strata.store.statcache import StatCache
 from strata.store.tree import EMPTY_TREE, TreeEntry, decode_tree, lookup, read_tree
 
 if TYPE_CHECKING:
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.result import RunResult
     from strata.store.watch import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
@@ -291,6 +293,8 @@ class Repository:
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
         self._lock = WriteLock(layout.lock)
         self._last_ms = 0
+        #: run-specific ignore patterns (``WorkspaceOptions.ignore``), set while a run records
+        self.extra_ignore: tuple[str, ...] = ()
         self.ledger = Ledger(self._open_driver(), clock=self._now, rng=self._rng)
         if any(layout.journal.glob("*.json")):
             with self._writing():
@@ -344,6 +348,17 @@ class Repository:
         return cls(find_layout(Path(path)), **kwargs)
 
     find = open
+
+    @classmethod
+    def open_for_run(cls, path: Path | str, *, strategy: str = "auto", **kwargs: Any) -> Repository:
+        """The repository a run in ``path`` records into.
+
+        The workspace's own; else, in a git work tree, one kept inside ``.git``
+        (made on first use) for the git backend; else ``NotARepository``.
+        """
+        from strata.runs.flow import open_for_run
+
+        return open_for_run(Path(path), strategy=strategy, **kwargs)
 
     def close(self) -> None:
         """Release the ledger and the object store's open files."""
@@ -450,7 +465,7 @@ class Repository:
         self.ledger.commit(op)
 
     def _rules(self) -> IgnoreRules:
-        return IgnoreRules.root(defaults=self.config.ignore_defaults)
+        return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
 
     def _changes_since(self, token: str) -> Answer | None:
         """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
@@ -519,7 +534,7 @@ class Repository:
         head = self.head()
         return self._tree_of(head) if head else EMPTY_TREE
 
-    def _write_snapshot(self, tree: ObjectId, base: Event | None) -> SnapshotId:
+    def _write_snapshot(self, tree: ObjectId, base: Event | None, **extra: Any) -> SnapshotId:
         import platform
 
         manifest = {
@@ -533,6 +548,8 @@ class Repository:
                 "strata": __version__,
             },
             "tools": {},
+            **({"ignore_extra": list(self.extra_ignore)} if self.extra_ignore else {}),
+            **extra,
         }
         data = dumps(manifest).encode()
         oid = self.objects.put(data)
@@ -604,16 +621,45 @@ class Repository:
         bookmark: str | None = None,
     ) -> tuple[SnapshotResult, ScanResult]:
         scan, scanner, cache = self._scan()
+        result = self._record_tree(
+            scan.tree,
+            message,
+            author=author,
+            action_type=action_type,
+            data=data,
+            operation=operation,
+            scope=scope,
+            bookmark=bookmark,
+            lines=scanner.lines,
+        )
+        result.warnings = scan.warnings
+        if result.event is not None or not scan.unchanged:
+            cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
+            cache.save()
+        return result, scan
+
+    def _record_tree(
+        self,
+        tree: ObjectId,
+        message: str,
+        *,
+        author: Author | None,
+        action_type: str,
+        data: dict[str, Any] | None = None,
+        operation: str | None = None,
+        scope: str = "project",
+        bookmark: str | None = None,
+        lines: dict[ObjectId, int | None] | None = None,
+        manifest: dict[str, Any] | None = None,
+    ) -> SnapshotResult:
+        """Record ``tree`` (already stored) as a state event; none when it is HEAD's tree."""
         head = self.head()
         head_tree = self._tree_of(head) if head else EMPTY_TREE
-        if head is not None and scan.tree == head_tree:
-            if not scan.unchanged:
-                self.objects.flush()  # the cache may only name durable blobs
-                cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
-                cache.save()
-            return SnapshotResult(None, head.snapshot_ref, None, scan.warnings), scan
-        diff = self._diff_trees(head_tree, scan.tree, self.objects, lines=scanner.lines)
-        snapshot_id = self._write_snapshot(scan.tree, head)
+        if head is not None and tree == head_tree:
+            self.objects.flush()  # the stat cache may only name durable blobs
+            return SnapshotResult(None, head.snapshot_ref, None)
+        diff = self._diff_trees(head_tree, tree, self.objects, lines=lines)
+        snapshot_id = self._write_snapshot(tree, head, **(manifest or {}))
         self.objects.flush()  # blobs, trees and manifest are durable before the event
         op = self._begin(action_type, author)
         branch = self._branch_for_new_state(op.before)
@@ -655,10 +701,7 @@ class Repository:
             bookmarks[bookmark] = Bookmark(event.id)
         op.after = View(branch, event.id, branches, bookmarks)
         self._commit(op)
-        event = self._event(event.id)
-        cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
-        cache.save()
-        return SnapshotResult(event, snapshot_id, diff, scan.warnings), scan
+        return SnapshotResult(self._event(event.id), snapshot_id, diff)
 
     # -- refs --------------------------------------------------------------------
 
@@ -685,6 +728,10 @@ class Repository:
             if head is None:
                 raise UnknownRef(ref, hint="nothing is recorded yet: run 'strata snapshot'")
             return self._point(head, ref)
+        if ref.startswith("git:"):
+            from strata.runs.git import resolve_git_ref
+
+            return Point(resolve_git_ref(self, ref[4:]), None, None, ref)
         driver = self.ledger.driver
         if EVENT_PREFIX.fullmatch(ref):
             ids = driver.event_ids_with_prefix(ref)
@@ -962,6 +1009,36 @@ class Repository:
                     )
                 self._commit(op)
             path.unlink(missing_ok=True)
+        if any(self.layout.runs.glob("*.lease")):
+            from strata.runs.recovery import recover_runs
+
+            recover_runs(self)
+
+    # -- instrumented runs ------------------------------------------------------------
+
+    def execute_run(
+        self,
+        target: Sequence[str] | Callable[[], Any],
+        *,
+        workspace: WorkspaceOptions | None = None,
+        author: Author | None = None,
+        label: str = "",
+        cwd: Path | None = None,
+        around: Callable[[], AbstractContextManager[Any]] | None = None,
+    ) -> RunResult:
+        """Run ``target`` (an argv list or a callable) between two snapshots of the workspace.
+
+        See :mod:`strata.runs.flow`: snapshot ``before``, execute, snapshot
+        ``after`` (``after_failure`` when it fails), diff, optional rollback.
+        A callable's exception is kept in the result (``raise_error()``).
+        """
+        from strata.runs.flow import execute_run
+
+        return execute_run(
+            self, target, workspace=workspace, author=author, label=label, cwd=cwd, around=around
+        )
+
+    run_once = execute_run
 
     # -- the ledger itself ------------------------------------------------------------
 

@@ -262,7 +262,9 @@ def show(spec: str) -> None:
     """
     if ":" not in spec:
         raise click.UsageError("give REF:PATH, for example HEAD:README.md")
-    ref, _, path = spec.partition(":")
+    scheme = "git:" if spec.startswith("git:") else ""  # git:<commit>:<path>
+    ref, _, path = spec[len(scheme) :].partition(":")
+    ref = scheme + ref
     with open_repo() as repo:
         data = repo.show(ref, _stored_path(repo, path))
     sys.stdout.buffer.write(data)

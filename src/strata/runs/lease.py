@@ -70,6 +70,13 @@ class Lease:
         os.close(self._fd)
         self._fd = None
 
+    def abandon(self) -> None:
+        """Drop the lock but keep the file: the run is recorded later as interrupted."""
+        if self._fd is None:
+            return
+        os.close(self._fd)
+        self._fd = None
+
     def __enter__(self) -> Lease:
         return self
 

@@ -1,0 +1,168 @@
+"""``strata run``: a command between two snapshots of the workspace.
+
+The command's exit code is strata's; strata's own errors exit 125 (as
+``env`` and ``timeout`` do), 127 when the command is not found and 126 when
+it cannot be executed.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from strata.cli.common import _injected, author_options, emit_json, json_option, make_author
+from strata.errors import RunError, StrataError
+
+if TYPE_CHECKING:
+    from strata.repo import Repository
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.result import RunResult
+
+OWN_ERROR = 125
+
+
+class _OwnUsageError(click.ClickException):
+    exit_code = OWN_ERROR
+
+
+class _RunCommand(click.Command):
+    """Usage errors of ``strata run`` exit 125, so they never pass for the command's own."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            message = f"{exc.format_message()} (see 'strata run --help')"
+            raise _OwnUsageError(message) from None
+
+
+@click.command(
+    "run",
+    cls=_RunCommand,
+    context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["auto", "git", "hash"]),
+    default="auto",
+    help="Snapshot backend: Strata's store (hash), commits under refs/strata/ (git), "
+    "or auto (hash in a Strata workspace, else git in a git work tree).",
+)
+@click.option(
+    "--rollback-on-failure", is_flag=True, help="Put back what the command changed if it fails."
+)
+@click.option(
+    "--rollback-on-interrupt",
+    is_flag=True,
+    help="Also roll back when the run is interrupted (Ctrl-C, SIGTERM).",
+)
+@click.option("--capture-patch", is_flag=True, help="Keep the full patch in the run's summary.")
+@click.option(
+    "--max-patch-bytes",
+    type=click.IntRange(min=0),
+    default=1 << 20,
+    show_default=True,
+    help="Larger patches are dropped (the summary says patch_truncated).",
+)
+@click.option("--label", default="", help="A name for this run, kept in its event.")
+@click.option(
+    "--ignore",
+    "ignore",
+    multiple=True,
+    metavar="GLOB",
+    help="Leave paths matching GLOB (gitignore syntax) out of this run; repeatable.",
+)
+@author_options
+@json_option
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.pass_context
+def run(
+    ctx: click.Context,
+    strategy: str,
+    rollback_on_failure: bool,
+    rollback_on_interrupt: bool,
+    capture_patch: bool,
+    max_patch_bytes: int,
+    label: str,
+    ignore: tuple[str, ...],
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+    argv: tuple[str, ...],
+) -> None:
+    """Run CMD between two snapshots of the workspace: strata run -- CMD ARGS...
+
+    The command keeps the terminal; Ctrl-C and SIGTERM reach it. Strata takes
+    a 'before' snapshot, runs it, takes an 'after' snapshot (after_failure when
+    it exits non-zero), records the diff and a 'run' event, and with
+    --rollback-on-failure puts back what a failed command changed (the failed
+    state is kept on the branch failed/<run id>; 'strata undo' reverses the
+    rollback). Strata exits with the command's exit code; 125 for its own errors.
+
+    \b
+    Example:
+      strata run -- make test
+      strata run --rollback-on-failure --json -- ./agent.sh "fix the bug"
+      strata run --strategy git --ignore 'build/' -- claude
+    """
+    from strata.runs.options import WorkspaceOptions
+
+    try:
+        options = WorkspaceOptions(
+            strategy=strategy,  # type: ignore[arg-type]
+            capture_patch=capture_patch,
+            max_patch_bytes=max_patch_bytes,
+            rollback_on_failure=rollback_on_failure,
+            rollback_on_interrupt=rollback_on_interrupt,
+            ignore=ignore,
+        )
+        result = _run_published(list(argv), options, label, make_author(author, author_kind))
+    except StrataError as exc:
+        if ctx.find_root().obj is not None and ctx.find_root().obj.debug:
+            raise
+        click.echo(f"error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
+        ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
+    if as_json:
+        emit_json(result.to_json())
+    ws = result.workspace
+    if ws is not None and ws.rolled_back:
+        click.echo(
+            f"strata: rolled back {ws.diff['files_changed']} changed path(s); "
+            f"the failed state is kept at {ws.safety_ref}",
+            err=True,
+        )
+    ctx.exit(result.exit_code)
+
+
+def _run_published(
+    argv: list[str], options: WorkspaceOptions, label: str, author: Any
+) -> RunResult:
+    """Run ``argv`` on the workspace's real files."""
+    from strata.cli.common import Progress
+    from strata.repo import Repository
+
+    repo = Repository.open_for_run(
+        Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **_injected()
+    )
+    with repo:
+        return repo.execute_run(
+            argv,
+            workspace=options,
+            author=author,
+            label=label,
+            cwd=Path.cwd(),
+            around=lambda: _around_execution(repo, options),
+        )
+
+
+def _around_execution(repo: Repository, options: WorkspaceOptions) -> AbstractContextManager[Any]:
+    """Entered while the command executes (the place for live capture)."""
+    return nullcontext()
+
+
+COMMANDS = [run]

@@ -1,0 +1,267 @@
+"""The flow of one instrumented run.
+
+``before`` snapshot (HEAD's, when nothing changed) → execute → ``after``
+snapshot (``after_failure`` when the target failed) → diff → a compact
+summary in the run's ``run`` event → optional rollback. The repository's write
+lock is held while recording, never while the target executes; a workspace
+lease (:mod:`strata.runs.lease`) is held from the ``before`` snapshot until the
+run is recorded, so another process does not move the files meanwhile and a
+killed run is found and recorded by the next command (:mod:`strata.runs.recovery`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strata.errors import (
+    CommandNotExecutable,
+    CommandNotFound,
+    NotARepository,
+    RunError,
+    UsageError,
+)
+from strata.ledger.events import Author
+from strata.runs.lease import Lease
+from strata.runs.options import WorkspaceOptions
+from strata.runs.process import ProcessOutcome, run_command
+from strata.runs.record import (
+    Taken,
+    record_finish,
+    rollback,
+    take_snapshot,
+    write_annotations,
+)
+from strata.runs.result import RunResult, WorkspaceResult
+
+if TYPE_CHECKING:
+    from strata.repo import Repository
+
+Target = Sequence[str] | Callable[[], Any]
+
+
+def choose_backend(repo: Repository, strategy: str) -> str:
+    """The backend a run of ``repo`` uses for ``strategy`` (``auto``, ``git`` or ``hash``)."""
+    from strata.runs.git import GitWorkspace
+
+    if strategy == "hash":
+        return "hash"
+    if strategy == "auto":
+        return "git" if repo.layout.git_backed else "hash"
+    if GitWorkspace.find(repo.root) is None:
+        raise RunError(
+            f"the git backend needs a git work tree whose top is the workspace {repo.root}",
+            hint="use --strategy hash, or run 'git init' there",
+        )
+    return "git"
+
+
+def open_for_run(path: Path, *, strategy: str = "auto", **kwargs: Any) -> Repository:
+    """The repository a run in ``path`` records into.
+
+    A Strata workspace's own repository; else, in a git work tree (strategy
+    ``auto`` or ``git``), a repository kept inside ``.git`` (made on first
+    use), so nothing appears in the work tree or in ``git status``.
+    """
+    from strata.layout import create_layout, find_layout
+    from strata.repo import Repository
+
+    try:
+        return Repository(find_layout(path), **kwargs)
+    except NotARepository:
+        if strategy == "hash":
+            raise
+    top = _git_toplevel(path)
+    if top is None:
+        raise NotARepository(str(path.resolve())) from None
+    if not (top / ".git").is_dir():
+        raise RunError(
+            f"{top} is a linked git worktree or submodule; the git backend needs its own "
+            "repository there",
+            hint="run 'strata init' in it to record runs with the hash backend",
+        )
+    layout, _ = create_layout(top, store=None, hidden=True)
+    return Repository(layout, **kwargs)
+
+
+def _git_toplevel(path: Path) -> Path | None:
+    import subprocess
+
+    if shutil.which("git") is None:
+        return None
+    proc = subprocess.run(
+        ["git", "-C", str(path), "rev-parse", "--show-toplevel"], capture_output=True, check=False
+    )
+    if proc.returncode != 0:
+        return None
+    return Path(proc.stdout.decode("utf-8", "surrogateescape").strip())
+
+
+def check_command(argv: Sequence[str], cwd: Path) -> None:
+    """Refuse a command that cannot start, before anything is recorded."""
+    if not argv or not argv[0]:
+        raise UsageError("name the command to run after '--'")
+    name = argv[0]
+    if "/" in name:
+        path = cwd / name
+        if not path.exists():
+            raise CommandNotFound(name)
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise CommandNotExecutable(name, "permission denied")
+    elif shutil.which(name) is None:
+        raise CommandNotFound(name)
+
+
+def execute_run(
+    repo: Repository,
+    target: Target,
+    *,
+    workspace: WorkspaceOptions | None = None,
+    author: Author | None = None,
+    label: str = "",
+    cwd: Path | None = None,
+    around: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> RunResult:
+    """Run ``target`` (an argv list or a callable) between two snapshots; see the module.
+
+    ``cwd`` is where a command starts (default: the workspace root).
+    ``around`` makes a context manager entered around the execution only
+    (live capture hooks in here).
+    """
+    opts = workspace or WorkspaceOptions()
+    author = author or repo.author
+    run_id = repo.ledger.new_id()
+    cwd = (cwd or repo.root).resolve()
+    if not callable(target):
+        target = [str(a) for a in target]
+        check_command(target, cwd)
+    if opts.path is not None and Path(opts.path).resolve() != repo.root.resolve():
+        raise UsageError(
+            f"the workspace path {opts.path} is not the repository's workspace {repo.root}"
+        )
+    if not opts.enabled:
+        outcome, value, error = _execute(target, cwd, around)
+        return RunResult(
+            run_id,
+            outcome.exit_code,
+            outcome.interrupted,
+            outcome.duration_ms,
+            value=value,
+            error=error,
+            signal=outcome.signal,
+        )
+    backend = choose_backend(repo, opts.strategy)
+    what = _describe(target)
+    repo.extra_ignore = tuple(opts.ignore)
+    try:
+        with repo.writing():
+            before = take_snapshot(repo, backend, "before", run_id=run_id, author=author, what=what)
+            write_annotations(repo, run_id, author, [before.annotation()])
+        info = {
+            "pid": os.getpid(),
+            "argv": what,
+            "cwd": str(cwd),
+            "label": label,
+            "backend": backend,
+            "before": before.to_json(),
+            "options": opts.to_json(),
+            "author": author.to_json(),
+        }
+        lease = Lease.acquire(repo.layout.runs, run_id, info)
+        try:
+            outcome, value, error = _execute(target, cwd, around)
+            failed = outcome.exit_code != 0 and not outcome.interrupted
+            wants_rollback = (failed and opts.rollback_on_failure) or (
+                outcome.interrupted and opts.rollback_on_interrupt
+            )
+            with repo.writing():
+                finish = record_finish(
+                    repo,
+                    run_id,
+                    before,
+                    backend=backend,
+                    author=author,
+                    what=what,
+                    cwd=str(cwd),
+                    label=label,
+                    outcome=outcome,
+                    options=opts,
+                    failed=outcome.exit_code != 0,
+                    error=error,
+                    will_roll_back=wants_rollback,
+                )
+                safety = None
+                if wants_rollback and finish.changed:
+                    safety = rollback(repo, run_id, before, finish.after, finish, backend, author)
+        except BaseException:
+            lease.abandon()  # the next command that writes records the run as interrupted
+            raise
+        lease.release()
+    finally:
+        repo.extra_ignore = ()
+    ws = WorkspaceResult(
+        backend,
+        before.ref,
+        finish.after.ref,
+        finish.summary,
+        rolled_back=safety is not None,
+        safety_ref=safety,
+    )
+    return RunResult(
+        run_id,
+        outcome.exit_code,
+        outcome.interrupted,
+        outcome.duration_ms,
+        run_event_id=finish.run_event_id,
+        workspace=ws,
+        value=value,
+        error=error,
+        signal=outcome.signal,
+    )
+
+
+def _describe(target: Target) -> list[str]:
+    if callable(target):
+        name = getattr(target, "__qualname__", None) or type(target).__name__
+        module = getattr(target, "__module__", None)
+        return [f"{module}.{name}" if module else str(name)]
+    return list(target)
+
+
+def _execute(
+    target: Target,
+    cwd: Path,
+    around: Callable[[], AbstractContextManager[Any]] | None,
+) -> tuple[ProcessOutcome, Any, BaseException | None]:
+    import time
+
+    with around() if around is not None else nullcontext():
+        if not callable(target):
+            try:
+                return run_command(target, cwd=cwd), None, None
+            except FileNotFoundError:
+                raise CommandNotFound(target[0]) from None
+            except PermissionError as exc:
+                raise CommandNotExecutable(target[0], exc.strerror or "permission denied") from None
+        start = time.monotonic()
+        value: Any = None
+        error: BaseException | None = None
+        interrupted = False
+        try:
+            value = target()
+        except KeyboardInterrupt as exc:
+            error, interrupted = exc, True
+        except Exception as exc:
+            error = exc
+        ms = int((time.monotonic() - start) * 1000)
+        code = 130 if interrupted else (1 if error is not None else 0)
+        return ProcessOutcome(code, None, interrupted, None, ms), value, error
+
+
+def taken_from_json(raw: dict[str, Any]) -> Taken:
+    """A snapshot description kept in a lease."""
+    return Taken.from_json(raw)

@@ -1,0 +1,300 @@
+"""What a run writes: its snapshots, its annotation events, its summary, its rollback.
+
+Every function here runs with the repository's write lock held.
+
+Events of one run share the run id as ``operation_id``:
+
+- state events (``snapshot``, data ``run_id`` and ``label``) for ``before``
+  (none when HEAD already holds the files) and ``after`` / ``after_failure``;
+- ``workspace_snapshot_taken`` {label, backend, ref}, anchored to each;
+- ``workspace_diff_computed`` {files_changed, insertions, deletions, has_patch}
+  and ``run`` {argv, exit_code, duration_ms, cwd, interrupted, summary},
+  anchored to the ``after`` state event, in one operation;
+- after a rollback, a ``rollback`` event written by the restore.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strata.diff.tree import diff_trees
+from strata.ids import EventId, ObjectId, SnapshotId
+from strata.ledger.events import Author
+from strata.ledger.ledger import moved
+from strata.runs.options import WorkspaceOptions
+from strata.runs.process import ProcessOutcome
+from strata.store.tree import lookup
+
+if TYPE_CHECKING:
+    from strata.repo import DiffResult, Repository
+
+
+@dataclass(frozen=True)
+class Taken:
+    """One snapshot a run took: its state event, snapshot, tree and backend ref."""
+
+    label: str
+    backend: str
+    event_id: EventId
+    snapshot_id: SnapshotId
+    tree: ObjectId
+    ref: str
+    """A Strata snapshot id, or ``git:<commit>``."""
+
+    def annotation(self) -> tuple[str, EventId, dict[str, Any], str]:
+        """The ``workspace_snapshot_taken`` event of this snapshot."""
+        data = {"label": self.label, "backend": self.backend, "ref": self.ref}
+        return "workspace_snapshot_taken", self.event_id, data, f"{self.label} snapshot"
+
+    def to_json(self) -> dict[str, Any]:
+        """As kept in the run's lease."""
+        return {
+            "label": self.label,
+            "backend": self.backend,
+            "event_id": self.event_id,
+            "snapshot_id": self.snapshot_id,
+            "tree": self.tree,
+            "ref": self.ref,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Taken:
+        """Parse :meth:`to_json`."""
+        return cls(
+            str(raw["label"]),
+            str(raw["backend"]),
+            EventId(raw["event_id"]),
+            SnapshotId(raw["snapshot_id"]),
+            ObjectId(raw["tree"]),
+            str(raw["ref"]),
+        )
+
+
+def take_snapshot(
+    repo: Repository, backend: str, label: str, *, run_id: str, author: Author, what: list[str]
+) -> Taken:
+    """Snapshot the workspace with ``backend``; record a state event unless HEAD holds it."""
+    message = f"run {label}: {' '.join(what)}"[:200]
+    data = {"run_id": run_id, "label": label}
+    if backend == "git":
+        from strata.runs.git import GitWorkspace, import_commit
+
+        git = GitWorkspace.find(repo.root)
+        if git is None:
+            from strata.errors import RunError
+
+            raise RunError(f"{repo.root} is no longer the top of a git work tree")
+        sha = git.snapshot(message, ignore=repo.extra_ignore)
+        git.set_ref(f"runs/{run_id}/{label}", sha)
+        tree = import_commit(repo.objects, repo.layout.repo / "gitmap.db", git.git_dir, sha)
+        result = repo._record_tree(
+            tree,
+            message,
+            author=author,
+            action_type="snapshot",
+            data=data,
+            operation=run_id,
+            manifest={"git_commit": sha},
+        )
+        ref = f"git:{sha}"
+    else:
+        result, scan = repo._snapshot(
+            message, author=author, action_type="snapshot", data=data, operation=run_id
+        )
+        tree = scan.tree
+        ref = ""
+    event = result.event or repo.head()
+    assert event is not None and event.snapshot_ref is not None
+    if backend == "git" and result.event is None:
+        tree = repo._tree_of(event)
+    return Taken(label, backend, event.id, event.snapshot_ref, tree, ref or event.snapshot_ref)
+
+
+def write_annotations(
+    repo: Repository,
+    run_id: str,
+    author: Author,
+    events: list[tuple[str, EventId, dict[str, Any], str]],
+    *,
+    files: list[str] | None = None,
+) -> list[EventId]:
+    """Append annotation events ``(action type, anchor, data, rationale)`` as one operation."""
+    command = events[-1][0]
+    op = repo._begin(command, author, run_id=run_id)
+    ids: list[EventId] = []
+    for action_type, anchor, data, rationale in events:
+        event = repo._new_event(
+            action_type,
+            author=author,
+            rationale=rationale,
+            files=files if action_type == "run" and files else (),
+            data=data,
+            branch=op.before.head_branch,
+            anchor=anchor,
+            operation_id=run_id,
+        )
+        op.add_event(event.to_json())
+        ids.append(event.id)
+    op.after = op.before
+    repo._commit(op)
+    return ids
+
+
+@dataclass
+class Finish:
+    """What :func:`record_finish` recorded."""
+
+    after: Taken
+    diff: DiffResult
+    summary: dict[str, Any]
+    run_event_id: EventId
+    changed: list[str] = field(default_factory=list)
+
+
+def summarize(
+    diff: DiffResult, *, backend: str, before: Taken, after: Taken, options: WorkspaceOptions
+) -> dict[str, Any]:
+    """The compact summary kept in the run event (the patch only when asked and small enough)."""
+    summary: dict[str, Any] = {
+        "backend": backend,
+        "before_snapshot": before.ref,
+        "after_snapshot": after.ref,
+        "files_changed": diff.files_changed,
+        "insertions": diff.insertions,
+        "deletions": diff.deletions,
+        "changed_paths": [f.path for f in diff.files],
+        "has_patch": False,
+    }
+    if options.capture_patch and diff.changes:
+        patch = diff.patch()
+        if len(patch) <= options.max_patch_bytes:
+            summary["patch"] = patch.decode("utf-8", "replace")
+            summary["has_patch"] = True
+        else:
+            summary["patch_truncated"] = True
+            summary["patch_bytes"] = len(patch)
+    return summary
+
+
+def record_finish(
+    repo: Repository,
+    run_id: str,
+    before: Taken,
+    *,
+    backend: str,
+    author: Author,
+    what: list[str],
+    cwd: str,
+    label: str,
+    outcome: ProcessOutcome | None,
+    options: WorkspaceOptions,
+    failed: bool,
+    error: BaseException | None = None,
+    will_roll_back: bool = False,
+    recovered: bool = False,
+) -> Finish:
+    """Take the ``after`` snapshot and write the diff and ``run`` events (one operation)."""
+    label_after = "after_failure" if failed else "after"
+    after = take_snapshot(repo, backend, label_after, run_id=run_id, author=author, what=what)
+    diff = repo._diff_trees(before.tree, after.tree, repo.objects)
+    summary = summarize(diff, backend=backend, before=before, after=after, options=options)
+    interrupted = recovered or (outcome is not None and outcome.interrupted)
+    run_data: dict[str, Any] = {
+        "run_id": run_id,
+        "argv": what,
+        "cwd": cwd,
+        "label": label,
+        "exit_code": outcome.exit_code if outcome else None,
+        "signal": outcome.signal if outcome else None,
+        "duration_ms": outcome.duration_ms if outcome else None,
+        "interrupted": interrupted,
+        "rollback": will_roll_back and bool(diff.changes),
+        "options": options.to_json(),
+        "workspace": summary,
+    }
+    if error is not None:
+        run_data["error"] = f"{type(error).__name__}: {error}"[:2000]
+    if recovered:
+        run_data["recovered"] = True
+    diff_data = {
+        "files_changed": summary["files_changed"],
+        "insertions": summary["insertions"],
+        "deletions": summary["deletions"],
+        "has_patch": summary["has_patch"],
+    }
+    title = label or " ".join(what)
+    ids = write_annotations(
+        repo,
+        run_id,
+        author,
+        [
+            after.annotation(),
+            ("workspace_diff_computed", after.event_id, diff_data, "run diff"),
+            ("run", after.event_id, run_data, f"run: {title}"[:200]),
+        ],
+        files=summary["changed_paths"],
+    )
+    changed = _rollback_paths(repo, before.tree, after.tree)
+    return Finish(after, diff, summary, ids[-1], changed)
+
+
+def _rollback_paths(repo: Repository, before: ObjectId, after: ObjectId) -> list[str]:
+    """The paths a rollback restores: each changed path, or the new or gone folder holding it."""
+
+    def outermost(path: str) -> str:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if any(lookup(repo.objects, tree, prefix) is None for tree in (before, after)):
+                return prefix  # a folder the run created or removed: restored as a whole
+        return path
+
+    paths: set[str] = set()
+    for change in diff_trees(repo.objects, before, after):
+        paths.add(outermost(change.path))
+        if change.old_path is not None:
+            paths.add(outermost(change.old_path))
+    return sorted(paths)
+
+
+def rollback(
+    repo: Repository,
+    run_id: str,
+    before: Taken,
+    after: Taken,
+    finish: Finish,
+    backend: str,
+    author: Author,
+) -> str:
+    """Keep the failed state, then put back exactly the paths the run changed.
+
+    The failed state stays on the branch ``failed/<run id>`` (and, with the
+    git backend, at ``refs/strata/safety/<run id>``); HEAD's branch moves back
+    to the ``before`` event. One operation, so ``strata undo`` reverses it.
+    Returns the name of the kept state.
+    """
+    from strata.repo import Point
+
+    safety = f"failed/{run_id}"
+    if backend == "git":
+        from strata.runs.git import GitWorkspace
+
+        git = GitWorkspace.find(repo.root)
+        assert git is not None
+        safety = git.set_ref(f"safety/{run_id}", after.ref.removeprefix("git:"))
+    view = repo.view()
+    branches = {**view.branches, f"failed/{run_id}": after.event_id}
+    if view.branches.get(view.head_branch) == after.event_id:
+        branches[view.head_branch] = before.event_id
+    target_event = repo._event(before.event_id)
+    repo._restore(
+        Point(before.tree, before.snapshot_id, target_event, "before"),
+        f"the state before run {run_id}",
+        paths=finish.changed,
+        author=author,
+        command="rollback",
+        after_view=moved(view, head_event=before.event_id, branches=branches),
+        details={"run_id": run_id, "safety": safety},
+    )
+    return safety

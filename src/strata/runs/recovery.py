@@ -1,0 +1,72 @@
+"""Recording the runs whose strata was killed.
+
+A run's lease (:mod:`strata.runs.lease`) outlives a strata that was killed,
+and nobody holds its lock. The next command that writes finds it (from
+``Repository._recover``, with the write lock held) and records the run as
+interrupted: an ``after`` snapshot of what the workspace holds now, its diff
+and a ``run`` event with ``recovered: true``; then the lease file goes.
+"""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from strata.errors import StrataError
+from strata.ledger.driver import EventFilter
+from strata.ledger.events import Author
+from strata.runs.lease import stale_leases
+from strata.runs.options import WorkspaceOptions
+from strata.runs.record import Taken, record_finish
+
+if TYPE_CHECKING:
+    from strata.repo import Repository
+
+
+def recover_runs(repo: Repository) -> list[str]:
+    """Record every run whose lease nobody holds; return their run ids."""
+    recovered: list[str] = []
+    for info in stale_leases(repo.layout.runs):
+        run_id = str(info.get("run_id", ""))
+        path = Path(str(info["path"]))
+        if run_id and "before" in info and not _recorded(repo, run_id):
+            options = info.get("options") or {}
+            saved = repo.extra_ignore
+            repo.extra_ignore = tuple(options.get("ignore") or ())
+            try:
+                author = Author.from_json(
+                    info.get("author") or {"name": "strata", "kind": "system"}
+                )
+                record_finish(
+                    repo,
+                    run_id,
+                    Taken.from_json(info["before"]),
+                    backend=str(info.get("backend", "hash")),
+                    author=author,
+                    what=[str(a) for a in info.get("argv") or []],
+                    cwd=str(info.get("cwd", repo.root)),
+                    label=str(info.get("label", "")),
+                    outcome=None,
+                    options=WorkspaceOptions(
+                        capture_patch=bool(options.get("capture_patch", False)),
+                        max_patch_bytes=int(options.get("max_patch_bytes", 1 << 20)),
+                    ),
+                    failed=False,
+                    recovered=True,
+                )
+            except (StrataError, KeyError, TypeError, ValueError):
+                continue  # left for 'strata check' to report; never blocks the command
+            finally:
+                repo.extra_ignore = saved
+            recovered.append(run_id)
+        with suppress(FileNotFoundError):
+            path.unlink()
+    return recovered
+
+
+def _recorded(repo: Repository, run_id: str) -> bool:
+    found = repo.ledger.driver.find_events(
+        EventFilter(operation_id=run_id, action_type="run"), limit=1
+    )
+    return bool(list(found))

@@ -1,0 +1,81 @@
+"""What a run returns: :class:`RunResult` and its :class:`WorkspaceResult`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class WorkspaceResult:
+    """The workspace side of a finished run."""
+
+    backend: str
+    """``hash`` or ``git``."""
+    before_snapshot: str
+    """The ``before`` snapshot: a Strata snapshot id, or ``git:<commit>``."""
+    after_snapshot: str
+    """The ``after`` (or ``after_failure``) snapshot, in the same form."""
+    diff: dict[str, Any]
+    """The compact summary: counts, changed paths, the patch when captured."""
+    rolled_back: bool = False
+    safety_ref: str | None = None
+    """Where the failed state is kept after a rollback (a branch, and a git ref)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The workspace result as JSON."""
+        return {
+            "backend": self.backend,
+            "before_snapshot": self.before_snapshot,
+            "after_snapshot": self.after_snapshot,
+            "diff": self.diff,
+            "rolled_back": self.rolled_back,
+            "safety_ref": self.safety_ref,
+        }
+
+
+@dataclass
+class RunResult:
+    """One finished run: how the target ended and what it did to the workspace.
+
+    A callable's return value is :attr:`value`; the exception it raised is kept
+    in :attr:`error`, and :meth:`raise_error` raises it again.
+    """
+
+    run_id: str
+    exit_code: int
+    interrupted: bool
+    duration_ms: int
+    run_event_id: str | None = None
+    workspace: WorkspaceResult | None = None
+    value: Any = None
+    error: BaseException | None = None
+    signal: int | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when the target exited 0 (or returned) and was not interrupted."""
+        return self.exit_code == 0 and not self.interrupted
+
+    def raise_error(self) -> None:
+        """Raise the callable's exception again, if it raised one."""
+        if self.error is not None:
+            raise self.error
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata run --json`` prints."""
+        ws = self.workspace
+        return {
+            "run_id": self.run_id,
+            "run_event_id": self.run_event_id,
+            "backend": ws.backend if ws else None,
+            "before_snapshot": ws.before_snapshot if ws else None,
+            "after_snapshot": ws.after_snapshot if ws else None,
+            "exit_code": self.exit_code,
+            "interrupted": self.interrupted,
+            "duration_ms": self.duration_ms,
+            "diff": ws.diff if ws else None,
+            "rolled_back": ws.rolled_back if ws else False,
+            "safety_ref": ws.safety_ref if ws else None,
+        }

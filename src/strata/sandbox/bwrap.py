@@ -1,0 +1,504 @@
+"""The OS sandbox for isolated runs: a bubblewrap command line that grants, not subtracts.
+
+:func:`sandbox_command` turns a :class:`SandboxSpec` into the argument list
+and environment that run a command in a fresh bubblewrap sandbox. The sandbox
+starts from nothing and is given, in this order:
+
+1. the system folders (``/usr``, ``/etc``, ``/opt`` and ``/bin``, ``/sbin``,
+   ``/lib*``, recreated as symlinks where the host has them as symlinks)
+   read-only, and nothing else of the host;
+2. a fresh ``/proc`` (the sandbox's processes only) and a minimal ``/dev``;
+3. private, empty ``/tmp``, ``/run`` and home folder (tmpfs), mounted before
+   the workspace, so a workspace below one of them is still visible;
+4. ``source`` (the Draft) read-write at ``workspace`` (the real workspace's
+   own path, so the command sees the usual paths);
+5. the ``readonly`` binds (Published's ignored folders such as ``.venv``) and
+   the user's ``bind_ro`` paths, read-only;
+
+and then the root folder is made read-only. Every namespace is unshared (the
+network too unless ``net``), every capability dropped, further user namespaces
+disabled (bubblewrap 0.8 and later), and the environment is rebuilt from an
+allowlist. The repository folder is never mounted, so the command cannot reach
+it, whatever path it tries.
+
+The command is started through :mod:`strata.sandbox._relay`, which passes
+SIGINT, SIGQUIT, SIGTERM and SIGHUP on to the command inside (bubblewrap itself
+would die and SIGKILL the command) and dies with its parent.
+
+This module knows nothing of Drafts or events: callers give it paths.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from strata.errors import SandboxPolicyError, SandboxUnavailable
+
+__all__ = [
+    "ENV_ALLOWLIST",
+    "SYSTEM_PATHS",
+    "SandboxSpec",
+    "sandbox_command",
+    "missing_mount_points",
+    "sandbox_home",
+    "sandbox_problem",
+    "unsandboxed_environment",
+]
+
+#: Host folders the sandbox sees, read-only (or as symlinks, where they are symlinks).
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+
+#: Variables passed into the sandbox unchanged when set: how to find programs,
+#: the user's language, terminal and time zone, and who they are. Everything
+#: else (tokens, sockets, proxies, ``SSH_AUTH_SOCK``, ``DISPLAY`` …) is dropped
+#: unless named with ``--env``. ``HOME`` and ``TMPDIR`` are always the sandbox's own.
+ENV_ALLOWLIST = (
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "LC_*",
+    "TERM",
+    "COLORTERM",
+    "NO_COLOR",
+    "TZ",
+    "USER",
+    "LOGNAME",
+    "SHELL",
+)
+
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_PRIVATE = ("/tmp", "/run")
+_KERNEL = ("/proc", "/dev")
+_HOME_FALLBACKS = ("/run/home", "/tmp/home")
+_BWRAP_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_RELAY = Path(__file__).with_name("_relay.py")
+_PROBE_TIMEOUT_S = 60
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """What a sandboxed command sees: the mounts and the variables it is granted."""
+
+    workspace: Path
+    """Absolute path where the command sees its files (the real workspace's path)."""
+    source: Path
+    """Host folder mounted read-write at ``workspace`` (the Draft's files)."""
+    cwd: Path
+    """Where the command starts: ``workspace`` or a folder below it."""
+    net: bool = False
+    """Share the host's network (``--net allow``); otherwise only a private loopback."""
+    bind_ro: tuple[Path, ...] = ()
+    """Host paths exposed read-only at the same path (``--bind-ro PATH``)."""
+    readonly: tuple[tuple[Path, Path], ...] = ()
+    """(host path, path inside) read-only binds; the inside path lies below ``workspace``.
+
+    A mount point missing from ``source`` is created there, empty, by bubblewrap
+    (see :func:`missing_mount_points`).
+    """
+    env_names: tuple[str, ...] = ()
+    """Variables passed through beyond :data:`ENV_ALLOWLIST` (``--env NAME``)."""
+    repository: Path | None = None
+    """The repository folder (``.strata``): refused in every bind, so never reachable."""
+
+
+@dataclass(frozen=True)
+class _Bwrap:
+    path: str
+    version: tuple[int, ...]
+
+
+def _find_bwrap() -> str | None:
+    return shutil.which("bwrap", path=os.pathsep.join(_BWRAP_DIRS))
+
+
+def _parse_version(text: str) -> tuple[int, ...]:
+    match = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    if not match:
+        return (0,)
+    return tuple(int(part) for part in match.groups(default="0"))
+
+
+def _isolation(bwrap: _Bwrap, *, net: bool) -> list[str]:
+    flags = ["--unshare-all", "--unshare-user"]
+    if net:
+        flags.append("--share-net")
+    if bwrap.version >= (0, 8):
+        flags.append("--disable-userns")  # no nested user namespace: less kernel to attack
+    # root (strata run by root) keeps every capability in its new user namespace
+    # unless told otherwise, and could remount the read-only binds read-write
+    flags += ["--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+    return flags
+
+
+def _system_mounts() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@cache
+def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+    path = executable or _find_bwrap()
+    if path is None:
+        return None, "bubblewrap (bwrap) is not installed"
+    env = {"PATH": _DEFAULT_PATH}
+    try:
+        done = subprocess.run(
+            [path, "--version"],
+            capture_output=True,
+            env=env,
+            timeout=_PROBE_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"cannot run {path}: {exc}"
+    if done.returncode != 0:
+        return None, f"{path} --version failed: {_first_line(done.stderr)}"
+    bwrap = _Bwrap(path, _parse_version(done.stdout.decode(errors="replace")))
+    trivial = [
+        path,
+        *_isolation(bwrap, net=False),
+        *_system_mounts(),
+        "--proc",
+        "/proc",
+        "--dev",
+        "/dev",
+        "--",
+        "true",
+    ]
+    try:
+        done = subprocess.run(
+            trivial, capture_output=True, env=env, timeout=_PROBE_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        return None, f"bubblewrap cannot create a sandbox here: {exc}"
+    if done.returncode != 0:
+        reason = _first_line(done.stderr) or f"exit status {done.returncode}"
+        return None, f"bubblewrap cannot create a sandbox here: {reason}"
+    return bwrap, None
+
+
+def _first_line(data: bytes) -> str:
+    lines = data.decode(errors="replace").strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def sandbox_problem(*, executable: str | None = None) -> str | None:
+    """None when bubblewrap can run a sandbox here, else a one-line reason.
+
+    Runs ``bwrap --version`` and a trivial sandbox (user namespaces may be
+    forbidden, e.g. in some containers) once per process; the answer is cached.
+    ``executable`` names a bubblewrap binary to use instead of the one found in
+    ``/usr/bin``, ``/bin`` or ``/usr/local/bin``.
+    """
+    return _probe(executable)[1]
+
+
+def sandbox_home(spec: SandboxSpec, *, environ: Mapping[str, str]) -> Path:
+    """The private home folder the command gets (``HOME`` inside the sandbox).
+
+    The host's ``HOME`` path when it can hold a private tmpfs (absolute, not a
+    system folder, not the workspace or below it), else ``/run/home`` (or
+    ``/tmp/home``). It is empty at every run.
+    """
+    _check_workspace(spec.workspace)
+    candidates = [environ.get("HOME", ""), *_HOME_FALLBACKS]
+    for candidate in candidates:
+        if not candidate or not os.path.isabs(candidate):
+            continue
+        home = Path(os.path.normpath(candidate))
+        if ".." in Path(candidate).parts or home == Path("/"):
+            continue
+        if any(_within(home, Path(p)) or _within(Path(p), home) for p in SYSTEM_PATHS + _KERNEL):
+            continue
+        if _within(home, spec.workspace) or _within(Path("/tmp"), home):
+            continue
+        if _within(Path("/run"), home):
+            continue
+        return home
+    raise SandboxPolicyError(  # only a workspace at /run/home and /tmp/home gets here
+        f"no private home folder fits next to the workspace {spec.workspace}",
+        path=str(spec.workspace),
+    )
+
+
+def sandbox_command(
+    spec: SandboxSpec, argv: Sequence[str], *, environ: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """The full command line that runs ``argv`` in the sandbox, and its environment.
+
+    ``environ`` is the caller's environment, from which only the allowlisted
+    variables and ``spec.env_names`` are taken. Run the result with
+    :func:`strata.runs.process.run_command` (``new_session=True``): signals sent to
+    the caller reach the command, and the command dies when the caller dies.
+
+    Raises:
+        SandboxUnavailable: bubblewrap is missing or cannot create a sandbox here.
+        SandboxPolicyError: a path of ``spec`` is malformed, missing, or one the
+            policy refuses (a ``bind_ro`` that is ``/``, lies in the workspace,
+            covers the workspace, a private folder or the repository …).
+
+    """
+    if not argv:
+        raise SandboxPolicyError("no command to run in the sandbox")
+    home = sandbox_home(spec, environ=environ)
+    _check_spec(spec, home=home)
+    env = _environment(spec, environ=environ, home=home)
+    bwrap, problem = _probe(None)
+    if bwrap is None:
+        raise SandboxUnavailable(problem or "bubblewrap cannot run here")
+
+    args = [*_isolation(bwrap, net=spec.net), *_system_mounts()]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    # the private folders come before the workspace, which may lie below one of them
+    for private in _PRIVATE:
+        args += ["--tmpfs", private]
+    if str(home) not in _PRIVATE:
+        args += ["--tmpfs", str(home)]
+    if spec.net:
+        args += _resolver_binds()
+    args += ["--bind", str(spec.source), str(spec.workspace)]
+    for host, inside in sorted(spec.readonly, key=lambda pair: pair[1].parts):
+        args += ["--ro-bind", str(host), str(inside)]
+    for path in sorted(spec.bind_ro, key=lambda p: p.parts):
+        args += ["--ro-bind", str(path), str(path)]
+    args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
+    relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
+    return [*relay, *args, "--", *argv], env
+
+
+def missing_mount_points(spec: SandboxSpec) -> list[Path]:
+    """Paths in ``spec.source`` that bubblewrap will create as mount points.
+
+    A ``readonly`` bind below the workspace needs its mount point to exist in the
+    Draft; when the Draft lacks it (an ignored folder such as ``.venv`` that was
+    not copied), bubblewrap creates an empty folder (or an empty file) there.
+    Callers that want the Draft exactly as the command left it remove these
+    after the run when they are still empty. Listed parents first.
+    """
+    missing: list[Path] = []
+    for _host, inside in sorted(spec.readonly, key=lambda pair: pair[1].parts):
+        current = spec.source
+        for name in inside.relative_to(spec.workspace).parts:
+            current = current / name
+            if not os.path.lexists(current) and current not in missing:
+                missing.append(current)
+    return missing
+
+
+def unsandboxed_environment(folder: Path, *, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment for a command run directly in ``folder`` (``--sandbox none``).
+
+    No isolation: the caller's environment, except that git may not look for a
+    repository above ``folder`` (``GIT_CEILING_DIRECTORIES`` holds its parent)
+    and variables that point git at a repository (``GIT_DIR``, ``GIT_WORK_TREE``
+    …) are dropped, so git in a Draft never climbs into the real repository.
+    """
+    env = {k: v for k, v in environ.items() if k not in _GIT_LOCATORS}
+    parent = os.path.realpath(folder.parent)
+    ceiling = environ.get("GIT_CEILING_DIRECTORIES")
+    env["GIT_CEILING_DIRECTORIES"] = f"{parent}:{ceiling}" if ceiling else parent
+    return env
+
+
+_GIT_LOCATORS = frozenset(
+    {
+        "GIT_DIR",
+        "GIT_WORK_TREE",
+        "GIT_INDEX_FILE",
+        "GIT_OBJECT_DIRECTORY",
+        "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+        "GIT_COMMON_DIR",
+        "GIT_NAMESPACE",
+        "GIT_DISCOVERY_ACROSS_FILESYSTEM",
+    }
+)
+
+
+def _environment(spec: SandboxSpec, *, environ: Mapping[str, str], home: Path) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for name, value in environ.items():
+        if name in ENV_ALLOWLIST or (name.startswith("LC_") and _ENV_NAME.fullmatch(name)):
+            env[name] = value
+    for name in spec.env_names:
+        if not _ENV_NAME.fullmatch(name):
+            raise SandboxPolicyError(f"not an environment variable name: {name!r}", path=name)
+        if name in environ:
+            env[name] = environ[name]
+    env.setdefault("PATH", _DEFAULT_PATH)
+    env["HOME"] = str(home)
+    env["TMPDIR"] = "/tmp"
+    return env
+
+
+def _resolver_binds() -> list[str]:
+    """With the network shared, DNS must work: ``/etc/resolv.conf`` may point into ``/run``."""
+    target = os.path.realpath("/etc/resolv.conf")
+    if _within(Path(target), Path("/run")) and os.path.isfile(target):
+        return ["--ro-bind", target, target]
+    return []
+
+
+# -- the policy -------------------------------------------------------------------------
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """True when ``path`` is ``folder`` or lies below it (lexically)."""
+    return path == folder or folder in path.parents
+
+
+def _checked(path: Path, what: str, *, exists: bool = True) -> Path:
+    text = str(path)
+    if "\0" in text:
+        raise SandboxPolicyError(f"{what} {text!r} contains a NUL byte", path=text)
+    if not path.is_absolute():
+        raise SandboxPolicyError(f"{what} {text} is not an absolute path", path=text)
+    if ".." in path.parts:
+        raise SandboxPolicyError(f"{what} {text} contains '..'", path=text)
+    if exists and not os.path.lexists(path):
+        raise SandboxPolicyError(f"{what} {text} does not exist", path=text)
+    return path
+
+
+def _forms(path: Path) -> list[Path]:
+    """``path`` as given and with symlinks resolved: a bind is judged by both."""
+    return list(dict.fromkeys([path, Path(os.path.realpath(path))]))
+
+
+def _check_workspace(path: Path) -> Path:
+    workspace = _checked(path, "workspace", exists=False)
+    if any(_within(Path(p), workspace) for p in SYSTEM_PATHS + _KERNEL + _PRIVATE):
+        raise SandboxPolicyError(
+            f"the workspace {workspace} cannot be sandboxed: it covers a system folder",
+            path=str(workspace),
+        )
+    if any(_within(workspace, Path(p)) for p in _KERNEL):
+        raise SandboxPolicyError(
+            f"the workspace {workspace} lies in {workspace.parts[1]!r}", path=str(workspace)
+        )
+    return workspace
+
+
+def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
+    workspace = _check_workspace(spec.workspace)
+    source = _checked(spec.source, "Draft folder")
+    cwd = _checked(spec.cwd, "working folder", exists=False)
+    if os.path.islink(source) or not source.is_dir():
+        raise SandboxPolicyError(f"the Draft folder {source} is not a folder", path=str(source))
+    repository = spec.repository
+    if repository is not None:
+        repository = _checked(repository, "repository folder", exists=False)
+        if any(_within(repo, form) for repo in _forms(repository) for form in _forms(source)):
+            raise SandboxPolicyError(
+                f"the Draft folder {source} contains the repository {repository}",
+                path=str(source),
+            )
+    if not _within(cwd, workspace):
+        raise SandboxPolicyError(
+            f"the working folder {cwd} is outside the workspace {workspace}", path=str(cwd)
+        )
+
+    def overlaps_repository(path: Path) -> bool:
+        if repository is None:
+            return False
+        return any(_within(a, b) or _within(b, a) for a in _forms(path) for b in _forms(repository))
+
+    for host, inside in spec.readonly:
+        _checked(host, "read-only folder")
+        _checked(inside, "read-only mount point", exists=False)
+        if inside == workspace or not _within(inside, workspace):
+            raise SandboxPolicyError(
+                f"read-only mount point {inside} must lie below the workspace {workspace}",
+                path=str(inside),
+            )
+        if overlaps_repository(host):
+            raise SandboxPolicyError(
+                f"read-only folder {host} overlaps the repository {repository}", path=str(host)
+            )
+        if any(_within(w, form) for w in (workspace, source) for form in _forms(host)):
+            raise SandboxPolicyError(
+                f"read-only folder {host} contains the workspace or the Draft", path=str(host)
+            )
+        _check_mount_point(source, inside.relative_to(workspace), host=host)
+
+    covered = (workspace, source, home, *(Path(p) for p in _PRIVATE + _KERNEL))
+    for path in spec.bind_ro:
+        _checked(path, "--bind-ro path")
+        forms = _forms(path)
+        if Path("/") in forms:
+            raise SandboxPolicyError("--bind-ro / would expose the whole host", path="/")
+        if any(_within(form, w) for form in forms for w in _forms(workspace)):
+            raise SandboxPolicyError(
+                f"--bind-ro {path} lies in the workspace, which the sandbox already shows",
+                path=str(path),
+            )
+        if overlaps_repository(path):
+            raise SandboxPolicyError(
+                f"--bind-ro {path} would expose the repository {repository}", path=str(path)
+            )
+        hidden = [c for c in covered for form in forms if _within(c, form)]
+        if hidden:
+            raise SandboxPolicyError(
+                f"--bind-ro {path} would cover {hidden[0]}, which the sandbox keeps private",
+                path=str(path),
+            )
+
+    if not _exists_inside(cwd, spec):
+        raise SandboxPolicyError(
+            f"the working folder {cwd} does not exist in the Draft", path=str(cwd)
+        )
+
+
+def _check_mount_point(source: Path, relative: Path, *, host: Path) -> None:
+    """A mount point below the Draft must be reachable without a symlink.
+
+    bubblewrap creates a missing mount point (an empty folder, or an empty file)
+    in the Draft; a symlink on the way could send that write anywhere.
+    """
+    current = source
+    for index, name in enumerate(relative.parts):
+        current = current / name
+        try:
+            mode = current.lstat().st_mode
+        except FileNotFoundError:
+            return
+        last = index == len(relative.parts) - 1
+        if os.path.islink(current):
+            raise SandboxPolicyError(
+                f"read-only mount point {current} is a symlink in the Draft", path=str(current)
+            )
+        if not last and not stat.S_ISDIR(mode):
+            raise SandboxPolicyError(
+                f"read-only mount point {current} is not a folder in the Draft", path=str(current)
+            )
+        if last and stat.S_ISDIR(mode) != os.path.isdir(host):
+            raise SandboxPolicyError(
+                f"read-only mount point {current} and {host} are not the same kind of file",
+                path=str(current),
+            )
+
+
+def _exists_inside(cwd: Path, spec: SandboxSpec) -> bool:
+    """True when ``cwd`` is a folder in the sandbox: in the Draft or a read-only bind."""
+    binds: Iterable[tuple[Path, Path]] = [
+        (spec.source, spec.workspace),
+        *((host, inside) for host, inside in spec.readonly),
+    ]
+    for host, inside in sorted(binds, key=lambda pair: len(pair[1].parts), reverse=True):
+        if _within(cwd, inside):
+            return (host / cwd.relative_to(inside)).is_dir()
+    return False

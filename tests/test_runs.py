@@ -1,0 +1,549 @@
+"""Instrumented runs: ``strata run`` and ``Repository.execute_run``, both backends.
+
+Real git repositories and real child processes throughout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata import Repository, RunResult, WorkspaceOptions
+from strata.errors import StrataError
+from strata.runs.lease import active_leases, stale_leases
+
+Git = Callable[..., subprocess.CompletedProcess[bytes]]
+sh = "/bin/sh"
+
+
+# -- helpers -----------------------------------------------------------------------
+
+
+def git_state(git: Git, root: Path) -> dict[str, Any]:
+    """Everything of the user's git repository a run must leave alone."""
+
+    def out(*args: str) -> str:
+        # --no-optional-locks: 'git status' itself must not refresh the index it is checking
+        return git("--no-optional-locks", *args, cwd=root, check=False).stdout.decode()
+
+    return {
+        "status": out("status", "--porcelain", "--untracked-files=all", "--ignored"),
+        "index": (root / ".git" / "index").read_bytes(),
+        "head": out("rev-parse", "HEAD"),
+        "symbolic_head": out("symbolic-ref", "HEAD"),
+        "branches": out("for-each-ref", "refs/heads"),
+        "stash": out("stash", "list"),
+        "tags": out("tag", "-l"),
+        "untracked": out("ls-files", "--others", "--exclude-standard"),
+    }
+
+
+@pytest.fixture
+def gitws(tmp_path: Path, git: Git) -> Path:
+    """A git work tree with a commit, a staged change, a stash, a tag and untracked files."""
+    root = tmp_path / "gitws"
+    root.mkdir()
+    git("init", "-q", "-b", "main", cwd=root)
+    (root / "a.txt").write_text("one\n")
+    (root / "keep.txt").write_text("keep\n")
+    (root / ".gitignore").write_text("*.log\n")
+    git("add", "-A", cwd=root)
+    git("commit", "-qm", "first", cwd=root)
+    git("tag", "v1", cwd=root)
+    (root / "a.txt").write_text("stashed\n")
+    git("stash", "-q", cwd=root)
+    (root / "keep.txt").write_text("staged\n")
+    git("add", "keep.txt", cwd=root)
+    (root / "notes.md").write_text("untracked\n")
+    (root / "debug.log").write_text("ignored\n")
+    return root
+
+
+def events(run_cli: Any, cwd: Path, action: str) -> list[dict[str, Any]]:
+    code, out, err = run_cli("history", "--json", "--action", action, cwd=cwd)
+    assert code == 0, err
+    found: list[dict[str, Any]] = json.loads(out)
+    return found
+
+
+def wait_for(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+
+
+def strata_popen(run_cli: Any, *args: str, cwd: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "strata", *args],
+        cwd=cwd,
+        env=run_cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+# -- the git backend leaves the user's repository alone ------------------------------
+
+
+def test_git_run_and_rollback_leave_the_users_git_state_identical(
+    gitws: Path, git: Git, run_cli: Any
+) -> None:
+    before = git_state(git, gitws)
+    code, out, err = run_cli(
+        "run", "--json", "--", sh, "-c", "echo two >> a.txt; echo n > new.txt", cwd=gitws
+    )
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["backend"] == "git"
+    assert summary["diff"]["changed_paths"] == ["a.txt", "new.txt"]
+    assert not (gitws / ".strata").exists()
+    # the run's own changes show, nothing else moved
+    after = git_state(git, gitws)
+    assert after["index"] == before["index"]
+    for key in ("head", "symbolic_head", "branches", "stash", "tags"):
+        assert after[key] == before[key], key
+    assert "?? new.txt" in after["status"]
+
+    # a failing run rolled back leaves everything exactly as it found it
+    state = git_state(git, gitws)
+    code, out, err = run_cli(
+        "run",
+        "--rollback-on-failure",
+        "--json",
+        "--",
+        sh,
+        "-c",
+        "echo three >> a.txt; rm notes.md; echo x > other.txt; "
+        "mkdir -p d/e; echo f > d/e/f; exit 7",
+        cwd=gitws,
+    )
+    assert code == 7, err
+    result = json.loads(out)
+    assert result["rolled_back"] is True
+    assert git_state(git, gitws) == state
+    assert (gitws / "a.txt").read_text() == "one\ntwo\n"
+    assert (gitws / "notes.md").read_text() == "untracked\n"
+    assert not (gitws / "d").exists()
+    # the safety ref (not a tag) holds the failed state
+    safety = result["safety_ref"]
+    assert safety.startswith("refs/strata/safety/")
+    shown = git("show", f"{safety}:a.txt", cwd=gitws).stdout.decode()
+    assert shown == "one\ntwo\nthree\n"
+    assert git("show", f"{safety}:d/e/f", cwd=gitws).stdout == b"f\n"
+    assert git("tag", "-l", cwd=gitws).stdout.decode() == "v1\n"
+    code, out, err = run_cli("check", cwd=gitws)
+    assert code == 0, out + err
+
+
+def test_git_snapshots_are_usable_refs(gitws: Path, git: Git, run_cli: Any) -> None:
+    code, out, err = run_cli("run", "--json", "--", sh, "-c", "echo changed > a.txt", cwd=gitws)
+    assert code == 0, err
+    result = json.loads(out)
+    before = result["before_snapshot"]
+    assert before.startswith("git:")
+    code, out, err = run_cli("diff", "--json", before, cwd=gitws)
+    assert code == 0, err
+    assert [f["path"] for f in json.loads(out)["files"]] == ["a.txt"]
+    code, out, err = run_cli("rewind", before, cwd=gitws)
+    assert code == 0, err
+    assert (gitws / "a.txt").read_text() == "one\n"
+    code, out, err = run_cli("show", "git:HEAD:a.txt", cwd=gitws)
+    assert code == 0 and out == "one\n", err
+    code, _, err = run_cli("diff", "git:no-such-thing", cwd=gitws)
+    assert code == 1 and err.startswith("error: "), err
+
+
+def test_git_backend_signs_commits_when_the_user_has_no_identity(
+    gitws: Path, git: Git, run_cli: Any
+) -> None:
+    code, out, err = run_cli("run", "--json", "--", "true", cwd=gitws)
+    assert code == 0, err
+    sha = json.loads(out)["after_snapshot"].removeprefix("git:")
+    committer = git("log", "-1", "--format=%cn <%ce>", sha, cwd=gitws).stdout.decode()
+    assert committer.strip() in ("t <t@example.com>", "Strata <strata@localhost>")
+
+
+# -- flow, events and options -----------------------------------------------------------
+
+
+def test_a_successful_run_writes_two_snapshot_events_and_one_diff(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "f.txt").write_text("x\n")
+    code, out, err = run_cli(
+        "run", "--json", "--label", "build", "--", sh, "-c", "echo y > g.txt", cwd=ws
+    )
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["backend"] == "hash"
+    taken = events(run_cli, ws, "workspace_snapshot_taken")
+    diffs = events(run_cli, ws, "workspace_diff_computed")
+    runs = events(run_cli, ws, "run")
+    assert sorted(e["data"]["label"] for e in taken) == ["after", "before"]
+    assert len(diffs) == 1 and len(runs) == 1
+    assert diffs[0]["data"] == {
+        "files_changed": 1,
+        "insertions": 1,
+        "deletions": 0,
+        "has_patch": False,
+    }
+    run = runs[0]
+    assert run["id"] == result["run_event_id"]
+    assert run["data"]["argv"] == [sh, "-c", "echo y > g.txt"]
+    assert run["data"]["exit_code"] == 0 and run["data"]["interrupted"] is False
+    assert run["data"]["label"] == "build"
+    assert run["data"]["cwd"] == str(ws)
+    assert run["data"]["workspace"]["changed_paths"] == ["g.txt"]
+    # anchored to the run's state events
+    states = {e["id"]: e for e in events(run_cli, ws, "snapshot")}
+    assert run["anchor_event_id"] in states
+    assert states[run["anchor_event_id"]]["files"] == ["g.txt"]
+    assert {e["anchor_event_id"] for e in taken} <= set(states)
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_before_reuses_heads_snapshot_when_nothing_changed(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("x\n")
+    head = repo.snapshot("start").event
+    assert head is not None
+    result = repo.execute_run(["true"])
+    assert result.workspace is not None
+    assert result.workspace.before_snapshot == head.snapshot_ref
+    assert result.workspace.after_snapshot == head.snapshot_ref
+    assert [e.action_type for e in repo.history(action="snapshot")] == ["snapshot"]
+
+
+def test_patch_is_kept_when_it_fits_and_flagged_when_it_does_not(
+    ws: Path, make_repo: Any, git: Git
+) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("a\n")
+    repo.snapshot("start")
+    small = repo.execute_run(
+        [sh, "-c", "echo b >> f.txt"], workspace=WorkspaceOptions(capture_patch=True)
+    )
+    assert small.workspace is not None
+    diff = small.workspace.diff
+    assert diff["has_patch"] is True and "+b" in diff["patch"]
+    assert "patch_truncated" not in diff
+    big = repo.execute_run(
+        [sh, "-c", "seq 1 5000 > big.txt"],
+        workspace=WorkspaceOptions(capture_patch=True, max_patch_bytes=1000),
+    )
+    assert big.workspace is not None
+    diff = big.workspace.diff
+    assert "patch" not in diff and diff["has_patch"] is False
+    assert diff["patch_truncated"] is True and diff["patch_bytes"] > 1000
+    run = repo.history(action="run", limit=1)[0]
+    assert run.data["workspace"]["patch_truncated"] is True
+    assert repo.history(action="workspace_diff_computed", limit=1)[0].data["has_patch"] is False
+    # without capture_patch no patch is kept at all
+    plain = repo.execute_run([sh, "-c", "echo c >> f.txt"])
+    assert plain.workspace is not None and "patch" not in plain.workspace.diff
+
+
+def test_callable_that_raises_is_a_failed_run_rolled_back(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("start")
+
+    def agent() -> None:
+        (ws / "f.txt").write_text("broken\n")
+        (ws / "junk.txt").write_text("junk\n")
+        raise ValueError("the agent gave up")
+
+    result = repo.execute_run(agent, workspace=WorkspaceOptions(rollback_on_failure=True))
+    assert isinstance(result, RunResult)
+    assert result.exit_code == 1 and not result.ok
+    assert isinstance(result.error, ValueError)
+    with pytest.raises(ValueError, match="the agent gave up"):
+        result.raise_error()
+    assert (ws / "f.txt").read_text() == "before\n"
+    assert not (ws / "junk.txt").exists()
+    assert result.workspace is not None and result.workspace.rolled_back
+    # the failed state is kept on a branch
+    failed = result.workspace.safety_ref
+    assert failed is not None and failed in repo.view().branches
+    assert repo.show(failed, "f.txt") == b"broken\n"
+    taken = repo.history(action="workspace_snapshot_taken")
+    assert sorted(e.data["label"] for e in taken) == ["after_failure", "before"]
+    # a callable that returns is a success, its value kept
+    ok = repo.run_once(lambda: 42)
+    assert ok.ok and ok.value == 42 and ok.error is None
+    assert repo.check() == []
+
+
+def test_a_rollback_is_undone_by_undo(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "f.txt").write_text("before\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    code, _, err = run_cli(
+        "run", "--rollback-on-failure", "--", sh, "-c", "echo after > f.txt; exit 2", cwd=ws
+    )
+    assert code == 2, err
+    assert (ws / "f.txt").read_text() == "before\n"
+    code, out, err = run_cli("undo", cwd=ws)
+    assert code == 0, err
+    assert "rollback" in out
+    assert (ws / "f.txt").read_text() == "after\n"
+    code, _, err = run_cli("redo", cwd=ws)
+    assert code == 0, err
+    assert (ws / "f.txt").read_text() == "before\n"
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_ignored_paths_are_not_recorded_and_survive_a_rollback(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("start")
+    script = "echo after > f.txt; mkdir -p scratch; echo s > scratch/tmp; exit 1"
+    result = repo.execute_run(
+        [sh, "-c", script],
+        workspace=WorkspaceOptions(rollback_on_failure=True, ignore=("scratch/",)),
+    )
+    assert result.exit_code == 1
+    assert result.workspace is not None
+    assert result.workspace.diff["changed_paths"] == ["f.txt"]
+    assert (ws / "f.txt").read_text() == "before\n"
+    assert (ws / "scratch" / "tmp").read_text() == "s\n"
+    after = repo.history(action="snapshot", limit=1)[0]
+    assert after.snapshot_ref is not None
+    assert repo.manifest(after.snapshot_ref)["ignore_extra"] == ["scratch/"]
+    assert repo.check() == []
+
+
+def test_disabled_workspace_only_runs(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    result = repo.execute_run([sh, "-c", "exit 3"], workspace=WorkspaceOptions(enabled=False))
+    assert result.exit_code == 3 and result.workspace is None
+    assert repo.history() == []
+
+
+def test_bad_options_are_refused(ws: Path, make_repo: Any) -> None:
+    with pytest.raises(StrataError):
+        WorkspaceOptions(strategy="svn")  # type: ignore[arg-type]
+    with pytest.raises(StrataError):
+        WorkspaceOptions(max_patch_bytes=-1)
+    repo: Repository = make_repo(ws)
+    with pytest.raises(StrataError, match="not the repository's workspace"):
+        repo.execute_run(["true"], workspace=WorkspaceOptions(path=ws.parent))
+
+
+# -- backends ---------------------------------------------------------------------------
+
+
+def test_auto_picks_the_backend(tmp_path: Path, gitws: Path, git: Git, run_cli: Any) -> None:
+    # a git work tree without a Strata repository: git
+    code, out, err = run_cli("run", "--json", "--", "true", cwd=gitws)
+    assert code == 0 and json.loads(out)["backend"] == "git", err
+    # a Strata workspace (even inside a git work tree): hash
+    both = tmp_path / "both"
+    both.mkdir()
+    git("init", "-q", cwd=both)
+    assert run_cli("init", cwd=both)[0] == 0
+    code, out, err = run_cli("run", "--json", "--", "true", cwd=both)
+    assert code == 0 and json.loads(out)["backend"] == "hash", err
+    # there, --strategy git asks for git explicitly
+    code, out, err = run_cli("run", "--strategy", "git", "--json", "--", "true", cwd=both)
+    assert code == 0 and json.loads(out)["backend"] == "git", err
+    assert run_cli("check", cwd=both)[0] == 0
+    # neither: an error naming 'strata init', exit 125
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    code, out, err = run_cli("run", "--", "true", cwd=plain)
+    assert code == 125 and out == ""
+    assert err.startswith("error: ") and "strata init" in err
+    # a git strategy where there is no git work tree
+    assert run_cli("init", cwd=plain)[0] == 0
+    code, _, err = run_cli("run", "--strategy", "git", "--", "true", cwd=plain)
+    assert code == 125 and "git work tree" in err
+
+
+def test_exit_codes(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("run", "--", sh, "-c", "exit 42", cwd=ws)[0] == 42
+    code, _, err = run_cli("run", "--", "no-such-command-xyz", cwd=ws)
+    assert code == 127 and "command not found" in err
+    (ws / "script.sh").write_text("#!/bin/sh\n")
+    code, _, err = run_cli("run", "--", "./script.sh", cwd=ws)
+    assert code == 126 and err.startswith("error: ")
+    code, _, err = run_cli("run", "--max-patch-bytes", "nope", "--", "true", cwd=ws)
+    assert code == 125 and "Traceback" not in err
+    code, _, err = run_cli("run", cwd=ws)
+    assert code == 125
+
+
+# -- signals, leases, crashes ------------------------------------------------------------
+
+
+CHILD = (
+    "import pathlib, time\n"
+    "pathlib.Path('made.txt').write_text('made\\n')\n"
+    "pathlib.Path('ready').write_text('')\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_sigint_gives_an_after_snapshot_and_no_rollback(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    proc = strata_popen(
+        run_cli, "run", "--rollback-on-failure", "--json", "--", sys.executable, "-c", CHILD, cwd=ws
+    )
+    try:
+        wait_for(ws / "ready")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    result = json.loads(out)
+    assert result["interrupted"] is True and result["rolled_back"] is False
+    assert "made.txt" in result["diff"]["changed_paths"]
+    assert (ws / "made.txt").exists()
+    run = events(run_cli, ws, "run")[0]
+    assert run["data"]["interrupted"] is True
+    labels = [e["data"]["label"] for e in events(run_cli, ws, "workspace_snapshot_taken")]
+    assert sorted(labels) == ["after_failure", "before"]
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_a_killed_run_is_recorded_as_interrupted(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    proc = strata_popen(run_cli, "run", "--", sys.executable, "-c", CHILD, cwd=ws)
+    try:
+        wait_for(ws / "ready")
+        assert len(active_leases(ws / ".strata" / "runs")) == 1
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # strata and its command die together
+        proc.communicate()
+    assert len(stale_leases(ws / ".strata" / "runs")) == 1
+    code, out, err = run_cli("snapshot", "-m", "next", cwd=ws)  # the next command that writes
+    assert code == 0, err
+    runs = events(run_cli, ws, "run")
+    assert len(runs) == 1
+    data = runs[0]["data"]
+    assert data["interrupted"] is True and data["recovered"] is True
+    assert "made.txt" in data["workspace"]["changed_paths"]
+    assert stale_leases(ws / ".strata" / "runs") == []
+    code, out, err = run_cli("check", cwd=ws)
+    assert code == 0, out + err
+
+
+def test_rewind_from_another_process_is_refused_while_a_run_holds_the_lease(
+    ws: Path, run_cli: Any
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "f.txt").write_text("one\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    proc = strata_popen(run_cli, "run", "--", sys.executable, "-c", CHILD, cwd=ws)
+    try:
+        wait_for(ws / "ready")
+        code, _, err = run_cli("rewind", "HEAD", cwd=ws)
+        assert code == 1 and err.startswith("error: ") and "run" in err
+        assert (ws / "made.txt").exists()
+        code, _, err = run_cli("rewind", "--force", "HEAD", cwd=ws)
+        assert code == 0, err
+        assert not (ws / "made.txt").exists()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_an_interrupted_callable_rolls_back_only_when_asked(ws: Path, make_repo: Any) -> None:
+    repo: Repository = make_repo(ws)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("start")
+
+    def interrupted() -> None:
+        (ws / "f.txt").write_text("half done\n")
+        raise KeyboardInterrupt
+
+    kept = repo.execute_run(interrupted, workspace=WorkspaceOptions(rollback_on_failure=True))
+    assert kept.interrupted and kept.workspace is not None and not kept.workspace.rolled_back
+    assert (ws / "f.txt").read_text() == "half done\n"
+    assert isinstance(kept.error, KeyboardInterrupt)
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("again")
+    undone = repo.execute_run(interrupted, workspace=WorkspaceOptions(rollback_on_interrupt=True))
+    assert undone.workspace is not None and undone.workspace.rolled_back
+    assert (ws / "f.txt").read_text() == "before\n"
+
+
+def test_a_killed_git_backed_run_is_recorded(gitws: Path, git: Git, run_cli: Any) -> None:
+    state = git_state(git, gitws)
+    proc = strata_popen(run_cli, "run", "--", sys.executable, "-c", CHILD, cwd=gitws)
+    try:
+        wait_for(gitws / "ready")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    runs_folder = gitws / ".git" / "strata" / "repo" / "runs"
+    assert len(stale_leases(runs_folder)) == 1
+    code, _, err = run_cli("snapshot", cwd=gitws)
+    assert code == 0, err
+    run = events(run_cli, gitws, "run")[0]
+    assert run["data"]["recovered"] is True
+    assert run["data"]["workspace"]["backend"] == "git"
+    assert run["data"]["workspace"]["after_snapshot"].startswith("git:")
+    assert stale_leases(runs_folder) == []
+    assert run_cli("check", cwd=gitws)[0] == 0
+    after = git_state(git, gitws)
+    assert after["index"] == state["index"] and after["stash"] == state["stash"]
+
+
+def test_python_api_in_a_git_work_tree_without_strata(gitws: Path, git: Git) -> None:
+    state = git_state(git, gitws)
+    with Repository.open_for_run(gitws) as repo:
+
+        def edit() -> str:
+            (gitws / "a.txt").write_text("edited\n")
+            raise RuntimeError("failed after editing")
+
+        result = repo.execute_run(edit, workspace=WorkspaceOptions(rollback_on_failure=True))
+        assert result.workspace is not None
+        assert result.workspace.backend == "git"
+        assert result.workspace.rolled_back
+        assert isinstance(result.error, RuntimeError)
+        assert repo.check() == []
+    assert (gitws / "a.txt").read_text() == "one\n"
+    assert git_state(git, gitws) == state
+    with pytest.raises(StrataError, match="not a strata workspace"):
+        Repository.open_for_run(gitws.parent)
+
+
+@pytest.mark.parametrize("delay", [0.05, 0.2, 0.35, 0.5, 0.7, 0.9])
+def test_sigkill_at_any_point_of_a_run_leaves_a_checkable_repository(
+    ws: Path, run_cli: Any, delay: float
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    for i in range(30):
+        (ws / f"f{i}.txt").write_text(f"{i}\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    script = "for i in $(seq 0 29); do echo x >> f$i.txt; done; echo n > new.txt; exit 1"
+    proc = strata_popen(run_cli, "run", "--rollback-on-failure", "--", sh, "-c", script, cwd=ws)
+    time.sleep(delay)  # a kill point, not a measurement
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    code, _, err = run_cli("snapshot", "-m", "after the crash", cwd=ws)
+    assert code == 0, err
+    code, out, err = run_cli("check", cwd=ws)
+    assert code == 0, out + err
+    assert stale_leases(ws / ".strata" / "runs") == []
+    assert len(events(run_cli, ws, "run")) <= 1
