@@ -511,3 +511,34 @@ def test_a_killed_watcher_leaves_a_sound_repository(ws: Path, run_cli: Any) -> N
     code, out, err = run_cli("watch", "--daemon", "--json", cwd=ws)  # a new one starts
     assert code == 0, err
     assert run_cli("watch", "--stop", cwd=ws)[0] == 0
+
+
+def test_run_watch_records_a_step_for_each_settled_change(ws: Path, run_cli: Any) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "readme.txt").write_text("hello\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    script = (
+        "import pathlib, time\n"
+        "for i in range(3):\n"
+        "    pathlib.Path(f'step{i}.txt').write_text(f'step {i}\\n')\n"
+        "    time.sleep(1)\n"
+    )
+    argv = ["run", "--watch", "--debounce-ms", "300", "--json", "--", sys.executable, "-c", script]
+    code, out, err = run_cli(*argv, cwd=ws)
+    assert code == 0, err
+    summary = _json(out)
+    assert summary["exit_code"] == 0
+    _, out, _ = run_cli("history", "--json", cwd=ws)
+    live = [e for e in _json(out) if e["rationale"] == "live capture"]
+    assert len(live) >= 3
+    assert sorted(f for e in live for f in e["files"]) == ["step0.txt", "step1.txt", "step2.txt"]
+    assert run_cli("check", cwd=ws)[0] == 0
+    # the live steps sit between the run's before and after snapshots
+    assert summary["diff"]["files_changed"] == 3
+
+
+def test_run_watch_needs_the_hash_backend(ws: Path, run_cli: Any, git: Any) -> None:
+    git("init", "-q", cwd=ws)
+    code, _, err = run_cli("run", "--watch", "--", "true", cwd=ws)
+    assert code == 125
+    assert err.startswith("error: --watch records steps in Strata's own store")

@@ -85,8 +85,11 @@ class LiveCapture:
         self._closing = False
         self._stop_requested = threading.Event()
         self._thread: threading.Thread | None = None
+        #: a run's extra ignore patterns apply to its live steps too
+        self.extra_ignore = repo.extra_ignore
         self._filter = IgnoreFilter(
-            repo.root, IgnoreRules.root(defaults=repo.config.ignore_defaults)
+            repo.root,
+            IgnoreRules.root(defaults=repo.config.ignore_defaults, extra=self.extra_ignore),
         )
 
     # -- life cycle ------------------------------------------------------------
@@ -158,6 +161,7 @@ class LiveCapture:
         from strata.repo import Repository
 
         writer = Repository(self.repo.layout, author=self.author, monitor=self.monitor, **kwargs)
+        writer.extra_ignore = self.extra_ignore
         try:
             while True:
                 with self._cond:
