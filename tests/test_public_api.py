@@ -18,6 +18,7 @@ EXPECTED = {
     "DiffResult",
     "Event",
     "FileDiff",
+    "LiveCapture",
     "Point",
     "Repository",
     "RewindResult",

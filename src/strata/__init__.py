@@ -31,12 +31,14 @@ if TYPE_CHECKING:
     )
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
+    from strata.runs.watch import LiveCapture
 
 _HOME = {
     "Author": "strata.ledger.events",
     "DiffResult": "strata.repo",
     "Event": "strata.ledger.events",
     "FileDiff": "strata.repo",
+    "LiveCapture": "strata.runs.watch",
     "Point": "strata.repo",
     "Repository": "strata.repo",
     "RewindResult": "strata.repo",
@@ -52,6 +54,7 @@ __all__ = [
     "DiffResult",
     "Event",
     "FileDiff",
+    "LiveCapture",
     "Point",
     "Repository",
     "RewindResult",

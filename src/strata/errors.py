@@ -27,7 +27,9 @@ The tree::
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
-    │   └── DraftOpen              a Draft exists, so Published may not move
+    │   ├── DraftOpen              a Draft exists, so Published may not move
+    │   ├── WatcherRunning         a watcher already runs for this workspace
+    │   └── WatcherFailed          the file-system watcher could not start
     ├── DiffError                  a diff that cannot be produced
     ├── SandboxError
     │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
@@ -222,6 +224,29 @@ class DraftOpen(WorkspaceError):
             hint="see 'strata draft status', then 'strata publish' or 'strata discard'",
         )
         self.command = command
+
+
+class WatcherRunning(WorkspaceError):
+    """A watcher (``strata watch``, a live capture) already runs for this workspace."""
+
+    def __init__(self, workspace: str) -> None:
+        super().__init__(
+            f"a watcher already runs for {workspace}",
+            hint="see 'strata watch --status'; stop it with 'strata watch --stop'",
+        )
+        self.workspace = workspace
+
+
+class WatcherFailed(WorkspaceError):
+    """The file-system watcher could not watch the workspace."""
+
+    def __init__(self, workspace: str, reason: str) -> None:
+        super().__init__(
+            f"cannot watch {workspace}: {reason}",
+            hint="on Linux, raise fs.inotify.max_user_watches / max_user_instances (sysctl)",
+        )
+        self.workspace = workspace
+        self.reason = reason
 
 
 class DiffError(StrataError):
