@@ -24,6 +24,7 @@ EXPECTED = {
     "ReviewResult",
     "Event",
     "FileDiff",
+    "LiveCapture",
     "Point",
     "Repository",
     "RewindResult",

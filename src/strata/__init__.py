@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     )
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
+    from strata.runs.watch import LiveCapture
     from strata.workbench.checkpoints import Checkpoint, Checkpoints
     from strata.workbench.draft import Draft, DraftRun
     from strata.workbench.publish import PublishResult, ReviewResult
@@ -46,6 +47,7 @@ _HOME = {
     "DiffResult": "strata.repo",
     "Event": "strata.ledger.events",
     "FileDiff": "strata.repo",
+    "LiveCapture": "strata.runs.watch",
     "Point": "strata.repo",
     "Repository": "strata.repo",
     "RewindResult": "strata.repo",
@@ -65,6 +67,7 @@ __all__ = [
     "DraftRun",
     "Event",
     "FileDiff",
+    "LiveCapture",
     "Point",
     "PublishResult",
     "Repository",

@@ -31,7 +31,9 @@ The tree::
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
     │   ├── DraftChanged           the Draft changed since the review publish expects
-    │   └── ExternalSymlink        a Draft symlink points outside the workspace
+    │   ├── ExternalSymlink        a Draft symlink points outside the workspace
+    │   ├── WatcherRunning         a watcher already runs for this workspace
+    │   └── WatcherFailed          the file-system watcher could not start
     ├── MergeConflict              publish: edits of Published and the Draft collide
     ├── DiffError                  a diff that cannot be produced
     ├── SandboxError
@@ -281,6 +283,29 @@ class MergeConflict(StrataError):
             hint="resolve them in the Draft (or in Published), then publish again",
         )
         self.paths = paths
+
+
+class WatcherRunning(WorkspaceError):
+    """A watcher (``strata watch``, a live capture) already runs for this workspace."""
+
+    def __init__(self, workspace: str) -> None:
+        super().__init__(
+            f"a watcher already runs for {workspace}",
+            hint="see 'strata watch --status'; stop it with 'strata watch --stop'",
+        )
+        self.workspace = workspace
+
+
+class WatcherFailed(WorkspaceError):
+    """The file-system watcher could not watch the workspace."""
+
+    def __init__(self, workspace: str, reason: str) -> None:
+        super().__init__(
+            f"cannot watch {workspace}: {reason}",
+            hint="on Linux, raise fs.inotify.max_user_watches / max_user_instances (sysctl)",
+        )
+        self.workspace = workspace
+        self.reason = reason
 
 
 class DiffError(StrataError):

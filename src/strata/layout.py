@@ -110,6 +110,11 @@ class Layout:
         return self.draft / "draft.json"
 
     @property
+    def watch(self) -> Path:
+        """The watcher's socket, pid file and cookies (``strata watch``)."""
+        return self.repo / "watch"
+
+    @property
     def lock(self) -> Path:
         """The writer lock file."""
         return self.repo / "lock"

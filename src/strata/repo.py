@@ -53,6 +53,7 @@ from strata.store.tree import EMPTY_TREE, TreeEntry, decode_tree, lookup, read_t
 if TYPE_CHECKING:
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
+    from strata.store.watch import Answer, ChangeMonitor
     from strata.workbench.checkpoints import Checkpoints
     from strata.workbench.draft import Draft
 
@@ -277,8 +278,13 @@ class Repository:
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         progress: Callable[[int, int], None] | None = None,
+        monitor: ChangeMonitor | None = None,
     ) -> None:
         self.layout = layout
+        #: an in-process change monitor to ask instead of the watcher's socket
+        self.monitor = monitor
+        #: the newest scan (``folders_listed``, ``watcher``: how the watcher was used)
+        self.last_scan: ScanResult | None = None
         #: called with (done, total) during long scans; the CLI draws a progress line
         self.progress = progress
         self.config = load_config(layout)
@@ -463,9 +469,20 @@ class Repository:
     def _rules(self) -> IgnoreRules:
         return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
 
+    def _changes_since(self, token: str) -> Answer | None:
+        """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
+        if self.monitor is not None:
+            return self.monitor.query(token)
+        if not (self.layout.watch / "watch.sock").exists():
+            return None
+        from strata.store.watch import ask
+
+        return ask(self.layout.watch, token)
+
     def _scan(self, *, hash_only: bool = False) -> tuple[ScanResult, Scanner, StatCache]:
         cache = StatCache(self.layout.statcache)
         store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
+        answer = self._changes_since(cache.token)
         scanner = Scanner(
             self.root,
             store,
@@ -473,8 +490,18 @@ class Repository:
             cache=cache,
             hash_only=hash_only,
             progress=self.progress,
+            changed=answer.changed if answer is not None else None,
         )
         result = scanner.scan()
+        cache.token = answer.token if answer is not None else ""
+        result.folders_listed = scanner.folders_listed
+        if answer is None:
+            result.watcher = "no watcher"
+        elif scanner.incremental:
+            result.watcher = "incremental"
+        else:
+            result.watcher = answer.reason or "the ignore rules changed"
+        self.last_scan = result
         if hash_only:
             assert isinstance(store, OverlayStore)
             store.sources.update(scanner.sources)
@@ -609,7 +636,7 @@ class Repository:
         )
         result.warnings = scan.warnings
         if result.event is not None or not scan.unchanged:
-            cache.replace(scan.dirs, started_ns=scan.started_ns)
+            cache.replace(scan.dirs, started_ns=scan.started_ns, inherited=scan.inherited)
             cache.save()
         return result, scan
 

@@ -50,9 +50,9 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from strata.cli import draft, inspect, ledger, record, refs, rewind, run
+    from strata.cli import draft, inspect, ledger, record, refs, rewind, run, watch
 
-    for module in (record, inspect, rewind, refs, ledger, run, draft):
+    for module in (record, inspect, rewind, refs, ledger, run, watch, draft):
         for command in module.COMMANDS:
             cli.add_command(command)
 

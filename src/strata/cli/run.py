@@ -69,6 +69,18 @@ class _RunCommand(click.Command):
 )
 @click.option("--label", default="", help="A name for this run, kept in its event.")
 @click.option(
+    "--watch",
+    is_flag=True,
+    help="While the command runs, record a step each time the workspace settles (hash backend).",
+)
+@click.option(
+    "--debounce-ms",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="With --watch: how long the workspace must stay quiet before a step is recorded.",
+)
+@click.option(
     "--ignore",
     "ignore",
     multiple=True,
@@ -87,6 +99,8 @@ def run(
     capture_patch: bool,
     max_patch_bytes: int,
     label: str,
+    watch: bool,
+    debounce_ms: int,
     ignore: tuple[str, ...],
     author: str | None,
     author_kind: str | None,
@@ -100,13 +114,17 @@ def run(
     it exits non-zero), records the diff and a 'run' event, and with
     --rollback-on-failure puts back what a failed command changed (the failed
     state is kept on the branch failed/<run id>; 'strata undo' reverses the
-    rollback). Strata exits with the command's exit code; 125 for its own errors.
+    rollback). With --watch, each time the workspace has been quiet for
+    --debounce-ms while the command runs, a snapshot is recorded too
+    (rationale 'live capture'), so a long session becomes a timeline of steps.
+    Strata exits with the command's exit code; 125 for its own errors.
 
     \b
     Example:
       strata run -- make test
       strata run --rollback-on-failure --json -- ./agent.sh "fix the bug"
       strata run --strategy git --ignore 'build/' -- claude
+      strata run --watch -- claude      # a step each time the files settle
     """
     from strata.runs.options import WorkspaceOptions
 
@@ -119,7 +137,10 @@ def run(
             rollback_on_interrupt=rollback_on_interrupt,
             ignore=ignore,
         )
-        result = _run_published(list(argv), options, label, make_author(author, author_kind))
+        live = debounce_ms if watch else None
+        result = _run_published(
+            list(argv), options, label, make_author(author, author_kind), live=live
+        )
     except StrataError as exc:
         if ctx.find_root().obj is not None and ctx.find_root().obj.debug:
             raise
@@ -140,9 +161,9 @@ def run(
 
 
 def _run_published(
-    argv: list[str], options: WorkspaceOptions, label: str, author: Any
+    argv: list[str], options: WorkspaceOptions, label: str, author: Any, *, live: int | None
 ) -> RunResult:
-    """Run ``argv`` on the workspace's real files."""
+    """Run ``argv`` on the workspace's real files (``live``: the live capture's debounce)."""
     from strata.cli.common import Progress
     from strata.repo import Repository
 
@@ -150,19 +171,35 @@ def _run_published(
         Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **_injected()
     )
     with repo:
+        if live is not None and options.enabled:
+            from strata.errors import UsageError
+            from strata.runs.flow import choose_backend
+
+            if choose_backend(repo, options.strategy) != "hash":
+                raise UsageError(
+                    "--watch records steps in Strata's own store: it needs the hash backend",
+                    hint="run 'strata init' here and use --strategy hash (or auto)",
+                )
         return repo.execute_run(
             argv,
             workspace=options,
             author=author,
             label=label,
             cwd=Path.cwd(),
-            around=lambda: _around_execution(repo, options),
+            around=lambda: _around_execution(repo, options, author, label, live),
         )
 
 
-def _around_execution(repo: Repository, options: WorkspaceOptions) -> AbstractContextManager[Any]:
-    """Entered while the command executes (the place for live capture)."""
-    return nullcontext()
+def _around_execution(
+    repo: Repository, options: WorkspaceOptions, author: Any, label: str, live: int | None
+) -> AbstractContextManager[Any]:
+    """Entered while the command executes: the live capture of ``--watch``."""
+    if live is None or not options.enabled:
+        return nullcontext()
+    from strata.runs.watch import RATIONALE, LiveCapture
+
+    message = f"{RATIONALE}: {label}" if label else RATIONALE
+    return LiveCapture(repo, debounce_ms=live, author=author, message=message)
 
 
 COMMANDS = [run]

@@ -12,14 +12,27 @@ Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
 ``fstat`` after reading: a file that changed while being read is read again,
 so a torn write is never recorded. Sockets, FIFOs and devices are skipped with
 a warning and never opened.
+
+Given ``changed`` (the paths a change monitor saw change since the stat
+cache was written), a scan lists only the folders those paths name: each
+changed path's folder, and the changed path itself with everything below it
+(it may be a folder created, moved in or replaced). Every other folder is
+taken from the stat cache without a system call; a subtree that holds no
+changed path keeps its cached tree id whole. Folders the cache does not
+know, folders with racy entries (so their stats are fresh for a restore's
+checks) and folders whose ignore rules differ from
+the cached ones are listed as in a full walk. A changed ignore file
+(``.gitignore``, ``.strataignore``) or other root rules (config defaults, a
+run's extra patterns) turn the scan into a full walk.
 """
 
 from __future__ import annotations
 
+import marshal
 import os
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,13 +61,22 @@ class ScanResult:
     files_seen: int = 0
     #: True when every folder matched the stat cache (the cache needs no rewrite)
     unchanged: bool = False
+    #: how many folders were listed (the others came from the stat cache)
+    folders_listed: int = 0
+    #: how a change monitor was used: "incremental", or why the whole tree was walked
+    watcher: str = ""
+    #: folders taken unchanged from the stat cache, still encoded (incremental scans)
+    inherited: dict[str, bytes] = field(default_factory=dict)
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
         folder, _, name = path.rpartition("/")
         cached = self.dirs.get(folder)
         if cached is None:
-            return None
+            blob = self.inherited.get(folder)
+            if blob is None:
+                return None
+            cached = DirCache.load(marshal.loads(blob))
         return cached.files.get(name)
 
 
@@ -65,10 +87,12 @@ class _Folder:
         "children",
         "clean",
         "entries",
+        "hint",
         "ignored",
         "names",
         "prefix",
         "rules",
+        "whole",
     )
 
     def __init__(self, prefix: str, abs_path: str, rules: IgnoreRules) -> None:
@@ -83,6 +107,10 @@ class _Folder:
         self.children: dict[str, int] = {}
         #: every entry matched the cache (subfolders are checked bottom-up)
         self.clean = False
+        #: taken whole from the cache, subfolders included (nothing below changed)
+        self.whole = False
+        #: with ``whole``: the folder's tree id, as the cache has it
+        self.hint = ""
 
     @property
     def key(self) -> str:
@@ -95,6 +123,35 @@ class _Job:
     name: str
     path: str
     size: int
+
+
+class _Plan:
+    """Which folders an incremental scan must list, from the paths that changed."""
+
+    def __init__(self, changed: Collection[str], racy: Collection[str] = ()) -> None:
+        #: changed paths: each is listed with everything below it
+        self.roots = frozenset(changed)
+        #: the folders holding a changed path, and the folders with racy entries
+        self.parents = frozenset(p.rpartition("/")[0] for p in changed) | frozenset(racy)
+        #: every folder at or above a folder to list (where the walk must descend)
+        above: set[str] = set()
+        for p in self.roots | self.parents:
+            while p not in above:
+                above.add(p)
+                if not p:
+                    break
+                p = p.rpartition("/")[0]
+        self.above = above
+
+    def must_list(self, key: str) -> bool:
+        if key in self.parents:
+            return True
+        p = key
+        while p:
+            if p in self.roots:
+                return True
+            p = p.rpartition("/")[0]
+        return False
 
 
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
@@ -115,6 +172,7 @@ class Scanner:
         clock_ns: Callable[[], int] = time.time_ns,
         hash_only: bool = False,
         progress: Callable[[int, int], None] | None = None,
+        changed: Collection[str] | None = None,
     ) -> None:
         self.root = root
         self.store = store
@@ -129,6 +187,17 @@ class Scanner:
         self.sources: dict[ObjectId, str] = {}
         #: object id -> line count (None for binary) of the files hashed by this scan
         self.lines: dict[ObjectId, int | None] = {}
+        if changed is not None and (
+            cache.base_rules != rules.fingerprint
+            or any(p.rpartition("/")[2] in IGNORE_FILES for p in changed)
+        ):
+            changed = None  # new ignore rules: every folder's decisions may change
+        cache.base_rules = rules.fingerprint
+        self._plan = _Plan(changed, self._racy_folders()) if changed is not None else None
+        #: True when the scan lists only the folders ``changed`` names
+        self.incremental = self._plan is not None
+        #: folders listed by the last scan (all of them without ``changed``)
+        self.folders_listed = 0
 
     def scan(self) -> ScanResult:
         """Walk the workspace, store every new blob and tree, return the root tree."""
@@ -149,6 +218,13 @@ class Scanner:
         for index in range(len(folders) - 1, -1, -1):
             folder = folders[index]
             cached = folder.cached
+            if folder.whole:
+                clean[index] = True
+                trees[index] = folder.hint
+                if cached is not None:
+                    dirs[folder.key] = cached
+                    seen += len(cached.files)
+                continue
             if (
                 cached is not None
                 and folder.clean
@@ -189,18 +265,97 @@ class Scanner:
             dirs[folder.key] = DirCache(
                 folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
             )
+        whole = {f.key for f in folders if f.whole}
+        inherited: dict[str, bytes] = {}
+        if whole:
+            # a folder taken whole and its subfolders stay as the cache has them, encoded
+            for key in self.cache.folders():
+                if key in dirs:
+                    continue
+                up = key
+                while True:
+                    if up in whole:
+                        blob = self.cache.blob(key)
+                        if blob is not None:
+                            inherited[key] = blob
+                        break
+                    if not up:
+                        break
+                    up = up.rpartition("/")[0]
         result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result.inherited = inherited
         result.unchanged = clean[0]
         return result
+
+    def _racy_folders(self) -> list[str]:
+        """Folders whose cached entries include racy files: they are always listed."""
+        if self.cache.racy is not None:
+            return list(self.cache.racy)
+        racy = []
+        for key in self.cache.folders():
+            cached = self.cache.get(key)
+            if cached is not None and any(st[2] < 0 for st in cached.files.values()):
+                racy.append(key)
+        return racy
 
     def _walk(self, warnings: list[str]) -> list[_Folder]:
         folders = [_Folder("", str(self.root), self.rules)]
         index = 0
+        listed = 0
         while index < len(folders):
             folder = folders[index]
-            self._list(folder, folders, warnings)
+            if folder.whole:
+                pass  # resolved from its parent's cached rows
+            elif self._plan is None or not self._reuse(folder, folders, self._plan):
+                self._list(folder, folders, warnings)
+                listed += 1
             index += 1
+        self.folders_listed = listed
         return folders
+
+    def _reuse(self, folder: _Folder, folders: list[_Folder], plan: _Plan) -> bool:
+        """Take ``folder`` from the stat cache without listing it; False when it must be listed."""
+        key = folder.key
+        if plan.must_list(key):
+            return False
+        cached = self.cache.get(key)
+        if cached is None or not cached.tree:
+            return False
+        folder.cached = cached
+        folder.names = cached.names
+        folder.ignored = cached.ignored
+        if key not in plan.above:
+            folder.whole = True
+            folder.hint = cached.tree
+            folder.clean = True
+            return True
+        found = [self._read_small(folder.abs + "/" + n) for n in IGNORE_FILES if n in cached.names]
+        rules = folder.rules.child(folder.prefix, [c for c in found if c is not None])
+        if rules.fingerprint != cached.rules:
+            return False
+        if any(r[0] != "d" and r[4] not in cached.files for r in cached.rows):
+            return False
+        folder.rules = rules
+        for kind, mode, size, oid, name in cached.rows:
+            if kind == "d":
+                child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
+                child_key = child.key
+                if (
+                    child_key not in plan.above
+                    and not plan.must_list(child_key)
+                    and self.cache.blob(child_key) is not None
+                ):
+                    # nothing at or below it changed: its tree is the one this row names
+                    child.whole = True
+                    child.hint = oid
+                    child.clean = True
+                folder.children[name] = len(folders)
+                folders.append(child)
+                folder.entries[name] = ["d", mode, 0, "", None]
+            else:
+                folder.entries[name] = [kind, mode, size, oid, cached.files[name]]
+        folder.clean = True
+        return True
 
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
         try:

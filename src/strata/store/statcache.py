@@ -15,9 +15,18 @@ Racy entries follow git's rule: a file whose mtime is within
 system's timestamp granularity without its stat changing, so it is stored
 with an impossible mtime and hashed again by the next scan.
 
+With a change monitor running (:mod:`strata.store.watch`), the cache also
+keeps the monitor's ``token`` obtained just before the scan that wrote it
+(and the list of folders holding racy entries, which are always re-read):
+the monitor can then name every path changed since, and the next scan
+re-reads only those folders. The token and the rows are written in one file,
+so they always describe the same scan.
+
 The cache is a hint, never the truth: a missing, unreadable or foreign-version
 file is ignored and rebuilt. It is written atomically (temp + rename) with
-``marshal``, the fastest loader for plain tuples and dicts.
+``marshal``, the fastest loader for plain tuples and dicts; each folder is a
+marshal blob of its own inside the file, decoded only when a scan uses it, so
+a scan that lists 10 folders of 1,000 decodes and re-encodes only those.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-VERSION = 1
+VERSION = 2  # 2: each folder is its own marshal blob, decoded only when used
 RACY_NS = 2_000_000_000  # coarse file systems (FAT, some network ones) have 2 s mtimes
 
 # (mode, size, mtime_ns, ctime_ns, inode, object id)
@@ -69,7 +78,16 @@ class StatCache:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.dirs: dict[str, DirCache] = {}
-        self._raw: dict[str, Any] = {}
+        #: the change monitor's token taken before the scan that wrote this cache ("" for none)
+        self.token = ""
+        #: the fingerprint of the root ignore rules (config defaults, run extras) of that scan
+        self.base_rules = ""
+        #: folders holding racy entries (None: unknown, a cache written before this was kept)
+        self.racy: frozenset[str] | None = None
+        self._raw: dict[str, bytes] = {}
+        # folder -> (the DirCache decoded from it, its marshal blob): an unchanged folder is
+        # saved as the blob it was loaded from, without encoding it again
+        self._origin: dict[str, tuple[DirCache, bytes]] = {}
         self._started_ns = 0
         if path is not None:
             self._load()
@@ -83,11 +101,15 @@ class StatCache:
             return
         if not isinstance(raw, dict) or raw.get("version") != VERSION:
             return
-        self._raw = raw.get("dirs", {})
-
-    def folders(self) -> list[str]:
-        """Every folder the cache knows, sorted."""
-        return sorted(self._raw.keys() | self.dirs.keys())
+        dirs = raw.get("dirs", {})
+        self._raw = dirs if isinstance(dirs, dict) else {}
+        token = raw.get("token", "")
+        self.token = token if isinstance(token, str) else ""
+        base_rules = raw.get("base_rules", "")
+        self.base_rules = base_rules if isinstance(base_rules, str) else ""
+        racy = raw.get("racy")
+        if isinstance(racy, (list, tuple)) and all(isinstance(k, str) for k in racy):
+            self.racy = frozenset(racy)
 
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
@@ -97,16 +119,34 @@ class StatCache:
             if raw is None:
                 return None
             try:
-                cached = DirCache.load(raw)
-            except (TypeError, ValueError):
+                cached = DirCache.load(marshal.loads(raw))
+            except (TypeError, ValueError, EOFError):
                 return None
             self.dirs[folder] = cached
+            self._origin[folder] = (cached, raw)
         return cached
 
-    def replace(self, dirs: dict[str, DirCache], *, started_ns: int) -> None:
-        """Make ``dirs`` the whole content (after a full scan that started at ``started_ns``)."""
+    def folders(self) -> set[str]:
+        """Every folder the cache describes."""
+        return set(self._raw) | set(self.dirs)
+
+    def blob(self, folder: str) -> bytes | None:
+        """The stored (still encoded) view of ``folder``, for a scan that keeps it unchanged."""
+        return self._raw.get(folder)
+
+    def replace(
+        self,
+        dirs: dict[str, DirCache],
+        *,
+        started_ns: int,
+        inherited: dict[str, bytes] | None = None,
+    ) -> None:
+        """Make ``dirs`` (and the still-encoded ``inherited`` folders) the whole content.
+
+        ``started_ns`` is when the scan that found them started.
+        """
         self.dirs = dirs
-        self._raw = {}
+        self._raw = dict(inherited or {})
         self._started_ns = started_ns
 
     def forget(self, folder: str) -> None:
@@ -119,9 +159,27 @@ class StatCache:
         if self.path is None:
             return
         racy_after = self._started_ns - RACY_NS
-        dirs = {k: v.dump(racy_after) for k, v in self.dirs.items()}
+        dirs: dict[str, bytes] = {}
+        racy: list[str] = []
+        for key, value in self.dirs.items():
+            origin = self._origin.get(key)
+            if origin is not None and origin[0] is value:
+                dirs[key] = origin[1]  # unchanged and never racy (racy folders are re-read)
+                continue
+            dumped = value.dump(racy_after)
+            dirs[key] = marshal.dumps(dumped)
+            if any(st[2] == -1 for st in dumped[3].values()):
+                racy.append(key)
         dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
-        data = marshal.dumps({"version": VERSION, "dirs": dirs})
+        racy += [k for k in self._raw if k not in self.dirs and k in (self.racy or ())]
+        body = {
+            "version": VERSION,
+            "dirs": dirs,
+            "token": self.token,
+            "base_rules": self.base_rules,
+            "racy": sorted(racy),
+        }
+        data = marshal.dumps(body)
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         try:
             with open(tmp, "wb") as f:

@@ -341,7 +341,7 @@ class Draft:
         root = self.repo.root
         cache = StatCache(self.repo.layout.statcache)
         found: list[Path] = []
-        for folder in cache.folders():
+        for folder in sorted(cache.folders()):
             cached = cache.get(folder)
             for name in sorted(cached.ignored if cached else ()):
                 if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):

@@ -1,0 +1,221 @@
+"""``strata watch``: record edits as they settle, and answer "what changed?" for other commands."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from strata.cli.common import (
+    _injected,
+    author_options,
+    emit_json,
+    json_option,
+    make_author,
+    open_repo,
+    short,
+)
+from strata.errors import WatcherRunning
+
+if TYPE_CHECKING:
+    from strata.ledger.events import Event
+
+
+def _status_json(folder: Path) -> dict[str, Any]:
+    from strata.store.watch import watcher_status
+
+    status = watcher_status(folder)
+    return {"running": status is not None, **(status or {})}
+
+
+@click.command()
+@click.option(
+    "--debounce-ms",
+    type=click.IntRange(min=0),
+    default=1000,
+    show_default=True,
+    help="Record a step once the workspace has been quiet this long.",
+)
+@click.option("-m", "--message", default="live capture", help="The rationale of each step.")
+@click.option(
+    "--no-capture",
+    is_flag=True,
+    help="Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans).",
+)
+@click.option("--daemon", is_flag=True, help="Detach and keep watching in the background.")
+@click.option("--stop", is_flag=True, help="Stop the background watcher of this workspace.")
+@click.option("--status", "show_status", is_flag=True, help="Show whether a watcher runs here.")
+@author_options
+@json_option
+def watch(
+    debounce_ms: int,
+    message: str,
+    no_capture: bool,
+    daemon: bool,
+    stop: bool,
+    show_status: bool,
+    author: str | None,
+    author_kind: str | None,
+    as_json: bool,
+) -> None:
+    """Record every change as a step until Ctrl-C (or in the background with --daemon).
+
+    Each time the workspace has been quiet for --debounce-ms, a snapshot is
+    recorded (rationale 'live capture'), whoever made the change: you, your
+    editor, a shell command. While a watcher runs, 'snapshot', 'status' and
+    'rewind' ask it which files changed instead of reading the whole tree;
+    they fall back to reading it whenever the watcher cannot vouch for its
+    answer. The watcher's socket and pid file are in the repository's
+    watch/ folder.
+
+    \b
+    Example:
+      strata watch                      # until Ctrl-C
+      strata watch --daemon --author alice
+      strata watch --daemon --no-capture   # only make snapshot and status fast
+      strata watch --status --json
+      strata watch --stop
+    """
+    if sum((daemon, stop, show_status)) > 1:
+        raise click.UsageError("use one of --daemon, --stop and --status")
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        folder = repo.layout.watch
+        root = repo.root
+        if show_status:
+            status = _status_json(folder)
+            if as_json:
+                emit_json(status)
+            elif status["running"]:
+                click.echo(
+                    f"A watcher runs for {root} (pid {status.get('pid')}, "
+                    f"{status.get('sequence')} changes seen)"
+                )
+            else:
+                click.echo(f"No watcher runs for {root}.")
+            return
+        if stop:
+            from strata.store.watch import stop_watcher
+
+            pid = stop_watcher(folder)
+            if as_json:
+                emit_json({"stopped": pid is not None, "pid": pid})
+            elif pid is None:
+                click.echo(f"No watcher runs for {root}.")
+            else:
+                click.echo(f"Stopped the watcher of {root} (pid {pid}).")
+            return
+        if daemon:
+            extra = ["--debounce-ms", str(debounce_ms), "-m", message]
+            extra += ["--author", who.name, "--author-kind", who.kind]
+            _start_daemon(repo.root, folder, [*extra, *(["--no-capture"] if no_capture else [])])
+            status = _status_json(folder)
+            if as_json:
+                emit_json(status)
+            else:
+                click.echo(
+                    f"Watching {root} in the background (pid {status.get('pid')}); "
+                    "stop: strata watch --stop"
+                )
+            return
+        _watch(repo, debounce_ms, message, as_json, record=not no_capture)
+
+
+def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
+    """Start ``strata watch OPTIONS`` detached; return once it answers on its socket."""
+    from strata.store.watch import watcher_status
+
+    if watcher_status(folder) is not None:
+        raise WatcherRunning(str(root))
+    folder.mkdir(parents=True, exist_ok=True)
+    argv = [sys.executable, "-m", "strata", "-C", str(root), "watch", *options]
+    with open(folder / "watch.log", "ab") as log:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+            cwd=root,
+        )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and proc.poll() is None:
+        if watcher_status(folder) is not None:
+            return
+        time.sleep(0.05)
+    if proc.poll() is None:
+        proc.terminate()
+    raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
+
+
+def _serve_only(repo: Any, as_json: bool) -> None:
+    from strata.store.watch import ChangeMonitor, MonitorServer
+
+    stop = threading.Event()
+    with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
+        server = MonitorServer(monitor, on_stop=stop.set).start({"capture": False})
+        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        if not as_json:
+            click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
+        try:
+            while not stop.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            server.close()
+
+
+def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: bool) -> None:
+    from strata.runs.watch import LiveCapture
+
+    if not record:
+        _serve_only(repo, as_json)
+        return
+
+    def report(event: Event) -> None:
+        if as_json:  # one object per line, as each step is recorded
+            step = {"event_id": event.id, "snapshot_id": event.snapshot_ref, "files": event.files}
+            sys.stdout.write(json.dumps(step) + "\n")
+        else:
+            n = len(event.files)
+            click.echo(f"Recorded {short(event.id)}: {n} file{'s' if n != 1 else ''} changed")
+        sys.stdout.flush()
+
+    capture = LiveCapture(
+        repo,
+        debounce_ms=debounce_ms,
+        author=repo.author,
+        message=message,
+        on_event=report,
+        server_info={"workspace": str(repo.root)},
+        **_injected(),
+    )
+    with capture:
+        if capture.server is None:
+            raise WatcherRunning(str(repo.root))
+        previous = signal.signal(signal.SIGTERM, lambda *_: capture.request_stop())
+        if not as_json:
+            click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
+        try:
+            while not capture.wait(0.5):
+                pass
+        except KeyboardInterrupt:
+            pass
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+    if not as_json:
+        n = len(capture.events)
+        click.echo(f"Stopped: {n} step{'s' if n != 1 else ''} recorded.", err=True)
+
+
+COMMANDS = [watch]

@@ -1,0 +1,531 @@
+"""The change monitor: which workspace paths changed, without walking the tree.
+
+A :class:`ChangeMonitor` watches the workspace with ``watchfiles`` (the Rust
+``notify`` crate: inotify on Linux) in a background thread and numbers every
+change it sees. A *token* ``"<instance>:<sequence>"`` names a point in that
+numbering; :meth:`ChangeMonitor.query` answers "which paths changed since this
+token" and hands out a new token, as git's fsmonitor hook does.
+
+A write made just before the question must never be missed, and file-system
+events arrive with a delay. So every question comes with a **cookie**: the
+asker creates a file in the monitor's ``cookies/`` folder, and the monitor
+answers only once it has seen that file's event. Events are delivered in
+order, so by then every earlier write has been seen too.
+
+The monitor cannot vouch for an answer (the answer's ``changed`` is None, and
+the asker walks the whole tree) when the token is empty, names another
+instance (the monitor restarted, or the token predates it), lies before the
+oldest change it still remembers (its history overflowed), or is unknown; and
+the asker walks when no monitor answers in time. watchfiles 1.x does not
+report a kernel queue overflow (``IN_Q_OVERFLOW``), so a batch of
+:data:`BURST` events or more, where one could hide, is treated as an overflow.
+
+Noise is dropped: ``.strata``, ``.git`` and a restore's temporary files never
+count as changes. Ignore rules are the scanner's business: an ignored path
+that changes only makes its folder be listed again.
+
+The monitor of a repository is reachable through a Unix socket,
+``REPO/watch/watch.sock``; one JSON object per line each way (protocol
+version 1, see docs/format.md):
+
+* ``{"v": 1, "op": "query", "token": T, "cookie": NAME}`` ->
+  ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
+* ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
+* ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
+
+:func:`ask` is the client side: it returns None whenever no monitor answers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import fcntl
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strata.errors import WatcherFailed, WatcherRunning
+from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
+
+PROTOCOL = 1
+SOCKET = "watch.sock"
+PIDFILE = "watch.pid"
+COOKIES = "cookies"
+#: changes remembered; past this the history is dropped and older tokens are refused
+MAX_HISTORY = 200_000
+#: a batch this large may hide a kernel queue overflow (watchfiles 1.x does not report
+#: IN_Q_OVERFLOW, samuelcolvin/watchfiles#348): the history is dropped as if it overflowed
+BURST = 8192
+#: how long an asker waits for the monitor (cookie seen and answer sent)
+ASK_TIMEOUT = 2.0
+
+Listener = Callable[[list[str]], None]
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The monitor's answer: the paths changed since the asked token, and the next token.
+
+    ``changed`` is None when the monitor cannot vouch for its answer; ``reason``
+    then says why (the asker walks the whole tree).
+    """
+
+    token: str
+    changed: frozenset[str] | None
+    reason: str = ""
+
+
+def _noise(rel: str) -> bool:
+    return any(p in ALWAYS_IGNORED or p.startswith(TEMP_PREFIX) for p in rel.split("/"))
+
+
+class ChangeMonitor:
+    """Watches one workspace and remembers every change, numbered.
+
+    ``folder`` is the monitor's own folder (``REPO/watch``); its ``cookies/``
+    subfolder is watched too when the repository lies outside the workspace.
+    Start it with :meth:`start` (or ``with``); from then on no change is missed.
+    """
+
+    def __init__(
+        self,
+        root: Path,
+        folder: Path,
+        *,
+        instance: str | None = None,
+        max_history: int = MAX_HISTORY,
+    ) -> None:
+        self.root = Path(os.path.realpath(root))
+        self.folder = Path(os.path.realpath(folder))
+        self.cookies = self.folder / COOKIES
+        self.instance = instance or os.urandom(6).hex()
+        self.max_history = max_history
+        self._cond = threading.Condition()
+        self._seq = 0
+        self._base = 0  # the history holds every change after this sequence number
+        self._seqs: list[int] = []
+        self._paths: list[str] = []
+        self._seen_cookies: dict[str, None] = {}  # insertion-ordered, trimmed
+        self._listeners: list[Listener] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+        self._cookie_n = 0
+        self.overflows = 0
+
+    # -- life cycle ------------------------------------------------------------
+
+    def start(self) -> ChangeMonitor:
+        """Start watching; returns once the watches are in place."""
+        from watchfiles._rust_notify import RustNotify
+
+        self.cookies.mkdir(parents=True, exist_ok=True)
+        paths = [str(self.root)]
+        if not self.cookies.is_relative_to(self.root):
+            paths.append(str(self.cookies))
+        try:
+            notify = RustNotify(paths, False, False, 300, True, True)
+        except (OSError, RuntimeError) as exc:
+            raise WatcherFailed(str(self.root), str(exc)) from None
+        self._thread = threading.Thread(
+            target=self._run, args=(notify,), name="strata-watch", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (tokens of this instance become unknown)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def __enter__(self) -> ChangeMonitor:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def alive(self) -> bool:
+        """True while the watching thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def add_listener(self, listener: Listener) -> None:
+        """Call ``listener(paths)`` from the watching thread with each batch of changed paths."""
+        self._listeners.append(listener)
+
+    def _run(self, notify: Any) -> None:
+        try:
+            with notify:
+                while not self._stop.is_set():
+                    batch = notify.watch(50, 5, 200, self._stop)
+                    if isinstance(batch, set):
+                        self._record(batch)
+        except BaseException as exc:  # reported to every asker from now on
+            self._error = exc
+        finally:
+            with self._cond:
+                self._stop.set()
+                self._cond.notify_all()
+
+    def _record(self, batch: set[tuple[int, str]]) -> None:
+        root = str(self.root) + "/"
+        cookies = str(self.cookies) + "/"
+        changed: list[str] = []
+        with self._cond:
+            for _, path in batch:
+                if path.startswith(cookies):
+                    self._seen_cookies[path[len(cookies) :]] = None
+                    if len(self._seen_cookies) > 4096:  # cookies nobody asked about
+                        for name in list(self._seen_cookies)[:2048]:
+                            del self._seen_cookies[name]
+                    continue
+                if not path.startswith(root):
+                    continue
+                rel = path[len(root) :]
+                if not rel or _noise(rel):
+                    continue
+                self._seq += 1
+                self._seqs.append(self._seq)
+                self._paths.append(rel)
+                changed.append(rel)
+            if len(self._seqs) > self.max_history or len(batch) >= BURST:
+                self._overflow()
+            if changed:
+                # before any answer: whoever asks after this batch also finds it told
+                for listener in self._listeners:
+                    listener(changed)
+            self._cond.notify_all()
+
+    def _overflow(self) -> None:
+        """Forget the history (lock held): tokens from before now are refused."""
+        self._base = self._seq
+        self._seqs.clear()
+        self._paths.clear()
+        self.overflows += 1
+
+    # -- questions ---------------------------------------------------------------
+
+    def token(self) -> str:
+        """A token naming now (without a cookie: only for a caller that saw no write since)."""
+        with self._cond:
+            return f"{self.instance}:{self._seq}"
+
+    def new_cookie(self) -> str:
+        """A cookie name unique to this process."""
+        self._cookie_n += 1
+        return f"{os.getpid()}-{time.monotonic_ns()}-{self._cookie_n}"
+
+    def query(self, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
+        """The paths changed since ``token``, after a cookie round trip; None on a timeout."""
+        cookie = self.new_cookie()
+        path = self.cookies / cookie
+        path.write_bytes(b"")
+        try:
+            return self.answer(token, cookie, timeout=timeout)
+        finally:
+            path.unlink(missing_ok=True)
+
+    def answer(self, token: str, cookie: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
+        """Answer once the cookie ``cookie`` (a file the asker made) has been seen."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while cookie not in self._seen_cookies:
+                left = deadline - time.monotonic()
+                if left <= 0 or self._stop.is_set():
+                    return None
+                self._cond.wait(left)
+            self._seen_cookies.pop(cookie, None)
+            now = f"{self.instance}:{self._seq}"
+            instance, _, number = token.partition(":")
+            if not token:
+                return Answer(now, None, "no token: the last scan did not ask this watcher")
+            if instance != self.instance or not number.isdigit():
+                return Answer(now, None, "unknown token: the watcher restarted since")
+            seq = int(number)
+            if seq > self._seq:
+                return Answer(now, None, "unknown token")
+            if seq < self._base:
+                return Answer(now, None, "the watcher's history overflowed")
+            start = bisect.bisect_right(self._seqs, seq)
+            return Answer(now, frozenset(self._paths[start:]))
+
+    def status(self) -> dict[str, Any]:
+        """What the monitor is doing, as JSON."""
+        with self._cond:
+            return {
+                "instance": self.instance,
+                "pid": os.getpid(),
+                "workspace": str(self.root),
+                "alive": self.alive,
+                "sequence": self._seq,
+                "history": len(self._seqs),
+                "overflows": self.overflows,
+                "error": repr(self._error) if self._error else None,
+            }
+
+
+class IgnoreFilter:
+    """The repository's ignore rules applied to single changed paths (cached per folder)."""
+
+    def __init__(self, root: Path, rules: IgnoreRules) -> None:
+        self.root = root
+        self.base = rules
+        self._at: dict[str, IgnoreRules] = {}
+
+    def _rules_in(self, prefix: str, parent: IgnoreRules) -> IgnoreRules:
+        rules = self._at.get(prefix)
+        if rules is None:
+            found: list[bytes] = []
+            for name in IGNORE_FILES:
+                with contextlib.suppress(OSError):
+                    found.append((self.root / prefix / name).read_bytes())
+            rules = self._at[prefix] = parent.child(prefix, found)
+        return rules
+
+    def ignored(self, rel: str) -> bool:
+        """True when the workspace path ``rel`` (or a folder above it) is ignored."""
+        if _noise(rel):
+            return True
+        if rel.rpartition("/")[2] in IGNORE_FILES:
+            self._at.clear()  # the rules themselves changed
+        rules = self._rules_in("", self.base)
+        parts = rel.split("/")
+        prefix = ""
+        for part in parts[:-1]:
+            if rules.is_ignored(prefix + part, is_dir=True):
+                return True
+            prefix += part + "/"
+            rules = self._rules_in(prefix, rules)
+        return rules.is_ignored(rel, is_dir=(self.root / rel).is_dir())
+
+
+# -- the socket ----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _short_path(path: Path) -> Iterator[str]:
+    """A path for ``bind``/``connect`` short enough for ``sun_path`` (108 bytes)."""
+    if len(os.fsencode(path)) < 100:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
+class MonitorServer:
+    """Serves a :class:`ChangeMonitor` on ``FOLDER/watch.sock``; one server per repository.
+
+    The pid file ``FOLDER/watch.pid`` is locked (``flock``) while the server
+    lives, so a second watcher is refused and a dead one is detected.
+    """
+
+    def __init__(self, monitor: ChangeMonitor, *, on_stop: Callable[[], None] | None = None):
+        self.monitor = monitor
+        self.folder = monitor.folder
+        self.on_stop = on_stop
+        self._pid_fd: int | None = None
+        self._sock: socket.socket | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = False
+
+    def start(self, info: dict[str, Any] | None = None) -> MonitorServer:
+        """Take the pid file, bind the socket and serve in a background thread."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        pid_path = self.folder / PIDFILE
+        fd = os.open(pid_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise WatcherRunning(str(self.monitor.root)) from None
+        body = json.dumps({"pid": os.getpid(), "instance": self.monitor.instance, **(info or {})})
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, body.encode(), 0)
+        self._pid_fd = fd
+        for stale in self.monitor.cookies.iterdir():  # left by askers that were killed
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        sock_path = self.folder / SOCKET
+        sock_path.unlink(missing_ok=True)  # left by a watcher that was killed
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with _short_path(sock_path) as short:
+            sock.bind(short)
+        sock.listen(16)
+        self._sock = sock
+        self._thread = threading.Thread(target=self._serve, name="strata-watch-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop serving, remove the socket and release the pid file."""
+        self._closing = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+            self._sock = None
+            (self.folder / SOCKET).unlink(missing_ok=True)
+        if self._pid_fd is not None:
+            (self.folder / PIDFILE).unlink(missing_ok=True)
+            os.close(self._pid_fd)
+            self._pid_fd = None
+
+    def _serve(self) -> None:
+        sock = self._sock
+        assert sock is not None
+        while not self._closing:
+            try:
+                conn, _ = sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(ASK_TIMEOUT * 2)
+            try:
+                request = json.loads(_read_line(conn))
+                reply = self._reply(request)
+            except (OSError, ValueError) as exc:
+                reply = {"v": PROTOCOL, "ok": False, "reason": f"bad request: {exc}"}
+            with contextlib.suppress(OSError):
+                conn.sendall(json.dumps(reply).encode() + b"\n")
+        if reply.get("stopping") and self.on_stop is not None:
+            self.on_stop()
+
+    def _reply(self, request: Any) -> dict[str, Any]:
+        if not isinstance(request, dict) or request.get("v") != PROTOCOL:
+            return {"v": PROTOCOL, "ok": False, "reason": "unknown protocol version"}
+        op = request.get("op")
+        if op == "query":
+            answer = self.monitor.answer(
+                str(request.get("token") or ""), str(request.get("cookie") or "")
+            )
+            if answer is None:
+                return {"v": PROTOCOL, "ok": False, "reason": "cookie not seen in time"}
+            changed = sorted(answer.changed) if answer.changed is not None else None
+            return {
+                "v": PROTOCOL,
+                "ok": True,
+                "token": answer.token,
+                "changed": changed,
+                "reason": answer.reason,
+            }
+        if op == "status":
+            return {"v": PROTOCOL, "ok": True, "status": self.monitor.status()}
+        if op == "stop":
+            return {"v": PROTOCOL, "ok": True, "stopping": True}
+        return {"v": PROTOCOL, "ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > 1 << 20:
+            raise ValueError("request too long")
+    return data
+
+
+def request(folder: Path, body: dict[str, Any], *, timeout: float = ASK_TIMEOUT) -> dict[str, Any]:
+    """Send one request to the watcher of ``folder``; raises OSError when none answers."""
+    sock_path = folder / SOCKET
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        with _short_path(sock_path) as short:
+            sock.connect(short)
+        sock.sendall(json.dumps({"v": PROTOCOL, **body}).encode() + b"\n")
+        reply = json.loads(_read_line(sock) or b"null")
+    if not isinstance(reply, dict):
+        raise ConnectionError("the watcher closed the connection")
+    return reply
+
+
+def ask(folder: Path, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
+    """Ask the watcher of ``folder`` (``REPO/watch``) what changed since ``token``.
+
+    Returns None when no watcher runs or it does not answer in time.
+    """
+    if not (folder / SOCKET).exists():
+        return None
+    cookie = f"{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
+    cookie_path = folder / COOKIES / cookie
+    try:
+        cookie_path.write_bytes(b"")
+    except OSError:
+        return None
+    try:
+        reply = request(folder, {"op": "query", "token": token, "cookie": cookie}, timeout=timeout)
+    except (OSError, ValueError):
+        return None
+    finally:
+        cookie_path.unlink(missing_ok=True)
+    if not reply.get("ok") or not isinstance(reply.get("token"), str):
+        return None
+    changed = reply.get("changed")
+    if changed is not None and not (
+        isinstance(changed, list) and all(isinstance(p, str) for p in changed)
+    ):
+        return None
+    return Answer(
+        reply["token"],
+        frozenset(changed) if changed is not None else None,
+        str(reply.get("reason") or ""),
+    )
+
+
+def watcher_status(folder: Path) -> dict[str, Any] | None:
+    """The status of the watcher of ``folder``, or None when none answers."""
+    if not (folder / SOCKET).exists():
+        return None
+    try:
+        reply = request(folder, {"op": "status"})
+    except (OSError, ValueError):
+        return None
+    status = reply.get("status")
+    return status if isinstance(status, dict) else None
+
+
+def stop_watcher(folder: Path, *, timeout: float = 10.0) -> int | None:
+    """Ask the watcher of ``folder`` to stop and wait until it has; its pid, or None if none ran."""
+    status = watcher_status(folder)
+    if status is None:
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        request(folder, {"op": "stop"})
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not (folder / SOCKET).exists() and not _pid_locked(folder):
+            break
+        time.sleep(0.02)
+    pid = status.get("pid")
+    return pid if isinstance(pid, int) else None
+
+
+def _pid_locked(folder: Path) -> bool:
+    try:
+        fd = os.open(folder / PIDFILE, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
