@@ -337,6 +337,8 @@ def test_bad_options_are_refused(ws: Path, make_repo: Any) -> None:
     with pytest.raises(StrataError):
         WorkspaceOptions(max_patch_bytes=-1)
     repo: Repository = make_repo(ws)
+    with pytest.raises(StrataError, match="list of arguments"):
+        repo.execute_run("make test")
     with pytest.raises(StrataError, match="not the repository's workspace"):
         repo.execute_run(["true"], workspace=WorkspaceOptions(path=ws.parent))
 

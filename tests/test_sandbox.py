@@ -34,6 +34,7 @@ from strata.sandbox.bwrap import (
     sandbox_command,
     sandbox_home,
     sandbox_problem,
+    unreachable_command,
     unsandboxed_environment,
 )
 
@@ -240,6 +241,24 @@ def test_tmp_and_home_are_private_and_empty(
     assert not Path("/tmp", name).exists()
     assert not (Path.home() / name).exists()
     assert _tree(layout.home) == home_before
+
+
+def test_a_workspace_inside_the_home_folder_stays_visible(
+    layout: Layout, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # HOME holds the workspace (as ~/project usually does): the private home is
+    # mounted first, then the Draft on top of it
+    environ = layout.environ(HOME=str(layout.root))
+    script = f"""
+    report["home"] = os.environ["HOME"]
+    report["home_entries"] = sorted(os.listdir(os.environ["HOME"]))
+    report["keep"] = open({str(layout.published / "keep.txt")!r}).read()
+    print(json.dumps(report))
+    """
+    result = run_in_sandbox(layout.spec(), script, capfd, environ=environ)
+    assert result.report["home"] == str(layout.root)
+    assert result.report["home_entries"] == ["project"]  # not home/, not the host's files
+    assert result.report["keep"] == "draft keep\n"
 
 
 @pytest.mark.parametrize("repository_inside", [True, False], ids=["inside", "sibling"])
@@ -489,13 +508,26 @@ time.sleep(600)
 """
 
 
-def _start_runner(layout: Layout, command: list[str]) -> subprocess.Popen[bytes]:
+def _start_runner(
+    layout: Layout, command: list[str], *, stdin: int | None = None
+) -> subprocess.Popen[bytes]:
     spec = json.dumps({"workspace": str(layout.published), "source": str(layout.draft)})
     return subprocess.Popen(
         [sys.executable, "-c", RUNNER, spec, *command],
+        stdin=stdin,
         stdout=subprocess.PIPE,
         env={"PATH": "/usr/bin:/bin", "HOME": str(layout.home)},
     )
+
+
+def test_the_command_keeps_the_callers_standard_streams(layout: Layout) -> None:
+    runner = _start_runner(
+        layout, ["sh", "-c", 'read line; echo "got $line"; exit 5'], stdin=subprocess.PIPE
+    )
+    out, _ = runner.communicate(b"a question\n", timeout=DEADLINE_S)
+    lines = out.decode().splitlines()
+    assert lines[0] == "got a question"
+    assert json.loads(lines[1]) == {"exit_code": 5, "interrupted": False}
 
 
 def _wait_for(path: Path, runner: subprocess.Popen[bytes]) -> None:
@@ -551,6 +583,7 @@ def test_policy_refuses_dangerous_or_malformed_paths(layout: Layout, tmp_path: P
             repository=None, bind_ro=(layout.root,)
         ),
         "keeps private": layout.spec(bind_ro=(Path("/run"),)),
+        "has its own 'proc'": layout.spec(bind_ro=(Path("/proc/self/fd"),)),
         "not an absolute path": layout.spec(bind_ro=(Path("relative"),)),
         "contains '..'": layout.spec(bind_ro=(layout.root / "home" / ".." / "project",)),
         "does not exist": layout.spec(bind_ro=(layout.root / "missing",)),
@@ -581,12 +614,67 @@ def test_the_private_home_keeps_the_users_path_unless_it_would_hide_the_workspac
     assert sandbox_home(spec, environ={}) == Path("/run/home")
 
 
+def test_a_program_the_sandbox_does_not_show_is_named_with_the_folder_to_expose(
+    layout: Layout,
+) -> None:
+    tools = layout.root / "tools"  # like ~/.local/bin: on the host's PATH only
+    _fill(tools, {"agent": "#!/bin/sh\necho agent\n"})
+    (tools / "agent").chmod(0o755)
+    _fill(layout.draft, {"bin/build": "#!/bin/sh\necho build\n"})
+    (layout.draft / "bin" / "build").chmod(0o755)
+    environ = layout.environ(PATH=f"{tools}:/usr/bin:/bin")
+    spec = layout.spec()
+    problem = unreachable_command(spec, "agent", environ=environ)
+    assert problem is not None and f"--bind-ro {tools}" in problem
+    exposed = layout.spec(bind_ro=(tools,))
+    assert unreachable_command(exposed, "agent", environ=environ) is None
+    assert unreachable_command(spec, "sh", environ=environ) is None  # /bin -> usr/bin
+    assert unreachable_command(spec, "./bin/build", environ=environ) is None  # in the Draft
+    assert unreachable_command(spec, "no-such-program", environ=environ) is None
+    # a Published .venv whose interpreter is a symlink into a folder the sandbox hides
+    _fill(layout.published, {".venv/bin/.keep": ""})
+    (layout.published / ".venv" / "bin" / "python").symlink_to(tools / "agent")
+    venv = layout.spec(readonly=((layout.published / ".venv", layout.published / ".venv"),))
+    problem = unreachable_command(venv, ".venv/bin/python", environ=environ)
+    assert problem is not None and f"leads to {tools / 'agent'}" in problem
+    # and bubblewrap agrees: the exposed program runs, the other does not start
+    argv, env = sandbox_command(exposed, ["agent"], environ=environ)
+    assert run_command(argv, env=env, new_session=True).exit_code == 0
+    argv, env = sandbox_command(spec, ["agent"], environ=environ)
+    assert run_command(argv, env=env, new_session=True).exit_code != 0
+
+
 def test_sandbox_problem_names_what_is_missing(tmp_path: Path) -> None:
     assert sandbox_problem() is None
     missing = sandbox_problem(executable=str(tmp_path / "no-bwrap"))
     assert missing is not None and "cannot run" in missing
     broken = sandbox_problem(executable="/bin/false")
     assert broken is not None and "--version failed" in broken
+
+
+def test_git_commits_in_a_cloned_draft_stay_in_the_draft(layout: Layout) -> None:
+    env = conftest.git_env(layout.home)
+    subprocess.run(["git", "init", "-q", str(layout.published)], check=True, env=env)
+    subprocess.run(["git", "add", "keep.txt"], cwd=layout.published, check=True, env=env)
+    subprocess.run(["git", "commit", "-qm", "one"], cwd=layout.published, check=True, env=env)
+    draft = layout.root / "git-draft"
+    # a local clone (hard links): a --shared clone's alternates would name
+    # Published's .git, which the sandbox does not show
+    subprocess.run(["git", "clone", "-q", str(layout.published), str(draft)], check=True, env=env)
+    script = "echo new > new.txt && git add new.txt && git commit -qm two && git log --format=%s"
+    environ = {k: env[k] for k in ("PATH", "HOME")} | {
+        name: env[name] for name in env if name.startswith("GIT_")
+    }
+    spec = layout.spec(source=draft, env_names=tuple(n for n in environ if n.startswith("GIT_")))
+    argv, sandbox_env = sandbox_command(spec, ["sh", "-c", script], environ=environ)
+    assert run_command(argv, env=sandbox_env, new_session=True).exit_code == 0
+    log = ["git", "log", "--format=%s"]
+    in_draft = subprocess.run(log, cwd=draft, env=env, capture_output=True, text=True, check=True)
+    assert in_draft.stdout.split() == ["two", "one"]
+    real = subprocess.run(
+        log, cwd=layout.published, env=env, capture_output=True, text=True, check=True
+    )
+    assert real.stdout.split() == ["one"]
 
 
 # -- no isolation ----------------------------------------------------------------------

@@ -30,7 +30,6 @@ from strata.runs.lease import Lease
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome, run_command
 from strata.runs.record import (
-    Taken,
     record_finish,
     rollback,
     take_snapshot,
@@ -136,6 +135,8 @@ def execute_run(
     author = author or repo.author
     run_id = repo.ledger.new_id()
     cwd = (cwd or repo.root).resolve()
+    if isinstance(target, str | bytes):
+        raise UsageError("give the command as a list of arguments, e.g. ['make', 'test']")
     if not callable(target):
         target = [str(a) for a in target]
         check_command(target, cwd)
@@ -260,8 +261,3 @@ def _execute(
         ms = int((time.monotonic() - start) * 1000)
         code = 130 if interrupted else (1 if error is not None else 0)
         return ProcessOutcome(code, None, interrupted, None, ms), value, error
-
-
-def taken_from_json(raw: dict[str, Any]) -> Taken:
-    """A snapshot description kept in a lease."""
-    return Taken.from_json(raw)

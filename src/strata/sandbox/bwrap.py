@@ -51,6 +51,7 @@ __all__ = [
     "missing_mount_points",
     "sandbox_home",
     "sandbox_problem",
+    "unreachable_command",
     "unsandboxed_environment",
 ]
 
@@ -261,6 +262,8 @@ def sandbox_command(
     bwrap, problem = _probe(None)
     if bwrap is None:
         raise SandboxUnavailable(problem or "bubblewrap cannot run here")
+    if not sys.executable:
+        raise SandboxUnavailable("no Python interpreter to run the signal relay with")
 
     args = [*_isolation(bwrap, net=spec.net), *_system_mounts()]
     args += ["--proc", "/proc", "--dev", "/dev"]
@@ -298,6 +301,90 @@ def missing_mount_points(spec: SandboxSpec) -> list[Path]:
             if not os.path.lexists(current) and current not in missing:
                 missing.append(current)
     return missing
+
+
+def unreachable_command(
+    spec: SandboxSpec, program: str, *, environ: Mapping[str, str]
+) -> str | None:
+    """Why ``program`` cannot start in the sandbox, or None when it is visible there.
+
+    An agent installed in the user's home (``~/.local/bin``, ``~/.npm-global``
+    …) is on the host's ``PATH`` but not in the sandbox, whose home is empty:
+    bubblewrap would only say ``execvp: No such file``. This looks ``program``
+    up on the sandbox's ``PATH`` as the sandbox shows it (system folders, the
+    Draft, the read-only binds) and, when it is not there but the host has it,
+    says which folder to expose with ``--bind-ro``. It returns None too when
+    the host has no such program either (the command's own error says it).
+    """
+    home = sandbox_home(spec, environ=environ)
+    path = _environment(spec, environ=environ, home=home)["PATH"]
+    if "/" in program:
+        candidates = [Path(os.path.normpath(spec.cwd / program))]
+    else:
+        candidates = [Path(folder, program) for folder in path.split(":") if folder.startswith("/")]
+    hidden_target: str | None = None  # a program the sandbox shows, pointing where it does not
+    for candidate in candidates:
+        host = _host_view(spec, candidate, home=home)
+        if host is not None and os.access(host, os.X_OK) and os.path.isfile(host):
+            target = Path(os.path.realpath(host))
+            if (
+                target == host
+                or _host_view(spec, target, home=home) is not None
+                or _in_draft(spec, target)
+            ):
+                return None
+            hidden_target = hidden_target or str(target)
+    if hidden_target is not None:
+        return (
+            f"{program} leads to {hidden_target}, which the sandbox does not show; "
+            f"expose its folder with --bind-ro {_install_folder(hidden_target)}"
+        )
+    if "/" in program:
+        return None
+    found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
+    if found is None:
+        return None
+    real = os.path.realpath(found)
+    return (
+        f"{program} is {found} on this machine, which the sandbox does not show; "
+        f"expose its folder with --bind-ro {_install_folder(real)}"
+    )
+
+
+def _install_folder(program: str) -> str:
+    """The folder to expose for ``program``: its own, or the prefix above a ``bin``."""
+    folder = os.path.dirname(program)
+    if os.path.basename(folder) == "bin" and os.path.dirname(folder) != "/":
+        folder = os.path.dirname(folder)  # PREFIX/bin/python needs PREFIX/lib too
+    return folder
+
+
+def _host_view(spec: SandboxSpec, inside: Path, *, home: Path) -> Path | None:
+    """The host file the sandbox shows at ``inside``, or None when it shows none there."""
+    binds = [(Path(p), Path(p)) for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    binds += [(spec.source, spec.workspace), *((h, i) for h, i in spec.readonly)]
+    binds += [(p, p) for p in spec.bind_ro]
+    for private in (*_PRIVATE, *_KERNEL, str(home)):
+        binds.append((Path("/nonexistent"), Path(private)))  # shows nothing of the host
+    best: tuple[Path, Path] | None = None
+    for host, point in binds:
+        if _within(inside, point) and (best is None or len(point.parts) > len(best[1].parts)):
+            best = (host, point)
+    if best is None:
+        for link in SYSTEM_PATHS:  # /bin -> usr/bin and the like
+            if os.path.islink(link) and _within(inside, Path(link)):
+                target = Path(os.path.realpath(link)) / inside.relative_to(link)
+                return _host_view(spec, target, home=home)
+        return None
+    host, point = best
+    if host == Path("/nonexistent"):
+        return None
+    return host / inside.relative_to(point)
+
+
+def _in_draft(spec: SandboxSpec, target: Path) -> bool:
+    roots = [spec.source, *(h for h, _ in spec.readonly), *spec.bind_ro]
+    return any(_within(target, Path(os.path.realpath(root))) for root in roots)
 
 
 def unsandboxed_environment(folder: Path, *, environ: Mapping[str, str]) -> dict[str, str]:
@@ -441,6 +528,10 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
         forms = _forms(path)
         if Path("/") in forms:
             raise SandboxPolicyError("--bind-ro / would expose the whole host", path="/")
+        if any(_within(path, Path(p)) for p in _KERNEL):
+            raise SandboxPolicyError(
+                f"--bind-ro {path}: the sandbox has its own {path.parts[1]!r}", path=str(path)
+            )
         if any(_within(form, w) for form in forms for w in _forms(workspace)):
             raise SandboxPolicyError(
                 f"--bind-ro {path} lies in the workspace, which the sandbox already shows",
