@@ -9,7 +9,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from signal import SIGINT, SIGTERM
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -156,13 +158,22 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
     raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
 
 
+def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
+    """Make Ctrl-C and SIGTERM call ``stop``; return the handlers they had.
+
+    SIGINT is handled explicitly: a process started in the background by a
+    shell inherits SIGINT ignored, and Python then raises no KeyboardInterrupt.
+    """
+    return {signum: signal.signal(signum, lambda *_: stop()) for signum in (SIGINT, SIGTERM)}
+
+
 def _serve_only(repo: Any, as_json: bool) -> None:
     from strata.store.watch import ChangeMonitor, MonitorServer
 
     stop = threading.Event()
     with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
         server = MonitorServer(monitor, on_stop=stop.set).start({"capture": False})
-        previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        previous = _on_stop_signals(stop.set)
         if not as_json:
             click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
         try:
@@ -171,7 +182,8 @@ def _serve_only(repo: Any, as_json: bool) -> None:
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             server.close()
 
 
@@ -203,7 +215,7 @@ def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: 
     with capture:
         if capture.server is None:
             raise WatcherRunning(str(repo.root))
-        previous = signal.signal(signal.SIGTERM, lambda *_: capture.request_stop())
+        previous = _on_stop_signals(capture.request_stop)
         if not as_json:
             click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
         try:
@@ -212,7 +224,8 @@ def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: 
         except KeyboardInterrupt:
             pass
         finally:
-            signal.signal(signal.SIGTERM, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
     if not as_json:
         n = len(capture.events)
         click.echo(f"Stopped: {n} step{'s' if n != 1 else ''} recorded.", err=True)
