@@ -549,3 +549,23 @@ def test_sigkill_at_any_point_of_a_run_leaves_a_checkable_repository(
     assert code == 0, out + err
     assert stale_leases(ws / ".strata" / "runs") == []
     assert len(events(run_cli, ws, "run")) <= 1
+
+
+def test_run_options_that_do_not_fit_a_draft_are_refused_with_125(
+    ws: Path, run_cli: CliRunner
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "a.txt").write_text("a\n")
+    for args in (
+        ("run", "--draft", "--rollback-on-failure", "--", "true"),
+        ("run", "--draft", "--strategy", "git", "--", "true"),
+        ("run", "--net", "allow", "--", "true"),
+        ("run", "--bind-ro", str(ws), "--", "true"),
+    ):
+        code, _, err = run_cli(*args, cwd=ws)
+        assert code == 125, (args, err)
+        assert err.startswith("error: ") and "Traceback" not in err
+    # nothing was run or recorded, and no Draft was started
+    assert not (ws / ".strata" / "draft" / "draft.json").exists()
+    code, out, _ = run_cli("history", "--json", cwd=ws)
+    assert json.loads(out) == []

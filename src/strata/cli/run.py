@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from strata.cli.common import _injected, author_options, emit_json, json_option, make_author
-from strata.errors import RunError, StrataError
+from strata.cli.draft import sandbox_options
+from strata.errors import RunError, StrataError, UsageError
 
 if TYPE_CHECKING:
     from strata.repo import Repository
@@ -87,6 +88,13 @@ class _RunCommand(click.Command):
     metavar="GLOB",
     help="Leave paths matching GLOB (gitignore syntax) out of this run; repeatable.",
 )
+@click.option(
+    "--draft",
+    is_flag=True,
+    help="Run in the Draft (started when none is open), isolated in a sandbox; "
+    "Published is untouched until 'strata publish'.",
+)
+@sandbox_options
 @author_options
 @json_option
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -102,6 +110,11 @@ def run(
     watch: bool,
     debounce_ms: int,
     ignore: tuple[str, ...],
+    draft: bool,
+    sandbox: str,
+    net: str,
+    bind_ro: tuple[str, ...],
+    env_names: tuple[str, ...],
     author: str | None,
     author_kind: str | None,
     as_json: bool,
@@ -125,10 +138,40 @@ def run(
       strata run --rollback-on-failure --json -- ./agent.sh "fix the bug"
       strata run --strategy git --ignore 'build/' -- claude
       strata run --watch -- claude      # a step each time the files settle
+      strata run --draft --bind-ro ~/.claude -- claude   # isolated, reviewed before publish
     """
     from strata.runs.options import WorkspaceOptions
 
     try:
+        if draft:
+            _refuse_outside_draft(
+                strategy != "auto",
+                rollback_on_failure,
+                rollback_on_interrupt,
+                capture_patch,
+                watch,
+                bool(ignore),
+            )
+            from strata.cli.draft import run_in_draft
+
+            ctx.exit(
+                run_in_draft(
+                    list(argv),
+                    sandbox=sandbox,
+                    net=net,
+                    bind_ro=bind_ro,
+                    env_names=env_names,
+                    as_json=as_json,
+                    author_name=author,
+                    author_kind=author_kind,
+                    message=label,
+                )
+            )
+        if sandbox != "bwrap" or net != "deny" or bind_ro or env_names:
+            raise UsageError(
+                "--sandbox, --net, --bind-ro and --env apply to runs in the Draft",
+                hint="add --draft",
+            )
         options = WorkspaceOptions(
             strategy=strategy,  # type: ignore[arg-type]
             capture_patch=capture_patch,
@@ -160,6 +203,17 @@ def run(
     ctx.exit(result.exit_code)
 
 
+def _refuse_outside_draft(*given: bool) -> None:
+    """Options of runs on Published make no sense with ``--draft``."""
+    if any(given):
+        raise UsageError(
+            "--strategy, --rollback-on-failure, --rollback-on-interrupt, --capture-patch, "
+            "--watch and --ignore apply to runs on the real files, not to --draft",
+            hint="a Draft is never published without 'strata review' and 'strata publish'; "
+            "'strata discard' drops it",
+        )
+
+
 def _run_published(
     argv: list[str], options: WorkspaceOptions, label: str, author: Any, *, live: int | None
 ) -> RunResult:
@@ -172,7 +226,6 @@ def _run_published(
     )
     with repo:
         if live is not None and options.enabled:
-            from strata.errors import UsageError
             from strata.runs.flow import choose_backend
 
             if choose_backend(repo, options.strategy) != "hash":
