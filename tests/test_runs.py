@@ -551,9 +551,7 @@ def test_sigkill_at_any_point_of_a_run_leaves_a_checkable_repository(
     assert len(events(run_cli, ws, "run")) <= 1
 
 
-def test_run_options_that_do_not_fit_a_draft_are_refused_with_125(
-    ws: Path, run_cli: CliRunner
-) -> None:
+def test_run_options_that_do_not_fit_a_draft_are_refused_with_125(ws: Path, run_cli: Any) -> None:
     assert run_cli("init", cwd=ws)[0] == 0
     (ws / "a.txt").write_text("a\n")
     for args in (
