@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A short tour: make a sample workspace, snapshot, edit, diff, rewind.
+# A short tour: record, rewind, instrumented runs with rollback, and an agent
+# working in a sandboxed Draft that a person reviews and publishes.
 set -euo pipefail
 
 ws=$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")
@@ -12,36 +13,60 @@ run() {
     "$@"
 }
 
+say() {
+    printf '\n\033[36m# %s\033[0m\n' "$*"
+}
+
 mkdir -p src docs
 printf 'def greet(name):\n    return "hello " + name\n' > src/app.py
 printf '# Sample project\n' > README.md
 printf 'notes\n' > docs/notes.txt
 head -c 2048 /dev/urandom > logo.bin
 
+say "1. Record the folder, let an 'agent' edit it, see and undo what it did."
 run strata init
 run strata snapshot -m "the project before the agent"
-
-# An "agent" edits a file, deletes one, adds one and rewrites a binary.
-printf 'def greet(name):\n    return f"hello, {name}!"\n\ndef bye():\n    return "bye"\n' > src/app.py
+printf 'def greet(name):\n    return f"hello, {name}!"\n' > src/app.py
 rm docs/notes.txt
 printf 'print("new")\n' > src/new.py
-head -c 2048 /dev/urandom > logo.bin
-
 run strata status
 run strata snapshot -m "agent: friendlier greeting" --author agent-1 --author-kind agent
-run strata history
 run strata diff HEAD~1 HEAD --stat
-run strata diff HEAD~1 HEAD --file src/app.py
-
-# A person starts typing, then decides the agent's change was wrong.
 printf 'x = 1  # unsaved experiment\n' > scratch.py
 run strata rewind HEAD~1
-run cat src/app.py
+run ls
+say "The unsaved scratch.py was auto-saved before the rewind; 'strata undo' brings everything back."
+run strata undo
 run ls
 
-echo
-echo "The experiment in scratch.py was auto-saved before the rewind; it is one rewind away:"
-auto=$(strata history --json --limit 3 | python3 -c 'import json,sys; print([e["id"] for e in json.load(sys.stdin) if e["action_type"]=="auto_save"][0])')
-run strata rewind "$auto"
-run cat scratch.py
+say "2. Any command becomes rewindable: 'strata run' snapshots before and after it."
+# (fake agents, so the demo needs no network or API key)
+run strata run -- sh -c 'printf "TODO: tests\n" >> README.md'
+run strata history --limit 4
+say "A failing command with --rollback-on-failure: its changes are put back, its exit code kept."
+set +e
+run strata run --rollback-on-failure -- sh -c 'rm -r src; echo "half-done" > broken.txt; exit 3'
+echo "exit code: $?"
+set -e
+run ls
+run strata branch list
+
+say "3. An agent in a Draft: bubblewrap sandbox, no network, no secrets; your files untouched."
+export API_TOKEN=secret-on-the-host
+run strata run --draft -- sh -c '
+    printf "def greet(name):\n    return f\"hi {name}\"\n" > src/app.py
+    echo "token seen by the agent: [${API_TOKEN:-}]"
+    echo "stray" > /tmp/agent-was-here
+    python3 -c "import socket; socket.create_connection((\"127.0.0.1\", 22), 1)" 2>/dev/null \
+        || echo "network: denied"'
+run cat src/app.py
+test -e /tmp/agent-was-here || echo "(the host's /tmp has no agent-was-here: the sandbox's /tmp was private)"
+run strata review
+run strata publish -m "agent: shorter greeting"
+run cat src/app.py
+run strata checkpoint list
+say "Publishing took a checkpoint first; restoring it brings the old files back (and is undoable)."
+cp=$(strata checkpoint list --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')
+run strata checkpoint restore "$cp"
+run cat src/app.py
 run strata check

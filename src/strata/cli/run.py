@@ -200,7 +200,27 @@ def run(
             f"the failed state is kept at {ws.safety_ref}",
             err=True,
         )
+    elif ws is not None and not as_json:
+        n = ws.diff["files_changed"]
+        click.echo(
+            f"strata: recorded run {(result.run_event_id or result.run_id)[:12]}: "
+            f"{n} file{'s' if n != 1 else ''} changed, "
+            f"+{ws.diff['insertions']} -{ws.diff['deletions']}"
+            + (
+                f" ('strata diff {_short_ref(ws.before_snapshot)} {_short_ref(ws.after_snapshot)}'"
+                " shows it)"
+                if n
+                else ""
+            ),
+            err=True,
+        )
     ctx.exit(result.exit_code)
+
+
+def _short_ref(ref: str) -> str:
+    """A snapshot ref shortened as the user would type it (``git:`` kept)."""
+    prefix, _, rest = ref.rpartition(":")
+    return f"{prefix}:{rest[:12]}" if prefix else ref[:12]
 
 
 def _refuse_outside_draft(*given: bool) -> None:
