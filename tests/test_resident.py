@@ -167,3 +167,37 @@ def test_a_watcher_killed_mid_snapshot_is_reported_and_nothing_is_recorded_twice
     assert [e["rationale"] for e in json.loads(out)].count("killed") == 0
     code, out, err = run_cli("snapshot", "-m", "again", "--json", cwd=ws)  # no watcher: local
     assert code == 0 and json.loads(out)["changed_paths"] == ["edited.txt"], err
+
+
+def test_a_watcher_stopped_mid_snapshot_finishes_it_first(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    pid = served(ws)["pid"]
+    (ws / "edited.txt").write_text("edited\n")
+    layout = find_layout(ws)
+
+    def strata(*args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "strata", *args],
+            cwd=ws,
+            env=run_cli.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    with WriteLock(layout.lock):
+        client = strata("snapshot", "-m", "during stop", "--json")
+        _wait_until(lambda: _opened(pid, Path(os.path.realpath(layout.lock))))
+        stopper = strata("watch", "--stop")
+        _wait_until(lambda: not (layout.watch / "watch.sock").exists())  # it is stopping
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 0, err
+    assert json.loads(out)["changed_paths"] == ["edited.txt"]
+    stopper.communicate(timeout=60)
+    assert stopper.returncode == 0
+    out = run_cli("history", "--json", cwd=ws)[1]
+    assert [e["rationale"] for e in json.loads(out)].count("during stop") == 1
+    assert run_cli("check", cwd=ws)[0] == 0

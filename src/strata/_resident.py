@@ -20,7 +20,6 @@ import json
 import os
 import socket
 import sys
-from typing import Any
 
 #: the commands a watcher runs; anything else runs in the calling process
 SERVED = ("snapshot",)
@@ -59,7 +58,7 @@ def _find_socket(cwd: str) -> str | None:
     return path if len(os.fsencode(path)) < 100 and os.path.exists(path) else None
 
 
-def _read_line(sock: socket.socket) -> dict[str, Any] | None:
+def _read_line(sock: socket.socket) -> dict[str, object] | None:
     data = b""
     while not data.endswith(b"\n"):
         chunk = sock.recv(1 << 20)
@@ -78,8 +77,16 @@ def try_resident(argv: list[str]) -> bool:
 
     Once the watcher has started the command this does not return: it
     prints the command's output and exits with its code (or reports that
-    the watcher stopped midway).
+    the watcher stopped midway). Ctrl-C ends it as it ends the command line.
     """
+    try:
+        return _try_resident(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("error: interrupted\n")
+        sys.exit(130)
+
+
+def _try_resident(argv: list[str]) -> bool:
     if sys.stdout is None or sys.stderr is None:
         return False
     if not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
@@ -129,7 +136,8 @@ def try_resident(argv: list[str]) -> bool:
             done = None
     finally:
         sock.close()
-    if not done or done.get("done") is not True or not isinstance(done.get("code"), int):
+    code, output = (done or {}).get("code"), (done or {}).get("output")
+    if not done or done.get("done") is not True or not isinstance(code, int):
         pid = (ready or {}).get("pid")
         sys.stderr.write(
             f"error: the watcher (pid {pid}) stopped while running 'strata {argv[0]}'; "
@@ -139,8 +147,12 @@ def try_resident(argv: list[str]) -> bool:
         sys.stderr.flush()
         sys.exit(1)
     streams = {1: sys.stdout, 2: sys.stderr}
-    for fd, text in done.get("output") or []:  # in the order they were written
-        stream = streams[1 if fd == 1 else 2]
-        stream.buffer.write(str(text).encode("latin-1"))
-        stream.flush()
-    sys.exit(done["code"])
+    try:
+        for fd, text in output if isinstance(output, list) else []:  # in the order written
+            stream = streams[1 if fd == 1 else 2]
+            stream.buffer.write(str(text).encode("latin-1"))
+            stream.flush()
+    except BrokenPipeError:  # as the command line does: the reader went away
+        sys.stderr.close()
+        sys.exit(1)
+    sys.exit(code)

@@ -389,8 +389,8 @@ class MonitorServer:
         self._thread.start()
         return self
 
-    def close(self) -> None:
-        """Stop serving, remove the socket and release the pid file."""
+    def close(self, *, finish_timeout: float = 60.0) -> None:
+        """Stop serving, let a command being run finish, remove the socket, release the pid file."""
         self._closing = True
         if self._sock is not None:
             with contextlib.suppress(OSError):
@@ -398,6 +398,8 @@ class MonitorServer:
             self._sock.close()
             self._sock = None
             (self.folder / SOCKET).unlink(missing_ok=True)
+        if self._running.acquire(timeout=finish_timeout):  # its asker gets its result
+            self._running.release()
         if self._pid_fd is not None:
             (self.folder / PIDFILE).unlink(missing_ok=True)
             os.close(self._pid_fd)
@@ -448,17 +450,20 @@ class MonitorServer:
         if not self._running.acquire(blocking=False):
             send({"ok": False, "reason": "busy"})
             return
-        try:
+        try:  # held until the result is sent: close() waits for it
+            if self._closing:
+                send({"ok": False, "reason": "the watcher is stopping"})
+                return
             send({"ok": True, "ready": True, "pid": os.getpid()})
             go = json.loads(_read_line(conn) or b"null")
             if not isinstance(go, dict) or go.get("go") is not True:
                 return  # the asker gave up: it runs the command itself
             code, output = self.runner(request)
             self.commands_run += 1
+            conn.settimeout(None)
+            send({"ok": True, "done": True, "code": code, "output": output})
         finally:
             self._running.release()
-        conn.settimeout(None)
-        send({"ok": True, "done": True, "code": code, "output": output})
 
     def _reply(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
