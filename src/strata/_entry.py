@@ -6,7 +6,7 @@ import sys
 def run() -> None:
     """Run the CLI (``strata --version`` costs only the interpreter start).
 
-    A ``strata snapshot`` is handed to the workspace's watcher when one runs.
+    ``strata snapshot`` and ``status`` are handed to the workspace's watcher when one runs.
     """
     if sys.argv[1:] == ["--version"]:
         from strata._version import __version__

@@ -1,4 +1,4 @@
-"""Hand a ``strata snapshot`` to the watcher of the workspace, which has everything loaded.
+"""Hand ``strata snapshot`` or ``status`` to the workspace's watcher, which has all loaded.
 
 A watcher started with ``strata watch --no-capture`` runs the command itself
 (in its own process, with the caller's arguments, folder, environment and
@@ -22,7 +22,7 @@ import socket
 import sys
 
 #: the commands a watcher runs; anything else runs in the calling process
-SERVED = ("snapshot",)
+SERVED = ("snapshot", "status")
 #: options whose output depends on the terminal or the process: always run locally
 LOCAL_ONLY = ("-h", "--help", "--debug")
 READY_TIMEOUT = 2.0

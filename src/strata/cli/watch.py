@@ -52,7 +52,10 @@ def _status_json(folder: Path) -> dict[str, Any]:
 @click.option(
     "--no-capture",
     is_flag=True,
-    help="Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans).",
+    help=(
+        "Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans) "
+        "and run 'snapshot' and 'status' for the command line (no start-up cost)."
+    ),
 )
 @click.option("--daemon", is_flag=True, help="Detach and keep watching in the background.")
 @click.option("--stop", is_flag=True, help="Stop the background watcher of this workspace.")
@@ -170,8 +173,13 @@ def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
 
 
 def _serve_only(repo: Any, as_json: bool) -> None:
+    import importlib
+
     from strata.store.watch import ChangeMonitor, MonitorServer
 
+    # what the commands it runs for the command line load on first use
+    for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
+        importlib.import_module(module)
     stop = threading.Event()
     with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
         server = MonitorServer(monitor, on_stop=stop.set, runner=_run_for_asker)
