@@ -150,8 +150,12 @@ def _try_resident(argv: list[str]) -> bool:
     try:
         for fd, text in output if isinstance(output, list) else []:  # in the order written
             stream = streams[1 if fd == 1 else 2]
-            stream.buffer.write(str(text).encode("latin-1"))
-            stream.flush()
+            data = str(text).encode("latin-1")
+            stream.buffer.write(data)
+            if stream.line_buffering and b"\n" in data:  # buffered as the command's own output
+                stream.flush()
+        sys.stdout.flush()
+        sys.stderr.flush()
     except BrokenPipeError:  # as the command line does: the reader went away
         sys.stderr.close()
         sys.exit(1)
