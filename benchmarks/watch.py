@@ -5,8 +5,11 @@ same 10 edits), records it once in each tool, starts ``strata watch --daemon
 --no-capture`` in the Strata workspace, then for each run edits the same 10
 files in both workspaces and times, side by side:
 
-* ``strata snapshot`` (the CLI asks the watcher which paths changed)
+* ``strata snapshot`` (the CLI hands the command to the watcher, which runs
+  it with everything loaded and asks itself which paths changed)
   vs ``git add -A`` + ``git commit -q -m x``;
+* the same with ``STRATA_NO_RESIDENT=1`` (the CLI loads Strata and snapshots
+  in its own process, asking the watcher which paths changed), for reference;
 * ``strata snapshot`` with the watcher stopped (the full ``lstat`` walk), for reference;
 * ``strata status`` with the watcher on vs ``git status --porcelain``.
 
@@ -91,12 +94,24 @@ def main() -> None:
             sb.timed(sb.seq(git_ws, git.git("add", "-A"), git.git("commit", "-q", "-m", "x"))),
         )
         add("no-change strata (watcher)", sb.timed(sb.seq(st_ws, [sb.STRATA, "snapshot"])))
+        run_no += 1
+        sb.edit(st_ws, edits, run_no, args.seed)
+        sb.ENV["STRATA_NO_RESIDENT"] = "1"  # the CLI loads Strata and snapshots itself
+        add(
+            "snapshot strata (watcher, run locally)",
+            sb.timed(sb.seq(st_ws, [sb.STRATA, "snapshot"])),
+        )
+        del sb.ENV["STRATA_NO_RESIDENT"]
         sb.log(f"watcher on: run {i + 1}/{args.runs}")
 
     # where the time goes (watcher still on)
     py = sys.executable
     for _ in range(args.runs):
         add("python -c pass", sb.timed(sb.seq(st_ws, [py, "-c", "pass"])))
+        add(
+            "python + imports of the resident client",
+            sb.timed(sb.seq(st_ws, [py, "-c", "import strata._entry, strata._resident"])),
+        )
         add(
             "python + imports of a snapshot",
             sb.timed(
@@ -169,7 +184,9 @@ def main() -> None:
     print("Where a watcher-on `strata snapshot` spends its time (medians):")
     print()
     for key in (
+        "snapshot strata (watcher, run locally)",
         "python -c pass",
+        "python + imports of the resident client",
         "python + imports of a snapshot",
         "watcher round trip (in-process)",
         "Repository.snapshot (in-process, watcher)",

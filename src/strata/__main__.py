@@ -1,5 +1,5 @@
 """``python -m strata``: the same as the ``strata`` command."""
 
-from strata.cli import main
+from strata._entry import run
 
-main()
+run()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import signal
@@ -50,7 +52,10 @@ def _status_json(folder: Path) -> dict[str, Any]:
 @click.option(
     "--no-capture",
     is_flag=True,
-    help="Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans).",
+    help=(
+        "Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans) "
+        "and run 'snapshot' and 'status' for the command line (no start-up cost)."
+    ),
 )
 @click.option("--daemon", is_flag=True, help="Detach and keep watching in the background.")
 @click.option("--stop", is_flag=True, help="Stop the background watcher of this workspace.")
@@ -168,11 +173,17 @@ def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
 
 
 def _serve_only(repo: Any, as_json: bool) -> None:
+    import importlib
+
     from strata.store.watch import ChangeMonitor, MonitorServer
 
+    # what the commands it runs for the command line load on first use
+    for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
+        importlib.import_module(module)
     stop = threading.Event()
     with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
-        server = MonitorServer(monitor, on_stop=stop.set).start({"capture": False})
+        server = MonitorServer(monitor, on_stop=stop.set, runner=_run_for_asker)
+        server.start({"capture": False})
         previous = _on_stop_signals(stop.set)
         if not as_json:
             click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
@@ -185,6 +196,86 @@ def _serve_only(repo: Any, as_json: bool) -> None:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             server.close()
+
+
+class _Sink(io.RawIOBase):
+    """Collects what a command writes to one stream, in order with the other one's."""
+
+    def __init__(self, fd: int, output: list[list[Any]]) -> None:
+        super().__init__()
+        self._fd = fd
+        self._output = output
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data: Any) -> int:
+        if data:
+            self._output.append([self._fd, bytes(data).decode("latin-1")])
+        return len(data)
+
+
+class _Captured(io.TextIOWrapper):
+    """A text stream like the asker's (encoding, errors, terminal or not) that collects."""
+
+    def __init__(self, sink: _Sink, encoding: str, errors: str, tty: bool) -> None:
+        super().__init__(sink, encoding=encoding, errors=errors, write_through=True)  # type: ignore[arg-type]
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+
+def _run_for_asker(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
+    """Run ``strata ARGV`` here as the asker would have (see ``strata._resident``).
+
+    The folder, environment, umask and standard streams are the process's
+    own, so they are swapped for the asker's while the command runs; the
+    server runs one such command at a time, and a watcher that records
+    nothing (--no-capture) has no other thread that uses them.
+    """
+    from strata.cli import main
+
+    argv = [str(a) for a in request["argv"]]
+    encodings = request["encoding"]
+    output: list[list[Any]] = []
+    streams = [
+        _Captured(_Sink(fd, output), str(enc), str(err), bool(tty))
+        for fd, (enc, err), tty in zip((1, 2), encodings, request["tty"], strict=True)
+    ]
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_streams = sys.stdout, sys.stderr
+    code: int = 1
+    try:
+        os.environ.clear()
+        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
+        time.tzset()
+        saved_umask = os.umask(int(request["umask"]))
+        try:
+            os.chdir(str(request["cwd"]))
+            sys.stdout, sys.stderr = streams
+            try:
+                main(argv)
+                code = 0
+            except SystemExit as exc:
+                if exc.code is None or isinstance(exc.code, int):
+                    code = exc.code or 0
+                else:
+                    sys.stderr.write(f"{exc.code}\n")
+            except BaseException as exc:  # a bug: reported to the asker, not to the watcher
+                sys.stderr.write(f"error: internal error ({type(exc).__name__}: {exc})\n")
+            for stream in streams:
+                with contextlib.suppress(ValueError):  # closed by the command
+                    stream.flush()
+        finally:
+            sys.stdout, sys.stderr = saved_streams
+            os.umask(saved_umask)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        time.tzset()
+        os.chdir(saved_cwd)
+    return code, output
 
 
 def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: bool) -> None:

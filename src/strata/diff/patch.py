@@ -159,8 +159,44 @@ def line_stats(old: bytes | None, new: bytes | None) -> LineStats:
         return LineStats(insertions=0, deletions=0, binary=True)
     if old_data == new_data:
         return LineStats(insertions=0, deletions=0, binary=False)
-    _, insertions, deletions = _xdiff(old_data, new_data, binary=False, context=0).line_stats
+    counted = _plain_counts(old_data, new_data)
+    if counted is not None:
+        insertions, deletions = counted
+    else:
+        _, insertions, deletions = _xdiff(old_data, new_data, binary=False, context=0).line_stats
     return LineStats(insertions=insertions, deletions=deletions, binary=False)
+
+
+def _lines(data: bytes) -> list[bytes]:
+    """The lines of ``data`` as xdiff compares them (an unterminated last line differs)."""
+    lines = data.split(b"\n")
+    last = lines.pop()
+    if last:
+        lines.append(last + b"\n")  # no complete line (split off its "\n") can equal it
+    return lines
+
+
+def _plain_counts(old: bytes, new: bytes) -> tuple[int, int] | None:
+    """(insertions, deletions) when no diff algorithm can disagree, else None.
+
+    xdiff first sets aside the lines both sides share at the start and the
+    end, then diffs the middle. When one middle is empty, or the two share
+    no line, every line of the middles is inserted or deleted whatever the
+    algorithm: this is what a typical edit (lines added, a line rewritten)
+    looks like, and it is counted here without loading libgit2.
+    """
+    a, b = _lines(old), _lines(new)
+    limit = min(len(a), len(b))
+    start = 0
+    while start < limit and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < limit - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    a_mid, b_mid = a[start : len(a) - end], b[start : len(b) - end]
+    if a_mid and b_mid and not set(a_mid).isdisjoint(b_mid):
+        return None
+    return len(b_mid), len(a_mid)
 
 
 def render_patch(old: FileSide | None, new: FileSide | None, *, context: int = 3) -> bytes:

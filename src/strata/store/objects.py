@@ -32,6 +32,7 @@ from strata.store.pack import PackIndex, PackWriter
 
 COMPRESSION_LEVEL = 1
 LOOSE_LIMIT = 64  # past this many new objects in one batch, the rest go to a pack
+SYNC_ONE_BY_ONE = 8  # past this many loose objects in one flush, one syncfs syncs them all
 STREAM_THRESHOLD = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
 
@@ -318,8 +319,10 @@ class DiskObjectStore:
     def flush(self) -> None:
         """Make every object written so far durable.
 
-        Loose objects are synced one by one (file, then its folder); a pack
-        with one ``fsync`` before its index is written.
+        A pack is synced with one ``fsync`` before its index is written. A few
+        loose objects are synced one by one (file, then its folder); more than
+        :data:`SYNC_ONE_BY_ONE` with one ``syncfs`` of the store's file system,
+        which costs one journal commit instead of one per file.
         """
         with self._lock:
             written, self._written = self._written, []
@@ -328,6 +331,11 @@ class DiskObjectStore:
             idx = pack.finish(sync=True)
             self._load_packs()
             assert self._packs is not None and idx.name in self._packs
+        if len(written) > SYNC_ONE_BY_ONE:
+            from strata.store.fsops import sync_filesystem
+
+            sync_filesystem(self.root)
+            return
         folders = {p.parent for p in written}
         for path in [*written, *folders]:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

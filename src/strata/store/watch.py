@@ -32,6 +32,13 @@ version 1, see docs/format.md):
   ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
 * ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
 * ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
+* ``{"v": 1, "op": "run", "argv": [...], ...}`` (a watcher given a *runner*: it
+  runs a command for the asker, see ``strata._resident``) ->
+  ``{"v": 1, "ok": true, "ready": true, "pid": N}`` or ``{"v": 1, "ok": false, ...}``
+  (not started: busy, refused); the asker then sends ``{"go": true}`` and gets
+  ``{"v": 1, "ok": true, "done": true, "code": C, "output": [[fd, text], ...]}``.
+  Nothing runs unless "go" arrives after "ready", so an asker that timed out
+  and runs the command itself never has it run twice.
 
 :func:`ask` is the client side: it returns None whenever no monitor answers.
 """
@@ -44,6 +51,8 @@ import fcntl
 import json
 import os
 import socket
+import struct
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -67,6 +76,9 @@ BURST = 8192
 ASK_TIMEOUT = 2.0
 
 Listener = Callable[[list[str]], None]
+#: runs a command for an asker (a "run" request): (exit code, [[fd, text], ...]);
+#: text is the bytes written, decoded as latin-1
+Runner = Callable[[dict[str, Any]], tuple[int, list[list[Any]]]]
 
 
 @dataclass(frozen=True)
@@ -331,8 +343,17 @@ class MonitorServer:
     lives, so a second watcher is refused and a dead one is detected.
     """
 
-    def __init__(self, monitor: ChangeMonitor, *, on_stop: Callable[[], None] | None = None):
+    def __init__(
+        self,
+        monitor: ChangeMonitor,
+        *,
+        on_stop: Callable[[], None] | None = None,
+        runner: Runner | None = None,
+    ):
         self.monitor = monitor
+        self.runner = runner
+        self._running = threading.Lock()  # one "run" request at a time
+        self.commands_run = 0
         self.folder = monitor.folder
         self.on_stop = on_stop
         self._pid_fd: int | None = None
@@ -368,8 +389,8 @@ class MonitorServer:
         self._thread.start()
         return self
 
-    def close(self) -> None:
-        """Stop serving, remove the socket and release the pid file."""
+    def close(self, *, finish_timeout: float = 60.0) -> None:
+        """Stop serving, let a command being run finish, remove the socket, release the pid file."""
         self._closing = True
         if self._sock is not None:
             with contextlib.suppress(OSError):
@@ -377,6 +398,8 @@ class MonitorServer:
             self._sock.close()
             self._sock = None
             (self.folder / SOCKET).unlink(missing_ok=True)
+        if self._running.acquire(timeout=finish_timeout):  # its asker gets its result
+            self._running.release()
         if self._pid_fd is not None:
             (self.folder / PIDFILE).unlink(missing_ok=True)
             os.close(self._pid_fd)
@@ -397,6 +420,9 @@ class MonitorServer:
             conn.settimeout(ASK_TIMEOUT * 2)
             try:
                 request = json.loads(_read_line(conn))
+                if isinstance(request, dict) and request.get("op") == "run":
+                    self._run(conn, request)
+                    return
                 reply = self._reply(request)
             except (OSError, ValueError) as exc:
                 reply = {"v": PROTOCOL, "ok": False, "reason": f"bad request: {exc}"}
@@ -404,6 +430,40 @@ class MonitorServer:
                 conn.sendall(json.dumps(reply).encode() + b"\n")
         if reply.get("stopping") and self.on_stop is not None:
             self.on_stop()
+
+    def _run(self, conn: socket.socket, request: dict[str, Any]) -> None:
+        """Run a command for the asker: "ready", wait for "go", run, send the result."""
+
+        def send(reply: dict[str, Any]) -> None:
+            conn.sendall(json.dumps({"v": PROTOCOL, **reply}).encode() + b"\n")
+
+        if request.get("v") != PROTOCOL or self.runner is None:
+            send({"ok": False, "reason": "this watcher runs no commands"})
+            return
+        if _peer_uid(conn) != os.getuid():
+            send({"ok": False, "reason": "the asker is another user"})
+            return
+        here = [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()]
+        if request.get("fsencoding") != here:
+            send({"ok": False, "reason": "the asker decodes file names otherwise"})
+            return
+        if not self._running.acquire(blocking=False):
+            send({"ok": False, "reason": "busy"})
+            return
+        try:  # held until the result is sent: close() waits for it
+            if self._closing:
+                send({"ok": False, "reason": "the watcher is stopping"})
+                return
+            send({"ok": True, "ready": True, "pid": os.getpid()})
+            go = json.loads(_read_line(conn) or b"null")
+            if not isinstance(go, dict) or go.get("go") is not True:
+                return  # the asker gave up: it runs the command itself
+            code, output = self.runner(request)
+            self.commands_run += 1
+            conn.settimeout(None)
+            send({"ok": True, "done": True, "code": code, "output": output})
+        finally:
+            self._running.release()
 
     def _reply(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
@@ -424,10 +484,17 @@ class MonitorServer:
                 "reason": answer.reason,
             }
         if op == "status":
-            return {"v": PROTOCOL, "ok": True, "status": self.monitor.status()}
+            status = {**self.monitor.status(), "commands_run": self.commands_run}
+            return {"v": PROTOCOL, "ok": True, "status": status}
         if op == "stop":
             return {"v": PROTOCOL, "ok": True, "stopping": True}
         return {"v": PROTOCOL, "ok": False, "reason": f"unknown op {op!r}"}
+
+
+def _peer_uid(conn: socket.socket) -> int:
+    """The user id of the process at the other end of ``conn``."""
+    creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return int(struct.unpack("3i", creds)[1])
 
 
 def _read_line(conn: socket.socket) -> bytes:

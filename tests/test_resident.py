@@ -1,0 +1,210 @@
+"""``strata snapshot`` run by the workspace's watcher (``strata._resident``).
+
+The watcher runs the command in its own process; what the user sees (output,
+errors, exit codes, the recorded history) must be exactly what the command
+would have done by itself, and a command must never be recorded twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from strata.layout import WriteLock, find_layout
+
+
+def _status(run_cli: Any, ws: Path) -> dict[str, Any]:
+    code, out, err = run_cli("watch", "--status", "--json", cwd=ws)
+    assert code == 0, err
+    status: dict[str, Any] = json.loads(out)
+    return status
+
+
+@pytest.fixture
+def served(tmp_path: Path, run_cli: Any) -> Iterator[Callable[[Path], dict[str, Any]]]:
+    """``served(ws)`` starts a resident watcher in ``ws``; stopped at the end of the test."""
+    started: list[Path] = []
+
+    def start(ws: Path) -> dict[str, Any]:
+        code, out, err = run_cli("watch", "--daemon", "--no-capture", "--json", cwd=ws)
+        assert code == 0, err
+        started.append(ws)
+        status: dict[str, Any] = json.loads(out)
+        return status
+
+    yield start
+    for ws in started:
+        run_cli("watch", "--stop", cwd=ws)
+
+
+def _workspace(root: Path) -> Path:
+    root.mkdir()
+    for i in range(4):
+        (root / f"pkg{i}").mkdir()
+        (root / f"pkg{i}" / "mod.py").write_text(f"value = {i}\n")
+    return root
+
+
+STEPS: list[tuple[Callable[[Path], object], list[str], dict[str, str]]] = [
+    (lambda ws: (ws / "pkg1" / "mod.py").write_text("value = 1\nmore = 2\n"), ["-m", "edit"], {}),
+    (lambda ws: (ws / "née.txt").write_text("ünïcode\n"), ["--json", "-m", "añadido"], {}),
+    (lambda ws: (ws / "pkg2" / "mod.py").unlink(), ["--author", "bob", "--json"], {}),
+    (lambda ws: None, ["-m", "nothing"], {}),  # nothing changed: no event
+    (lambda ws: (ws / "bin.dat").write_bytes(b"\0\1\2" * 100), ["save", "v1"], {}),
+    (lambda ws: (ws / "x.txt").write_text("x\n"), ["--json"], {"STRATA_AUTHOR_KIND": "agent"}),
+    (lambda ws: (ws / "y.txt").write_text("y\n"), ["--author-kind", "bogus"], {}),
+    (lambda ws: None, ["--no-such-option"], {}),
+    (lambda ws: None, ["--json"], {"STRATA_AUTHOR_KIND": "zzz"}),
+    (lambda ws: None, ["--json"], {"STRATA_NOW": "yesterday"}),
+    (lambda ws: None, ["save"], {}),
+    (lambda ws: (ws / "pkg3" / "mod.py").write_text("changed\n"), ["--operation", "op1"], {}),
+]
+
+
+def _run_steps(ws: Path, run_cli: Any) -> list[tuple[int, str, str]]:
+    results = []
+    for n, (change, args, env) in enumerate(STEPS):
+        change(ws)
+        code, out, err = run_cli(
+            "snapshot", *args, cwd=ws, env={"STRATA_SEED": f"step{n}", **env}, text=False
+        )
+        results.append((code, out.decode("latin-1"), err.decode("latin-1")))
+        if n % 3 == 0:
+            change(ws) if n else (ws / "pending.txt").write_text("pending\n")
+            for args in (["status"], ["status", "--json"]):
+                code, out, err = run_cli(*args, cwd=ws, text=False)
+                results.append((code, out.decode("latin-1"), err.decode("latin-1")))
+    return results
+
+
+def test_a_resident_snapshot_prints_and_records_what_a_local_one_does(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    local, resident = _workspace(tmp_path / "a"), _workspace(tmp_path / "b")
+    for ws in (local, resident):
+        assert run_cli("init", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
+        assert run_cli("snapshot", "-m", "start", cwd=ws, env={"STRATA_SEED": "s"})[0] == 0
+    served(resident)
+
+    expected = _run_steps(local, run_cli)
+    got = _run_steps(resident, run_cli)
+
+    assert [r[0] for r in expected].count(2) == 5  # the five bad invocations
+    assert got == expected
+    assert any("Unrecorded changes" in r[1] for r in got)
+    assert _status(run_cli, resident)["commands_run"] == len(got)
+    histories = [run_cli("history", "--json", cwd=ws)[1] for ws in (local, resident)]
+    assert json.loads(histories[0]) == json.loads(histories[1])
+    assert len(json.loads(histories[1])) > 5
+    assert run_cli("check", cwd=resident)[0] == 0
+
+
+def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    served(ws)
+    assert run_cli("snapshot", "--help", cwd=ws)[0] == 0
+    assert run_cli("--debug", "snapshot", cwd=ws)[0] == 0
+    assert run_cli("history", cwd=ws)[0] == 0
+    assert run_cli("snapshot", cwd=ws, env={"STRATA_DEBUG": "1"})[0] == 0
+    assert run_cli("status", cwd=ws, env={"STRATA_NO_RESIDENT": "1"})[0] == 0
+    assert _status(run_cli, ws)["commands_run"] == 0
+    (ws / "new.txt").write_text("new\n")
+    code, out, err = run_cli("-C", str(ws / "pkg0"), "snapshot", "--json", cwd=tmp_path)
+    assert code == 0 and json.loads(out)["changed_paths"] == ["new.txt"], err
+    assert _status(run_cli, ws)["commands_run"] == 0
+    (ws / "pkg0" / "deeper.txt").write_text("deeper\n")
+    code, out, err = run_cli("snapshot", "--json", cwd=ws / "pkg0")  # found from a subfolder
+    assert code == 0 and json.loads(out)["changed_paths"] == ["pkg0/deeper.txt"], err
+    assert _status(run_cli, ws)["commands_run"] == 1
+
+
+def _wait_until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def _opened(pid: int, path: Path) -> bool:
+    folder = Path(f"/proc/{pid}/fd")
+    try:
+        return any(os.readlink(folder / fd) == str(path) for fd in os.listdir(folder))
+    except OSError:
+        return False
+
+
+def test_a_watcher_killed_mid_snapshot_is_reported_and_nothing_is_recorded_twice(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    pid = served(ws)["pid"]
+    (ws / "edited.txt").write_text("edited\n")
+    layout = find_layout(ws)
+    with WriteLock(layout.lock):  # the watcher's snapshot waits for it
+        client = subprocess.Popen(
+            [sys.executable, "-m", "strata", "snapshot", "-m", "killed"],
+            cwd=ws,
+            env=run_cli.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        _wait_until(lambda: _opened(pid, Path(os.path.realpath(layout.lock))))
+        os.kill(pid, signal.SIGKILL)
+        out, err = client.communicate(timeout=60)
+    assert client.returncode == 1
+    assert out == b""
+    assert err.decode().startswith(f"error: the watcher (pid {pid}) stopped while running")
+    assert run_cli("check", cwd=ws)[0] == 0
+    code, out, _ = run_cli("history", "--json", cwd=ws)
+    assert [e["rationale"] for e in json.loads(out)].count("killed") == 0
+    code, out, err = run_cli("snapshot", "-m", "again", "--json", cwd=ws)  # no watcher: local
+    assert code == 0 and json.loads(out)["changed_paths"] == ["edited.txt"], err
+
+
+def test_a_watcher_stopped_mid_snapshot_finishes_it_first(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    pid = served(ws)["pid"]
+    (ws / "edited.txt").write_text("edited\n")
+    layout = find_layout(ws)
+
+    def strata(*args: str) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "strata", *args],
+            cwd=ws,
+            env=run_cli.env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+
+    with WriteLock(layout.lock):
+        client = strata("snapshot", "-m", "during stop", "--json")
+        _wait_until(lambda: _opened(pid, Path(os.path.realpath(layout.lock))))
+        stopper = strata("watch", "--stop")
+        _wait_until(lambda: not (layout.watch / "watch.sock").exists())  # it is stopping
+    out, err = client.communicate(timeout=60)
+    assert client.returncode == 0, err
+    assert json.loads(out)["changed_paths"] == ["edited.txt"]
+    stopper.communicate(timeout=60)
+    assert stopper.returncode == 0
+    out = run_cli("history", "--json", cwd=ws)[1]
+    assert [e["rationale"] for e in json.loads(out)].count("during stop") == 1
+    assert run_cli("check", cwd=ws)[0] == 0
