@@ -567,3 +567,40 @@ def test_run_options_that_do_not_fit_a_draft_are_refused_with_125(ws: Path, run_
     assert not (ws / ".strata" / "draft" / "draft.json").exists()
     code, out, _ = run_cli("history", "--json", cwd=ws)
     assert json.loads(out) == []
+
+
+def test_undo_after_a_run_puts_back_what_the_command_changed_and_redo_reapplies_it(
+    ws: Path, run_cli: Any, manifest: Callable[..., dict[str, Any]]
+) -> None:
+    (ws / "a.txt").write_text("a\n")
+    (ws / "b.txt").write_text("b\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "base", cwd=ws)[0] == 0
+    before = manifest(ws)
+    code, out, err = run_cli(
+        "run", "--json", "--", "sh", "-c", "echo x >> a.txt; echo n > new.txt; rm b.txt", cwd=ws
+    )
+    assert code == 0, err
+    base_head = json.loads(run_cli("history", "--json", "--action", "snapshot", cwd=ws)[1])[-1]
+    after = manifest(ws)
+    assert after != before
+
+    code, out, err = run_cli("undo", cwd=ws)
+    assert code == 0, err
+    assert "Undid run" in out
+    assert manifest(ws) == before  # one undo reverses what the command did
+    status = json.loads(run_cli("status", "--json", cwd=ws)[1])
+    assert status["clean"] and status["head"] == base_head["id"]
+
+    code, _, err = run_cli("redo", cwd=ws)
+    assert code == 0, err
+    assert manifest(ws) == after
+    assert json.loads(run_cli("status", "--json", cwd=ws)[1])["clean"]
+
+    assert run_cli("undo", cwd=ws)[0] == 0
+    assert manifest(ws) == before
+    # the next undo goes past the run: the base snapshot (refs only), the files stay
+    code, out, err = run_cli("undo", cwd=ws)
+    assert code == 0 and "Undid snapshot" in out, (out, err)
+    assert manifest(ws) == before
+    assert run_cli("check", cwd=ws)[0] == 0

@@ -1228,6 +1228,10 @@ class Repository:
         with self._writing():
             target = self.ledger.undo_target()
             self._guard_draft_undo("undo", target)
+            from strata.runs.undo import is_finished_run, undo_run
+
+            if is_finished_run(target) and undo_run(self, target, author=author):
+                return {"undid": target["id"], "command": target["command"], "ts": target["ts"]}
             view = View.from_json(target["view_before"])
             tree = (target.get("details") or {}).get("tree_before")
             self._apply_view("undo", view, tree, author, undid=target["id"])
@@ -1247,8 +1251,8 @@ class Repository:
             view = View.from_json(original["view_after"])
             details = original.get("details") or {}
             tree = details.get("tree_after")
-            if tree is None and details.get("restore"):
-                tree = undo_op.get("details", {}).get("tree_before")
+            if tree is None and (details.get("restore") or undo_op["details"].get("run_id")):
+                tree = undo_op["details"].get("tree_before")  # the files the undo replaced
             self._apply_view("redo", view, tree, author, redid=original_id, undo=undo_op["id"])
             return {"redid": original_id, "command": original["command"]}
 

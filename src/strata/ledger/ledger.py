@@ -302,6 +302,7 @@ class Ledger:
                 continue  # part of the command that needed it; its work stays recorded
             if op["command"] == "undo":
                 undone.add(details["undid"])
+                undone.update(details.get("undid_also", ()))  # the rest of an undone run
                 continue
             if op["id"] in undone:
                 continue  # reversed by a newer undo (a redo too)
