@@ -39,6 +39,7 @@ import os
 import shutil
 import stat
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,8 @@ FILES = "files"
 KEPT = "kept.json"
 KEPT_FORMAT = 1
 STATCACHE = "statcache"
+GIT_CLONE = "git-clone"
+GIT_TRASH = "git-trash"
 DAY_MS = 24 * 3600 * 1000
 FICLONE = 0x40049409  # <linux/fs.h>: _IOW(0x94, 9, int)
 SANDBOXES = ("bwrap", "none")
@@ -447,15 +450,27 @@ def start_draft(repo: Repository, *, author: Author | None = None) -> Draft:
         while f"draft/{draft_id}" in repo.view().branches:
             draft_id = new_event_id(repo._rng)[:10]
         files = layout.draft / FILES
-        scanned = _update_kept(repo, head_tree)
-        if scanned is None:  # no usable kept folder: copy Published's files afresh
+        kept = _kept_usable(repo)
+        if kept:
+            _clear_leftovers(layout.draft)
+        else:
             if layout.draft.exists() or layout.draft.is_symlink():
-                _remove(layout.draft)  # what a crashed start left, or an unusable kept folder
+                _remove(layout.draft)  # what a crashed start left
             layout.draft.mkdir(parents=True)
-            os.mkdir(files, 0o700)
-            _clone_tree(repo, scan, head_tree=head_tree, target=files)
-        os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
-        git = (repo.root / ".git").is_dir() and _private_git(repo.root, files)
+        # the private clone is made beside the folder while the folder is prepared
+        clone = _PrivateClone(repo.root, layout.draft) if (repo.root / ".git").is_dir() else None
+        try:
+            scanned = _update_kept(repo, head_tree) if kept else None
+            if scanned is None:  # no usable kept folder: copy Published's files afresh
+                for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
+                    _remove(layout.draft / name)
+                os.mkdir(files, 0o700)
+                _clone_tree(repo, scan, head_tree=head_tree, target=files)
+            os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
+            git = clone is not None and clone.finish(files)
+        finally:
+            if clone is not None:
+                clone.close()
         _write_kept(repo)
         branch = f"draft/{draft_id}"
         op = repo._begin("draft start", author, draft=draft_id)
@@ -496,6 +511,13 @@ def _write_kept(repo: Repository) -> None:
     _write_atomic(path, data)
 
 
+def _clear_leftovers(draft: Path) -> None:
+    """Remove what a killed start left beside the kept folder (a clone, temporary files)."""
+    for name in os.listdir(draft):
+        if name not in (FILES, STATCACHE, KEPT):
+            _remove(draft / name)
+
+
 def _kept_usable(repo: Repository) -> bool:
     draft = repo.layout.draft
     try:
@@ -518,19 +540,20 @@ def _update_kept(
     """Bring a kept Draft folder to ``head_tree``, writing only the paths that differ.
 
     Returns the scan that shows the folder holds exactly ``head_tree`` (to be
-    the new Draft's first scan), or None when there is no usable kept folder
-    or it could not be brought there (the caller copies afresh).
+    the new Draft's first scan), or None when it could not be brought there
+    (the caller copies afresh).
     """
     from strata.store.materialize import apply_actions, plan_restore
 
-    if not _kept_usable(repo):
-        return None
     draft = repo.layout.draft
-    for name in os.listdir(draft):  # a crashed private clone, temporary files
-        if name not in (FILES, STATCACHE, KEPT):
-            _remove(draft / name)
     files = draft / FILES
+    trash = draft / GIT_TRASH
+    remover: threading.Thread | None = None
     try:
+        if os.path.lexists(files / ".git"):  # the last Draft's clone: deleted meanwhile
+            os.rename(files / ".git", trash)
+            remover = threading.Thread(target=_remove_quietly, args=(trash,), daemon=True)
+            remover.start()
         scan, _, _ = _scan_draft(repo)
         if scan.warnings:  # an unreadable folder, a socket…: start afresh
             return None
@@ -543,6 +566,9 @@ def _update_kept(
         scanned = _scan_draft(repo)
     except (OSError, StrataError):
         return None
+    finally:
+        if remover is not None:
+            remover.join()
     if scanned[0].tree != head_tree or scanned[0].warnings:
         return None
     return scanned
@@ -604,6 +630,11 @@ def _remove_at(dir_fd: int, name: str) -> None:
         shutil.rmtree(name, dir_fd=dir_fd)  # descends through handles, never follows symlinks
     else:
         os.unlink(name, dir_fd=dir_fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):  # what is left goes with the next start's leftovers
+        _remove(path)
 
 
 def _remove(path: Path) -> None:
@@ -718,28 +749,51 @@ def _same_stat(st: os.stat_result, expected: Any) -> bool:
     )
 
 
-def _private_git(workspace: Path, files: Path) -> bool:
-    """Give the Draft its own ``.git``: a local clone of the workspace's repository."""
-    tmp = files.parent / "git-clone"
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "HOME": str(files.parent),
-    }
-    try:
-        subprocess.run(
-            ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace), str(tmp)],
-            env=env,
-            capture_output=True,
-            check=True,
-        )
-        os.replace(tmp / ".git", files / ".git")
-        # the index from HEAD, the files untouched: 'git status' shows Published's
-        # uncommitted work as the Draft's
-        subprocess.run(["git", "reset", "-q"], cwd=files, env=env, capture_output=True, check=False)
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    finally:
+class _PrivateClone:
+    """The Draft's own ``.git``: a local clone of the workspace's repository.
+
+    Cloned beside the Draft's folder (``draft/git-clone``) while the folder is
+    prepared, then moved into it by :meth:`finish`.
+    """
+
+    def __init__(self, workspace: Path, draft: Path) -> None:
+        self.tmp = draft / GIT_CLONE
+        self.env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(draft),
+        }
+        argv = ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace)]
+        try:
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [*argv, str(self.tmp)],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self.proc = None
+
+    def finish(self, files: Path) -> bool:
+        """Move the clone into ``files``; False when there is none."""
+        if self.proc is None or self.proc.wait() != 0:
+            return False
+        try:
+            os.replace(self.tmp / ".git", files / ".git")
+            # the index from HEAD, the files untouched: 'git status' shows Published's
+            # uncommitted work as the Draft's
+            subprocess.run(
+                ["git", "reset", "-q"], cwd=files, env=self.env, capture_output=True, check=False
+            )
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Wait for git and remove what is left of the temporary clone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-    return True
+            _remove(self.tmp)
