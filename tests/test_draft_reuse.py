@@ -12,6 +12,9 @@ import json
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -235,17 +238,49 @@ def kept_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float
     return ws, time.monotonic() - start
 
 
+def kill_when_written(cwd: Path, path: Path, delay: float) -> int | None:
+    """Start ``strata draft start``; SIGKILL it ``delay`` seconds after ``path`` appears."""
+    env = CliRunner(cwd).env()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "draft", "start"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while proc.poll() is None and not path.exists():
+        time.sleep(0.0005)
+    try:
+        proc.wait(timeout=delay)
+        return proc.returncode
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
 @pytest.mark.slow
+@pytest.mark.parametrize("while_writing", [False, True], ids=["anywhere", "while-writing"])
 def test_a_start_killed_while_updating_the_kept_folder_is_carried_on(
-    kept_template: tuple[Path, float], tmp_path: Path
+    kept_template: tuple[Path, float], tmp_path: Path, while_writing: bool
 ) -> None:
     template, duration = kept_template
-    rng = random.Random(7)
+    rng = random.Random(8 if while_writing else 7)
+    killed = 0
     for n in range(ITERATIONS):
         ws = tmp_path / f"ws{n}"
         shutil.copytree(template, ws, symlinks=True)
         published = read_manifest(ws)
-        kill_after(["draft", "start"], ws, rng.uniform(0.2, 0.9) * duration)
+        files = ws / ".strata" / "draft" / "files"
+        if while_writing:
+            # the first path the update writes (the discarded Draft had deleted it)
+            first = files / "d00" / "f0000.txt"
+            assert not first.exists()
+            code = kill_when_written(ws, first, rng.uniform(0.0, 0.3) * duration)
+        else:
+            code = kill_after(["draft", "start"], ws, rng.uniform(0.1, 0.9) * duration)
+        assert code in (None, 0), f"draft start failed on its own with exit {code}"
+        killed += code is None
         status = strata("status", "--json", cwd=ws)
         assert status.returncode == 0, status.stderr
         check = strata("check", "--json", cwd=ws)
@@ -253,6 +288,9 @@ def test_a_start_killed_while_updating_the_kept_folder_is_carried_on(
         if not (ws / ".strata" / "draft" / "draft.json").exists():
             result = strata("draft", "start", cwd=ws)
             assert result.returncode == 0, result.stderr
-        assert read_manifest(ws / ".strata" / "draft" / "files") == published
+        assert read_manifest(files) == published
         assert read_manifest(ws) == published  # Published never touched
+        review = strata("review", "--json", cwd=ws)
+        assert json.loads(review.stdout)["files"] == []  # the Draft holds no stray change
         shutil.rmtree(ws)
+    assert killed, "no start was killed: the test proved nothing"

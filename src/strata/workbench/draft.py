@@ -678,9 +678,11 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
     """Write the recorded tree into ``target``.
 
     Files are reflinks of Published's where they still hold the recorded bytes
-    and the file system can clone, else the stored bytes.
+    and the file system can clone (tried until it says it cannot), else the
+    stored bytes.
     """
     dirs: list[tuple[Path, int]] = []
+    jobs: list[tuple[str, ObjectId, int, Path]] = []
 
     def walk(oid: ObjectId, prefix: str, folder: Path) -> None:
         for entry in read_tree(repo.objects, oid):
@@ -693,20 +695,37 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
             elif entry.kind == "symlink":
                 os.symlink(os.fsdecode(repo.objects.get(entry.oid)), dest)
             else:
-                _copy_file(repo, scan, path, entry.oid, entry.mode, dest)
+                jobs.append((path, entry.oid, entry.mode, dest))
 
     walk(head_tree, "", target)
+    reflinks = _Reflinks()
+    for job in jobs:  # threads measured no faster: creating files is the cost
+        _copy_file(repo, scan, *job, reflinks=reflinks)
     for path, mode in reversed(dirs):
         os.chmod(path, mode)
 
 
+class _Reflinks:
+    """Whether reflinks are still worth trying (the file system said it cannot clone)."""
+
+    def __init__(self) -> None:
+        self.supported = True
+
+
 def _copy_file(
-    repo: Repository, scan: ScanResult, path: str, oid: ObjectId, mode: int, dest: Path
+    repo: Repository,
+    scan: ScanResult,
+    path: str,
+    oid: ObjectId,
+    mode: int,
+    dest: Path,
+    *,
+    reflinks: _Reflinks,
 ) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(dest, flags, 0o600)
     try:
-        if not _clone_from_published(repo, scan, path, fd):
+        if not (reflinks.supported and _clone_from_published(repo, scan, path, fd, reflinks)):
             os.ftruncate(fd, 0)
             for chunk in verified_chunks(repo.objects, oid):
                 os.write(fd, chunk)
@@ -715,7 +734,9 @@ def _copy_file(
         os.close(fd)
 
 
-def _clone_from_published(repo: Repository, scan: ScanResult, path: str, dest_fd: int) -> bool:
+def _clone_from_published(
+    repo: Repository, scan: ScanResult, path: str, dest_fd: int, reflinks: _Reflinks
+) -> bool:
     """Reflink Published's file when it still has the stat the scan recorded."""
     expected = scan.stat_of(path)
     if expected is None:
@@ -731,6 +752,8 @@ def _clone_from_published(repo: Repository, scan: ScanResult, path: str, dest_fd
             fcntl.ioctl(dest_fd, FICLONE, src)
         except OSError as exc:
             if exc.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
+                if exc.errno != errno.EINVAL:  # EINVAL can be one file's; the others are the FS's
+                    reflinks.supported = False
                 return False
             raise
         return _same_stat(os.fstat(src), expected)  # not changed while cloning
