@@ -4,10 +4,15 @@ A workspace of ``--files`` files (1 KiB each, 100 folders) that is both a git
 work tree (one commit) and a Strata workspace (one snapshot). Then, each
 ``--repeat`` times on fresh copies, median wall time of:
 
-1. ``strata draft start`` vs ``git worktree add`` (git's isolated copy);
+1. the first ``strata draft start`` (a full copy) vs ``git worktree add``
+   (git's isolated copy);
 2. ``--changed`` files edited in the copy, then ``strata publish`` (snapshot
    of the Draft, auto-save, checkpoint, journaled apply) vs ``git commit -a``
-   in the worktree plus ``git merge --ff-only`` in the main work tree.
+   in the worktree plus ``git merge --ff-only`` in the main work tree;
+3. the next ``strata draft start`` (the ended Draft's folder is kept and
+   brought to Published) vs ``git checkout -B`` in the kept worktree;
+4. ``--changed`` files edited again, then ``strata discard`` and ``strata
+   draft start`` vs ``git reset --hard`` and ``git checkout -B``.
 
 Run:  .venv/bin/python benchmarks/draft.py [--files 10000] [--changed 100] [--repeat 3]
 """
@@ -79,7 +84,8 @@ def main() -> None:
     try:
         template = work / "template"
         build(template, opts.files)
-        rows: dict[str, list[float]] = {k: [] for k in ("start", "wt", "publish", "merge")}
+        keys = ("start", "wt", "publish", "merge", "again", "switch", "discard", "reset")
+        rows: dict[str, list[float]] = {k: [] for k in keys}
         for n in range(opts.repeat):
             ws, gw = work / f"ws{n}", work / f"git{n}"
             shutil.copytree(template, ws, symlinks=True)
@@ -95,6 +101,20 @@ def main() -> None:
             sh(["git", "commit", "-qam", "agent"], work / f"wt{n}")
             sh(["git", "merge", "-q", "--ff-only", "x"], gw)
             rows["merge"].append(time.perf_counter() - start)
+            rows["again"].append(timed([*STRATA, "draft", "start"], ws))
+            rows["switch"].append(
+                timed(["git", "checkout", "-q", "-B", "y", "main"], work / f"wt{n}")
+            )
+            edit(ws / ".strata" / "draft" / "files", opts.changed)
+            edit(work / f"wt{n}", opts.changed)
+            start = time.perf_counter()
+            sh([*STRATA, "discard"], ws)
+            sh([*STRATA, "draft", "start"], ws)
+            rows["discard"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            sh(["git", "reset", "-q", "--hard"], work / f"wt{n}")
+            sh(["git", "checkout", "-q", "-B", "z", "main"], work / f"wt{n}")
+            rows["reset"].append(time.perf_counter() - start)
             for folder in (ws, gw, work / f"wt{n}"):
                 shutil.rmtree(folder)
         med = {k: statistics.median(v) for k, v in rows.items()}
@@ -105,15 +125,26 @@ def main() -> None:
         print(f"{opts.files} files, {opts.changed} changed, median of {opts.repeat}\n")
         print("| step | strata | git | strata / git |")
         print("| --- | --- | --- | --- |")
-        print(
-            f"| isolated copy (draft start / worktree add) | {med['start']:.2f} s "
-            f"| {med['wt']:.2f} s | {med['start'] / med['wt']:.1f} |"
-        )
-        print(
-            f"| bring back {opts.changed} changes (publish / commit + merge) "
-            f"| {med['publish']:.2f} s | {med['merge']:.2f} s "
-            f"| {med['publish'] / med['merge']:.1f} |"
-        )
+        table = [
+            ("first isolated copy (draft start / worktree add)", "start", "wt"),
+            (
+                f"bring back {opts.changed} changes (publish / commit + merge)",
+                "publish",
+                "merge",
+            ),
+            ("next isolated copy (draft start / checkout -B)", "again", "switch"),
+            (
+                f"throw away {opts.changed} changes, start again (discard + draft start "
+                "/ reset --hard + checkout -B)",
+                "discard",
+                "reset",
+            ),
+        ]
+        for label, ours, theirs in table:
+            print(
+                f"| {label} | {med[ours]:.2f} s | {med[theirs]:.2f} s "
+                f"| {med[ours] / med[theirs]:.1f} |"
+            )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

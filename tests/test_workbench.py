@@ -113,7 +113,7 @@ def test_publish_is_byte_identical_and_checkpoint_restore_brings_old_back(
     assert result.files_changed == 5
     assert result.event.action_type == "publish"
     assert result.event.data["checkpoint_id"] == result.checkpoint.id
-    assert not published.layout.draft.exists()
+    assert not published.layout.draft_state.exists()  # the folder is kept for the next Draft
     with pytest.raises(NoDraft):
         published.draft(create=False)
     assert published.check() == []

@@ -1016,7 +1016,7 @@ class Repository:
             if record.get("ends_draft"):  # an interrupted publish: its Draft ends with it
                 from strata.workbench.draft import end_draft
 
-                end_draft(self.layout.draft, self.layout.draft_state)
+                end_draft(self.layout.draft_state)
             path.unlink(missing_ok=True)
         if any(self.layout.runs.glob("*.lease")):
             from strata.runs.recovery import recover_runs

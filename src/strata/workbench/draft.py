@@ -1,11 +1,21 @@
 """The Draft: an isolated copy of Published where agent edits land.
 
-One Draft at a time. Its files live in ``REPO/draft/files`` (copy-on-write
-clones of Published's files where the file system has reflinks, else copies);
-its record ``REPO/draft/draft.json`` exists exactly while it is open: it is
-written (atomically) last when a Draft starts and removed first when it ends,
-so a crash in between leaves either no Draft or a whole one. Leftover files
-without a record are deleted by the next ``start``.
+One Draft at a time. Its files live in ``REPO/draft/files``; its record
+``REPO/draft/draft.json`` exists exactly while it is open: it is written
+(atomically) last when a Draft starts and removed when it ends, so a crash in
+between leaves either no Draft or a whole one.
+
+The folder outlives its Draft: ending a Draft removes only ``draft.json``,
+and the next ``start`` brings the kept folder to Published's tree by writing
+only the paths that differ (a scan of the folder with its own stat cache,
+then the restore machinery of :mod:`strata.store.materialize`), so starting
+and publishing cost what changed, not the workspace's size. ``kept.json``
+(written once the folder holds a whole tree) names the workspace the folder
+belongs to; without it, or when anything is odd (unreadable, a special file,
+a path the update could not write), the folder is deleted and Published's
+files are copied afresh (copy-on-write clones where the file system has
+reflinks, else copies). A crash while the kept folder is updated leaves a
+state the next scan sees as it is, so the next ``start`` simply carries on.
 
 The Draft has its own branch ``draft/<id>`` that starts at Published's event
 (HEAD does not move). Each run in the Draft, each review, publish and discard
@@ -27,19 +37,21 @@ import fcntl
 import json
 import os
 import shutil
+import stat
 import subprocess
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import DraftExists, NoDraft, SandboxUnavailable, UsageError
+from strata.errors import DraftExists, NoDraft, SandboxUnavailable, StrataError, UsageError
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.events import Author, Event, format_ts
 from strata.ledger.ledger import moved
 from strata.store.objects import verified_chunks
 from strata.store.scan import Scanner, ScanResult
-from strata.store.statcache import StatCache
+from strata.store.statcache import DirCache, StatCache
 from strata.store.tree import read_tree
 
 if TYPE_CHECKING:
@@ -50,6 +62,11 @@ if TYPE_CHECKING:
 
 STATE_FORMAT = 1
 FILES = "files"
+KEPT = "kept.json"
+KEPT_FORMAT = 1
+STATCACHE = "statcache"
+GIT_CLONE = "git-clone"
+GIT_TRASH = "git-trash"
 DAY_MS = 24 * 3600 * 1000
 FICLONE = 0x40049409  # <linux/fs.h>: _IOW(0x94, 9, int)
 SANDBOXES = ("bwrap", "none")
@@ -204,13 +221,12 @@ class Draft:
         author: Author | None,
         data: dict[str, Any] | None = None,
         always: bool = False,
+        scanned: tuple[ScanResult, Scanner, StatCache] | None = None,
     ) -> Event | None:
         repo = self.repo
         if DraftState.load(repo.layout.draft_state) != self.state:
             raise NoDraft()  # published or discarded meanwhile
-        cache = StatCache(repo.layout.draft / "statcache")
-        scanner = Scanner(self.path, repo.objects, rules=repo._rules(), cache=cache)
-        scan = scanner.scan()
+        scan, scanner, cache = scanned or _scan_draft(repo)
         tip = self.tip()
         tip_tree = repo._tree_of(tip)
         if scan.tree == tip_tree and not always:
@@ -412,14 +428,16 @@ def current_draft(repo: Repository) -> Draft:
 
 
 def start_draft(repo: Repository, *, author: Author | None = None) -> Draft:
-    """Create the one Draft from Published's files (recording Published first)."""
+    """Create the one Draft from Published's files (recording Published first).
+
+    A folder kept from an ended Draft is brought to Published's tree by
+    writing only the paths that differ; else Published's files are copied.
+    """
     layout = repo.layout
     with repo._writing():
         if layout.draft_state.exists():
             state = DraftState.load(layout.draft_state)
             raise DraftExists(state.id if state else "?")
-        if layout.draft.exists():
-            shutil.rmtree(layout.draft)  # what a crashed start or end left
         from strata.repo import SYSTEM
 
         _, scan = repo._snapshot(
@@ -427,34 +445,203 @@ def start_draft(repo: Repository, *, author: Author | None = None) -> Draft:
         )
         head = repo.head()
         assert head is not None
+        head_tree = repo._tree_of(head)
         draft_id = new_event_id(repo._rng)[:10]
         while f"draft/{draft_id}" in repo.view().branches:
             draft_id = new_event_id(repo._rng)[:10]
         files = layout.draft / FILES
-        layout.draft.mkdir(parents=True)
-        os.mkdir(files, 0o700)
-        _clone_tree(repo, scan, head_tree=repo._tree_of(head), target=files)
-        os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
-        git = (repo.root / ".git").is_dir() and _private_git(repo.root, files)
+        kept = _kept_usable(repo)
+        if kept:
+            _clear_leftovers(layout.draft)
+        else:
+            if layout.draft.exists() or layout.draft.is_symlink():
+                _remove(layout.draft)  # what a crashed start left
+            layout.draft.mkdir(parents=True)
+        # the private clone is made beside the folder while the folder is prepared
+        clone = _PrivateClone(repo.root, layout.draft) if (repo.root / ".git").is_dir() else None
+        try:
+            scanned = _update_kept(repo, head_tree) if kept else None
+            if scanned is None:  # no usable kept folder: copy Published's files afresh
+                for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
+                    _remove(layout.draft / name)
+                os.mkdir(files, 0o700)
+                _clone_tree(repo, scan, head_tree=head_tree, target=files)
+            os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
+            git = clone is not None and clone.finish(files)
+        finally:
+            if clone is not None:
+                clone.close()
+        _write_kept(repo)
         branch = f"draft/{draft_id}"
         op = repo._begin("draft start", author, draft=draft_id)
         op.after = moved(op.before, branches={**op.before.branches, branch: head.id})
         repo._commit(op)
         state = DraftState(draft_id, branch, EventId(head.id), repo._now(), git)
         _write_atomic(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
-        # the first scan of the Draft fills its stat cache
+        # the first scan of the Draft fills its stat cache (an updated kept folder was
+        # scanned already to check it holds exactly Published's tree)
         draft = Draft(repo, state)
-        draft._record("draft start", author=author)
+        draft._record("draft start", author=author, scanned=scanned)
         return draft
 
 
-def end_draft(layout_draft: Path, state_path: Path) -> None:
-    """End the open Draft: its record goes first (atomically), then its files."""
+def end_draft(state_path: Path) -> None:
+    """End the open Draft: its record goes (atomically); its folder is kept for the next one."""
     if state_path.exists():
         state_path.unlink()
         _fsync_dir(state_path.parent)
-    if layout_draft.exists():
-        shutil.rmtree(layout_draft, ignore_errors=True)
+
+
+def _scan_draft(repo: Repository) -> tuple[ScanResult, Scanner, StatCache]:
+    """Scan the Draft's folder with its own stat cache (not saved yet)."""
+    cache = StatCache(repo.layout.draft / STATCACHE)
+    scanner = Scanner(repo.layout.draft / FILES, repo.objects, rules=repo._rules(), cache=cache)
+    return scanner.scan(), scanner, cache
+
+
+def _write_kept(repo: Repository) -> None:
+    """Mark the Draft's folder as whole and belonging to this workspace."""
+    data = json.dumps(
+        {"format": KEPT_FORMAT, "workspace": str(repo.root), "files": FILES}, indent=2
+    ).encode()
+    path = repo.layout.draft / KEPT
+    with contextlib.suppress(OSError):
+        if path.read_bytes() == data:
+            return
+    _write_atomic(path, data)
+
+
+def _clear_leftovers(draft: Path) -> None:
+    """Remove what a killed start left beside the kept folder (a clone, temporary files)."""
+    for name in os.listdir(draft):
+        if name not in (FILES, STATCACHE, KEPT):
+            _remove(draft / name)
+
+
+def _kept_usable(repo: Repository) -> bool:
+    draft = repo.layout.draft
+    try:
+        raw = json.loads((draft / KEPT).read_bytes())
+        st = os.lstat(draft / FILES)
+    except (OSError, ValueError):
+        return False
+    return (
+        isinstance(raw, dict)
+        and raw.get("format") == KEPT_FORMAT
+        and raw.get("workspace") == str(repo.root)
+        and raw.get("files") == FILES
+        and stat.S_ISDIR(st.st_mode)
+    )
+
+
+def _update_kept(
+    repo: Repository, head_tree: ObjectId
+) -> tuple[ScanResult, Scanner, StatCache] | None:
+    """Bring a kept Draft folder to ``head_tree``, writing only the paths that differ.
+
+    Returns the scan that shows the folder holds exactly ``head_tree`` (to be
+    the new Draft's first scan), or None when it could not be brought there
+    (the caller copies afresh).
+    """
+    from strata.store.materialize import apply_actions, plan_restore
+
+    draft = repo.layout.draft
+    files = draft / FILES
+    trash = draft / GIT_TRASH
+    remover: threading.Thread | None = None
+    try:
+        if os.path.lexists(files / ".git"):  # the last Draft's clone: deleted meanwhile
+            os.rename(files / ".git", trash)
+            remover = threading.Thread(target=_remove_quietly, args=(trash,), daemon=True)
+            remover.start()
+        scan, _, _ = _scan_draft(repo)
+        if scan.warnings:  # an unreadable folder, a socket…: start afresh
+            return None
+        # what the scan did not record (ignored files, the private .git, temporary
+        # files, mount points a sandbox made) is not Published's: a new Draft has none
+        _remove_ignored(files, scan)
+        repo.objects.flush()
+        actions = plan_restore(repo.objects, scan.tree, head_tree, stat_of=scan.stat_of)
+        apply_actions(repo.objects, files, actions)
+        scanned = _scan_draft(repo)
+    except (OSError, StrataError):
+        return None
+    finally:
+        if remover is not None:
+            remover.join()
+    if scanned[0].tree != head_tree or scanned[0].warnings:
+        return None
+    return scanned
+
+
+def _remove_ignored(files: Path, scan: ScanResult) -> None:
+    """Delete every entry the scan of ``files`` ignored, never following a symlink."""
+    import marshal
+
+    folders: dict[str, frozenset[str]] = {k: d.ignored for k, d in scan.dirs.items()}
+    for key, blob in scan.inherited.items():
+        folders.setdefault(key, DirCache.load(marshal.loads(blob)).ignored)
+    root_fd = os.open(files, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for key, names in sorted(folders.items()):
+            if not names:
+                continue
+            fd = _open_folder(root_fd, key)
+            if fd is None:
+                continue
+            try:
+                for name in sorted(names):
+                    _remove_at(fd, name)
+            finally:
+                if fd != root_fd:
+                    os.close(fd)
+    finally:
+        os.close(root_fd)
+
+
+def _open_folder(root_fd: int, key: str) -> int | None:
+    """A handle on the folder ``key`` below ``root_fd``, reached without a symlink."""
+    fd = root_fd
+    for part in key.split("/") if key else ():
+        try:
+            child = os.open(
+                part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
+            )
+        except (FileNotFoundError, NotADirectoryError):
+            child = -1
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            child = -1
+        if fd != root_fd:
+            os.close(fd)
+        if child < 0:
+            return None
+        fd = child
+    return fd
+
+
+def _remove_at(dir_fd: int, name: str) -> None:
+    try:
+        st = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(name, dir_fd=dir_fd)  # descends through handles, never follows symlinks
+    else:
+        os.unlink(name, dir_fd=dir_fd)
+
+
+def _remove_quietly(path: Path) -> None:
+    with contextlib.suppress(OSError):  # what is left goes with the next start's leftovers
+        _remove(path)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def draft_reminder(repo: Repository, *, now_ms: int) -> str | None:
@@ -491,9 +678,11 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
     """Write the recorded tree into ``target``.
 
     Files are reflinks of Published's where they still hold the recorded bytes
-    and the file system can clone, else the stored bytes.
+    and the file system can clone (tried until it says it cannot), else the
+    stored bytes.
     """
     dirs: list[tuple[Path, int]] = []
+    jobs: list[tuple[str, ObjectId, int, Path]] = []
 
     def walk(oid: ObjectId, prefix: str, folder: Path) -> None:
         for entry in read_tree(repo.objects, oid):
@@ -506,20 +695,37 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
             elif entry.kind == "symlink":
                 os.symlink(os.fsdecode(repo.objects.get(entry.oid)), dest)
             else:
-                _copy_file(repo, scan, path, entry.oid, entry.mode, dest)
+                jobs.append((path, entry.oid, entry.mode, dest))
 
     walk(head_tree, "", target)
+    reflinks = _Reflinks()
+    for job in jobs:  # threads measured no faster: creating files is the cost
+        _copy_file(repo, scan, *job, reflinks=reflinks)
     for path, mode in reversed(dirs):
         os.chmod(path, mode)
 
 
+class _Reflinks:
+    """Whether reflinks are still worth trying (the file system said it cannot clone)."""
+
+    def __init__(self) -> None:
+        self.supported = True
+
+
 def _copy_file(
-    repo: Repository, scan: ScanResult, path: str, oid: ObjectId, mode: int, dest: Path
+    repo: Repository,
+    scan: ScanResult,
+    path: str,
+    oid: ObjectId,
+    mode: int,
+    dest: Path,
+    *,
+    reflinks: _Reflinks,
 ) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(dest, flags, 0o600)
     try:
-        if not _clone_from_published(repo, scan, path, fd):
+        if not (reflinks.supported and _clone_from_published(repo, scan, path, fd, reflinks)):
             os.ftruncate(fd, 0)
             for chunk in verified_chunks(repo.objects, oid):
                 os.write(fd, chunk)
@@ -528,7 +734,9 @@ def _copy_file(
         os.close(fd)
 
 
-def _clone_from_published(repo: Repository, scan: ScanResult, path: str, dest_fd: int) -> bool:
+def _clone_from_published(
+    repo: Repository, scan: ScanResult, path: str, dest_fd: int, reflinks: _Reflinks
+) -> bool:
     """Reflink Published's file when it still has the stat the scan recorded."""
     expected = scan.stat_of(path)
     if expected is None:
@@ -544,6 +752,8 @@ def _clone_from_published(repo: Repository, scan: ScanResult, path: str, dest_fd
             fcntl.ioctl(dest_fd, FICLONE, src)
         except OSError as exc:
             if exc.errno in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
+                if exc.errno != errno.EINVAL:  # EINVAL can be one file's; the others are the FS's
+                    reflinks.supported = False
                 return False
             raise
         return _same_stat(os.fstat(src), expected)  # not changed while cloning
@@ -562,28 +772,51 @@ def _same_stat(st: os.stat_result, expected: Any) -> bool:
     )
 
 
-def _private_git(workspace: Path, files: Path) -> bool:
-    """Give the Draft its own ``.git``: a local clone of the workspace's repository."""
-    tmp = files.parent / "git-clone"
-    env = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "HOME": str(files.parent),
-    }
-    try:
-        subprocess.run(
-            ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace), str(tmp)],
-            env=env,
-            capture_output=True,
-            check=True,
-        )
-        os.replace(tmp / ".git", files / ".git")
-        # the index from HEAD, the files untouched: 'git status' shows Published's
-        # uncommitted work as the Draft's
-        subprocess.run(["git", "reset", "-q"], cwd=files, env=env, capture_output=True, check=False)
-    except (OSError, subprocess.CalledProcessError):
-        return False
-    finally:
+class _PrivateClone:
+    """The Draft's own ``.git``: a local clone of the workspace's repository.
+
+    Cloned beside the Draft's folder (``draft/git-clone``) while the folder is
+    prepared, then moved into it by :meth:`finish`.
+    """
+
+    def __init__(self, workspace: Path, draft: Path) -> None:
+        self.tmp = draft / GIT_CLONE
+        self.env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "HOME": str(draft),
+        }
+        argv = ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace)]
+        try:
+            self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [*argv, str(self.tmp)],
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError:
+            self.proc = None
+
+    def finish(self, files: Path) -> bool:
+        """Move the clone into ``files``; False when there is none."""
+        if self.proc is None or self.proc.wait() != 0:
+            return False
+        try:
+            os.replace(self.tmp / ".git", files / ".git")
+            # the index from HEAD, the files untouched: 'git status' shows Published's
+            # uncommitted work as the Draft's
+            subprocess.run(
+                ["git", "reset", "-q"], cwd=files, env=self.env, capture_output=True, check=False
+            )
+        except OSError:
+            return False
+        return True
+
+    def close(self) -> None:
+        """Wait for git and remove what is left of the temporary clone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
         with contextlib.suppress(OSError):
-            shutil.rmtree(tmp)
-    return True
+            _remove(self.tmp)

@@ -123,7 +123,7 @@ def discard(draft: Draft, *, author: Author | None = None) -> Event:
         )
         op.add_event(event.to_json())
         repo._commit(op)
-        end_draft(repo.layout.draft, repo.layout.draft_state)
+        end_draft(repo.layout.draft_state)
         return repo._event(event.id)
 
 
@@ -232,7 +232,7 @@ def publish(
         skipped = [display_path(p) for p in report.skipped]
         body["data"]["skipped_paths"] = skipped
         repo._commit(op)
-        end_draft(repo.layout.draft, repo.layout.draft_state)
+        end_draft(repo.layout.draft_state)
         journal.remove()
         return PublishResult(
             repo._event(event.id),

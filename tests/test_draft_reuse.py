@@ -1,0 +1,296 @@
+"""An ended Draft's folder is kept and brought to Published by the next ``draft start``.
+
+The next Draft must hold exactly Published's files whatever the kept folder
+held (published work, discarded work, ignored files, a private ``.git``,
+temporary files, a crash half-way through its update), and bringing it there
+writes only the paths that differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CliRunner, Dir, File, Link, read_manifest, write_tree
+from strata import Repository
+from test_crash import kill_after, strata
+
+Run = Callable[..., Any]
+
+BASE = {
+    ".gitignore": "build/\n*.o\n",
+    "src/app.py": "line 1\nline 2\nline 3\n",
+    "src/util.py": "def f():\n    return 1\n",
+    "docs/readme.md": "# readme\n",
+    "data.bin": b"\x00\x01\x02" * 100,
+    "empty": Dir(),
+    "run.sh": File("#!/bin/sh\necho hi\n", 0o755),
+    "link": Link("src/app.py"),
+    "swap": "a file that becomes a folder\n",
+}
+
+
+def agent_work(draft: Path) -> None:
+    """Edits of every kind, plus what a scan does not record (ignored and temporary files)."""
+    (draft / "src" / "app.py").write_text("line 1\nline two\nline 3\n")
+    (draft / "src" / "new.py").write_text("new\n")
+    (draft / "docs" / "readme.md").unlink()
+    (draft / "run.sh").chmod(0o644)
+    (draft / "empty").chmod(0o700)
+    (draft / "swap").unlink()
+    (draft / "swap").mkdir()
+    (draft / "swap" / "inside.txt").write_text("inside\n")
+    (draft / "link").unlink()
+    (draft / "link").symlink_to("src/util.py")
+    (draft / "build" / "deep").mkdir(parents=True)
+    (draft / "build" / "deep" / "out.bin").write_bytes(b"built")
+    (draft / "src" / "app.o").write_bytes(b"object")
+    (draft / "src" / ".strata-tmp-left").write_bytes(b"half written")
+
+
+@pytest.fixture
+def published(ws: Path, make_repo: Run) -> Repository:
+    write_tree(ws, BASE)
+    repo: Repository = make_repo(ws)
+    repo.snapshot("base")
+    return repo
+
+
+def test_the_next_draft_after_a_publish_holds_exactly_published(
+    published: Repository, manifest: Run
+) -> None:
+    draft = published.draft()
+    agent_work(draft.path)
+    published.root.joinpath("docs", "other.md").write_text("edited in Published meanwhile\n")
+    draft.publish("ship")
+    assert not published.layout.draft_state.exists()
+    assert draft.path.is_dir()  # kept for the next Draft
+    (published.root / "src" / "util.py").write_text("def f():\n    return 2\n")
+    second = published.draft()
+    assert second.id != draft.id
+    assert manifest(second.path) == manifest(published.root)
+    assert second.tip().id == second.base.id  # no revision: it starts equal to Published
+    assert published.history(branch=second.branch, action="draft_revision") == []
+    assert published.check() == []
+
+
+def test_the_next_draft_after_a_discard_holds_exactly_published(
+    published: Repository, manifest: Run
+) -> None:
+    expected = manifest(published.root)
+    draft = published.draft()
+    agent_work(draft.path)
+    discarded = manifest(draft.path)
+    draft.discard()
+    second = published.draft()
+    assert manifest(second.path) == expected
+    # the discarded work is still on its branch
+    tip = published.history(branch=draft.branch, action="draft_revision")[-1]
+    assert tip.snapshot_ref is not None
+    restored = published.root.parent / "restored"
+    published.export(tip.snapshot_ref, restored)
+    assert manifest(restored) == {
+        k: v
+        for k, v in discarded.items()
+        if not k.startswith("build") and k not in ("src/app.o", "src/.strata-tmp-left")
+    }
+    assert published.check() == []
+
+
+def test_a_publish_and_the_next_start_write_only_the_changed_files(
+    ws: Path, make_repo: Run, manifest: Run
+) -> None:
+    write_tree(ws, {f"d{i % 10}/f{i:03}.txt": f"file {i}\n" for i in range(400)})
+    repo: Repository = make_repo(ws)
+    repo.snapshot("base")
+    draft = repo.draft()
+
+    def inodes(root: Path) -> dict[str, int]:
+        return {
+            str(p.relative_to(root)): p.lstat().st_ino
+            for p in root.rglob("*.txt")
+            if ".strata" not in p.relative_to(root).parts
+        }
+
+    published_before, draft_before = inodes(ws), inodes(draft.path)
+    changed = ["d1/f001.txt", "d2/f012.txt", "d3/f123.txt"]
+    for path in changed:
+        (draft.path / path).write_text("changed by the agent\n")
+    draft.publish("three files")
+    second = repo.draft()
+    assert manifest(second.path) == manifest(ws)
+    published_after, draft_after = inodes(ws), inodes(second.path)
+    untouched = [p for p in published_before if p not in changed]
+    assert len(untouched) == 397
+    assert all(published_after[p] == published_before[p] for p in untouched)
+    assert all(draft_after[p] == draft_before[p] for p in untouched)
+    # Published's three new files reach the next Draft without rewriting anything else
+    second.discard()
+    for path in changed:
+        (ws / path).write_text("edited in Published\n")
+    third = repo.draft()
+    assert manifest(third.path) == manifest(ws)
+    assert all(inodes(third.path)[p] == draft_before[p] for p in untouched)
+
+
+def test_a_kept_folder_of_another_workspace_or_without_record_is_copied_afresh(
+    published: Repository, manifest: Run
+) -> None:
+    draft = published.draft()
+    agent_work(draft.path)
+    draft.discard()
+    kept = published.layout.draft / "kept.json"
+    record = json.loads(kept.read_text())
+    kept.write_text(json.dumps({**record, "workspace": "/elsewhere"}))
+    inode = (draft.path / "src" / "util.py").lstat().st_ino
+    second = published.draft()
+    assert manifest(second.path) == manifest(published.root)
+    assert (second.path / "src" / "util.py").lstat().st_ino != inode  # a fresh copy
+    second.discard()
+    kept.unlink()  # as a start killed during its copy leaves it
+    (second.path / "stray.txt").write_text("not Published's\n")
+    third = published.draft()
+    assert manifest(third.path) == manifest(published.root)
+
+
+def test_a_kept_folder_with_a_special_file_is_copied_afresh(
+    published: Repository, manifest: Run
+) -> None:
+    draft = published.draft()
+    os.mkfifo(draft.path / "src" / "pipe")
+    draft.discard()
+    second = published.draft()
+    assert manifest(second.path) == manifest(published.root)
+
+
+def test_the_next_drafts_private_git_is_a_fresh_clone(
+    ws: Path, git: Run, run_cli: CliRunner, manifest: Run
+) -> None:
+    (ws / "app.py").write_text("print(1)\n")
+    git("init", "-q", "-b", "main", cwd=ws)
+    git("add", "app.py", cwd=ws)
+    git("commit", "-qm", "first", cwd=ws)
+    head = git("rev-parse", "HEAD", cwd=ws).stdout
+    for args in (["init"], ["draft", "start"]):
+        code, _, err = run_cli(*args, cwd=ws)
+        assert code == 0, err
+    draft = ws / ".strata" / "draft" / "files"
+    code, _, err = run_cli(
+        "draft", "run", "--sandbox", "none", "--", "sh", "-c",
+        "echo 'print(2)' > app.py && git add app.py && "
+        "git -c user.name=agent -c user.email=a@example.com commit -qm agent",
+        cwd=ws,
+    )  # fmt: skip
+    assert code == 0, err
+    for args in (["discard"], ["draft", "start"]):
+        code, _, err = run_cli(*args, cwd=ws)
+        assert code == 0, err
+    assert git("rev-parse", "HEAD", cwd=draft).stdout == head  # not the discarded commit
+    assert git("log", "--format=%s", cwd=draft).stdout.decode().split() == ["first"]
+    assert git("status", "--porcelain", cwd=draft).stdout == b""
+    assert manifest(draft) == manifest(ws)
+
+
+# -- a start killed while it updates the kept folder ---------------------------------
+
+FILES = 1500
+ITERATIONS = 4
+
+
+@pytest.fixture(scope="module")
+def kept_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
+    """Published, and a kept folder holding a discarded Draft that rewrote much of it."""
+    base = tmp_path_factory.mktemp("kept-update")
+    ws = base / "ws"
+    write_tree(ws, {f"d{i % 30:02}/f{i:04}.txt": f"file {i}\n" * (1 + i % 5) for i in range(FILES)})
+    for args in (["init"], ["snapshot", "-m", "base"], ["draft", "start"]):
+        result = strata(*args, cwd=ws)
+        assert result.returncode == 0, result.stderr
+    draft = ws / ".strata" / "draft" / "files"
+    for i in range(0, FILES, 2):
+        path = draft / f"d{i % 30:02}/f{i:04}.txt"
+        if i % 10 == 0:
+            path.unlink()
+        else:
+            path.write_bytes(b"draft version\n" + path.read_bytes())
+    for i in range(150):
+        (draft / f"d{i % 30:02}/new{i:03}.bin").write_bytes(bytes([i]) * 200)
+    result = strata("discard", cwd=ws)
+    assert result.returncode == 0, result.stderr
+    probe = base / "probe"
+    shutil.copytree(ws, probe, symlinks=True)
+    start = time.monotonic()
+    result = strata("draft", "start", cwd=probe)
+    assert result.returncode == 0, result.stderr
+    assert read_manifest(draft) != read_manifest(ws)  # the template's kept folder is stale
+    assert read_manifest(probe / ".strata" / "draft" / "files") == read_manifest(probe)
+    return ws, time.monotonic() - start
+
+
+def kill_when_written(cwd: Path, path: Path, delay: float) -> int | None:
+    """Start ``strata draft start``; SIGKILL it ``delay`` seconds after ``path`` appears."""
+    env = CliRunner(cwd).env()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "draft", "start"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    while proc.poll() is None and not path.exists():
+        time.sleep(0.0005)
+    try:
+        proc.wait(timeout=delay)
+        return proc.returncode
+    except subprocess.TimeoutExpired:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("while_writing", [False, True], ids=["anywhere", "while-writing"])
+def test_a_start_killed_while_updating_the_kept_folder_is_carried_on(
+    kept_template: tuple[Path, float], tmp_path: Path, while_writing: bool
+) -> None:
+    template, duration = kept_template
+    rng = random.Random(8 if while_writing else 7)
+    killed = 0
+    for n in range(ITERATIONS):
+        ws = tmp_path / f"ws{n}"
+        shutil.copytree(template, ws, symlinks=True)
+        published = read_manifest(ws)
+        files = ws / ".strata" / "draft" / "files"
+        if while_writing:
+            # the first path the update writes (the discarded Draft had deleted it)
+            first = files / "d00" / "f0000.txt"
+            assert not first.exists()
+            code = kill_when_written(ws, first, rng.uniform(0.0, 0.3) * duration)
+        else:
+            code = kill_after(["draft", "start"], ws, rng.uniform(0.1, 0.9) * duration)
+        assert code in (None, 0), f"draft start failed on its own with exit {code}"
+        killed += code is None
+        status = strata("status", "--json", cwd=ws)
+        assert status.returncode == 0, status.stderr
+        check = strata("check", "--json", cwd=ws)
+        assert json.loads(check.stdout)["ok"] is True, check.stdout
+        if not (ws / ".strata" / "draft" / "draft.json").exists():
+            result = strata("draft", "start", cwd=ws)
+            assert result.returncode == 0, result.stderr
+        assert read_manifest(files) == published
+        assert read_manifest(ws) == published  # Published never touched
+        review = strata("review", "--json", cwd=ws)
+        assert json.loads(review.stdout)["files"] == []  # the Draft holds no stray change
+        shutil.rmtree(ws)
+    assert killed, "no start was killed: the test proved nothing"
