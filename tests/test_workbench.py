@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -395,3 +396,39 @@ def test_a_git_work_trees_draft_has_a_private_git_never_published(
     assert git("rev-parse", "HEAD", cwd=ws).stdout == published_head
     assert manifest(ws / ".git", skip=()) == git_state  # Published's .git untouched
     assert git("status", "--porcelain", cwd=ws).stdout.decode().split() == ["M", "app.py"]
+
+
+def test_publish_and_discard_wait_for_an_agent_still_running_in_the_draft(
+    ws: Path, run_cli: CliRunner, manifest: Run
+) -> None:
+    (ws / "a.txt").write_text("a\n")
+    cli_ok(run_cli, "init", cwd=ws)
+    cli_ok(run_cli, "snapshot", cwd=ws)
+    before = manifest(ws)
+    gate = ws.parent / "gate"
+    agent = subprocess.Popen(
+        [sys.executable, "-m", "strata", "draft", "run", "--sandbox", "none", "--", "sh", "-c",
+         f"echo early > early.txt; while [ ! -e {gate} ]; do sleep 0.05; done; "
+         "echo late > late.txt"],
+        cwd=ws, env=run_cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        draft_files = ws / ".strata" / "draft" / "files"
+        for _ in range(600):
+            if (draft_files / "early.txt").exists():
+                break
+            time.sleep(0.05)
+        assert (draft_files / "early.txt").exists()
+        for command in ("publish", "discard"):
+            code, _, err = run_cli(command, cwd=ws)
+            assert code == 1, err
+            assert err.startswith(f"error: refusing to {command}: a run is in progress")
+            assert f"then {command} again" in err
+        assert manifest(ws) == before  # nothing was published under the agent
+    finally:
+        gate.write_text("go")
+        _, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err
+    cli_ok(run_cli, "publish", cwd=ws)
+    assert (ws / "early.txt").read_text() == "early\n"
+    assert (ws / "late.txt").read_text() == "late\n"  # the agent's last write was published too

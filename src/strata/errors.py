@@ -211,10 +211,10 @@ class TargetNotEmpty(WorkspaceError):
 class WorkspaceBusy(WorkspaceError):
     """A run in progress holds the workspace lease."""
 
-    def __init__(self, command: str, runs: list[str]) -> None:
+    def __init__(self, command: str, runs: list[str], *, hint: str | None = None) -> None:
         super().__init__(
             f"refusing to {command}: a run is in progress in this workspace ({', '.join(runs)})",
-            hint="wait for the run to finish, or pass --force",
+            hint=hint or "wait for the run to finish, or pass --force",
         )
         self.command = command
         self.runs = runs

@@ -287,10 +287,40 @@ class Draft:
         ``cwd`` is the workspace path the command starts in. The revision's
         rationale is ``message`` (default: the command line).
         """
-        from strata.runs.process import run_command
-
         if not argv:
             raise UsageError("give a command to run in the Draft (after '--')")
+        from strata.runs.lease import Lease
+
+        # held while the command runs, so the Draft is not published or discarded under it
+        info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
+        with Lease.acquire(self.repo.layout.runs, self.repo.ledger.new_id(), info):
+            outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
+        shown = " ".join(argv)
+        revision = self.record(
+            message or f"draft run: {shown}"[:500],
+            author=author,
+            data={
+                "command": list(argv),
+                "exit_code": outcome.exit_code,
+                "sandbox": sandbox,
+            },
+            always=True,
+        )
+        return DraftRun(list(argv), outcome, sandbox != "none", revision)
+
+    def _execute(
+        self,
+        argv: Sequence[str],
+        environ: Mapping[str, str],
+        sandbox: str,
+        net: bool,
+        bind_ro: Sequence[Path],
+        env_names: Sequence[str],
+        cwd: str,
+    ) -> ProcessOutcome:
+        """Run ``argv`` in the Draft, sandboxed or not; return how it ended."""
+        from strata.runs.process import run_command
+
         if sandbox not in SANDBOXES:
             raise UsageError(f"unknown sandbox {sandbox!r}; use one of {', '.join(SANDBOXES)}")
         cwd = cwd.strip("/")
@@ -315,18 +345,7 @@ class Draft:
                             path.rmdir()
                         elif path.is_file() and not path.is_symlink() and not path.stat().st_size:
                             path.unlink()
-        shown = " ".join(argv)
-        revision = self.record(
-            message or f"draft run: {shown}"[:500],
-            author=author,
-            data={
-                "command": list(argv),
-                "exit_code": outcome.exit_code,
-                "sandbox": sandbox,
-            },
-            always=True,
-        )
-        return DraftRun(list(argv), outcome, sandbox != "none", revision)
+        return outcome
 
     def _spec(
         self, net: bool, bind_ro: Sequence[Path], env_names: Sequence[str], cwd: str

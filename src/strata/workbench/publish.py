@@ -37,7 +37,7 @@ from strata.ledger.ledger import moved
 from strata.store.tree import TreeEntry, read_tree, write_tree
 
 if TYPE_CHECKING:
-    from strata.repo import DiffResult
+    from strata.repo import DiffResult, Repository
     from strata.store.objects import ObjectStore
     from strata.workbench.checkpoints import Checkpoint
     from strata.workbench.draft import Draft
@@ -103,12 +103,27 @@ def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
         return ReviewResult(tip, base, diff)
 
 
+def _refuse_while_running(repo: Repository, command: str) -> None:
+    """Publish and discard wait for every run: one writing Published, or an agent in the Draft."""
+    from strata.errors import WorkspaceBusy
+    from strata.runs.lease import active_leases
+
+    held = active_leases(repo.layout.runs)
+    if held:
+        raise WorkspaceBusy(
+            command,
+            [str(h.get("run_id")) for h in held],
+            hint=f"wait for the run to finish (or stop it), then {command} again",
+        )
+
+
 def discard(draft: Draft, *, author: Author | None = None) -> Event:
     """Record the Draft (nothing in it is lost), then end it; Published is not touched."""
     from strata.workbench.draft import end_draft
 
     repo = draft.repo
     with repo._writing():
+        _refuse_while_running(repo, "discard")
         draft._record("before discard", author=author)
         tip = draft.tip()
         op = repo._begin("discard", author, draft=draft.id)
@@ -143,12 +158,7 @@ def publish(
 
     repo = draft.repo
     with repo._writing():
-        from strata.errors import WorkspaceBusy
-        from strata.runs.lease import active_leases
-
-        held = active_leases(repo.layout.runs)
-        if held:  # a run is writing Published right now
-            raise WorkspaceBusy("publish", [str(h.get("run_id")) for h in held])
+        _refuse_while_running(repo, "publish")
         draft._record("before publish", author=author)
         tip = draft.tip()
         assert tip.snapshot_ref is not None
