@@ -194,12 +194,12 @@ class Journal:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self.path)
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
 
     def remove(self) -> None:
         """Forget the journal: the change is complete."""
         self.path.unlink(missing_ok=True)
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
 
     @staticmethod
     def pending(folder: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
@@ -218,7 +218,8 @@ class Journal:
             yield path, record
 
 
-def _fsync_dir(folder: Path) -> None:
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries durable (after a rename or unlink in it)."""
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)

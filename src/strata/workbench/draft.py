@@ -49,6 +49,7 @@ from strata.errors import DraftExists, NoDraft, SandboxUnavailable, StrataError,
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.events import Author, Event, format_ts
 from strata.ledger.ledger import moved
+from strata.store.materialize import fsync_dir
 from strata.store.objects import verified_chunks
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import DirCache, StatCache
@@ -508,7 +509,7 @@ def end_draft(state_path: Path) -> None:
     """End the open Draft: its record goes (atomically); its folder is kept for the next one."""
     if state_path.exists():
         state_path.unlink()
-        _fsync_dir(state_path.parent)
+        fsync_dir(state_path.parent)
 
 
 def _scan_draft(repo: Repository) -> tuple[ScanResult, Scanner, StatCache]:
@@ -682,15 +683,7 @@ def _write_atomic(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(path.parent)
 
 
 def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, target: Path) -> None:
