@@ -163,13 +163,26 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
     raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
 
 
-def _on_stop_signals(stop: Callable[[], None]) -> dict[int, Any]:
-    """Make Ctrl-C and SIGTERM call ``stop``; return the handlers they had.
+def _wait_until_stopped(
+    repo: Any, stop: Callable[[], None], stopped: Callable[[float], bool], as_json: bool
+) -> None:
+    """Say that the watcher runs, then wait until Ctrl-C, SIGTERM or ``stop`` ends it.
 
-    SIGINT is handled explicitly: a process started in the background by a
-    shell inherits SIGINT ignored, and Python then raises no KeyboardInterrupt.
+    Ctrl-C and SIGTERM call ``stop``; ``stopped(timeout)`` waits for it. SIGINT
+    is handled explicitly: a process started in the background by a shell
+    inherits SIGINT ignored, and Python then raises no KeyboardInterrupt.
     """
-    return {signum: signal.signal(signum, lambda *_: stop()) for signum in (SIGINT, SIGTERM)}
+    previous = {signum: signal.signal(signum, lambda *_: stop()) for signum in (SIGINT, SIGTERM)}
+    if not as_json:
+        click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
+    try:
+        while not stopped(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _serve_only(repo: Any, as_json: bool) -> None:
@@ -184,17 +197,9 @@ def _serve_only(repo: Any, as_json: bool) -> None:
     with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
         server = MonitorServer(monitor, on_stop=stop.set, runner=_run_for_asker)
         server.start({"capture": False})
-        previous = _on_stop_signals(stop.set)
-        if not as_json:
-            click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
         try:
-            while not stop.wait(0.5):
-                pass
-        except KeyboardInterrupt:
-            pass
+            _wait_until_stopped(repo, stop.set, stop.wait, as_json)
         finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
             server.close()
 
 
@@ -306,17 +311,7 @@ def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: 
     with capture:
         if capture.server is None:
             raise WatcherRunning(str(repo.root))
-        previous = _on_stop_signals(capture.request_stop)
-        if not as_json:
-            click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
-        try:
-            while not capture.wait(0.5):
-                pass
-        except KeyboardInterrupt:
-            pass
-        finally:
-            for signum, handler in previous.items():
-                signal.signal(signum, handler)
+        _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json)
     if not as_json:
         n = len(capture.events)
         click.echo(f"Stopped: {n} step{'s' if n != 1 else ''} recorded.", err=True)
