@@ -276,7 +276,7 @@ def test_branch_create_switch_list_and_delete(
     history = as_json(run_cli("history", "--branch", "feature", "--json", cwd=ws))
     assert [(e["action_type"], e.get("anchor_event_id")) for e in history] == [
         ("snapshot", None),
-        ("branch switch", b.id),  # the switch is an annotation on the branch it moved to
+        ("branch_switch", b.id),  # the switch is an annotation on the branch it moved to
     ]
     assert history[0]["id"] == made["event_id"]
 
@@ -397,18 +397,18 @@ def test_names_resolve_as_refs_everywhere(
 
 def test_bookmark_lifecycle(ws: Path, repo: Repository) -> None:
     a, b, c = three(repo, ws)
-    assert repo.bookmark("add", "good")["target"] == c.id
-    assert repo.bookmark("add", "older", ref="HEAD~2")["target"] == a.id
+    assert repo.bookmark("add", "good").target == c.id
+    assert repo.bookmark("add", "older", ref="HEAD~2").target == a.id
     with pytest.raises(UsageError, match="exists"):
         repo.bookmark("add", "good", ref=a.id)
 
-    assert repo.bookmark("move", "older", ref=b.id)["target"] == b.id
-    assert repo.bookmark("rename", "older", new_name="middle")["name"] == "middle"
+    assert repo.bookmark("move", "older", ref=b.id).target == b.id
+    assert repo.bookmark("rename", "older", new_name="middle").name == "middle"
     with pytest.raises(UsageError, match="exists"):
         repo.bookmark("rename", "middle", new_name="good")
     assert {n: m.target for n, m in repo.view().bookmarks.items()} == {"good": c.id, "middle": b.id}
 
-    assert repo.bookmark("lock", "good")["locked"] is True
+    assert repo.bookmark("lock", "good").locked is True
     for action, kwargs in (
         ("move", {"ref": a.id}),
         ("rename", {"new_name": "great"}),
@@ -420,9 +420,9 @@ def test_bookmark_lifecycle(ws: Path, repo: Repository) -> None:
     assert repo.view().bookmarks["good"].locked
 
     repo.bookmark("unlock", "good")
-    assert repo.bookmark("move", "good", ref=a.id)["target"] == a.id
-    assert repo.bookmark("rename", "good", new_name="great")["name"] == "great"
-    assert repo.bookmark("delete", "great") == {
+    assert repo.bookmark("move", "good", ref=a.id).target == a.id
+    assert repo.bookmark("rename", "good", new_name="great").name == "great"
+    assert repo.bookmark("delete", "great").to_json() == {
         "name": "great",
         "action": "delete",
         "deleted": True,
@@ -477,8 +477,8 @@ def test_snapshot_save_records_and_bookmarks_in_one_operation(ws: Path, repo: Re
     assert repo.view().bookmarks["known-good"].target == result.event.id
     ops = repo.operations()
     assert len(ops) == ops_before + 1, "one operation, not two"
-    assert ops[0]["command"] == "snapshot"
-    assert ops[0]["view_after"]["bookmarks"]["known-good"]["target"] == result.event.id
+    assert ops[0].command == "snapshot"
+    assert ops[0].view_after.bookmarks["known-good"].target == result.event.id
 
     # unique names: refused before anything is recorded
     (ws / "f.txt").write_text("3\n")

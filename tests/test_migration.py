@@ -165,7 +165,7 @@ def assert_migrated_like(repo: Repository, rows: list[dict[str, Any]], head: str
             assert e.anchor_event_id is None
     ops = repo.operations()
     assert len(ops) == len(rows), "one operation per format-1 event"
-    assert all(o["details"] == {"migrated_from_format": 1} for o in ops)
+    assert all(o.details == {"migrated_from_format": 1} for o in ops)
 
 
 # -- a ledger written by the format-1 code ----------------------------------------------------

@@ -19,7 +19,7 @@ import pytest
 
 from strata import Repository, RunResult, WorkspaceOptions
 from strata.errors import StrataError
-from strata.runs.lease import active_leases, stale_leases
+from strata.core.lease import active_leases, stale_leases
 
 Git = Callable[..., subprocess.CompletedProcess[bytes]]
 sh = "/bin/sh"

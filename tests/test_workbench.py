@@ -133,7 +133,7 @@ def test_undo_reverses_a_publish(published: Repository, manifest: Run) -> None:
     agent_edit(draft.path)
     draft.publish()
     result = published.undo()
-    assert result["command"] == "publish"
+    assert result.command == "publish"
     assert manifest(published.root) == before
 
 

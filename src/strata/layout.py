@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata.atomic import atomic_write
 from strata.errors import (
     NestedRepository,
     NotARepository,
@@ -200,9 +201,7 @@ def set_ledger_driver(layout: Layout, driver: str) -> None:
     text, n = re.subn(r'(?m)^driver = "[a-z]+"$', f'driver = "{driver}"', text, count=1)
     if n != 1:
         raise RepositoryError(f"cannot find the ledger driver setting in {layout.config}")
-    tmp = layout.config.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, layout.config)
+    atomic_write(layout.config, text.encode())
 
 
 def create_layout(
@@ -244,7 +243,7 @@ def create_layout(
                     f"the store {repo} belongs to the workspace {existing.workspace}",
                     hint="give another --store folder",
                 )
-            marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
+            atomic_write(marker, f"{POINTER_PREFIX}{repo}\n".encode())
             return Layout(workspace, repo), False
         if repo.exists() and any(repo.iterdir()):
             raise UsageError(f"the store folder {repo} exists and is not empty")
@@ -252,7 +251,7 @@ def create_layout(
         repo = marker
     layout = _create_repo(workspace, repo, ledger)
     if store is not None:
-        marker.write_text(f"{POINTER_PREFIX}{repo}\n", encoding="utf-8")
+        atomic_write(marker, f"{POINTER_PREFIX}{repo}\n".encode())
     return layout, True
 
 
@@ -261,16 +260,12 @@ def _create_repo(workspace: Path, repo: Path, ledger: str) -> Layout:
     layout = Layout(workspace, repo)
     for sub in (layout.objects, layout.journal):
         sub.mkdir(exist_ok=True)
-    (repo / ".gitignore").write_text("*\n", encoding="utf-8")
+    atomic_write(repo / ".gitignore", b"*\n")
     defaults = "[" + ", ".join(_toml_str(p) for p in DEFAULT_PATTERNS) + "]"
-    tmp = layout.config.with_suffix(".tmp")
-    tmp.write_text(
-        CONFIG_TEMPLATE.format(
-            format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults, driver=ledger
-        ),
-        encoding="utf-8",
+    config = CONFIG_TEMPLATE.format(
+        format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults, driver=ledger
     )
-    os.replace(tmp, layout.config)
+    atomic_write(layout.config, config.encode())
     return layout
 
 
@@ -309,6 +304,11 @@ class WriteLock:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
             os.close(self._fd)
             self._fd = None
+
+    @property
+    def depth(self) -> int:
+        """How many times this process holds the lock (0: not held)."""
+        return self._depth
 
     @property
     def held(self) -> bool:

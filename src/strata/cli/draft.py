@@ -75,7 +75,7 @@ def draft_start(author: str | None, author_kind: str | None, as_json: bool) -> N
         from strata.workbench.draft import start_draft
 
         d = start_draft(repo, author=who)
-        info = d.status(now_ms=repo._now())
+        info = d.status(now_ms=repo.now_ms())
     if as_json:
         emit_json(info)
         return
@@ -96,7 +96,7 @@ def draft_status(as_json: bool) -> None:
         from strata.workbench.draft import open_draft
 
         d = open_draft(repo)
-        info: dict[str, Any] = d.status(now_ms=repo._now()) if d else {"open": False}
+        info: dict[str, Any] = d.status(now_ms=repo.now_ms()) if d else {"open": False}
     if as_json:
         emit_json(info)
         return

@@ -106,11 +106,11 @@ def ledger_convert(to: str, as_json: bool) -> None:
     with open_repo() as repo:
         result = repo.convert_ledger(to)
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
     else:
         click.echo(
-            f"Converted {result['records']} records to {to}; chain head {result['head']} "
-            f"(old store kept at {result['backup']})"
+            f"Converted {result.records} records to {to}; chain head {result.head} "
+            f"(old store kept at {result.backup})"
         )
 
 

@@ -133,7 +133,7 @@ def _bookmark(action: str, name: str, as_json: bool, **kwargs: str | None) -> No
     with open_repo() as repo:
         result = repo.bookmark(action, name, **kwargs)  # type: ignore[arg-type]
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
         return
     verbs = {
         "add": "Added",
@@ -143,8 +143,8 @@ def _bookmark(action: str, name: str, as_json: bool, **kwargs: str | None) -> No
         "unlock": "Unlocked",
         "delete": "Deleted",
     }
-    target = f" at {short(result.get('target'))}" if result.get("target") else ""
-    click.echo(f"{verbs[action]} bookmark {result['name']}{target}")
+    target = f" at {short(result.target)}" if result.target else ""
+    click.echo(f"{verbs[action]} bookmark {result.name}{target}")
 
 
 @bookmark.command("add")
@@ -271,18 +271,18 @@ def op_log(limit: int | None, as_json: bool) -> None:
     with open_repo() as repo:
         ops = repo.operations(limit=limit)
     if as_json:
-        emit_json(ops)
+        emit_json([o.to_json() for o in ops])
         return
     for o in ops:
-        details = o.get("details") or {}
+        details = o.details
         extra = ""
         if "undid" in details:
             extra = f" (reverses {short(details['undid'])})"
         elif "redid" in details:
             extra = f" (re-applies {short(details['redid'])})"
         click.echo(
-            f"{click.style(short(o['id']), fg='yellow')} {o['ts'][:19].replace('T', ' ')} "
-            f"{o['command']:<15} {o['author']['name']}{extra}"
+            f"{click.style(short(o.id), fg='yellow')} {o.ts[:19].replace('T', ' ')} "
+            f"{o.command:<15} {o.author.name}{extra}"
         )
 
 
@@ -301,11 +301,9 @@ def undo(as_json: bool) -> None:
     with open_repo() as repo:
         result = repo.undo()
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
     else:
-        click.echo(
-            f"Undid {result['command']} {short(result['undid'])} ('strata redo' re-applies it)"
-        )
+        click.echo(f"Undid {result.command} {short(result.undid)} ('strata redo' re-applies it)")
 
 
 @click.command()
@@ -320,9 +318,9 @@ def redo(as_json: bool) -> None:
     with open_repo() as repo:
         result = repo.redo()
     if as_json:
-        emit_json(result)
+        emit_json(result.to_json())
     else:
-        click.echo(f"Redid {result['command']} {short(result['redid'])}")
+        click.echo(f"Redid {result.command} {short(result.redid)}")
 
 
 COMMANDS = [branch, bookmark, op, undo, redo]

@@ -78,10 +78,29 @@ class EventKeys:
             return False
         if f.action_type is not None and self.action_type != f.action_type:
             return False
-        if f.path is not None:
-            folder = f.path.rstrip("/")
-            return any(p == folder or p.startswith(folder + "/") for p in self.files)
+        return f.path is None or path_matches(self.files, f.path)
+
+
+def path_matches(files: Sequence[str], path: str) -> bool:
+    """The one path filter: ``path`` names a file or a folder and everything below it.
+
+    Events list a folder (one created empty, say) with a trailing ``/``;
+    ``emptydir`` and ``emptydir/`` both match it. Every driver filters by
+    this rule (the SQLite driver in SQL: :func:`path_range`).
+    """
+    folder = path.strip("/")
+    if not folder:
         return True
+    return any(p.rstrip("/") == folder or p.startswith(folder + "/") for p in files)
+
+
+def path_range(path: str) -> tuple[str, str, str]:
+    """``(exact, low, high)``: a path matches when it is ``exact`` or ``low <= path < high``.
+
+    The SQL form of :func:`path_matches` (``"0"`` sorts right after ``"/"``).
+    """
+    folder = path.strip("/")
+    return folder, folder + "/", folder + "0"
 
 
 class LedgerDriver(Protocol):

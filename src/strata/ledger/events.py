@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, Literal
 
 from strata.errors import UsageError
@@ -41,6 +42,40 @@ class Author:
     def from_json(cls, raw: dict[str, Any]) -> Author:
         """Parse a stored author."""
         return cls(str(raw["name"]), raw["kind"], raw.get("version"))
+
+
+class EventType(StrEnum):
+    """Every ``action_type`` Strata writes: one enum, one naming scheme (snake_case)."""
+
+    # state events: they carry a snapshot and form the history graph
+    SNAPSHOT = "snapshot"
+    AUTO_SAVE = "auto_save"
+    DRAFT_REVISION = "draft_revision"
+    PUBLISH = "publish"
+    # annotation events: they point at a state event
+    REWIND = "rewind"
+    RESTORE = "restore"
+    BRANCH_SWITCH = "branch_switch"
+    CHECKPOINT = "checkpoint"
+    CHECKPOINT_RESTORE = "checkpoint_restore"
+    UNDO = "undo"
+    REDO = "redo"
+    ROLLBACK = "rollback"
+    MERGE = "merge"
+    DISCARD = "discard"
+    RUN = "run"
+    WORKSPACE_SNAPSHOT_TAKEN = "workspace_snapshot_taken"
+    WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
+
+    @classmethod
+    def parse(cls, value: str) -> EventType:
+        """The event type ``value`` names (older ledgers wrote ``branch switch``)."""
+        try:
+            return cls(value.strip().replace(" ", "_").replace("-", "_"))
+        except ValueError:
+            raise UsageError(
+                f"unknown event type {value!r}; use one of {', '.join(t.value for t in cls)}"
+            ) from None
 
 
 ACTION_SCOPES = ("line", "block", "file", "project")

@@ -4,7 +4,7 @@
 snapshot (``after_failure`` when the target failed) → diff → a compact
 summary in the run's ``run`` event → optional rollback. The repository's write
 lock is held while recording, never while the target executes; a workspace
-lease (:mod:`strata.runs.lease`) is held from the ``before`` snapshot until the
+lease (:mod:`strata.core.lease`) is held from the ``before`` snapshot until the
 run is recorded, so another process does not move the files meanwhile and a
 killed run is found and recorded by the next command (:mod:`strata.runs.recovery`).
 """
@@ -18,6 +18,7 @@ from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from strata.core.lease import Lease
 from strata.errors import (
     CommandNotExecutable,
     CommandNotFound,
@@ -26,7 +27,6 @@ from strata.errors import (
     UsageError,
 )
 from strata.ledger.events import Author
-from strata.runs.lease import Lease
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome, run_command
 from strata.runs.record import (
@@ -38,12 +38,13 @@ from strata.runs.record import (
 from strata.runs.result import RunResult, WorkspaceResult
 
 if TYPE_CHECKING:
-    from strata.repo import Repository
+    from strata.core import Core
+    from strata.layout import Layout
 
 Target = Sequence[str] | Callable[[], Any]
 
 
-def choose_backend(repo: Repository, strategy: str) -> str:
+def choose_backend(repo: Core, strategy: str) -> str:
     """The backend a run of ``repo`` uses for ``strategy`` (``auto``, ``git`` or ``hash``)."""
     from strata.runs.git import GitWorkspace
 
@@ -59,18 +60,17 @@ def choose_backend(repo: Repository, strategy: str) -> str:
     return "git"
 
 
-def open_for_run(path: Path, *, strategy: str = "auto", **kwargs: Any) -> Repository:
-    """The repository a run in ``path`` records into.
+def layout_for_run(path: Path, *, strategy: str = "auto") -> Layout:
+    """Where the repository a run in ``path`` records into lives.
 
     A Strata workspace's own repository; else, in a git work tree (strategy
     ``auto`` or ``git``), a repository kept inside ``.git`` (made on first
     use), so nothing appears in the work tree or in ``git status``.
     """
     from strata.layout import create_layout, find_layout
-    from strata.repo import Repository
 
     try:
-        return Repository(find_layout(path), **kwargs)
+        return find_layout(path)
     except NotARepository:
         if strategy == "hash":
             raise
@@ -84,7 +84,7 @@ def open_for_run(path: Path, *, strategy: str = "auto", **kwargs: Any) -> Reposi
             hint="run 'strata init' in it to record runs with the hash backend",
         )
     layout, _ = create_layout(top, store=None, hidden=True)
-    return Repository(layout, **kwargs)
+    return layout
 
 
 def _git_toplevel(path: Path) -> Path | None:
@@ -116,7 +116,7 @@ def check_command(argv: Sequence[str], cwd: Path) -> None:
 
 
 def execute_run(
-    repo: Repository,
+    repo: Core,
     target: Target,
     *,
     workspace: WorkspaceOptions | None = None,

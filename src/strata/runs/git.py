@@ -32,7 +32,7 @@ from strata.store.objects import ObjectStore
 from strata.store.tree import TreeEntry, encode_tree
 
 if TYPE_CHECKING:
-    from strata.repo import Repository
+    from strata.core import Core
 
 REF_PREFIX = "refs/strata/"
 IDENTITY = ("Strata", "strata@localhost")
@@ -221,7 +221,7 @@ def import_commit(store: ObjectStore, memo_path: Path, git_dir: Path, sha: str) 
         db.close()
 
 
-def resolve_git_ref(repo: Repository, rev: str) -> ObjectId:
+def resolve_git_ref(repo: Core, rev: str) -> ObjectId:
     """The Strata tree of the git commit ``rev`` of ``repo``'s workspace (imported on demand)."""
     git = GitWorkspace.find(repo.root)
     if git is None:

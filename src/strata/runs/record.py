@@ -18,16 +18,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from strata.core import Point
+from strata.core.restore import restore_into
 from strata.diff.tree import diff_trees
 from strata.ids import EventId, ObjectId, SnapshotId
-from strata.ledger.events import Author
+from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import moved
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome
 from strata.store.tree import lookup
 
 if TYPE_CHECKING:
-    from strata.repo import DiffResult, Repository
+    from strata.core import Core, DiffResult
 
 
 @dataclass(frozen=True)
@@ -72,47 +74,45 @@ class Taken:
 
 
 def take_snapshot(
-    repo: Repository, backend: str, label: str, *, run_id: str, author: Author, what: list[str]
+    core: Core, backend: str, label: str, *, run_id: str, author: Author, what: list[str]
 ) -> Taken:
     """Snapshot the workspace with ``backend``; record a state event unless HEAD holds it."""
     message = f"run {label}: {' '.join(what)}"[:200]
     data = {"run_id": run_id, "label": label}
-    if backend == "git":
-        from strata.runs.git import GitWorkspace, import_commit
+    with core.transaction(EventType.SNAPSHOT, author) as tx:
+        if backend == "git":
+            from strata.runs.git import GitWorkspace, import_commit
 
-        git = GitWorkspace.find(repo.root)
-        if git is None:
-            from strata.errors import RunError
+            git = GitWorkspace.find(core.root)
+            if git is None:
+                from strata.errors import RunError
 
-            raise RunError(f"{repo.root} is no longer the top of a git work tree")
-        sha = git.snapshot(message, ignore=repo.extra_ignore)
-        git.set_ref(f"runs/{run_id}/{label}", sha)
-        tree = import_commit(repo.objects, repo.layout.repo / "gitmap.db", git.git_dir, sha)
-        result = repo._record_tree(
-            tree,
-            message,
-            author=author,
-            action_type="snapshot",
-            data=data,
-            operation=run_id,
-            manifest={"git_commit": sha},
-        )
-        ref = f"git:{sha}"
-    else:
-        result, scan = repo._snapshot(
-            message, author=author, action_type="snapshot", data=data, operation=run_id
-        )
-        tree = scan.tree
-        ref = ""
-    event = result.event or repo.head()
+                raise RunError(f"{core.root} is no longer the top of a git work tree")
+            sha = git.snapshot(message, ignore=core.extra_ignore)
+            git.set_ref(f"runs/{run_id}/{label}", sha)
+            tree = import_commit(core.objects, core.layout.repo / "gitmap.db", git.git_dir, sha)
+            result = tx.record(
+                tree,
+                message,
+                author=author,
+                data=data,
+                operation_id=run_id,
+                manifest={"git_commit": sha},
+            )
+            ref = f"git:{sha}"
+        else:
+            result, scan = tx.snapshot(message, author=author, data=data, operation_id=run_id)
+            tree = scan.tree
+            ref = ""
+        event = result.event or tx.head()
     assert event is not None and event.snapshot_ref is not None
     if backend == "git" and result.event is None:
-        tree = repo._tree_of(event)
+        tree = core.tree_of(event)
     return Taken(label, backend, event.id, event.snapshot_ref, tree, ref or event.snapshot_ref)
 
 
 def write_annotations(
-    repo: Repository,
+    core: Core,
     run_id: str,
     author: Author,
     events: list[tuple[str, EventId, dict[str, Any], str]],
@@ -120,24 +120,18 @@ def write_annotations(
     files: list[str] | None = None,
 ) -> list[EventId]:
     """Append annotation events ``(action type, anchor, data, rationale)`` as one operation."""
-    command = events[-1][0]
-    op = repo._begin(command, author, run_id=run_id)
     ids: list[EventId] = []
-    for action_type, anchor, data, rationale in events:
-        event = repo._new_event(
-            action_type,
-            author=author,
-            rationale=rationale,
-            files=files if action_type == "run" and files else (),
-            data=data,
-            branch=op.before.head_branch,
-            anchor=anchor,
-            operation_id=run_id,
-        )
-        op.add_event(event.to_json())
-        ids.append(event.id)
-    op.after = op.before
-    repo._commit(op)
+    with core.transaction(events[-1][0], author, run_id=run_id) as tx:
+        for action_type, anchor, data, rationale in events:
+            event = tx.annotate(
+                action_type,
+                anchor=anchor,
+                data=data,
+                rationale=rationale,
+                files=files if action_type == EventType.RUN and files else (),
+                operation_id=run_id,
+            )
+            ids.append(event.id)
     return ids
 
 
@@ -178,7 +172,7 @@ def summarize(
 
 
 def record_finish(
-    repo: Repository,
+    core: Core,
     run_id: str,
     before: Taken,
     *,
@@ -196,8 +190,8 @@ def record_finish(
 ) -> Finish:
     """Take the ``after`` snapshot and write the diff and ``run`` events (one operation)."""
     label_after = "after_failure" if failed else "after"
-    after = take_snapshot(repo, backend, label_after, run_id=run_id, author=author, what=what)
-    diff = repo._diff_trees(before.tree, after.tree, repo.objects)
+    after = take_snapshot(core, backend, label_after, run_id=run_id, author=author, what=what)
+    diff = core.diff_trees(before.tree, after.tree)
     summary = summarize(diff, backend=backend, before=before, after=after, options=options)
     interrupted = recovered or (outcome is not None and outcome.interrupted)
     run_data: dict[str, Any] = {
@@ -225,7 +219,7 @@ def record_finish(
     }
     title = label or " ".join(what)
     ids = write_annotations(
-        repo,
+        core,
         run_id,
         author,
         [
@@ -235,23 +229,23 @@ def record_finish(
         ],
         files=summary["changed_paths"],
     )
-    changed = _rollback_paths(repo, before.tree, after.tree)
+    changed = rollback_paths(core, before.tree, after.tree)
     return Finish(after, diff, summary, ids[-1], changed)
 
 
-def _rollback_paths(repo: Repository, before: ObjectId, after: ObjectId) -> list[str]:
+def rollback_paths(core: Core, before: ObjectId, after: ObjectId) -> list[str]:
     """The paths a rollback restores: each changed path, or the new or gone folder holding it."""
 
     def outermost(path: str) -> str:
         parts = path.split("/")
         for i in range(1, len(parts)):
             prefix = "/".join(parts[:i])
-            if any(lookup(repo.objects, tree, prefix) is None for tree in (before, after)):
+            if any(lookup(core.objects, tree, prefix) is None for tree in (before, after)):
                 return prefix  # a folder the run created or removed: restored as a whole
         return path
 
     paths: set[str] = set()
-    for change in diff_trees(repo.objects, before, after):
+    for change in diff_trees(core.objects, before, after):
         paths.add(outermost(change.path))
         if change.old_path is not None:
             paths.add(outermost(change.old_path))
@@ -259,7 +253,7 @@ def _rollback_paths(repo: Repository, before: ObjectId, after: ObjectId) -> list
 
 
 def rollback(
-    repo: Repository,
+    core: Core,
     run_id: str,
     before: Taken,
     after: Taken,
@@ -274,27 +268,25 @@ def rollback(
     to the ``before`` event. One operation, so ``strata undo`` reverses it.
     Returns the name of the kept state.
     """
-    from strata.repo import Point
-
     safety = f"failed/{run_id}"
     if backend == "git":
         from strata.runs.git import GitWorkspace
 
-        git = GitWorkspace.find(repo.root)
+        git = GitWorkspace.find(core.root)
         assert git is not None
         safety = git.set_ref(f"safety/{run_id}", after.ref.removeprefix("git:"))
-    view = repo.view()
-    branches = {**view.branches, f"failed/{run_id}": after.event_id}
-    if view.branches.get(view.head_branch) == after.event_id:
-        branches[view.head_branch] = before.event_id
-    target_event = repo._event(before.event_id)
-    repo._restore(
-        Point(before.tree, before.snapshot_id, target_event, "before"),
-        f"the state before run {run_id}",
-        paths=finish.changed,
-        author=author,
-        command="rollback",
-        after_view=moved(view, head_event=before.event_id, branches=branches),
-        details={"run_id": run_id, "safety": safety},
-    )
+    with core.transaction("rollback", author) as tx:
+        view = tx.view
+        branches = {**view.branches, f"failed/{run_id}": after.event_id}
+        if view.branches.get(view.head_branch) == after.event_id:
+            branches[view.head_branch] = before.event_id
+        restore_into(
+            tx,
+            Point(before.tree, before.snapshot_id, core.event(before.event_id), "before"),
+            f"the state before run {run_id}",
+            paths=finish.changed,
+            event_type=EventType.ROLLBACK,
+            after_view=moved(view, head_event=before.event_id, branches=branches),
+            details={"run_id": run_id, "safety": safety},
+        )
     return safety

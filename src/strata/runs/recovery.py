@@ -1,8 +1,8 @@
 """Recording the runs whose strata was killed.
 
-A run's lease (:mod:`strata.runs.lease`) outlives a strata that was killed,
+A run's lease (:mod:`strata.core.lease`) outlives a strata that was killed,
 and nobody holds its lock. The next command that writes finds it (from
-``Repository._recover``, with the write lock held) and records the run as
+``Core.writing``, with the write lock held) and records the run as
 interrupted: an ``after`` snapshot of what the workspace holds now, its diff
 and a ``run`` event with ``recovered: true``; then the lease file goes.
 """
@@ -13,18 +13,18 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from strata.core.lease import stale_leases
 from strata.errors import StrataError
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author
-from strata.runs.lease import stale_leases
 from strata.runs.options import WorkspaceOptions
 from strata.runs.record import Taken, record_finish
 
 if TYPE_CHECKING:
-    from strata.repo import Repository
+    from strata.core import Core
 
 
-def recover_runs(repo: Repository) -> list[str]:
+def recover_runs(repo: Core) -> list[str]:
     """Record every run whose lease nobody holds; return their run ids."""
     recovered: list[str] = []
     for info in stale_leases(repo.layout.runs):
@@ -65,7 +65,7 @@ def recover_runs(repo: Repository) -> list[str]:
     return recovered
 
 
-def _recorded(repo: Repository, run_id: str) -> bool:
+def _recorded(repo: Core, run_id: str) -> bool:
     found = repo.ledger.driver.find_events(
         EventFilter(operation_id=run_id, action_type="run"), limit=1
     )

@@ -14,36 +14,38 @@ files back as they were before the undo.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from strata.core import OperationRecord, Point
+from strata.core.restore import restore_into
 from strata.ids import ObjectId
 from strata.ledger.driver import EventFilter
-from strata.ledger.events import Author, Event
-from strata.ledger.ledger import View
+from strata.ledger.events import Event, EventType
+from strata.runs.record import rollback_paths
 
 if TYPE_CHECKING:
-    from strata.repo import Repository
+    from strata.core import Transaction
 
 
-def is_finished_run(op: dict[str, Any]) -> bool:
+def is_finished_run(op: OperationRecord) -> bool:
     """True for the operation that closes a run (its ``run`` event)."""
-    return op.get("command") == "run" and bool((op.get("details") or {}).get("run_id"))
+    return op.command == EventType.RUN and bool(op.details.get("run_id"))
 
 
-def undo_run(repo: Repository, op: dict[str, Any], *, author: Author | None) -> bool:
-    """Reverse the run whose ``run`` operation is ``op``; False when it changed no file.
+def undo_run(tx: Transaction, op: OperationRecord) -> bool:
+    """Reverse the run whose ``run`` operation is ``op`` within ``tx``; False if it is none.
 
-    The write lock is held by the caller. When the run changed nothing (no
-    ``after`` state event was recorded), nothing is done here and the caller
-    undoes ``op`` as any other operation.
+    False too when the run changed no file (no ``after`` state event was
+    recorded): the caller then undoes ``op`` as any other operation.
     """
-    from strata.repo import Point
-    from strata.runs.record import _rollback_paths
-
-    run_id = str(op["details"]["run_id"])
+    if not is_finished_run(op):
+        return False
+    core = tx.core
+    run_id = str(op.details["run_id"])
     taken: dict[str, Event] = {}
-    for record in repo.ledger.driver.find_events(
-        EventFilter(operation_id=run_id, action_type="workspace_snapshot_taken"), limit=None
+    for record in core.ledger.driver.find_events(
+        EventFilter(operation_id=run_id, action_type=EventType.WORKSPACE_SNAPSHOT_TAKEN),
+        limit=None,
     ):
         event = Event.from_json(record.body, seq=record.seq)
         taken.setdefault(str(event.data.get("label")), event)
@@ -52,32 +54,30 @@ def undo_run(repo: Repository, op: dict[str, Any], *, author: Author | None) -> 
     if before_mark is None or after_mark is None:
         return False
     assert before_mark.anchor_event_id is not None and after_mark.anchor_event_id is not None
-    before = repo._event(before_mark.anchor_event_id)
-    after = repo._event(after_mark.anchor_event_id)
+    before = core.event(before_mark.anchor_event_id)
+    after = core.event(after_mark.anchor_event_id)
     if before.id == after.id:
         return False  # the command changed no file
-    ops = repo.ledger.operations()
-    recorded_after = next((o for o in ops if after.id in o.get("events", ())), None)
+    ops = [OperationRecord.from_json(o) for o in core.ledger.operations()]
+    recorded_after = next((o for o in ops if after.id in o.events), None)
     if recorded_after is None:
         return False
-    before_tree, after_tree = repo._tree_of(before), repo._tree_of(after)
-    changed = _rollback_paths(repo, before_tree, after_tree)
+    before_tree, after_tree = core.tree_of(before), core.tree_of(after)
+    changed = rollback_paths(core, before_tree, after_tree)
     if not changed:
         return False
-    repo._guard_published("undo a run")
+    core.guard_published("undo a run")
     # every operation of the run from its 'after' snapshot on, and the annotations
-    also = [recorded_after["id"]] + [
-        o["id"]
-        for o in ops
-        if (o.get("details") or {}).get("run_id") == run_id and o["id"] != op["id"]
+    also = [recorded_after.id] + [
+        o.id for o in ops if o.details.get("run_id") == run_id and o.id != op.id
     ]
-    repo._restore(
+    restore_into(
+        tx,
         Point(ObjectId(before_tree), before.snapshot_ref, before, "before"),
         f"the state before run {run_id}",
         paths=changed,
-        author=author,
-        command="undo",
-        after_view=View.from_json(recorded_after["view_before"]),
-        details={"undid": op["id"], "undid_also": also, "run_id": run_id},
+        event_type=EventType.UNDO,
+        after_view=recorded_after.view_before,
+        details={"undid": op.id, "undid_also": also, "run_id": run_id},
     )
     return True

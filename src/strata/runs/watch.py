@@ -14,7 +14,7 @@ watcher socket (unless another watcher already does), so ``snapshot``,
 ``status`` and ``rewind`` from other processes ask it which paths changed
 instead of walking the tree.
 
-Snapshots are recorded by a second :class:`~strata.repo.Repository` on the
+Snapshots are recorded by a second :class:`~strata.core.Core` on the
 same repository, owned by the capture's thread (SQLite connections belong to
 one thread); the write lock orders them with everything else.
 """
@@ -28,12 +28,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from strata.errors import WatcherRunning
+from strata.ledger.events import EventType
 from strata.store.ignore import IgnoreRules
 from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer
 
 if TYPE_CHECKING:
+    from strata.core import Core
     from strata.ledger.events import Author, Event
-    from strata.repo import Repository
 
 RATIONALE = "live capture"
 
@@ -44,14 +45,14 @@ class LiveCapture:
     ``debounce_ms``: how long the workspace must stay quiet before a step is
     recorded. ``author``, ``message`` and ``operation`` go into each event;
     ``clock`` and ``rng`` make the events reproducible (as for
-    :class:`~strata.repo.Repository`). ``serve`` offers the monitor to other
+    :class:`~strata.core.Core`). ``serve`` offers the monitor to other
     processes on the watcher socket (skipped when another watcher serves).
     ``on_event`` is called (from the capture's thread) with each recorded event.
     """
 
     def __init__(
         self,
-        repo: Repository,
+        repo: Core,
         *,
         debounce_ms: int = 1000,
         author: Author | None = None,
@@ -158,9 +159,16 @@ class LiveCapture:
             kwargs["clock"] = self._clock
         if self._rng is not None:
             kwargs["rng"] = self._rng
-        from strata.repo import Repository
+        from strata.core import Core
+        from strata.runs.recovery import recover_runs
 
-        writer = Repository(self.repo.layout, author=self.author, monitor=self.monitor, **kwargs)
+        writer = Core(
+            self.repo.layout,
+            author=self.author,
+            monitor=self.monitor,
+            recoverers=(recover_runs,),
+            **kwargs,
+        )
         writer.extra_ignore = self.extra_ignore
         try:
             while True:
@@ -180,18 +188,20 @@ class LiveCapture:
         finally:
             writer.close()
 
-    def _capture(self, writer: Repository) -> None:
+    def _capture(self, writer: Core) -> None:
         try:
-            result = writer.snapshot(
-                self.message,
-                author=self.author,
-                data={"live_capture": len(self.events) + 1},
-                operation=self.operation,
-            )
+            with writer.transaction(EventType.SNAPSHOT, self.author) as tx:
+                result, _ = tx.snapshot(
+                    self.message,
+                    author=self.author,
+                    data={"live_capture": len(self.events) + 1},
+                    operation_id=self.operation,
+                )
         except Exception as exc:  # a failed step must not end the capture
             self.errors.append(f"{type(exc).__name__}: {exc}")
             return
         if result.event is not None:
-            self.events.append(result.event)
+            event = writer.event(result.event.id)  # as committed, with its sequence number
+            self.events.append(event)
             if self.on_event is not None:
-                self.on_event(result.event)
+                self.on_event(event)

@@ -32,11 +32,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from strata.atomic import atomic_write, fsync_dir
 from strata.errors import CorruptRepository, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
 from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
-from strata.store.statcache import FileStat
+from strata.store.statcache import FileStat, unchanged
 from strata.store.tree import TreeEntry, read_tree
 
 Op = Literal["write", "symlink", "mkdir", "remove", "rmdir", "chmod"]
@@ -160,23 +161,6 @@ def plan_restore(
     return actions
 
 
-def _matches(st: os.stat_result | None, expected: list[Any] | None) -> bool:
-    if expected is None:
-        return st is None
-    if st is None:
-        return False
-    mode, size, mtime, ctime, ino = expected[:5]
-    if stat.S_ISLNK(st.st_mode):
-        return (st.st_size, st.st_ino) == (size, ino)
-    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (
-        mode,
-        size,
-        mtime,
-        ctime,
-        ino,
-    )
-
-
 class Journal:
     """An in-flight multi-file change, kept in ``journal/<name>.json`` until it completes."""
 
@@ -187,14 +171,7 @@ class Journal:
     def write(self, record: dict[str, Any]) -> None:
         """Write the journal durably (temp, fsync, rename, fsync folder)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        data = json.dumps({"version": JOURNAL_VERSION, **record}).encode()
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fsync_dir(self.folder)
+        atomic_write(self.path, json.dumps({"version": JOURNAL_VERSION, **record}).encode())
 
     def remove(self) -> None:
         """Forget the journal: the change is complete."""
@@ -216,15 +193,6 @@ class Journal:
             if record.get("version") != JOURNAL_VERSION:
                 raise StrataError(f"the journal {path} has an unknown version")
             yield path, record
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a folder's entries durable (after a rename or unlink in it)."""
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def apply_actions(
@@ -304,7 +272,7 @@ def _apply_one(
         if (
             st is not None
             and not stat.S_ISLNK(st.st_mode)
-            and (act.before is None or _matches(st, act.before) or recovering)
+            and (act.before is None or unchanged(st, act.before) or recovering)
         ):
             ws.chmod(act.path, act.mode)
             report.written.append(act.path)
@@ -314,7 +282,7 @@ def _apply_one(
     done = _holds_target(ws, act, st)
     if done:
         return
-    if not _matches(st, act.before):
+    if not unchanged(st, act.before):
         report.skipped.append(act.path)
         return
     if act.op == "remove":
@@ -341,7 +309,7 @@ def _holds_target(ws: WorkspaceWriter, act: Action, st: os.stat_result | None) -
     if act.op == "symlink" and stat.S_ISLNK(st.st_mode):
         return hash_bytes(os.fsencode(ws.read_link(act.path))) == act.oid
     if act.op == "write" and stat.S_ISREG(st.st_mode):
-        if act.before is not None and _matches(st, act.before):
+        if act.before is not None and unchanged(st, act.before):
             return False  # still the captured content: not written yet
         return st.st_mode & 0o777 == act.mode and hash_bytes(ws.read_file(act.path)) == act.oid
     return False

@@ -31,17 +31,49 @@ a scan that lists 10 folders of 1,000 decodes and re-encodes only those.
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
+import stat
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from strata.atomic import atomic_write
 
 VERSION = 2  # 2: each folder is its own marshal blob, decoded only when used
 RACY_NS = 2_000_000_000  # coarse file systems (FAT, some network ones) have 2 s mtimes
 
 # (mode, size, mtime_ns, ctime_ns, inode, object id)
 FileStat = tuple[int, int, int, int, int, str]
+
+
+def unchanged(st: os.stat_result | None, expected: Sequence[Any] | None) -> bool:
+    """The one "unchanged on disk" rule: ``st`` is what a scan recorded as ``expected``.
+
+    ``expected`` is a :data:`FileStat` (or its first five fields), None for
+    "absent". A symlink is compared by size and inode (its mode and times do
+    not say whether its target changed); anything else by permission bits,
+    size, mtime, ctime and inode, so a same-size edit (new mtime or ctime) or
+    a replaced file (new inode) is seen.
+    """
+    if expected is None:
+        return st is None
+    if st is None:
+        return False
+    mode, size, mtime, ctime, ino = expected[:5]
+    if stat.S_ISLNK(st.st_mode):
+        return (st.st_size, st.st_ino) == (size, ino)
+    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (
+        mode,
+        size,
+        mtime,
+        ctime,
+        ino,
+    )
+
+
 # (kind char, mode, size, object id, name): one row of a tree
 Row = tuple[str, int, int, str, str]
 
@@ -180,10 +212,5 @@ class StatCache:
             "racy": sorted(racy),
         }
         data = marshal.dumps(body)
-        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
-        try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.replace(tmp, self.path)
-        except OSError:
-            tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a cache: losing it costs a full walk, nothing more
+            atomic_write(self.path, data, durable=False)

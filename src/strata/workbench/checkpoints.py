@@ -19,13 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import UnknownRef, UsageError
+from strata.core.restore import restore_into
+from strata.errors import AmbiguousRef, UnknownRef, UsageError
 from strata.ids import EventId, SnapshotId
-from strata.ledger.events import Author, Event
-from strata.ledger.ledger import Bookmark, moved
+from strata.ledger.driver import EventFilter
+from strata.ledger.events import Author, Event, EventType
 
 if TYPE_CHECKING:
-    from strata.repo import Repository, RewindResult
+    from strata.core import Core, RewindResult, Transaction
 
 KINDS = ("publish", "manual", "pre_restore")
 
@@ -69,20 +70,20 @@ class Checkpoint:
 class Checkpoints:
     """The checkpoints of a repository (``repo.checkpoints``)."""
 
-    def __init__(self, repo: Repository) -> None:
-        self.repo = repo
+    def __init__(self, core: Core) -> None:
+        self.core = core
 
     def list(self) -> list[Checkpoint]:
         """Every checkpoint, newest first."""
-        return [
-            Checkpoint.from_event(e)
-            for e in self.repo.history(action="checkpoint")
-            if e.anchor_event_id is not None
-        ]
+        records = self.core.ledger.driver.find_events(
+            EventFilter(action_type=EventType.CHECKPOINT), limit=None
+        )
+        events = (Event.from_json(r.body, seq=r.seq) for r in records)
+        return [Checkpoint.from_event(e) for e in events if e.anchor_event_id is not None]
 
     def create(self, message: str = "", *, author: Author | None = None) -> Checkpoint:
         """Record Published and protect it as a ``manual`` checkpoint."""
-        return create_checkpoint(self.repo, kind="manual", message=message, author=author)
+        return create_checkpoint(self.core, kind="manual", message=message, author=author)
 
     def get(self, checkpoint_id: str) -> Checkpoint:
         """The checkpoint with this id (or unique prefix)."""
@@ -90,58 +91,58 @@ class Checkpoints:
         if not checkpoint_id.strip() or not found:
             raise UnknownRef(checkpoint_id, hint="see 'strata checkpoint list'")
         if len(found) > 1:
-            from strata.errors import AmbiguousRef
-
             raise AmbiguousRef(checkpoint_id, [c.id for c in found])
         return found[0]
 
     def restore(self, checkpoint_id: str, *, author: Author | None = None) -> RewindResult:
         """Put Published back as the checkpoint holds it (a ``pre_restore`` checkpoint first)."""
-        repo = self.repo
-        with repo._writing():
-            repo._guard_published("restore a checkpoint")
+        core = self.core
+        with core.writing():
+            core.guard_published("restore a checkpoint")
             checkpoint = self.get(checkpoint_id)
-            target = repo._point(repo._event(checkpoint.event_id), checkpoint.id)
+            target = core.point(core.event(checkpoint.event_id), checkpoint.id)
             create_checkpoint(
-                repo,
+                core,
                 kind="pre_restore",
                 message=f"before restoring checkpoint {checkpoint.id}",
                 author=author,
             )
-            return repo._restore(
-                target,
-                f"checkpoint {checkpoint.id}",
-                paths=None,
-                author=author,
-                command="checkpoint restore",
-                details={"checkpoint_id": checkpoint.id},
-            )
+            with core.transaction("checkpoint restore", author) as tx:
+                return restore_into(
+                    tx,
+                    target,
+                    f"checkpoint {checkpoint.id}",
+                    paths=None,
+                    event_type=EventType.CHECKPOINT_RESTORE,
+                    details={"checkpoint_id": checkpoint.id},
+                )
 
 
 def create_checkpoint(
-    repo: Repository, *, kind: str, message: str = "", author: Author | None = None
+    core: Core, *, kind: str, message: str = "", author: Author | None = None
 ) -> Checkpoint:
-    """Auto-save Published, then record a checkpoint of it."""
-    from strata.repo import SYSTEM
-
+    """Auto-save Published, then record a checkpoint of it (one operation)."""
     if kind not in KINDS:
         raise UsageError(f"unknown checkpoint kind {kind!r}")
-    with repo._writing():
-        repo._snapshot(f"auto-save for a {kind} checkpoint", author=SYSTEM, action_type="auto_save")
-        head = repo.head()
-        assert head is not None
-        op = repo._begin("checkpoint", author, kind=kind)
-        event = repo._new_event(
-            "checkpoint",
-            author=author,
-            rationale=message,
-            branch=op.before.head_branch,
-            anchor=EventId(head.id),
-            data={"kind": kind, "snapshot_id": head.snapshot_ref},
-            operation_id=op.id,
-        )
-        op.add_event(event.to_json())
-        marks = {**op.before.bookmarks, f"checkpoint/{event.id}": Bookmark(head.id, True)}
-        op.after = moved(op.before, bookmarks=marks)
-        repo._commit(op)
-        return Checkpoint.from_event(repo._event(event.id))
+    with core.transaction("checkpoint", author, kind=kind) as tx:
+        tx.auto_save(f"a {kind} checkpoint")
+        event = record_checkpoint(tx, kind=kind, message=message, author=author)
+    return Checkpoint.from_event(core.event(event.id))
+
+
+def record_checkpoint(
+    tx: Transaction, *, kind: str, message: str = "", author: Author | None = None
+) -> Event:
+    """Record HEAD (as ``tx`` leaves it) as a checkpoint: an event and a locked bookmark."""
+    head = tx.head()
+    if head is None:
+        raise UsageError("nothing is recorded yet: there is nothing to checkpoint")
+    event = tx.annotate(
+        EventType.CHECKPOINT,
+        anchor=head.id,
+        rationale=message,
+        author=author,
+        data={"kind": kind, "snapshot_id": head.snapshot_ref},
+    )
+    tx.bookmark(f"checkpoint/{event.id}", head.id, locked=True)
+    return event

@@ -45,18 +45,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from strata.atomic import atomic_write, fsync_dir
+from strata.core import Scan, Workspace
+from strata.core.lease import Lease
 from strata.errors import DraftExists, NoDraft, SandboxUnavailable, StrataError, UsageError
 from strata.ids import EventId, ObjectId, new_event_id
-from strata.ledger.events import Author, Event, format_ts
-from strata.ledger.ledger import moved
-from strata.store.materialize import fsync_dir
+from strata.ledger.driver import EventFilter
+from strata.ledger.events import Author, Event, EventType, format_ts
 from strata.store.objects import verified_chunks
-from strata.store.scan import Scanner, ScanResult
-from strata.store.statcache import DirCache, StatCache
+from strata.store.scan import ScanResult
+from strata.store.statcache import DirCache, StatCache, unchanged
 from strata.store.tree import read_tree
 
 if TYPE_CHECKING:
-    from strata.repo import Repository
+    from strata.core import Core
     from strata.runs.process import ProcessOutcome
     from strata.sandbox.bwrap import SandboxSpec
     from strata.workbench.publish import PublishResult, ReviewResult
@@ -143,10 +145,10 @@ class DraftRun:
 
 
 class Draft:
-    """The open Draft of a repository. Get one with :meth:`Repository.draft`."""
+    """The open Draft of a repository. Get one with :meth:`strata.Repository.draft`."""
 
-    def __init__(self, repo: Repository, state: DraftState) -> None:
-        self.repo = repo
+    def __init__(self, core: Core, state: DraftState) -> None:
+        self.core = core
         self.state = state
 
     # -- where and what ------------------------------------------------------------
@@ -164,17 +166,17 @@ class Draft:
     @property
     def path(self) -> Path:
         """The folder holding the Draft's files."""
-        return self.repo.layout.draft / FILES
+        return self.core.layout.draft / FILES
 
     @property
     def base(self) -> Event:
         """Published's event the Draft started from."""
-        return self.repo._event(self.state.base_event_id)
+        return self.core.event(self.state.base_event_id)
 
     def tip(self) -> Event:
         """The newest draft revision (the base until the first one)."""
-        tip = self.repo.view().branches.get(self.branch, self.state.base_event_id)
-        return self.repo._event(tip)
+        tip = self.core.view().branches.get(self.branch, self.state.base_event_id)
+        return self.core.event(tip)
 
     def age_ms(self, now_ms: int) -> int:
         """How old the Draft is at ``now_ms``."""
@@ -193,11 +195,22 @@ class Draft:
             "base_event_id": self.state.base_event_id,
             "tip_event_id": tip.id,
             "tip_snapshot_id": tip.snapshot_ref,
-            "revisions": len(self.repo.history(branch=self.branch, action="draft_revision")),
+            "revisions": sum(
+                1
+                for _ in self.core.ledger.driver.find_events(
+                    EventFilter(branch=self.branch, action_type=EventType.DRAFT_REVISION),
+                    limit=None,
+                )
+            ),
             "git": self.state.git,
         }
 
     # -- revisions -------------------------------------------------------------------
+
+    @property
+    def workspace(self) -> Workspace:
+        """The Draft's folder as a :class:`~strata.core.Workspace` (its own stat cache)."""
+        return draft_workspace(self.core)
 
     def record(
         self,
@@ -206,62 +219,42 @@ class Draft:
         author: Author | None = None,
         data: dict[str, Any] | None = None,
         always: bool = False,
+        scanned: Scan | None = None,
     ) -> Event | None:
         """Record the Draft's files as a draft revision.
 
         None when nothing changed since the last revision, unless ``always``
         (every run records one, so each command has its revision).
         """
-        with self.repo._writing():
-            return self._record(message, author=author, data=data, always=always)
-
-    def _record(
-        self,
-        message: str,
-        *,
-        author: Author | None,
-        data: dict[str, Any] | None = None,
-        always: bool = False,
-        scanned: tuple[ScanResult, Scanner, StatCache] | None = None,
-    ) -> Event | None:
-        repo = self.repo
-        if DraftState.load(repo.layout.draft_state) != self.state:
-            raise NoDraft()  # published or discarded meanwhile
-        scan, scanner, cache = scanned or _scan_draft(repo)
-        tip = self.tip()
-        tip_tree = repo._tree_of(tip)
-        if scan.tree == tip_tree and not always:
-            repo.objects.flush()
-            cache.replace(scan.dirs, started_ns=scan.started_ns)
-            cache.save()
-            return None
-        diff = repo._diff_trees(tip_tree, scan.tree, repo.objects, lines=scanner.lines)
-        snapshot_id = repo._write_snapshot(scan.tree, tip)
-        repo.objects.flush()
-        op = repo._begin("draft revision", author, draft=self.id)
-        event = repo._new_event(
-            "draft_revision",
-            author=author,
-            rationale=message,
-            files=[f.path for f in diff.files],
-            snapshot_ref=snapshot_id,
-            parent=tip.id,
-            data={
-                "draft_id": self.id,
-                "files_changed": diff.files_changed,
-                "insertions": diff.insertions,
-                "deletions": diff.deletions,
-                **(data or {}),
-            },
-            branch=self.branch,
-            operation_id=op.id,
-        )
-        op.add_event(event.to_json())
-        op.after = moved(op.before, branches={**op.before.branches, self.branch: event.id})
-        repo._commit(op)
-        cache.replace(scan.dirs, started_ns=scan.started_ns)
-        cache.save()
-        return repo._event(event.id)
+        core = self.core
+        with core.transaction("draft revision", author, draft=self.id) as tx:
+            if DraftState.load(core.layout.draft_state) != self.state:
+                raise NoDraft()  # published or discarded meanwhile
+            scan = scanned or self.workspace.scan()
+            tip = self.tip()
+            tip_tree = core.tree_of(tip)
+            tx.on_commit(scan.save_cache)
+            if scan.tree == tip_tree and not always:
+                return None
+            diff = core.diff_trees(tip_tree, scan.tree, lines=scan.lines)
+            event = tx.state_event(
+                EventType.DRAFT_REVISION,
+                scan.tree,
+                message=message,
+                author=author,
+                files=[f.path for f in diff.files],
+                data={
+                    "draft_id": self.id,
+                    "files_changed": diff.files_changed,
+                    "insertions": diff.insertions,
+                    "deletions": diff.deletions,
+                    **(data or {}),
+                },
+                parent=tip,
+                branch=self.branch,
+                move_head=False,
+            )
+        return core.event(event.id)
 
     # -- runs --------------------------------------------------------------------------
 
@@ -290,11 +283,10 @@ class Draft:
         """
         if not argv:
             raise UsageError("give a command to run in the Draft (after '--')")
-        from strata.runs.lease import Lease
 
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
-        with Lease.acquire(self.repo.layout.runs, self.repo.ledger.new_id(), info):
+        with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
             outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
         shown = " ".join(argv)
         revision = self.record(
@@ -354,7 +346,7 @@ class Draft:
         from strata.sandbox.bwrap import SandboxSpec
 
         check_sandbox()
-        workspace = self.repo.root
+        workspace = self.core.root
         return SandboxSpec(
             workspace=workspace,
             source=self.path,
@@ -363,7 +355,7 @@ class Draft:
             bind_ro=tuple(Path(p).absolute() for p in bind_ro),
             readonly=tuple((p, p) for p in self.ignored_folders()),
             env_names=tuple(env_names),
-            repository=self.repo.layout.repo,
+            repository=self.core.layout.repo,
         )
 
     def ignored_folders(self) -> list[Path]:
@@ -374,8 +366,8 @@ class Draft:
         """
         from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
 
-        root = self.repo.root
-        cache = StatCache(self.repo.layout.statcache)
+        root = self.core.root
+        cache = StatCache(self.core.layout.statcache)
         found: list[Path] = []
         for folder in sorted(cache.folders()):
             cached = cache.get(folder)
@@ -433,75 +425,83 @@ def check_sandbox() -> None:
 # -- opening and starting ------------------------------------------------------------
 
 
-def open_draft(repo: Repository) -> Draft | None:
+def open_draft(core: Core) -> Draft | None:
     """The open Draft, or None."""
-    state = DraftState.load(repo.layout.draft_state)
-    return Draft(repo, state) if state else None
+    state = DraftState.load(core.layout.draft_state)
+    return Draft(core, state) if state else None
 
 
-def current_draft(repo: Repository) -> Draft:
+def current_draft(core: Core) -> Draft:
     """The open Draft; :class:`NoDraft` when there is none."""
-    draft = open_draft(repo)
+    draft = open_draft(core)
     if draft is None:
         raise NoDraft()
     return draft
 
 
-def start_draft(repo: Repository, *, author: Author | None = None) -> Draft:
+def draft_workspace(core: Core) -> Workspace:
+    """The Draft's folder, scanned with its own stat cache and no watcher."""
+    return Workspace(
+        core.layout.draft / FILES,
+        objects=core.objects,
+        cache_path=core.layout.draft / STATCACHE,
+        rules=core.rules,
+    )
+
+
+def start_draft(core: Core, *, author: Author | None = None) -> Draft:
     """Create the one Draft from Published's files (recording Published first).
 
     A folder kept from an ended Draft is brought to Published's tree by
     writing only the paths that differ; else Published's files are copied.
     """
-    layout = repo.layout
-    with repo._writing():
+    layout = core.layout
+    with core.writing():
         if layout.draft_state.exists():
             state = DraftState.load(layout.draft_state)
             raise DraftExists(state.id if state else "?")
-        from strata.repo import SYSTEM
-
-        _, scan = repo._snapshot(
-            "auto-save before draft start", author=SYSTEM, action_type="auto_save"
-        )
-        head = repo.head()
-        assert head is not None
-        head_tree = repo._tree_of(head)
-        draft_id = new_event_id(repo._rng)[:10]
-        while f"draft/{draft_id}" in repo.view().branches:
-            draft_id = new_event_id(repo._rng)[:10]
-        files = layout.draft / FILES
-        kept = _kept_usable(repo)
-        if kept:
-            _clear_leftovers(layout.draft)
-        else:
-            if layout.draft.exists() or layout.draft.is_symlink():
-                _remove(layout.draft)  # what a crashed start left
-            layout.draft.mkdir(parents=True)
-        # the private clone is made beside the folder while the folder is prepared
-        clone = _PrivateClone(repo.root, layout.draft) if (repo.root / ".git").is_dir() else None
-        try:
-            scanned = _update_kept(repo, head_tree) if kept else None
-            if scanned is None:  # no usable kept folder: copy Published's files afresh
-                for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
-                    _remove(layout.draft / name)
-                os.mkdir(files, 0o700)
-                _clone_tree(repo, scan, head_tree=head_tree, target=files)
-            os.chmod(files, os.lstat(repo.root).st_mode & 0o777)
-            git = clone is not None and clone.finish(files)
-        finally:
-            if clone is not None:
-                clone.close()
-        _write_kept(repo)
-        branch = f"draft/{draft_id}"
-        op = repo._begin("draft start", author, draft=draft_id)
-        op.after = moved(op.before, branches={**op.before.branches, branch: head.id})
-        repo._commit(op)
-        state = DraftState(draft_id, branch, EventId(head.id), repo._now(), git)
-        _write_atomic(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
+        with core.transaction("draft start", author) as tx:
+            _, scan = tx.auto_save("draft start")
+            head = tx.head()
+            assert head is not None
+            head_tree = core.tree_of(head)
+            draft_id = new_event_id(core.rng)[:10]
+            while f"draft/{draft_id}" in tx.view.branches:
+                draft_id = new_event_id(core.rng)[:10]
+            tx.details.update(draft=draft_id)
+            files = layout.draft / FILES
+            kept = _kept_usable(core)
+            if kept:
+                _clear_leftovers(layout.draft)
+            else:
+                if layout.draft.exists() or layout.draft.is_symlink():
+                    _remove(layout.draft)  # what a crashed start left
+                layout.draft.mkdir(parents=True)
+            # the private clone is made beside the folder while the folder is prepared
+            clone = (
+                _PrivateClone(core.root, layout.draft) if (core.root / ".git").is_dir() else None
+            )
+            try:
+                scanned = _update_kept(core, head_tree) if kept else None
+                if scanned is None:  # no usable kept folder: copy Published's files afresh
+                    for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
+                        _remove(layout.draft / name)
+                    os.mkdir(files, 0o700)
+                    _clone_tree(core, scan, head_tree=head_tree, target=files)
+                os.chmod(files, os.lstat(core.root).st_mode & 0o777)
+                git = clone is not None and clone.finish(files)
+            finally:
+                if clone is not None:
+                    clone.close()
+            _write_kept(core)
+            branch = f"draft/{draft_id}"
+            tx.move(branches={**tx.view.branches, branch: head.id})
+        state = DraftState(draft_id, branch, EventId(head.id), core.now_ms(), git)
+        atomic_write(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
         # the first scan of the Draft fills its stat cache (an updated kept folder was
         # scanned already to check it holds exactly Published's tree)
-        draft = Draft(repo, state)
-        draft._record("draft start", author=author, scanned=scanned)
+        draft = Draft(core, state)
+        draft.record("draft start", author=author, scanned=scanned)
         return draft
 
 
@@ -512,23 +512,16 @@ def end_draft(state_path: Path) -> None:
         fsync_dir(state_path.parent)
 
 
-def _scan_draft(repo: Repository) -> tuple[ScanResult, Scanner, StatCache]:
-    """Scan the Draft's folder with its own stat cache (not saved yet)."""
-    cache = StatCache(repo.layout.draft / STATCACHE)
-    scanner = Scanner(repo.layout.draft / FILES, repo.objects, rules=repo._rules(), cache=cache)
-    return scanner.scan(), scanner, cache
-
-
-def _write_kept(repo: Repository) -> None:
+def _write_kept(core: Core) -> None:
     """Mark the Draft's folder as whole and belonging to this workspace."""
     data = json.dumps(
-        {"format": KEPT_FORMAT, "workspace": str(repo.root), "files": FILES}, indent=2
+        {"format": KEPT_FORMAT, "workspace": str(core.root), "files": FILES}, indent=2
     ).encode()
-    path = repo.layout.draft / KEPT
+    path = core.layout.draft / KEPT
     with contextlib.suppress(OSError):
         if path.read_bytes() == data:
             return
-    _write_atomic(path, data)
+    atomic_write(path, data)
 
 
 def _clear_leftovers(draft: Path) -> None:
@@ -538,8 +531,8 @@ def _clear_leftovers(draft: Path) -> None:
             _remove(draft / name)
 
 
-def _kept_usable(repo: Repository) -> bool:
-    draft = repo.layout.draft
+def _kept_usable(core: Core) -> bool:
+    draft = core.layout.draft
     try:
         raw = json.loads((draft / KEPT).read_bytes())
         st = os.lstat(draft / FILES)
@@ -548,48 +541,44 @@ def _kept_usable(repo: Repository) -> bool:
     return (
         isinstance(raw, dict)
         and raw.get("format") == KEPT_FORMAT
-        and raw.get("workspace") == str(repo.root)
+        and raw.get("workspace") == str(core.root)
         and raw.get("files") == FILES
         and stat.S_ISDIR(st.st_mode)
     )
 
 
-def _update_kept(
-    repo: Repository, head_tree: ObjectId
-) -> tuple[ScanResult, Scanner, StatCache] | None:
+def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
     """Bring a kept Draft folder to ``head_tree``, writing only the paths that differ.
 
     Returns the scan that shows the folder holds exactly ``head_tree`` (to be
     the new Draft's first scan), or None when it could not be brought there
     (the caller copies afresh).
     """
-    from strata.store.materialize import apply_actions, plan_restore
-
-    draft = repo.layout.draft
+    draft = core.layout.draft
     files = draft / FILES
     trash = draft / GIT_TRASH
+    workspace = draft_workspace(core)
     remover: threading.Thread | None = None
     try:
         if os.path.lexists(files / ".git"):  # the last Draft's clone: deleted meanwhile
             os.rename(files / ".git", trash)
             remover = threading.Thread(target=_remove_quietly, args=(trash,), daemon=True)
             remover.start()
-        scan, _, _ = _scan_draft(repo)
+        scan = workspace.scan()
         if scan.warnings:  # an unreadable folder, a socket…: start afresh
             return None
         # what the scan did not record (ignored files, the private .git, temporary
         # files, mount points a sandbox made) is not Published's: a new Draft has none
-        _remove_ignored(files, scan)
-        repo.objects.flush()
-        actions = plan_restore(repo.objects, scan.tree, head_tree, stat_of=scan.stat_of)
-        apply_actions(repo.objects, files, actions)
-        scanned = _scan_draft(repo)
+        _remove_ignored(files, scan.result)
+        core.objects.flush()
+        workspace.apply(workspace.plan(scan, head_tree))
+        scanned = workspace.scan()
     except (OSError, StrataError):
         return None
     finally:
         if remover is not None:
             remover.join()
-    if scanned[0].tree != head_tree or scanned[0].warnings:
+    if scanned.tree != head_tree or scanned.warnings:
         return None
     return scanned
 
@@ -664,9 +653,9 @@ def _remove(path: Path) -> None:
         path.unlink(missing_ok=True)
 
 
-def draft_reminder(repo: Repository, *, now_ms: int) -> str | None:
+def draft_reminder(core: Core, *, now_ms: int) -> str | None:
     """The reminder ``strata status`` shows for a Draft open longer than a day."""
-    state = DraftState.load(repo.layout.draft_state)
+    state = DraftState.load(core.layout.draft_state)
     if state is None or now_ms - state.created_ms < DAY_MS:
         return None
     date = format_ts(state.created_ms)[:16].replace("T", " ")
@@ -676,17 +665,7 @@ def draft_reminder(repo: Repository, *, now_ms: int) -> str | None:
 # -- helpers ----------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
-
-
-def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, target: Path) -> None:
+def _clone_tree(core: Core, scan: Scan, *, head_tree: ObjectId, target: Path) -> None:
     """Write the recorded tree into ``target``.
 
     Files are reflinks of Published's where they still hold the recorded bytes
@@ -697,7 +676,7 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
     jobs: list[tuple[str, ObjectId, int, Path]] = []
 
     def walk(oid: ObjectId, prefix: str, folder: Path) -> None:
-        for entry in read_tree(repo.objects, oid):
+        for entry in read_tree(core.objects, oid):
             path = f"{prefix}{entry.name}"
             dest = folder / entry.name
             if entry.kind == "dir":
@@ -705,14 +684,14 @@ def _clone_tree(repo: Repository, scan: ScanResult, *, head_tree: ObjectId, targ
                 dirs.append((dest, entry.mode))
                 walk(entry.oid, path + "/", dest)
             elif entry.kind == "symlink":
-                os.symlink(os.fsdecode(repo.objects.get(entry.oid)), dest)
+                os.symlink(os.fsdecode(core.objects.get(entry.oid)), dest)
             else:
                 jobs.append((path, entry.oid, entry.mode, dest))
 
     walk(head_tree, "", target)
     reflinks = _Reflinks()
     for job in jobs:  # threads measured no faster: creating files is the cost
-        _copy_file(repo, scan, *job, reflinks=reflinks)
+        _copy_file(core, scan, *job, reflinks=reflinks)
     for path, mode in reversed(dirs):
         os.chmod(path, mode)
 
@@ -725,8 +704,8 @@ class _Reflinks:
 
 
 def _copy_file(
-    repo: Repository,
-    scan: ScanResult,
+    core: Core,
+    scan: Scan,
     path: str,
     oid: ObjectId,
     mode: int,
@@ -737,9 +716,9 @@ def _copy_file(
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     fd = os.open(dest, flags, 0o600)
     try:
-        if not (reflinks.supported and _clone_from_published(repo, scan, path, fd, reflinks)):
+        if not (reflinks.supported and _clone_from_published(core, scan, path, fd, reflinks)):
             os.ftruncate(fd, 0)
-            for chunk in verified_chunks(repo.objects, oid):
+            for chunk in verified_chunks(core.objects, oid):
                 os.write(fd, chunk)
         os.fchmod(fd, mode)
     finally:
@@ -747,18 +726,18 @@ def _copy_file(
 
 
 def _clone_from_published(
-    repo: Repository, scan: ScanResult, path: str, dest_fd: int, reflinks: _Reflinks
+    core: Core, scan: Scan, path: str, dest_fd: int, reflinks: _Reflinks
 ) -> bool:
     """Reflink Published's file when it still has the stat the scan recorded."""
     expected = scan.stat_of(path)
     if expected is None:
         return False
     try:
-        src = os.open(repo.root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        src = os.open(core.root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
-        if not _same_stat(os.fstat(src), expected):
+        if not unchanged(os.fstat(src), expected):
             return False
         try:
             fcntl.ioctl(dest_fd, FICLONE, src)
@@ -768,20 +747,9 @@ def _clone_from_published(
                     reflinks.supported = False
                 return False
             raise
-        return _same_stat(os.fstat(src), expected)  # not changed while cloning
+        return unchanged(os.fstat(src), expected)  # not changed while cloning
     finally:
         os.close(src)
-
-
-def _same_stat(st: os.stat_result, expected: Any) -> bool:
-    mode, size, mtime, ctime, ino = expected[:5]
-    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) == (
-        mode,
-        size,
-        mtime,
-        ctime,
-        ino,
-    )
 
 
 class _PrivateClone:

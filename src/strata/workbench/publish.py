@@ -18,7 +18,7 @@ Publish, in order (the repository's write lock held throughout):
    Draft, remove the journal.
 
 A crash before the journal is written leaves Published untouched; after it,
-the next command replays the journal (:meth:`Repository._recover`), commits
+the next command replays the journal (:meth:`strata.core.Core.writing`), commits
 the operation and ends the Draft: Published is fully old or fully new.
 The ``publish`` operation records the tree before and after, so ``strata
 undo`` puts the checkpoint's files back.
@@ -30,14 +30,15 @@ import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import DraftChanged, ExternalSymlink, MergeConflict
-from strata.ids import EventId, ObjectId, SnapshotId
-from strata.ledger.events import Author, Event
-from strata.ledger.ledger import moved
+from strata.core.lease import active_leases
+from strata.errors import DraftChanged, ExternalSymlink, MergeConflict, WorkspaceBusy
+from strata.ids import ObjectId, SnapshotId
+from strata.ledger.events import Author, Event, EventType
+from strata.sandbox.paths import display_path
 from strata.store.tree import TreeEntry, read_tree, write_tree
 
 if TYPE_CHECKING:
-    from strata.repo import DiffResult, Repository
+    from strata.core import Core, DiffResult
     from strata.store.objects import ObjectStore
     from strata.workbench.checkpoints import Checkpoint
     from strata.workbench.draft import Draft
@@ -94,21 +95,18 @@ class PublishResult:
 
 def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
     """Record the Draft, then diff its base against it."""
-    repo = draft.repo
-    with repo._writing():
-        draft._record("review", author=author)
+    core = draft.core
+    with core.writing():
+        draft.record("review", author=author)
         tip = draft.tip()
         base = draft.base
-        diff = repo._diff_trees(repo._tree_of(base), repo._tree_of(tip), repo.objects)
+        diff = core.diff_trees(core.tree_of(base), core.tree_of(tip))
         return ReviewResult(tip, base, diff)
 
 
-def _refuse_while_running(repo: Repository, command: str) -> None:
+def _refuse_while_running(core: Core, command: str) -> None:
     """Publish and discard wait for every run: one writing Published, or an agent in the Draft."""
-    from strata.errors import WorkspaceBusy
-    from strata.runs.lease import active_leases
-
-    held = active_leases(repo.layout.runs)
+    held = active_leases(core.layout.runs)
     if held:
         raise WorkspaceBusy(
             command,
@@ -121,25 +119,21 @@ def discard(draft: Draft, *, author: Author | None = None) -> Event:
     """Record the Draft (nothing in it is lost), then end it; Published is not touched."""
     from strata.workbench.draft import end_draft
 
-    repo = draft.repo
-    with repo._writing():
-        _refuse_while_running(repo, "discard")
-        draft._record("before discard", author=author)
+    core = draft.core
+    with core.writing():
+        _refuse_while_running(core, "discard")
+        draft.record("before discard", author=author)
         tip = draft.tip()
-        op = repo._begin("discard", author, draft=draft.id)
-        event = repo._new_event(
-            "discard",
-            author=author,
-            rationale=f"discarded Draft {draft.id}",
-            branch=draft.branch,
-            anchor=EventId(tip.id),
-            data={"draft_id": draft.id, "draft_event_id": tip.id, "branch": draft.branch},
-            operation_id=op.id,
-        )
-        op.add_event(event.to_json())
-        repo._commit(op)
-        end_draft(repo.layout.draft_state)
-        return repo._event(event.id)
+        with core.transaction("discard", author, draft=draft.id) as tx:
+            event = tx.annotate(
+                EventType.DISCARD,
+                anchor=tip.id,
+                rationale=f"discarded Draft {draft.id}",
+                branch=draft.branch,
+                data={"draft_id": draft.id, "draft_event_id": tip.id, "branch": draft.branch},
+            )
+        end_draft(core.layout.draft_state)
+        return core.event(event.id)
 
 
 def publish(
@@ -150,102 +144,81 @@ def publish(
     allow_external_symlinks: bool = False,
     author: Author | None = None,
 ) -> PublishResult:
-    """Publish exactly the Draft's current snapshot into Published (see the module docs)."""
-    from strata.repo import SYSTEM
-    from strata.store.materialize import Journal, apply_actions, journal_record, plan_restore
-    from strata.workbench.checkpoints import create_checkpoint
+    """Publish exactly the Draft's current snapshot into Published (see the module docs).
+
+    One operation: the auto-save of Published, the ``publish`` checkpoint, the
+    ``publish`` state event (and a ``merge`` event when Published moved
+    meanwhile) and the journaled writes. Undoing it puts Published back.
+    """
+    from strata.workbench.checkpoints import Checkpoint, record_checkpoint
     from strata.workbench.draft import end_draft
 
-    repo = draft.repo
-    with repo._writing():
-        _refuse_while_running(repo, "publish")
-        draft._record("before publish", author=author)
+    core = draft.core
+    with core.writing():
+        _refuse_while_running(core, "publish")
+        draft.record("before publish", author=author)
         tip = draft.tip()
         assert tip.snapshot_ref is not None
-        if expect is not None and not (len(expect) >= 6 and tip.snapshot_ref.startswith(expect)):
+        if expect is not None and not (len(expect) >= 8 and tip.snapshot_ref.startswith(expect)):
             raise DraftChanged(expect, tip.snapshot_ref)
-        base_tree = repo._tree_of(draft.base)
-        draft_tree = repo._tree_of(tip)
-        _, scan = repo._snapshot("auto-save before publish", author=SYSTEM, action_type="auto_save")
-        head = repo.head()
-        assert head is not None
-        published_tree = scan.tree
-        target, merged = merge_trees(repo.objects, base_tree, published_tree, draft_tree)
-        if not allow_external_symlinks:
-            bad = external_symlinks(repo.objects, published_tree, target)
-            if bad:
-                raise ExternalSymlink(bad)
-        checkpoint = create_checkpoint(
-            repo, kind="publish", message=f"before publishing Draft {draft.id}"
-        )
-        head = repo.head()
-        assert head is not None
-        repo.objects.flush()
-        snapshot_id = repo._write_snapshot(target, head)
-        repo.objects.flush()
-        diff = repo._diff_trees(published_tree, target, repo.objects)
-        actions = plan_restore(repo.objects, published_tree, target, stat_of=scan.stat_of)
-        op = repo._begin("publish", author, draft=draft.id)
-        branch = repo._branch_for_new_state(op.before)
-        event = repo._new_event(
-            "publish",
-            author=author,
-            rationale=message or f"publish Draft {draft.id}",
-            files=[f.path for f in diff.files],
-            snapshot_ref=snapshot_id,
-            parent=EventId(head.id),
-            branch=branch,
-            data={
-                "checkpoint_id": checkpoint.id,
-                "draft_id": draft.id,
-                "draft_event_id": tip.id,
-                "draft_snapshot_id": tip.snapshot_ref,
-                "base_event_id": draft.base.id,
-                "files_changed": diff.files_changed,
-                "insertions": diff.insertions,
-                "deletions": diff.deletions,
-                "merged_paths": merged,
-            },
-            operation_id=op.id,
-        )
-        body = op.add_event(event.to_json())
-        if head.id != draft.base.id:
-            merge_event = repo._new_event(
-                "merge",
-                author=author,
-                rationale=f"merged Draft {draft.id} with Published's newer changes",
-                files=merged,
-                branch=branch,
-                anchor=EventId(event.id),
+        base_tree = core.tree_of(draft.base)
+        draft_tree = core.tree_of(tip)
+        with core.transaction("publish", author, draft=draft.id) as tx:
+            _, scan = tx.auto_save("publish")
+            published_tree = scan.tree
+            target, merged = merge_trees(core.objects, base_tree, published_tree, draft_tree)
+            if not allow_external_symlinks:
+                bad = external_symlinks(core.objects, published_tree, target)
+                if bad:
+                    raise ExternalSymlink(bad)
+            mark = record_checkpoint(
+                tx, kind="publish", message=f"before publishing Draft {draft.id}", author=author
+            )
+            head = tx.head()
+            assert head is not None
+            diff = core.diff_trees(published_tree, target)
+            event = tx.state_event(
+                EventType.PUBLISH,
+                target,
+                message=message or f"publish Draft {draft.id}",
+                files=[f.path for f in diff.files],
+                parent=head,
                 data={
-                    "left": head.id,
-                    "right": tip.id,
-                    "base": draft.base.id,
-                    "policy": MERGE_POLICY,
+                    "checkpoint_id": mark.id,
+                    "draft_id": draft.id,
+                    "draft_event_id": tip.id,
+                    "draft_snapshot_id": tip.snapshot_ref,
+                    "base_event_id": draft.base.id,
+                    "files_changed": diff.files_changed,
+                    "insertions": diff.insertions,
+                    "deletions": diff.deletions,
                     "merged_paths": merged,
                 },
-                operation_id=op.id,
             )
-            op.add_event(merge_event.to_json())
-        op.after = moved(
-            op.before,
-            head_branch=branch,
-            head_event=event.id,
-            branches={**op.before.branches, branch: event.id},
-        )
-        op.details = {"tree_before": published_tree, "tree_after": target, "draft": draft.id}
-        journal = Journal(repo.layout.journal, op.id)
-        journal.write(journal_record(actions, operation=op.to_json(), ends_draft=draft.id))
-        report = apply_actions(repo.objects, repo.root, actions)
-        from strata.sandbox.paths import display_path
-
-        skipped = [display_path(p) for p in report.skipped]
-        body["data"]["skipped_paths"] = skipped
-        repo._commit(op)
-        end_draft(repo.layout.draft_state)
-        journal.remove()
+            if head.id != draft.base.id:
+                tx.annotate(
+                    EventType.MERGE,
+                    anchor=event.id,
+                    rationale=f"merged Draft {draft.id} with Published's newer changes",
+                    files=merged,
+                    branch=event.branch,
+                    data={
+                        "left": head.id,
+                        "right": tip.id,
+                        "base": draft.base.id,
+                        "policy": MERGE_POLICY,
+                        "merged_paths": merged,
+                    },
+                )
+            tx.details.update(tree_before=published_tree, tree_after=target, draft=draft.id)
+            tx.journal_extra(ends_draft=draft.id)
+            report = tx.apply(core.workspace.plan(scan, target))
+            skipped = [display_path(p) for p in report.skipped]
+            tx.update_data(event.id, skipped_paths=skipped)
+            tx.on_commit(lambda: end_draft(core.layout.draft_state))
+        checkpoint = Checkpoint.from_event(core.event(mark.id))
         return PublishResult(
-            repo._event(event.id),
+            core.event(event.id),
             checkpoint,
             diff.files_changed,
             merged,

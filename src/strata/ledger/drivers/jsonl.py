@@ -144,7 +144,7 @@ from pathlib import Path
 from typing import Any
 
 from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
-from strata.ledger.driver import EventFilter, EventKeys
+from strata.ledger.driver import EventFilter, EventKeys, path_matches
 from strata.ledger.records import RECORD_KINDS, Record, canonical
 
 FORMAT = 2
@@ -256,13 +256,6 @@ def _in_prefix(value: str, prefix: str) -> bool:
     return prefix <= value < prefix + "\uffff"
 
 
-def _path_matches(files: Sequence[str], path: str) -> bool:
-    """The SQLite driver's folder test: the path itself, or anything below it."""
-    folder = path.rstrip("/")
-    below = folder + "/"
-    return any(p == folder or (p.startswith(below) and p != below) for p in files)
-
-
 def _matches(keys: EventKeys, where: EventFilter) -> bool:
     for wanted, have in (
         (where.branch, keys.branch),
@@ -273,7 +266,7 @@ def _matches(keys: EventKeys, where: EventFilter) -> bool:
     ):
         if wanted is not None and have != wanted:
             return False
-    return where.path is None or _path_matches(keys.files, where.path)
+    return where.path is None or path_matches(keys.files, where.path)
 
 
 def _snapshot(keys: EventKeys) -> str | None:
@@ -320,8 +313,8 @@ def _filter_keys(where: EventFilter) -> list[bytes]:
         )
         if value is not None
     ]
-    if where.path is not None and where.path.rstrip("/"):
-        keys.append(b"p:" + _enc(where.path.rstrip("/")))
+    if where.path is not None and where.path.strip("/"):
+        keys.append(b"p:" + _enc(where.path.strip("/")))
     return keys
 
 

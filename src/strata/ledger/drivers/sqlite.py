@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from strata.errors import CorruptRepository, UnsupportedFormat
-from strata.ledger.driver import EventFilter, EventKeys
+from strata.ledger.driver import EventFilter, EventKeys, path_range
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -256,11 +256,10 @@ class SqliteDriver:
                 clauses.append(f"{column} = ?")
                 args.append(value)
         if where.path is not None:
-            folder = where.path.rstrip("/")
             clauses.append(
-                "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path > ? AND path < ?))"
+                "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path >= ? AND path < ?))"
             )
-            args += [folder, folder + "/", folder + "0"]  # "0" sorts right after "/"
+            args += list(path_range(where.path))
         sql = "SELECT r.line FROM events e JOIN records r ON r.seq = e.seq"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)

@@ -1,0 +1,47 @@
+"""Atomic file writes: the one primitive every writer of a whole file uses.
+
+A file is written to a temporary name beside it, flushed and fsynced, renamed
+over the target, and the folder is fsynced, so a reader (or a machine that
+lost power) sees either the old bytes or the new ones, never a mix. This is
+the order dulwich's ``GitFile`` follows. Caches that can be rebuilt from the
+repository may pass ``durable=False``: the rename is still atomic, but
+nothing waits for the disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a folder's entries durable (after a rename or unlink in it)."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync folder).
+
+    The temporary name carries the process id, so two processes writing the
+    same file never share a temporary file; the last rename wins whole.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            if durable:
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)

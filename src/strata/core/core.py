@@ -1,0 +1,366 @@
+"""The core of a repository: where the object store and the ledger meet.
+
+:class:`Core` owns the open stores, the write lock, the clock and the random
+source. Every writing command goes through :meth:`Core.transaction`, which
+takes the write lock, finishes whatever an interrupted command left, and
+commits in the one safe order (objects, then the ledger, then the journal is
+dropped). Readers use :meth:`resolve`, :meth:`event`, :meth:`head`,
+:meth:`view`, :meth:`tree_of` and :meth:`diff_trees`; they never take the lock.
+
+Feature packages (``runs/``, ``workbench/``) are clients of this class and of
+the other public names of :mod:`strata.core`; they never reach into private
+members. The library reads no environment variable: the clock, the random
+source and the author are arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strata._version import __version__
+from strata.core.refs import resolve_ref
+from strata.core.results import DiffResult, FileDiff, Point, bytes_changed
+from strata.core.workspace import Workspace
+from strata.diff.tree import Change, diff_trees
+from strata.errors import CorruptRepository, DraftOpen, WorkspaceBusy
+from strata.ids import EventId, ObjectId, SnapshotId, new_event_id
+from strata.layout import Layout, WriteLock, load_config
+from strata.ledger.driver import LedgerDriver
+from strata.ledger.events import Author, Event, dumps, format_ts
+from strata.ledger.ledger import Ledger, View
+from strata.sandbox.paths import display_path
+from strata.store.ignore import IgnoreRules
+from strata.store.objects import DiskObjectStore, ObjectStore
+from strata.store.tree import EMPTY_TREE
+
+if TYPE_CHECKING:
+    from strata.core.results import OperationRecord
+    from strata.core.transaction import Transaction
+    from strata.store.watch import Answer, ChangeMonitor
+
+MANIFEST_FORMAT = 1
+#: the author of what Strata records on its own (auto-saves)
+SYSTEM = Author("strata", "system")
+
+
+class Core:
+    """An open repository: stores, ledger, lock, clock and random source.
+
+    ``clock`` returns milliseconds since the epoch; ``rng`` makes event ids;
+    both are injectable so ledgers are byte-stable in tests.
+    """
+
+    def __init__(
+        self,
+        layout: Layout,
+        *,
+        author: Author | None = None,
+        clock: Callable[[], int] | None = None,
+        rng: random.Random | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        monitor: ChangeMonitor | None = None,
+        ref_schemes: dict[str, Callable[[Core, str], ObjectId]] | None = None,
+        recoverers: tuple[Callable[[Core], object], ...] = (),
+        undo_handlers: tuple[Callable[[Transaction, OperationRecord], bool], ...] = (),
+    ) -> None:
+        self.layout = layout
+        #: ``SCHEME:VALUE`` refs a feature package resolves (``git`` → a commit's tree)
+        self.ref_schemes = dict(ref_schemes or {})
+        #: called with the write lock held after interrupted journals are finished
+        #: (a feature's own clean-up: runs whose strata was killed)
+        self.recoverers = recoverers
+        #: asked first by undo: a handler that returns True has reversed the operation itself
+        #: (a finished run is undone as one step)
+        self.undo_handlers = undo_handlers
+        #: an in-process change monitor to ask instead of the watcher's socket
+        self.monitor = monitor
+        #: called with (done, total) during long scans; the CLI draws a progress line
+        self.progress = progress
+        self.config = load_config(layout)
+        self.root = layout.workspace
+        self.author = author or Author("unknown", "human")
+        self.clock: Callable[[], int] = clock or (lambda: time.time_ns() // 1_000_000)
+        self.rng = rng or random.Random()
+        self.objects: ObjectStore = DiskObjectStore(layout.objects)
+        self.lock = WriteLock(layout.lock)
+        #: serializes this object's use across threads (the stores hold open files)
+        self.mutex = threading.RLock()
+        self._last_ms = 0
+        #: run-specific ignore patterns (``WorkspaceOptions.ignore``), set while a run records
+        self.extra_ignore: tuple[str, ...] = ()
+        self.ledger = Ledger(self.open_driver(), clock=self.now_ms, rng=self.rng)
+        #: Published: the workspace's real files
+        self.workspace = Workspace(
+            self.root,
+            objects=self.objects,
+            cache_path=layout.statcache,
+            rules=self.rules,
+            changes=self.changes_since,
+            progress=lambda done, total: self.progress(done, total) if self.progress else None,
+        )
+        if any(layout.journal.glob("*.json")):
+            with self.writing():
+                pass
+
+    # -- opening and closing -------------------------------------------------------
+
+    def open_driver(self, *, writer: bool = False, kind: str | None = None) -> LedgerDriver:
+        """Open the ledger driver of the configured kind (or ``kind``)."""
+        kind = kind or self.config.ledger_driver
+        if kind == "jsonl":
+            from strata.ledger.drivers.jsonl import JsonlDriver
+
+            folder = self.layout.repo / "ledger"
+            if not (folder / "ledger.json").exists():
+                with self.lock:
+                    if not (folder / "ledger.json").exists():
+                        JsonlDriver(folder, create=True, writer=True).close()
+            return JsonlDriver(folder, writer=writer)
+        from strata.ledger.drivers.sqlite import SqliteDriver
+        from strata.ledger.migrate import ledger_format, migrate_v1
+
+        path = self.layout.ledger
+        if not path.exists():
+            with self.lock:
+                return SqliteDriver(path, create=True)
+        if ledger_format(path) == 1:
+            with self.lock:
+                if ledger_format(path) == 1:
+                    migrate_v1(path)
+        return SqliteDriver(path)
+
+    def close(self) -> None:
+        """Release the ledger and the object store's open files."""
+        self.ledger.close()
+        if isinstance(self.objects, DiskObjectStore):
+            self.objects.close()
+
+    # -- time and ids ----------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """Milliseconds since the epoch, never going backwards within this object."""
+        now = max(self.clock(), self._last_ms)
+        self._last_ms = now
+        return now
+
+    def new_event_id(self) -> EventId:
+        """A fresh event id that no event in the ledger has."""
+        event_id = new_event_id(self.rng)
+        while self.ledger.driver.seek_event(event_id):  # a reused STRATA_SEED must not collide
+            event_id = new_event_id(self.rng)
+        return event_id
+
+    # -- writing -----------------------------------------------------------------------
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the write lock; first finish whatever an interrupted command left."""
+        with self.mutex, self.lock:
+            outermost = self.lock.depth == 1
+            jsonl = outermost and self.ledger.driver.name == "jsonl"
+            if jsonl:
+                # only the lock holder repairs a torn last line and catches the index up
+                self.ledger.driver.close()
+                self.ledger.driver = self.open_driver(writer=True)
+            try:
+                if outermost:
+                    from strata.core.restore import recover
+
+                    recover(self)
+                    for recoverer in self.recoverers:
+                        recoverer(self)
+                yield
+            finally:
+                if jsonl:
+                    # the lock is about to go: back to a reader, which never writes
+                    self.ledger.driver.close()
+                    self.ledger.driver = self.open_driver(writer=False)
+
+    def transaction(
+        self, command: str, author: Author | None = None, **details: Any
+    ) -> Transaction:
+        """Open a unit of work (a context manager): see :class:`Transaction`."""
+        from strata.core.transaction import Transaction
+
+        return Transaction(self, command, author or self.author, details)
+
+    def guard_published(self, command: str, *, force: bool = False) -> None:
+        """Refuse to move Published while a Draft is open, or while a run holds the lease.
+
+        ``force`` overrides the run lease only; a Draft must be published or
+        discarded first.
+        """
+        if self.layout.draft_state.exists():
+            raise DraftOpen(command)
+        if not force:
+            from strata.core.lease import active_leases
+
+            held = active_leases(self.layout.runs)
+            if held:
+                raise WorkspaceBusy(command, [str(h.get("run_id")) for h in held])
+
+    def write_snapshot(self, tree: ObjectId, base: Event | None, **extra: Any) -> SnapshotId:
+        """Store a snapshot manifest of ``tree`` (not yet durable: a transaction flushes it)."""
+        import platform
+
+        manifest = {
+            "format": MANIFEST_FORMAT,
+            "tree": tree,
+            "base_event_id": base.id if base else None,
+            "created": format_ts(self.now_ms()),
+            "env": {
+                "python": platform.python_version(),
+                "os": f"{platform.system()} {platform.release()}",
+                "strata": __version__,
+            },
+            "tools": {},
+            **({"ignore_extra": list(self.extra_ignore)} if self.extra_ignore else {}),
+            **extra,
+        }
+        return SnapshotId(self.objects.put(dumps(manifest).encode()))
+
+    # -- the workspace -----------------------------------------------------------------
+
+    def rules(self) -> IgnoreRules:
+        """The ignore rules at the workspace's root (config defaults and a run's extras)."""
+        return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
+
+    def changes_since(self, token: str) -> Answer | None:
+        """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
+        if self.monitor is not None:
+            return self.monitor.query(token)
+        if not (self.layout.watch / "watch.sock").exists():
+            return None
+        from strata.store.watch import ask
+
+        return ask(self.layout.watch, token)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def event(self, event_id: str) -> Event:
+        """The event with this full id; :class:`CorruptRepository` if the ledger lacks it."""
+        record = self.ledger.driver.seek_event(event_id)
+        if record is None:
+            raise CorruptRepository(f"event {event_id} is named but not in the ledger")
+        return Event.from_json(record.body, seq=record.seq)
+
+    def head(self) -> Event | None:
+        """The event HEAD points at (None before the first snapshot)."""
+        eid = self.ledger.view().head_event
+        return self.event(eid) if eid else None
+
+    def view(self) -> View:
+        """Where HEAD, every branch and every bookmark point."""
+        return self.ledger.view()
+
+    def manifest(self, snapshot_id: SnapshotId) -> dict[str, Any]:
+        """The manifest of a snapshot."""
+        try:
+            data = json.loads(self.objects.get(ObjectId(snapshot_id)))
+        except ValueError:
+            raise CorruptRepository(f"snapshot {snapshot_id} is not a manifest") from None
+        if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:
+            raise CorruptRepository(f"snapshot {snapshot_id} has an unknown manifest format")
+        return data
+
+    def tree_of(self, event: Event) -> ObjectId:
+        """The tree of a state event's snapshot."""
+        if event.snapshot_ref is None:
+            raise CorruptRepository(f"event {event.id} ({event.action_type}) records no files")
+        return ObjectId(self.manifest(event.snapshot_ref)["tree"])
+
+    def head_tree(self) -> ObjectId:
+        """HEAD's tree (the empty tree before the first snapshot)."""
+        head = self.head()
+        return self.tree_of(head) if head else EMPTY_TREE
+
+    def point(self, event: Event, label: str = "") -> Point:
+        """The point of a state event."""
+        return Point(self.tree_of(event), event.snapshot_ref, event, label)
+
+    def resolve(self, ref: str) -> Point:
+        """Resolve a ref: ids or unique prefixes, run ids, names, ``HEAD~N``, ``git:<commit>``."""
+        return resolve_ref(self, ref)
+
+    def diff_trees(
+        self,
+        a: ObjectId,
+        b: ObjectId,
+        store: ObjectStore | None = None,
+        *,
+        paths: list[str] | None = None,
+        lines: dict[ObjectId, int | None] | None = None,
+        stats: bool = True,
+    ) -> DiffResult:
+        """How tree ``b`` differs from tree ``a`` (``lines``: known line counts of new blobs)."""
+        store = store or self.objects
+        changes = diff_trees(store, a, b, paths=paths)
+        files = [_file_diff(store, c, lines or {}, stats) for c in changes]
+        return DiffResult(store, changes, files)
+
+    @staticmethod
+    def branch_for_new_state(view: View) -> str:
+        """The branch the next state event goes on: HEAD's, or a new one if HEAD is not its tip."""
+        if not view.detached:
+            return view.head_branch
+        if view.head_branch not in view.branches:
+            return view.head_branch  # named by 'rewind --branch'
+        base = (
+            view.head_branch.rsplit("-", 1)[0]
+            if view.head_branch[-1:].isdigit()
+            else view.head_branch
+        )
+        n = 2
+        while f"{base}-{n}" in view.branches:
+            n += 1
+        return f"{base}-{n}"
+
+
+def _file_diff(
+    store: ObjectStore, c: Change, lines: dict[ObjectId, int | None], stats: bool
+) -> FileDiff:
+    old, new = c.old, c.new
+    ins = dels = changed = 0
+    binary = False
+    is_dir = (old is not None and old.kind == "dir") or (new is not None and new.kind == "dir")
+    if stats and not is_dir and (old is None or new is None or old.oid != new.oid):
+        if old is None and new is not None and new.oid in lines:
+            count = lines[new.oid]
+            binary = count is None
+            ins = count or 0
+            changed = new.size
+        else:
+            from strata.diff.patch import line_stats
+
+            before = store.get(old.oid) if old else None
+            after = store.get(new.oid) if new else None
+            st = line_stats(before, after)
+            ins, dels, binary = st.insertions, st.deletions, st.binary
+            changed = bytes_changed(before or b"", after or b"")
+    return FileDiff(
+        path=display_path(c.path) + ("/" if is_dir else ""),
+        status=c.status,
+        old_path=display_path(c.old_path) if c.old_path else None,
+        insertions=ins,
+        deletions=dels,
+        binary=binary,
+        bytes_changed=changed,
+        hash_before=old.oid if old else None,
+        hash_after=new.oid if new else None,
+        mode_before=old.mode if old else None,
+        mode_after=new.mode if new else None,
+    )
+
+
+def open_core(path: Path, **kwargs: Any) -> Core:
+    """Open the core of the workspace that contains ``path``."""
+    from strata.layout import find_layout
+
+    return Core(find_layout(path), **kwargs)

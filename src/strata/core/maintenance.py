@@ -1,0 +1,106 @@
+"""Looking after the repository itself: converting the ledger, reading raw objects."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strata.core.results import CatResult, ConvertResult
+from strata.errors import AmbiguousRef, CorruptRepository, UnknownRef, UsageError
+from strata.ids import HEX_PREFIX, ObjectId, SnapshotId, is_object_id
+from strata.layout import LEDGER_DRIVERS, load_config, set_ledger_driver
+from strata.store.tree import decode_tree
+
+if TYPE_CHECKING:
+    from strata.core.core import Core
+
+
+def convert_ledger(core: Core, to: str) -> ConvertResult:
+    """Copy every record to the ``to`` driver (same ids, same chain head) and switch to it.
+
+    The old store is kept beside the new one (``ledger.db.old`` or
+    ``ledger.old/``) until the next conversion.
+    """
+    if to not in LEDGER_DRIVERS:
+        raise UsageError(f"unknown ledger driver {to!r}; use one of {', '.join(LEDGER_DRIVERS)}")
+    with core.writing():
+        source = core.ledger.driver
+        if source.name == to:
+            raise UsageError(f"the ledger already uses the {to} driver")
+        head = core.ledger.chain_head()
+        layout = core.layout
+        target_path = layout.ledger if to == "sqlite" else layout.repo / "ledger"
+        old_target = target_path.with_name(target_path.name + ".old")
+        if target_path.exists():
+            _remove(old_target)
+            os.replace(target_path, old_target)
+        target = core.open_driver(writer=True, kind=to)
+        batch: list[Any] = []
+        for record in source.scan():
+            batch.append(record)
+            if len(batch) >= 1000:
+                target.append(batch)
+                batch = []
+        target.append(batch)
+        last = target.last()
+        if (last.hash if last else "") != head or target.count() != source.count():
+            target.close()
+            raise CorruptRepository(
+                "the converted ledger differs from the original; kept the original"
+            )
+        set_ledger_driver(layout, to)
+        source.close()
+        old_source = layout.ledger if source.name == "sqlite" else layout.repo / "ledger"
+        backup = old_source.with_name(old_source.name + ".old")
+        _remove(backup)
+        os.replace(old_source, backup)
+        for suffix in ("-wal", "-shm"):
+            extra = old_source.with_name(old_source.name + suffix)
+            if extra.exists():
+                os.replace(extra, backup.with_name(backup.name + suffix))
+        core.ledger.driver = target
+        core.config = load_config(layout)
+        return ConvertResult(to, target.count(), head, str(backup))
+
+
+def cat(core: Core, oid: str) -> CatResult:
+    """An object by id or unique prefix: a tree's entries, a snapshot's manifest, or a blob."""
+    full = object_id(core, oid)
+    data = core.objects.get(full)
+    try:
+        return CatResult(full, "tree", decode_tree(data, full))
+    except CorruptRepository:
+        pass
+    if data.startswith(b'{"') and b'"format":' in data:
+        try:
+            return CatResult(full, "snapshot", core.manifest(SnapshotId(full)))
+        except CorruptRepository:
+            pass
+    return CatResult(full, "blob", data)
+
+
+def object_id(core: Core, text: str) -> ObjectId:
+    """The object a full id, a unique hex prefix, or a ref (its snapshot) names."""
+    if is_object_id(text):
+        return ObjectId(text)
+    if not HEX_PREFIX.fullmatch(text):
+        point = core.resolve(text)
+        return ObjectId(point.snapshot_id or point.tree)
+    folder = core.layout.objects / text[:2]
+    matches = [text[:2] + n for n in os.listdir(folder)] if folder.is_dir() else []
+    matches = [m for m in matches if m.startswith(text) and is_object_id(m)]
+    if len(matches) > 1:
+        raise AmbiguousRef(text, matches)
+    if not matches:
+        raise UnknownRef(text, hint="give an object id (see 'strata cat' of a snapshot or tree)")
+    return ObjectId(matches[0])
+
+
+def _remove(path: Path) -> None:
+    """Delete a file or folder if it exists."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

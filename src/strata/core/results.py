@@ -1,0 +1,362 @@
+"""The typed results of the core's operations; each has the attributes its ``--json`` shows."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from strata.diff.tree import Change
+from strata.ids import EventId, ObjectId, SnapshotId
+from strata.ledger.events import Author, Event
+from strata.ledger.ledger import View
+from strata.store.objects import ObjectStore
+from strata.store.tree import TreeEntry
+
+
+@dataclass(frozen=True)
+class Point:
+    """A resolved ref: a state event (when there is one), its snapshot and tree."""
+
+    tree: ObjectId
+    snapshot_id: SnapshotId | None = None
+    event: Event | None = None
+    label: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The point as JSON."""
+        return {
+            "event_id": self.event.id if self.event else None,
+            "snapshot_id": self.snapshot_id,
+            "tree": self.tree,
+        }
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """How one path differs between two points."""
+
+    path: str
+    status: str
+    old_path: str | None
+    insertions: int
+    deletions: int
+    binary: bool
+    bytes_changed: int
+    hash_before: str | None
+    hash_after: str | None
+    mode_before: int | None = None
+    mode_after: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata diff --json`` prints for each file."""
+        return {
+            "path": self.path,
+            "status": self.status,
+            "old_path": self.old_path,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+            "binary": self.binary,
+            "bytes_changed": self.bytes_changed,
+            "hash_before": self.hash_before,
+            "hash_after": self.hash_after,
+            "mode_before": _octal(self.mode_before),
+            "mode_after": _octal(self.mode_after),
+        }
+
+
+def _octal(mode: int | None) -> str | None:
+    return None if mode is None else f"{mode:o}"
+
+
+@dataclass
+class DiffResult:
+    """The difference between two points."""
+
+    store: ObjectStore
+    changes: list[Change]
+    files: list[FileDiff]
+
+    @property
+    def files_changed(self) -> int:
+        """How many paths differ."""
+        return len(self.files)
+
+    @property
+    def insertions(self) -> int:
+        """Lines added over all text files."""
+        return sum(f.insertions for f in self.files)
+
+    @property
+    def deletions(self) -> int:
+        """Lines removed over all text files."""
+        return sum(f.deletions for f in self.files)
+
+    def patch(self, *, context: int = 3) -> bytes:
+        """The change as a git-format patch that ``git apply`` accepts."""
+        from strata.diff.patch import FileSide, render_patches
+
+        def side(path: str | None, entry: TreeEntry | None) -> FileSide | None:
+            if entry is None or path is None:
+                return None
+            kind = "symlink" if entry.kind == "symlink" else "file"
+            return FileSide(path, kind, entry.mode, self.store.get(entry.oid))
+
+        pairs = [
+            (side(c.old_path or c.path, c.old), side(c.path, c.new))
+            for c in self.changes
+            if "dir" not in (c.old.kind if c.old else "", c.new.kind if c.new else "")
+        ]  # git patches cannot carry folders (empty ones, or their modes)
+        return render_patches(pairs, context=context)
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata diff --json`` prints."""
+        return {
+            "files": [f.to_json() for f in self.files],
+            "files_changed": self.files_changed,
+            "insertions": self.insertions,
+            "deletions": self.deletions,
+        }
+
+
+@dataclass
+class SnapshotResult:
+    """What ``snapshot`` recorded."""
+
+    event: Event | None
+    snapshot_id: SnapshotId | None
+    diff: DiffResult | None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def unchanged(self) -> bool:
+        """True when nothing changed since HEAD (no event was written)."""
+        return self.event is None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata snapshot --json`` prints."""
+        if self.event is None:
+            return {
+                "unchanged": True,
+                "event_id": None,
+                "snapshot_id": self.snapshot_id,
+                "files_changed": 0,
+                "insertions": 0,
+                "deletions": 0,
+                "changed_paths": [],
+                "warnings": self.warnings,
+            }
+        assert self.diff is not None
+        return {
+            "unchanged": False,
+            "event_id": self.event.id,
+            "snapshot_id": self.snapshot_id,
+            "files_changed": self.diff.files_changed,
+            "insertions": self.diff.insertions,
+            "deletions": self.diff.deletions,
+            "changed_paths": [f.path for f in self.diff.files],
+            "warnings": self.warnings,
+        }
+
+
+@dataclass
+class RewindResult:
+    """What ``rewind`` or ``restore`` did.
+
+    ``event`` is its annotation; None for an undo that emptied the view (no
+    state event is left to annotate: the operation record tells what happened).
+    """
+
+    event: Event | None
+    target: Point
+    auto_save: Event | None
+    restored_paths: list[str]
+    skipped_paths: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata rewind --json`` prints."""
+        return {
+            "event_id": self.event.id if self.event else None,
+            "target_event_id": self.target.event.id if self.target.event else None,
+            "target_snapshot_id": self.target.snapshot_id,
+            "auto_save_event_id": self.auto_save.id if self.auto_save else None,
+            "restored_paths": self.restored_paths,
+            "skipped_paths": self.skipped_paths,
+        }
+
+
+@dataclass
+class StatusResult:
+    """The working tree against HEAD."""
+
+    head: Event | None
+    changes: list[FileDiff]
+    warnings: list[str]
+    pending_recovery: bool = False
+
+    @property
+    def clean(self) -> bool:
+        """True when the working tree equals HEAD."""
+        return not self.changes
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata status --json`` prints."""
+        return {
+            "head": self.head.id if self.head else None,
+            "head_snapshot_id": self.head.snapshot_ref if self.head else None,
+            "clean": self.clean,
+            "changes": [
+                {"path": c.path, "status": c.status, "old_path": c.old_path} for c in self.changes
+            ],
+            "warnings": self.warnings,
+        }
+
+
+@dataclass(frozen=True)
+class OperationRecord:
+    """One entry of the operation log: a command that changed the repository."""
+
+    id: str
+    seq: int
+    command: str
+    ts: str
+    author: Author
+    events: tuple[EventId, ...]
+    view_before: View
+    view_after: View
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> OperationRecord:
+        """Parse a stored ``operation`` record body (with its ``seq``)."""
+        return cls(
+            id=str(raw["id"]),
+            seq=int(raw.get("seq") or 0),
+            command=str(raw["command"]),
+            ts=str(raw["ts"]),
+            author=Author.from_json(raw["author"]),
+            events=tuple(EventId(e) for e in raw.get("events") or ()),
+            view_before=View.from_json(raw["view_before"]),
+            view_after=View.from_json(raw["view_after"]),
+            details=dict(raw.get("details") or {}),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata op log --json`` prints for each operation."""
+        return {
+            "seq": self.seq,
+            "id": self.id,
+            "command": self.command,
+            "ts": self.ts,
+            "author": self.author.to_json(),
+            "events": list(self.events),
+            "view_before": self.view_before.to_json(),
+            "view_after": self.view_after.to_json(),
+            **({"details": self.details} if self.details else {}),
+        }
+
+
+@dataclass(frozen=True)
+class UndoResult:
+    """What ``undo`` reversed."""
+
+    undid: str
+    command: str
+    ts: str
+    operation_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata undo --json`` prints."""
+        return {
+            "undid": self.undid,
+            "command": self.command,
+            "ts": self.ts,
+            "operation_id": self.operation_id,
+        }
+
+
+@dataclass(frozen=True)
+class RedoResult:
+    """What ``redo`` re-applied."""
+
+    redid: str
+    command: str
+    operation_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata redo --json`` prints."""
+        return {"redid": self.redid, "command": self.command, "operation_id": self.operation_id}
+
+
+@dataclass(frozen=True)
+class BookmarkResult:
+    """A bookmark after a change (``deleted`` when it is gone)."""
+
+    name: str
+    action: str
+    target: EventId | None
+    locked: bool
+    deleted: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata bookmark … --json`` prints."""
+        if self.deleted:
+            return {"name": self.name, "action": self.action, "deleted": True}
+        return {
+            "name": self.name,
+            "action": self.action,
+            "target": self.target,
+            "locked": self.locked,
+        }
+
+
+@dataclass(frozen=True)
+class ConvertResult:
+    """What ``convert_ledger`` did."""
+
+    driver: str
+    records: int
+    head: str
+    backup: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata ledger convert --json`` prints."""
+        return {
+            "driver": self.driver,
+            "records": self.records,
+            "head": self.head,
+            "backup": self.backup,
+        }
+
+
+@dataclass(frozen=True)
+class CatResult:
+    """A stored object: ``kind`` is ``tree`` (entries), ``snapshot`` (manifest) or ``blob``."""
+
+    object_id: ObjectId
+    kind: str
+    value: Any
+
+    def __iter__(self) -> Any:
+        """Unpack as ``kind, value`` (the shape of earlier versions)."""
+        return iter((self.kind, self.value))
+
+
+def bytes_changed(a: bytes, b: bytes) -> int:
+    """Length of the span that differs once the common prefix and suffix are removed."""
+    n = min(len(a), len(b))
+    lo, hi = 0, n
+    while lo < hi:  # longest common prefix, by halving with C-speed slice compares
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    prefix = lo
+    lo, hi = 0, n - prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[len(a) - mid :] == b[len(b) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return max(len(a), len(b)) - prefix - lo

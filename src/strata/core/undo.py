@@ -1,0 +1,118 @@
+"""Undo and redo: append the inverse of an operation; never erase.
+
+Undo reverses the newest operation not yet undone: refs go back to its
+``view_before`` and, when it moved files (``tree_before`` in its details), the
+files too. Redo re-applies it: refs to its ``view_after``, files to its
+``tree_after``. Every undo keeps the working tree it found as its own
+``tree_before``, so the redo of an operation that moved only refs (a
+snapshot) or only some paths brings back the files the undo found.
+
+Auto-saves belong to the operation that needed them (one operation), so
+undoing a rewind puts back the unrecorded files and HEAD where it was, and
+the auto-saved work stays reachable from the undo's details.
+
+A finished run is special: undoing it reverses what the command changed in
+one step (:mod:`strata.runs.undo` registers as :attr:`Core.undo_handlers`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from strata.core.restore import restore_into
+from strata.core.results import OperationRecord, Point, RedoResult, UndoResult
+from strata.errors import CorruptRepository, DraftOpen
+from strata.ids import ObjectId
+from strata.ledger.events import Author, EventType
+from strata.ledger.ledger import View
+
+if TYPE_CHECKING:
+    from strata.core.core import Core
+    from strata.core.transaction import Transaction
+
+
+def undo(core: Core, *, author: Author | None = None) -> UndoResult:
+    """Reverse the newest operation not yet undone, by appending its inverse."""
+    with core.transaction("undo", author) as tx:
+        target = OperationRecord.from_json(core.ledger.undo_target())
+        guard_draft_undo(core, "undo", target)
+        result = UndoResult(target.id, target.command, target.ts, tx.id)
+        for handler in core.undo_handlers:
+            if handler(tx, target):
+                return result
+        tree = target.details.get("tree_before")
+        if target.command in ("undo", "redo") and target.details.get("tree_after") is None:
+            tree = None  # it moved only refs (its tree_before is what it found, not moved)
+        apply_view(tx, target.view_before, tree, undid=target.id)
+        return result
+
+
+def redo(core: Core, *, author: Author | None = None) -> RedoResult:
+    """Re-apply what the newest undo reversed: refs and files as they were before that undo."""
+    with core.transaction("redo", author) as tx:
+        undo_op = OperationRecord.from_json(core.ledger.redo_target())
+        original_id = str(undo_op.details["undid"])
+        original = next(
+            (
+                OperationRecord.from_json(o)
+                for o in core.ledger.operations()
+                if o["id"] == original_id
+            ),
+            None,
+        )
+        if original is None:
+            raise CorruptRepository(f"operation {original_id} is missing from the ledger")
+        guard_draft_undo(core, "redo", original)
+        # the files the operation left; for one that moved only refs (or only some
+        # paths), the files the undo found
+        tree = original.details.get("tree_after")
+        refs_only = tree is None
+        tree = tree or undo_op.details.get("tree_before")
+        apply_view(
+            tx, original.view_after, tree, refs_only=refs_only, redid=original_id, undo=undo_op.id
+        )
+        return RedoResult(original_id, original.command, tx.id)
+
+
+def guard_draft_undo(core: Core, command: str, op: OperationRecord) -> None:
+    """While a Draft is open, refuse to undo or redo what moves Published (or the Draft)."""
+    files = "tree_after" if op.command in ("undo", "redo") else "tree_before"
+    moves = op.details.get(files) is not None
+    moves = moves or op.view_before.head_event != op.view_after.head_event
+    moves = moves or op.command in ("draft start", "draft revision")  # the open Draft's
+    if moves and core.layout.draft_state.exists():
+        raise DraftOpen(f"{command} '{op.command}'")
+
+
+def apply_view(
+    tx: Transaction, view: View, tree: str | None, *, refs_only: bool = False, **details: object
+) -> None:
+    """Set ``view``; bring the files to ``tree`` too when one is given (journaled).
+
+    With ``refs_only`` (the redo of an operation that moved only refs), the
+    files move only when they hold no unrecorded edit. The files found are
+    kept as the operation's ``tree_before`` either way.
+    """
+    core = tx.core
+    command = EventType.parse(tx.command)
+    scan = core.workspace.scan()
+    if (
+        tree is None
+        or core.layout.draft_state.exists()
+        or (refs_only and scan.tree != tx.head_tree())
+    ):
+        tx.on_commit(scan.save_cache)
+        tx.details.update(details, tree_before=scan.tree, tree_after=None)
+        tx.set_view(view)
+        return
+    event = core.event(view.head_event) if view.head_event else None
+    target = Point(ObjectId(tree), event.snapshot_ref if event else None, event, command)
+    restore_into(
+        tx,
+        target,
+        command,
+        paths=None,
+        event_type=command,
+        after_view=view,
+        details=dict(details),
+    )

@@ -1,0 +1,127 @@
+"""A folder of files Strata records and writes: Published, or the Draft's folder.
+
+:class:`Workspace` bundles what scanning and writing one folder needs (its
+root, its stat cache, its ignore rules, the change monitor to ask) so that
+Published and the Draft go through the same code: :meth:`Workspace.scan`
+reads the folder into trees, :meth:`Workspace.plan` says what moving it to
+another tree takes, and :meth:`Workspace.apply` carries that out (each step
+re-checks the path with :func:`strata.store.statcache.unchanged` first, so an
+edit made after the scan is never overwritten). Applying through a journal
+is the transaction's job (:meth:`strata.core.transaction.Transaction.apply`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from strata.ids import ObjectId
+from strata.store.ignore import IgnoreRules
+from strata.store.materialize import Action, RestoreReport, apply_actions, plan_restore
+from strata.store.objects import ObjectStore, OverlayStore
+from strata.store.scan import Scanner, ScanResult
+from strata.store.statcache import FileStat, StatCache
+
+if TYPE_CHECKING:
+    from strata.store.watch import Answer
+
+
+@dataclass
+class Scan:
+    """One scan of a workspace: its tree, what it saw of each path, and its stat cache.
+
+    The stat cache is not saved until :meth:`save_cache`: a caller saves it
+    only once the scan's blobs are durable (a transaction commits them).
+    """
+
+    result: ScanResult
+    scanner: Scanner
+    cache: StatCache
+    store: ObjectStore
+
+    @property
+    def tree(self) -> ObjectId:
+        """The root tree of the workspace as scanned."""
+        return self.result.tree
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the scan could not record, one line each."""
+        return self.result.warnings
+
+    @property
+    def lines(self) -> dict[ObjectId, int | None]:
+        """Line counts (None: binary) of the blobs this scan hashed."""
+        return self.scanner.lines
+
+    def stat_of(self, path: str) -> FileStat | None:
+        """What the scan saw at ``path`` (None: nothing)."""
+        return self.result.stat_of(path)
+
+    def save_cache(self) -> None:
+        """Keep the stat cache, so the next scan re-reads only what changed."""
+        self.cache.replace(
+            self.result.dirs, started_ns=self.result.started_ns, inherited=self.result.inherited
+        )
+        self.cache.save()
+
+
+class Workspace:
+    """A folder of files: scan it into trees, move it to another tree."""
+
+    def __init__(
+        self,
+        root: Path,
+        *,
+        objects: ObjectStore,
+        cache_path: Path,
+        rules: Callable[[], IgnoreRules],
+        changes: Callable[[str], Answer | None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.root = root
+        self.objects = objects
+        self.cache_path = cache_path
+        self.rules = rules
+        self.changes = changes
+        self.progress = progress
+        #: the newest scan (``folders_listed``, ``watcher``: how the watcher was used)
+        self.last_scan: ScanResult | None = None
+
+    def scan(self, *, hash_only: bool = False) -> Scan:
+        """Read the folder into trees; with ``hash_only``, store nothing (blobs stay on disk)."""
+        cache = StatCache(self.cache_path)
+        store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
+        answer = self.changes(cache.token) if self.changes is not None else None
+        scanner = Scanner(
+            self.root,
+            store,
+            rules=self.rules(),
+            cache=cache,
+            hash_only=hash_only,
+            progress=self.progress,
+            changed=answer.changed if answer is not None else None,
+        )
+        result = scanner.scan()
+        cache.token = answer.token if answer is not None else ""
+        result.folders_listed = scanner.folders_listed
+        if answer is None:
+            result.watcher = "no watcher"
+        elif scanner.incremental:
+            result.watcher = "incremental"
+        else:
+            result.watcher = answer.reason or "the ignore rules changed"
+        self.last_scan = result
+        if isinstance(store, OverlayStore):
+            store.sources.update(scanner.sources)
+        return Scan(result, scanner, cache, store)
+
+    def plan(self, scan: Scan, target: ObjectId, *, paths: list[str] | None = None) -> list[Action]:
+        """The steps that bring the folder, as ``scan`` saw it, to ``target`` (or its ``paths``)."""
+        return plan_restore(self.objects, scan.tree, target, stat_of=scan.stat_of, paths=paths)
+
+    def apply(self, actions: list[Action], *, recovering: bool = False) -> RestoreReport:
+        """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`)."""
+        return apply_actions(self.objects, self.root, actions, recovering=recovering)
