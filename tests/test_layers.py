@@ -94,7 +94,7 @@ def test_every_module_has_a_layer() -> None:
 
 def test_no_module_imports_a_higher_layer() -> None:
     wrong = []
-    for module, path in modules():
+    for _module, path in modules():
         mine = rank(module)
         for line, name in imported(module, path):
             theirs = rank(name)
@@ -122,7 +122,7 @@ def _defined_names(tree: ast.Module) -> set[str]:
 
 def test_no_module_uses_another_modules_private_names() -> None:
     wrong = []
-    for module, path in modules():
+    for _module, path in modules():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         own = _defined_names(tree)
         for node in ast.walk(tree):

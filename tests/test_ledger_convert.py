@@ -31,7 +31,7 @@ def test_convert_round_trips_with_the_same_ids_and_chain_head(tmp_path: Path, fi
         head, history, view = repo.ledger.chain_head(), _history(repo), repo.view()
         other = "jsonl" if first == "sqlite" else "sqlite"
         result = repo.convert_ledger(other)
-        assert result["head"] == head and result["driver"] == other
+        assert result.head == head and result.driver == other
     with Repository.open(ws) as repo:
         assert repo.ledger.driver.name == other
         assert repo.ledger.chain_head() == head

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from strata import Repository, RunResult, WorkspaceOptions
-from strata.errors import StrataError
 from strata.core.lease import active_leases, stale_leases
+from strata.errors import StrataError
 
 Git = Callable[..., subprocess.CompletedProcess[bytes]]
 sh = "/bin/sh"

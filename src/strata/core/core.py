@@ -122,7 +122,8 @@ class Core:
                 with self.lock:
                     if not (folder / "ledger.json").exists():
                         JsonlDriver(folder, create=True, writer=True).close()
-            return JsonlDriver(folder, writer=writer)
+            # every operation's batch ends with its operation record: the end marker
+            return JsonlDriver(folder, writer=writer, batch_end="operation")
         from strata.ledger.drivers.sqlite import SqliteDriver
         from strata.ledger.migrate import ledger_format, migrate_v1
 

@@ -17,9 +17,10 @@ A last line without its newline is *torn* (a crash in the middle of an append):
 readers ignore it, and the writer (the lock holder, ``writer=True``) truncates
 it away when it opens the ledger. A malformed line anywhere else is
 :class:`~strata.errors.CorruptRepository`, naming the line (= the record's seq).
-Complete lines of a batch whose write was cut short by a crash survive (there
-is no batch marker in the data); every surviving line is a whole, chained
-record.
+Opened with ``batch_end="operation"`` (as the ledger opens it), the record
+kind that ends every batch is the batch's end marker: complete lines after the
+last such record are a batch a crash cut short, so readers ignore them and the
+writer truncates them too — a crash never leaves orphan events.
 
 events.idx
 ----------
@@ -136,6 +137,7 @@ import hashlib
 import json
 import mmap
 import os
+import re
 import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -327,9 +329,36 @@ def _prefix_key(kind: str, prefix: str) -> bytes | None:
     return None
 
 
-def _visible_end(fd: int, size: int) -> int:
-    """The length of events.jsonl without a torn last line."""
-    pos = size
+#: the envelope after a record's body: its kind, read without parsing the body
+_KIND_AT_END = re.compile(
+    rb',"hash":"[0-9a-f]*","kind":"([a-z_]+)","prev":"[0-9a-f]*","seq":[0-9]+\}$'
+)
+
+
+def _visible_end(fd: int, size: int, batch_end: str | None = None) -> int:
+    """The length of events.jsonl without a torn last line (nor a cut-short batch).
+
+    With ``batch_end``, whole lines after the last record of that kind are a
+    batch whose append a crash interrupted: they end no batch, so they are
+    not part of the ledger either.
+    """
+    end = _line_end_before(fd, size)
+    if batch_end is None:
+        return end
+    wanted = batch_end.encode()
+    pos = end
+    while pos > 0:
+        start = _line_end_before(fd, pos - 1)  # the start of the line ending at pos
+        tail = os.pread(fd, min(pos - 1 - start, 512), max(start, pos - 1 - 512))
+        m = _KIND_AT_END.search(tail)
+        if m is None or m.group(1) == wanted:
+            return pos  # a batch's last line (or one this code cannot read: kept)
+        pos = start
+    return 0
+
+
+def _line_end_before(fd: int, pos: int) -> int:
+    """The end of the last complete line before ``pos`` (0 if none)."""
     while pos > 0:
         start = max(0, pos - 65536)
         chunk = os.pread(fd, pos - start, start)
@@ -872,9 +901,19 @@ class JsonlDriver:
 
     name = "jsonl"
 
-    def __init__(self, folder: Path, *, create: bool = False, writer: bool = False) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        create: bool = False,
+        writer: bool = False,
+        batch_end: str | None = None,
+    ) -> None:
         self.folder = folder
         self.writer = writer
+        #: the kind of record that ends every batch (the ledger's ``operation``): records
+        #: after the last one are a batch a crash cut short, unseen and cut by the writer
+        self.batch_end = batch_end
         self._data_path = folder / DATA_NAME
         self._index_path = folder / INDEX_NAME
         if create:
@@ -886,7 +925,7 @@ class JsonlDriver:
         except FileNotFoundError:
             raise CorruptRepository(f"the ledger file {self._data_path} is missing") from None
         self._size = os.fstat(self._fd).st_size
-        self._end = _visible_end(self._fd, self._size)
+        self._end = _visible_end(self._fd, self._size, self.batch_end)
         self._side: _Sidecar | None = None
         self._tail: list[Record] = []  # records after the index's N, read from the data
         self._tail_from = 0  # data_bytes of the index the tail was read against
@@ -1112,7 +1151,7 @@ class JsonlDriver:
         size = os.fstat(self._fd).st_size
         if size != self._size:
             self._size = size
-            self._end = _visible_end(self._fd, size)
+            self._end = _visible_end(self._fd, size, self.batch_end)
         if side is not None and changed:
             try:
                 self._check_head(side)
