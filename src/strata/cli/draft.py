@@ -337,7 +337,7 @@ def publish(
 
     \b
     Example:
-      strata publish -m "agent: fix the parser" --expect 3f2a9c
+      strata publish -m "agent: fix the parser" --expect 3f2a9c1b
     """
     who = make_author(author, author_kind)
     with open_repo(who) as repo:

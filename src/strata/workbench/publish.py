@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strata.core.lease import active_leases
-from strata.errors import DraftChanged, ExternalSymlink, MergeConflict, WorkspaceBusy
+from strata.errors import DraftChanged, ExternalSymlink, MergeConflict, UsageError, WorkspaceBusy
 from strata.ids import ObjectId, SnapshotId
 from strata.ledger.events import Author, Event, EventType
 from strata.sandbox.paths import display_path
@@ -44,6 +44,8 @@ if TYPE_CHECKING:
     from strata.workbench.draft import Draft
 
 MERGE_POLICY = "merge3"
+#: the shortest snapshot id prefix ``publish --expect`` accepts (4 letters collide early)
+EXPECT_MIN = 8
 
 
 @dataclass
@@ -153,13 +155,18 @@ def publish(
     from strata.workbench.checkpoints import Checkpoint, record_checkpoint
     from strata.workbench.draft import end_draft
 
+    if expect is not None and len(expect) < EXPECT_MIN:
+        raise UsageError(
+            f"--expect needs at least {EXPECT_MIN} characters of the snapshot id, got {expect!r}",
+            hint="copy draft_snapshot_id from 'strata review --json'",
+        )
     core = draft.core
     with core.writing():
         _refuse_while_running(core, "publish")
         draft.record("before publish", author=author)
         tip = draft.tip()
         assert tip.snapshot_ref is not None
-        if expect is not None and not (len(expect) >= 8 and tip.snapshot_ref.startswith(expect)):
+        if expect is not None and not tip.snapshot_ref.startswith(expect):
             raise DraftChanged(expect, tip.snapshot_ref)
         base_tree = core.tree_of(draft.base)
         draft_tree = core.tree_of(tip)

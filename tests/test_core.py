@@ -1,0 +1,198 @@
+"""The public core: a transaction commits all or nothing, in a fixed order; ids a user meets.
+
+Covers what :mod:`strata.core` promises to every client (the CLI, runs, the
+Draft, and features to come): an exception inside ``core.transaction()``
+leaves the repository as it was; callbacks run after the ledger holds the
+operation; a JSONL batch cut short by a crash is invisible and cut away; a run
+id is a ref; a short prefix shared by two events is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from conftest import CliRunner
+from strata import Repository
+from strata.errors import AmbiguousRef, UnknownRef
+
+
+def test_an_exception_inside_a_transaction_commits_nothing(repo: Repository, ws: Path) -> None:
+    (ws / "a.txt").write_text("one\n")
+    repo.snapshot("one")
+    ops_before, events_before = len(repo.operations()), len(repo.history())
+    (ws / "a.txt").write_text("two\n")
+    with pytest.raises(RuntimeError, match="changed my mind"):
+        with repo.transaction("experiment") as tx:
+            result, _ = tx.snapshot("two")
+            assert result.event is not None  # recorded in the transaction ...
+            raise RuntimeError("changed my mind")
+    # ... but never committed: no operation, no event, HEAD where it was
+    assert len(repo.operations()) == ops_before
+    assert len(repo.history()) == events_before
+    head = repo.head()
+    assert head is not None and head.rationale == "one"
+    assert repo.check() == []
+    # the work is still unrecorded, and the next snapshot records it
+    assert repo.snapshot("two again").event is not None
+
+
+def test_commit_callbacks_run_after_the_ledger_holds_the_operation(
+    repo: Repository, ws: Path
+) -> None:
+    seen: list[str] = []
+    (ws / "a.txt").write_text("one\n")
+    with repo.transaction("experiment") as tx:
+        tx.snapshot("one")
+        tx.on_commit(lambda: seen.append(repo.operations(limit=1)[0].command))
+        assert seen == []  # not before commit
+    assert seen == ["experiment"]
+
+
+def test_an_operation_that_changes_nothing_writes_nothing(repo: Repository) -> None:
+    before = repo.ledger.chain_head()
+    with repo.transaction("nothing"):
+        pass
+    assert repo.ledger.chain_head() == before
+    assert repo.operations() == []
+
+
+def test_a_jsonl_batch_cut_short_by_a_crash_leaves_no_orphan_events(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    repo = make_repo(ws, ledger="jsonl")
+    for n in range(3):
+        (ws / "a.txt").write_text(f"{n}\n")
+        repo.snapshot(f"snapshot {n}")
+    repo.close()
+    data = ws / ".strata" / "ledger" / "events.jsonl"
+    lines = data.read_bytes().splitlines(keepends=True)
+    assert json.loads(lines[-1])["kind"] == "operation"
+    # the last batch: its event, the ref moves, then its operation record
+    first = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "event")
+    orphan = json.loads(lines[first])
+    assert orphan["body"]["rationale"] == "snapshot 2"
+    assert {json.loads(line)["kind"] for line in lines[first + 1 : -1]} == {"ref"}
+    # a crash after the batch's event and ref lines, before its operation line; the index
+    # is gone too
+    data.write_bytes(b"".join(lines[:-1]))
+    (ws / ".strata" / "ledger" / "events.idx").unlink()
+
+    reader = make_repo(ws, init=False)
+    assert [e.rationale for e in reader.history()] == ["snapshot 1", "snapshot 0"]
+    head = reader.head()
+    assert head is not None and head.rationale == "snapshot 1"
+    # the next writer cuts the orphan lines away and appends after the last whole batch
+    (ws / "b.txt").write_text("b\n")
+    reader.snapshot("after the crash")
+    assert orphan["body"]["id"].encode() not in data.read_bytes()
+    assert [e.rationale for e in reader.history()] == [
+        "after the crash",
+        "snapshot 1",
+        "snapshot 0",
+    ]
+    assert reader.check() == []
+
+
+def test_a_run_id_is_a_ref_for_diff_show_and_rewind(repo: Repository, ws: Path) -> None:
+    (ws / "f.txt").write_text("before\n")
+    repo.snapshot("start")
+    result = repo.execute_run([sys.executable, "-c", "open('f.txt', 'w').write('by the run\\n')"])
+    assert result.ok
+    (ws / "f.txt").write_text("by hand\n")
+    assert repo.show(result.run_id, "f.txt") == b"by the run\n"
+    diff = repo.diff(result.run_id)
+    assert [f.path for f in diff.files] == ["f.txt"]
+    repo.rewind(result.run_id)
+    assert (ws / "f.txt").read_text() == "by the run\n"
+    # nothing was lost: the hand edit was saved before the rewind
+    assert any(
+        e.rationale.startswith("auto-save") or e.action_type == "auto_save"
+        for e in repo.history(limit=5)
+    )
+
+
+def test_a_run_id_works_on_the_command_line(run_cli: CliRunner, ws: Path) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "f.txt").write_text("before\n")
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    code, out, err = run_cli("run", "--json", "--", "sh", "-c", "echo by the run > f.txt", cwd=ws)
+    assert code == 0, err
+    run_id = json.loads(out)["run_id"]
+    code, out, err = run_cli("show", f"{run_id}:f.txt", cwd=ws)
+    assert (code, out) == (0, "by the run\n"), err
+    (ws / "f.txt").write_text("by hand\n")
+    code, out, err = run_cli("diff", run_id, "--json", cwd=ws)
+    assert code == 0, err
+    assert "f.txt" in out
+    assert run_cli("rewind", run_id, cwd=ws)[0] == 0
+    assert (ws / "f.txt").read_text() == "by the run\n"
+
+
+class SharedPrefixRandom(random.Random):
+    """Random bits whose top 16 bits are always the same: every id starts alike."""
+
+    def getrandbits(self, k: int) -> int:
+        return (0xBEEF << (k - 16)) | super().getrandbits(k - 16)
+
+
+def test_a_prefix_two_events_share_is_refused(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    repo = make_repo(ws, rng=SharedPrefixRandom(7))
+    ids = []
+    for n in range(2):
+        (ws / "a.txt").write_text(f"{n}\n")
+        event = repo.snapshot(f"s{n}").event
+        assert event is not None
+        ids.append(event.id)
+    assert ids[0][:4] == ids[1][:4] and ids[0] != ids[1]
+    with pytest.raises(AmbiguousRef) as caught:
+        repo.resolve(ids[0][:4])
+    assert set(ids) <= set(caught.value.candidates)
+    with pytest.raises(AmbiguousRef):
+        repo.rewind(ids[0][:4])
+    assert (ws / "a.txt").read_text() == "1\n"  # refused before anything moved
+    # a longer prefix that only one event has resolves
+    n = next(n for n in range(5, 21) if ids[0][:n] != ids[1][:n])
+    point = repo.resolve(ids[0][:n])
+    assert point.event is not None and point.event.id == ids[0]
+
+
+def test_an_unknown_ref_is_refused(repo: Repository, ws: Path) -> None:
+    (ws / "a.txt").write_text("x\n")
+    repo.snapshot("one")
+    with pytest.raises(UnknownRef):
+        repo.resolve("zzzzzzzz")
+
+
+def test_history_of_an_empty_folder_finds_its_snapshot(run_cli: CliRunner, ws: Path) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "emptydir").mkdir()
+    assert run_cli("snapshot", "-m", "an empty folder", cwd=ws)[0] == 0
+    code, out, err = run_cli("history", "--file", "emptydir", "--json", cwd=ws)
+    assert code == 0, err
+    events = json.loads(out)
+    events = events["events"] if isinstance(events, dict) else events
+    assert [e["rationale"] for e in events] == ["an empty folder"]
+
+
+def test_publish_expect_needs_eight_characters(run_cli: CliRunner, ws: Path) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "a.txt").write_text("published\n")
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    assert run_cli("draft", "start", cwd=ws)[0] == 0
+    code, out, err = run_cli("review", "--json", cwd=ws)
+    assert code == 0, err
+    snapshot_id = json.loads(out)["draft_snapshot_id"]
+    code, _, err = run_cli("publish", "--expect", snapshot_id[:6], cwd=ws)
+    assert code == 2, err
+    assert "at least 8 characters" in err
+    assert (ws / "a.txt").read_text() == "published\n"
+    code, _, err = run_cli("publish", "--expect", snapshot_id[:8], cwd=ws)
+    assert code == 0, err
