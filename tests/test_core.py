@@ -27,11 +27,13 @@ def test_an_exception_inside_a_transaction_commits_nothing(repo: Repository, ws:
     repo.snapshot("one")
     ops_before, events_before = len(repo.operations()), len(repo.history())
     (ws / "a.txt").write_text("two\n")
-    with pytest.raises(RuntimeError, match="changed my mind"):
-        with repo.transaction("experiment") as tx:
-            result, _ = tx.snapshot("two")
-            assert result.event is not None  # recorded in the transaction ...
-            raise RuntimeError("changed my mind")
+    with (
+        pytest.raises(RuntimeError, match="changed my mind"),
+        repo.transaction("experiment") as tx,
+    ):
+        result, _ = tx.snapshot("two")
+        assert result.event is not None  # recorded in the transaction ...
+        raise RuntimeError("changed my mind")
     # ... but never committed: no operation, no event, HEAD where it was
     assert len(repo.operations()) == ops_before
     assert len(repo.history()) == events_before
