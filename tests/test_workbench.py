@@ -296,7 +296,7 @@ def test_cli_draft_run_none_records_revisions(
     code, _, err = run_cli("rewind", "HEAD", cwd=ws)
     assert code == 1 and "publish or discard the Draft first" in err
     assert "Traceback" not in err
-    code, _, err = run_cli("publish", "--expect", "000000", cwd=ws)
+    code, _, err = run_cli("publish", "--expect", "00000000", cwd=ws)
     assert code == 1 and "changed since the review" in err
     published = json.loads(
         cli_ok(run_cli, "publish", "--json", "--expect", review["draft_snapshot_id"], cwd=ws)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import blake3
 
+from strata.atomic import atomic_write
 from strata.errors import CorruptRepository
 from strata.ids import ObjectId
 
@@ -149,18 +150,7 @@ class PackWriter:
                 body += _ENTRY.pack(bytes.fromhex(oid), offset, length)
             body += blake3.blake3(bytes(body)).digest()
             idx = self.path.with_suffix(".idx")
-            tmp = self.path.with_suffix(".idx.tmp")
-            with open(tmp, "wb") as f:
-                f.write(body)
-                if sync:
-                    os.fsync(f.fileno())
-            os.replace(tmp, idx)
-            if sync:
-                fd = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+            atomic_write(idx, bytes(body), durable=sync)
             return idx
 
     def abort(self) -> None:

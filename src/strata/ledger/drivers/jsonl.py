@@ -145,6 +145,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata.atomic import atomic_write, fsync_dir
 from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
 from strata.ledger.driver import EventFilter, EventKeys, path_matches
 from strata.ledger.records import RECORD_KINDS, Record, canonical
@@ -222,14 +223,6 @@ def _boot_id() -> bytes | None:
     except OSError:
         return None
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
-
-
-def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | _O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _parse(line: bytes, seq: int) -> Record:
@@ -946,15 +939,10 @@ class JsonlDriver:
         self.folder.mkdir(parents=True, exist_ok=True)
         meta = self.folder / META_NAME
         if not meta.exists():
-            tmp = self.folder / (META_NAME + ".tmp")
-            with open(tmp, "wb") as out:
-                out.write(canonical({"driver": "jsonl", "format": FORMAT}) + b"\n")
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(tmp, meta)
+            atomic_write(meta, canonical({"driver": "jsonl", "format": FORMAT}) + b"\n")
         if not self._data_path.exists():
             os.close(os.open(self._data_path, os.O_WRONLY | os.O_CREAT | _O_CLOEXEC, 0o644))
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
 
     def _read_meta(self) -> None:
         meta = self.folder / META_NAME
@@ -1099,7 +1087,7 @@ class JsonlDriver:
             tmp.unlink(missing_ok=True)
             raise
         os.replace(tmp, self._index_path)
-        _fsync_dir(self.folder)
+        fsync_dir(self.folder)
         self._side = _Sidecar.open(self._index_path, writable=True)
         self._side.max_ts = self._latest_ts(self._side)
         self._tail, self._tail_from, self._parsed_to = [], self._end, self._end
