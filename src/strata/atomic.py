@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from pathlib import Path
 
 
@@ -27,10 +28,10 @@ def fsync_dir(folder: Path) -> None:
 def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync folder).
 
-    The temporary name carries the process id, so two processes writing the
-    same file never share a temporary file; the last rename wins whole.
+    The temporary name carries the process and thread ids, so two writers of
+    the same file never share a temporary file; the last rename wins whole.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:

@@ -90,12 +90,16 @@ class Core:
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
         self.lock = WriteLock(layout.lock)
-        #: serializes this object's use across threads (the stores hold open files)
+        #: held by the thread that writes (with the write lock): writers of one process
+        #: take turns; readers never take it
         self.mutex = threading.RLock()
         self._last_ms = 0
         #: run-specific ignore patterns (``WorkspaceOptions.ignore``), set while a run records
         self.extra_ignore: tuple[str, ...] = ()
-        self.ledger = Ledger(self.open_driver(), clock=self.now_ms, rng=self.rng)
+        #: each thread reads through its own driver, opened on its first use
+        self.ledger = Ledger(
+            self.open_driver(), opener=self.open_driver, clock=self.now_ms, rng=self.rng
+        )
         #: Published: the workspace's real files
         self.workspace = Workspace(
             self.root,

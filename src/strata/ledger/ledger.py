@@ -12,6 +12,7 @@ one (jj's operation log): nothing is ever erased.
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -125,23 +126,83 @@ class Operation:
 
 
 class Ledger:
-    """Events, refs and operations, stored through a :class:`LedgerDriver`."""
+    """Events, refs and operations, stored through a :class:`LedgerDriver`.
+
+    Each thread reads and writes through its own driver (a SQLite connection
+    or a JSONL reader belongs to one thread): ``driver`` is the calling
+    thread's, opened with ``opener`` on first use. Without an ``opener`` the
+    ledger has only the driver it was made with and is for one thread.
+    """
 
     def __init__(
         self,
         driver: LedgerDriver,
         *,
+        opener: Callable[[], LedgerDriver] | None = None,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.driver = driver
+        self._opener = opener
+        self._local = threading.local()
+        #: bumped by :meth:`switch`: a thread whose driver is older opens a new one
+        self._generation = 0
+        #: every driver open in any thread (closed by :meth:`close`)
+        self._open: list[LedgerDriver] = []
+        self._open_lock = threading.Lock()
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._rng = rng or random.Random()
         self._last_ms = 0
+        self.driver = driver
+
+    @property
+    def driver(self) -> LedgerDriver:
+        """The calling thread's driver (opened on the thread's first use)."""
+        local = self._local
+        if getattr(local, "generation", None) == self._generation:
+            found: LedgerDriver = local.driver
+            return found
+        old: LedgerDriver | None = getattr(local, "driver", None)
+        if self._opener is None:
+            raise RuntimeError("this ledger has no driver opener: use it from one thread only")
+        if old is not None:
+            self._forget(old)
+            old.close()
+        self.driver = self._opener()
+        found = local.driver
+        return found
+
+    @driver.setter
+    def driver(self, driver: LedgerDriver) -> None:
+        """Make ``driver`` the calling thread's (the caller closes the one it replaces)."""
+        old: LedgerDriver | None = getattr(self._local, "driver", None)
+        if old is not None and old is not driver:
+            self._forget(old)
+        with self._open_lock:
+            self._open.append(driver)
+        self._local.driver = driver
+        self._local.generation = self._generation
+
+    def switch(self, driver: LedgerDriver) -> None:
+        """Make ``driver`` the calling thread's and have every other thread open a new one.
+
+        Used when the ledger moves to another store (a conversion); the caller
+        closes the calling thread's old driver, the others close theirs on
+        their next use or at :meth:`close`.
+        """
+        self._generation += 1
+        self.driver = driver
+
+    def _forget(self, driver: LedgerDriver) -> None:
+        with self._open_lock:
+            self._open = [d for d in self._open if d is not driver]
 
     def close(self) -> None:
-        """Release the driver."""
-        self.driver.close()
+        """Release every thread's driver."""
+        with self._open_lock:
+            drivers, self._open = self._open, []
+        for driver in drivers:
+            driver.close()
+        self._generation += 1  # a thread using the ledger after this opens a new driver
 
     # -- ids and time --------------------------------------------------------------
 
