@@ -9,7 +9,9 @@ operations only. Both ledger drivers are exercised.
 from __future__ import annotations
 
 import asyncio
+import gc
 import itertools
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -154,6 +156,47 @@ def test_readers_see_whole_operations_while_threads_write(
         repo, [[e.id for e in repo.history() if e.rationale == "base"], *recorded]
     )
     assert events[0].rationale == "base"
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_a_threads_ledger_files_close_when_the_thread_ends(
+    ws: Path, make_repo: Callable[..., Repository], driver: str
+) -> None:
+    repo = make_repo(ws, ledger=driver)
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("one")
+
+    def threads_read(n: int) -> int:
+        for _ in range(n):  # threads that read once and end, as a server's request threads do
+            thread = threading.Thread(target=repo.history)
+            thread.start()
+            thread.join()
+        gc.collect()
+        return open_fds()
+
+    # SQLite may keep one closed connection's file open for reuse: count after one thread
+    baseline = threads_read(1)
+    assert threads_read(20) == baseline, "each ended thread left its ledger files open"
+    # a thread still running keeps its files until the repository is closed
+    started, finish = threading.Event(), threading.Event()
+
+    def read_and_wait() -> None:
+        repo.history()
+        started.set()
+        finish.wait(5)
+
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(read_and_wait)
+        started.wait(5)
+        assert open_fds() > baseline
+        repo.close()
+        assert open_fds() < baseline, "close() closed every thread's ledger files"
+        finish.set()
+        waiting.result()
 
 
 def test_the_write_lock_is_held_by_one_thread_at_a_time(tmp_path: Path) -> None:
