@@ -6,6 +6,8 @@ takes the write lock, finishes whatever an interrupted command left, and
 commits in the one safe order (objects, then the ledger, then the journal is
 dropped). Readers use :meth:`resolve`, :meth:`event`, :meth:`head`,
 :meth:`view`, :meth:`tree_of` and :meth:`diff_trees`; they never take the lock.
+A Core may be shared by threads: each reads through its own ledger driver,
+and writers take turns on :attr:`Core.mutex` and the write lock.
 
 Feature packages (``runs/``, ``workbench/``) are clients of this class and of
 the other public names of :mod:`strata.core`; they never reach into private
