@@ -107,6 +107,7 @@ def test_readers_see_whole_operations_while_threads_write(
     repo.snapshot("base")
     stop = threading.Event()
     reads = {"history": 0, "status": 0, "diff": 0}
+    started = {name: threading.Event() for name in reads}  # set after a reader's first read
 
     def read_history() -> None:
         while not stop.is_set():
@@ -124,6 +125,7 @@ def test_readers_see_whole_operations_while_threads_write(
             for older, newer in itertools.pairwise(reversed(history)):
                 assert newer.parent_event_id == older.id
             reads["history"] += 1
+            started["history"].set()
 
     def read_status() -> None:
         while not stop.is_set():
@@ -131,6 +133,7 @@ def test_readers_see_whole_operations_while_threads_write(
             assert status.head is not None
             assert all(f.path.startswith(("t", "base")) for f in status.changes)
             reads["status"] += 1
+            started["status"].set()
 
     def read_diff() -> None:
         while not stop.is_set():
@@ -141,9 +144,15 @@ def test_readers_see_whole_operations_while_threads_write(
             assert {f.path for f in diff.files} <= {f"t{w}.txt" for w in range(THREADS)}
             assert all(f.status == "added" for f in diff.files)
             reads["diff"] += 1
+            started["diff"].set()
 
     with ThreadPoolExecutor(THREADS + 3) as pool:
         readers = [pool.submit(read) for read in (read_history, read_status, read_diff)]
+        for reader, first_read in zip(readers, started.values(), strict=True):
+            # every reader is reading before the writers start
+            while not first_read.wait(0.05) and not reader.done():
+                pass
+            assert first_read.is_set(), reader.result()  # a reader that failed says why
         writers = [pool.submit(write_and_snapshot, repo, ws, w) for w in range(THREADS)]
         try:
             recorded = [f.result() for f in writers]
