@@ -14,6 +14,7 @@ import strata
 import strata.errors
 
 EXPECTED = {
+    "AsyncRepository",
     "Author",
     "Checkpoint",
     "Checkpoints",

@@ -18,6 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from strata.aio import AsyncRepository
     from strata.errors import StrataError
     from strata.ledger.events import Author, Event
     from strata.repo import (
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from strata.workbench.publish import PublishResult, ReviewResult
 
 _HOME = {
+    "AsyncRepository": "strata.aio",
     "Author": "strata.ledger.events",
     "Checkpoint": "strata.workbench.checkpoints",
     "Checkpoints": "strata.workbench.checkpoints",
@@ -59,6 +61,7 @@ _HOME = {
 }
 
 __all__ = [
+    "AsyncRepository",
     "Author",
     "Checkpoint",
     "Checkpoints",

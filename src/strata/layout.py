@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import threading
 import time
 import tomllib
 from dataclasses import dataclass, field
@@ -270,18 +271,33 @@ def _create_repo(workspace: Path, repo: Path, ledger: str) -> Layout:
 
 
 class WriteLock:
-    """The one-writer lock of a repository (``flock`` on ``lock``); readers never take it."""
+    """The one-writer lock of a repository (``flock`` on ``lock``); readers never take it.
+
+    It is held by one thread at a time: the thread that holds it may enter it
+    again (``depth`` counts how often), another thread of this process waits for
+    it as a thread of another process does, up to ``timeout`` seconds in all.
+    """
 
     def __init__(self, path: Path, *, timeout: float = 30.0) -> None:
         self.path = path
         self.timeout = timeout
         self._fd: int | None = None
         self._depth = 0
+        #: the thread holding the lock (None: not held by this process)
+        self._owner: int | None = None
+        #: taken before the file lock: ``flock`` cannot tell two threads of one process apart
+        self._threads = threading.Lock()
 
     def __enter__(self) -> WriteLock:
-        if self._depth == 0:
+        me = threading.get_ident()
+        if self._owner == me:
+            self._depth += 1
+            return self
+        deadline = time.monotonic() + self.timeout
+        if not self._threads.acquire(timeout=self.timeout):
+            raise _locked()
+        try:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-            deadline = time.monotonic() + self.timeout
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -289,28 +305,40 @@ class WriteLock:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         os.close(fd)
-                        raise RepositoryLocked(
-                            "another strata command is writing to this repository",
-                            hint="wait for it to finish, then try again",
-                        ) from None
+                        raise _locked() from None
                     time.sleep(0.01)
-            self._fd = fd
-        self._depth += 1
+        except BaseException:
+            self._threads.release()
+            raise
+        self._fd, self._owner, self._depth = fd, me, 1
         return self
 
     def __exit__(self, *exc: object) -> None:
+        if self._owner != threading.get_ident():
+            raise RuntimeError("the write lock is released only by the thread that holds it")
         self._depth -= 1
-        if self._depth == 0 and self._fd is not None:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-            os.close(self._fd)
-            self._fd = None
+        if self._depth == 0:
+            fd, self._fd, self._owner = self._fd, None, None
+            try:
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+                    os.close(fd)
+            finally:
+                self._threads.release()
 
     @property
     def depth(self) -> int:
-        """How many times this process holds the lock (0: not held)."""
-        return self._depth
+        """How many times the calling thread holds the lock (0: it does not)."""
+        return self._depth if self._owner == threading.get_ident() else 0
 
     @property
     def held(self) -> bool:
-        """True while this process holds the lock."""
-        return self._depth > 0
+        """True while the calling thread holds the lock."""
+        return self.depth > 0
+
+
+def _locked() -> RepositoryLocked:
+    return RepositoryLocked(
+        "another strata command is writing to this repository",
+        hint="wait for it to finish, then try again",
+    )

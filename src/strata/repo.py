@@ -9,8 +9,13 @@ hands over to one function of :mod:`strata.core` or of a feature package
 run. The library reads no environment variable, terminal or home
 configuration: the clock, the random source and the author are arguments.
 
-A Repository may be shared by threads: writers are serialized (one write
-lock per repository, held by one thread at a time), readers never block.
+A Repository may be shared by threads. Each thread reads the ledger through
+its own driver (its own SQLite connection or JSONL reader), so a read sees
+the ledger before or after an operation, never part of one, and never waits
+for a writer. Writes take turns: a transaction holds ``Core.mutex`` and the
+write lock (held by one thread at a time, and by one process at a time) from
+start to commit. :class:`strata.aio.AsyncRepository` runs these methods in
+worker threads for asyncio code.
 """
 
 from __future__ import annotations
@@ -92,6 +97,13 @@ class Repository(Core):
     Open one with :meth:`init`, :meth:`open` or :meth:`find`. ``clock`` returns
     milliseconds since the epoch; ``rng`` makes event ids; both are injectable
     so ledgers are byte-stable in tests.
+
+    One Repository may be used from any number of threads: writing methods
+    (snapshot, rewind, restore, undo, bookmark, a run's snapshots...) run one
+    at a time, reading methods (history, diff, status, show, operations) run
+    beside them and see whole operations only. ``close()`` closes every
+    thread's ledger connection; a thread's own closes when the thread ends.
+    For asyncio, wrap it in :class:`strata.aio.AsyncRepository`.
     """
 
     def __init__(self, layout: Layout, **kwargs: Any) -> None:

@@ -6,6 +6,8 @@ takes the write lock, finishes whatever an interrupted command left, and
 commits in the one safe order (objects, then the ledger, then the journal is
 dropped). Readers use :meth:`resolve`, :meth:`event`, :meth:`head`,
 :meth:`view`, :meth:`tree_of` and :meth:`diff_trees`; they never take the lock.
+A Core may be shared by threads: each reads through its own ledger driver,
+and writers take turns on :attr:`Core.mutex` and the write lock.
 
 Feature packages (``runs/``, ``workbench/``) are clients of this class and of
 the other public names of :mod:`strata.core`; they never reach into private
@@ -90,12 +92,16 @@ class Core:
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
         self.lock = WriteLock(layout.lock)
-        #: serializes this object's use across threads (the stores hold open files)
+        #: held by the thread that writes (with the write lock): writers of one process
+        #: take turns; readers never take it
         self.mutex = threading.RLock()
         self._last_ms = 0
         #: run-specific ignore patterns (``WorkspaceOptions.ignore``), set while a run records
         self.extra_ignore: tuple[str, ...] = ()
-        self.ledger = Ledger(self.open_driver(), clock=self.now_ms, rng=self.rng)
+        #: each thread reads through its own driver, opened on its first use
+        self.ledger = Ledger(
+            self.open_driver(), opener=self.open_driver, clock=self.now_ms, rng=self.rng
+        )
         #: Published: the workspace's real files
         self.workspace = Workspace(
             self.root,

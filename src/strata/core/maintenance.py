@@ -60,8 +60,8 @@ def convert_ledger(core: Core, to: str) -> ConvertResult:
             extra = old_source.with_name(old_source.name + suffix)
             if extra.exists():
                 os.replace(extra, backup.with_name(backup.name + suffix))
-        core.ledger.driver = target
-        core.config = load_config(layout)
+        core.config = load_config(layout)  # before the switch: other threads reopen from it
+        core.ledger.switch(target)
         return ConvertResult(to, target.count(), head, str(backup))
 
 

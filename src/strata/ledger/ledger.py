@@ -12,7 +12,9 @@ one (jj's operation log): nothing is ever erased.
 from __future__ import annotations
 
 import random
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -124,24 +126,111 @@ class Operation:
         return body
 
 
+class _Held:
+    """One thread's driver, kept in the thread's locals: collected when the thread ends."""
+
+    __slots__ = ("__weakref__", "driver", "finalizer", "generation")
+
+    def __init__(self, driver: LedgerDriver, generation: int, opened: _OpenDrivers) -> None:
+        self.driver = driver
+        self.generation = generation
+        #: closes the driver when this holder is collected (its thread ended)
+        self.finalizer = weakref.finalize(self, opened.release, driver)
+        self.finalizer.atexit = False
+
+
+class _OpenDrivers:
+    """Every driver open in any thread, so that closing the ledger closes them all."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._drivers: list[LedgerDriver] = []
+
+    def add(self, driver: LedgerDriver) -> None:
+        with self._lock:
+            self._drivers.append(driver)
+
+    def discard(self, driver: LedgerDriver) -> None:
+        with self._lock:
+            self._drivers = [d for d in self._drivers if d is not driver]
+
+    def release(self, driver: LedgerDriver) -> None:
+        self.discard(driver)
+        driver.close()
+
+    def take_all(self) -> list[LedgerDriver]:
+        with self._lock:
+            drivers, self._drivers = self._drivers, []
+        return drivers
+
+
 class Ledger:
-    """Events, refs and operations, stored through a :class:`LedgerDriver`."""
+    """Events, refs and operations, stored through a :class:`LedgerDriver`.
+
+    Each thread reads and writes through its own driver (a SQLite connection
+    or a JSONL reader belongs to one thread): ``driver`` is the calling
+    thread's, opened with ``opener`` on first use and closed when the thread
+    ends or the ledger is closed. Without an ``opener`` the ledger has only
+    the driver it was made with and is for one thread.
+    """
 
     def __init__(
         self,
         driver: LedgerDriver,
         *,
+        opener: Callable[[], LedgerDriver] | None = None,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
     ) -> None:
-        self.driver = driver
+        self._opener = opener
+        self._local = threading.local()
+        #: bumped by :meth:`switch` and :meth:`close`: an older driver is replaced on next use
+        self._generation = 0
+        self._opened = _OpenDrivers()
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._rng = rng or random.Random()
         self._last_ms = 0
+        self.driver = driver
+
+    @property
+    def driver(self) -> LedgerDriver:
+        """The calling thread's driver (opened on the thread's first use)."""
+        held: _Held | None = getattr(self._local, "held", None)
+        if held is not None and held.generation == self._generation:
+            return held.driver
+        if self._opener is None:
+            raise RuntimeError("this ledger has no driver opener: use it from one thread only")
+        if held is not None:
+            held.finalizer()  # the stale driver is closed now
+        self.driver = self._opener()
+        current: _Held = self._local.held
+        return current.driver
+
+    @driver.setter
+    def driver(self, driver: LedgerDriver) -> None:
+        """Make ``driver`` the calling thread's (the caller closes the one it replaces)."""
+        old: _Held | None = getattr(self._local, "held", None)
+        if old is not None:
+            old.finalizer.detach()
+            self._opened.discard(old.driver)
+        self._opened.add(driver)
+        self._local.held = _Held(driver, self._generation, self._opened)
+
+    def switch(self, driver: LedgerDriver) -> None:
+        """Make ``driver`` the calling thread's and have every other thread open a new one.
+
+        Used when the ledger moves to another store (a conversion); the caller
+        closes the calling thread's old driver, the others are closed on their
+        thread's next use, when their thread ends, or by :meth:`close`.
+        """
+        self._generation += 1
+        self.driver = driver
 
     def close(self) -> None:
-        """Release the driver."""
-        self.driver.close()
+        """Release every thread's driver."""
+        self._generation += 1  # a thread using the ledger after this opens a new driver
+        for driver in self._opened.take_all():
+            driver.close()
 
     # -- ids and time --------------------------------------------------------------
 

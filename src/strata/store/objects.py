@@ -141,7 +141,8 @@ class DiskObjectStore:
             stamp = 0
         if self._packs is not None and stamp == self._packs_stamp:
             return self._packs
-        packs = self._packs if self._packs is not None else {}
+        # a new dict, never the old one grown: another thread may be iterating it
+        packs = dict(self._packs) if self._packs is not None else {}
         if stamp:
             for idx in sorted(self._pack_dir.glob("*.idx")):
                 if idx.name not in packs:

@@ -97,7 +97,11 @@ class SqliteDriver:
         self.path = path
         if not create and not path.exists():
             raise CorruptRepository(f"the ledger {path} is missing")
-        self._db = sqlite3.connect(path, isolation_level=None, timeout=60.0)
+        # used by one thread (the Ledger opens one driver per thread), but closed by
+        # whichever thread closes the repository
+        self._db = sqlite3.connect(
+            path, isolation_level=None, timeout=60.0, check_same_thread=False
+        )
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
         if create:
