@@ -242,6 +242,13 @@ def status(as_json: bool) -> None:
             f"HEAD {short(result.head.id)} (snapshot {short(result.head.snapshot_ref)}) "
             f"{result.head.ts[:19].replace('T', ' ')}"
         )
+    if result.branch is not None:
+        click.echo(f"On branch {result.branch}")
+    else:
+        click.echo(
+            f"HEAD detached (not a branch tip): the next snapshot will start branch "
+            f"{result.next_branch}"
+        )
     if result.clean:
         click.echo("Working tree matches HEAD.")
         return

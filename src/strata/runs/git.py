@@ -148,6 +148,44 @@ class GitWorkspace:
         return sha
 
 
+def exclude_from_git(path: Path) -> Path | None:
+    """Add ``path`` (a file in a git work tree) to the repository's ``info/exclude``.
+
+    Idempotent; the exclude file (and its folder) is made when missing; the
+    work tree's ``.gitignore`` files are never touched. Returns the exclude
+    file, or None when ``path`` is not in a git work tree.
+    """
+    from strata.atomic import atomic_write
+
+    if shutil.which("git") is None:
+        return None
+    folder = path.parent.resolve()
+    proc = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "--show-toplevel", "--git-path", "info/exclude"],
+        capture_output=True,
+        check=False,
+    )
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return None
+    top, exclude = Path(lines[0]).resolve(), folder / lines[1]
+    try:
+        rel = (folder / path.name).relative_to(top).as_posix()
+    except ValueError:
+        return None
+    pattern = "/" + "".join("\\" + c if c in "\\*?[" else c for c in rel)
+    if pattern[1:2] in ("#", "!"):
+        pattern = "/\\" + pattern[1:]
+    text = exclude.read_bytes() if exclude.exists() else b""
+    if pattern.encode("utf-8", "surrogateescape") in text.splitlines():
+        return exclude
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(exclude, text + pattern.encode("utf-8", "surrogateescape") + b"\n")
+    return exclude
+
+
 def _pathspecs(pattern: str) -> list[str]:
     """Exclude pathspecs approximating one gitignore-style pattern."""
     body = pattern.strip().rstrip("/")
