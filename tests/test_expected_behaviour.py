@@ -154,7 +154,7 @@ def test_init_store_excludes_the_pointer_from_git(
     (gitws / ".gitignore").write_text("*.log\n")
     exclude = gitws / ".git" / "info" / "exclude"
     exclude.unlink(missing_ok=True)
-    code, out, err = run_cli("init", "--store", tmp_path / "store", cwd=gitws)
+    code, _, err = run_cli("init", "--store", tmp_path / "store", cwd=gitws)
     assert code == 0, err
     assert (gitws / ".strata").is_file()
     assert exclude.read_text() == "/.strata\n"

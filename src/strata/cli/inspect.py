@@ -224,6 +224,10 @@ def _label(f: object) -> str:
 def status(as_json: bool) -> None:
     """Show how the working tree differs from HEAD (records nothing).
 
+    Also the branch HEAD is on ('branch' in --json); after a rewind to a
+    point that is not a branch tip, HEAD is detached and the branch the next
+    snapshot starts is named ('next_branch').
+
     \b
     Example:
       strata status --json

@@ -44,6 +44,10 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
     workspace, where an agent running 'rm -rf .strata' or 'git clean -fdx'
     cannot delete the history. Running init again changes nothing.
 
+    In a git work tree, init imports the runs that 'strata run' recorded
+    there before (kept inside .git), so 'strata history' shows them, and
+    with --store adds the .strata pointer file to .git/info/exclude.
+
     \b
     Example:
       strata init

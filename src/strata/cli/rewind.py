@@ -68,7 +68,8 @@ def rewind(
     never loses work: rewind to the auto-save (or 'strata undo') to get them
     back. Only paths that differ are written; ignored files are never
     touched. Branch tips do not move: the next snapshot from an earlier point
-    starts a new branch (named by --branch, or generated).
+    starts a new branch (named by --branch, or generated); rewind says which
+    ('next_branch' in --json), and so does 'strata status'.
 
     \b
     Example:
