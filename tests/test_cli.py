@@ -109,6 +109,9 @@ def test_every_json_output_parses_and_has_its_keys(
         "repository": str((ws / ".strata").resolve()),
         "ledger": "sqlite",
         "created": True,
+        "imported_events": 0,
+        "imported_runs": 0,
+        "git_exclude": None,
     }
     assert as_json(run_cli("init", "--json", cwd=ws))["created"] is False
 

@@ -33,6 +33,8 @@ from strata.core import (
     Core,
     DiffResult,
     FileDiff,
+    ImportResult,
+    InitResult,
     OperationRecord,
     Point,
     RedoResult,
@@ -47,7 +49,7 @@ from strata.core import (
 from strata.core import check as _check
 from strata.core.restore import restore_into
 from strata.errors import PathNotFound, UnknownRef, UsageError
-from strata.layout import Layout, create_layout, find_layout
+from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
 from strata.ledger.ledger import check_ref_name, moved
@@ -123,9 +125,49 @@ class Repository(Core):
         """Create (or reopen: init is idempotent) the repository of the workspace ``path``.
 
         ``ledger`` picks the ledger driver of a new repository: ``sqlite`` or ``jsonl``.
+        See :meth:`create` for what init does in a git work tree.
         """
-        layout, _ = create_layout(Path(path), store=Path(store) if store else None, ledger=ledger)
-        return cls(layout, **kwargs)
+        return cls.create(path, store=store, ledger=ledger, **kwargs)[0]
+
+    @classmethod
+    def create(
+        cls,
+        path: Path | str,
+        *,
+        store: Path | str | None = None,
+        ledger: str = "sqlite",
+        **kwargs: Any,
+    ) -> tuple[Repository, InitResult]:
+        """:meth:`init`, and what it did.
+
+        In a git work tree, init also imports the runs the git backend
+        recorded there before (:meth:`import_git_runs`) and, with ``store``,
+        adds the ``.strata`` pointer file to git's ``info/exclude``.
+        """
+        layout, created = create_layout(
+            Path(path), store=Path(store) if store else None, ledger=ledger
+        )
+        repo = cls(layout, **kwargs)
+        try:
+            exclude = None
+            marker = layout.workspace / MARKER
+            if marker.is_file() and not marker.is_symlink():
+                from strata.runs.git import exclude_from_git
+
+                exclude = exclude_from_git(marker)
+            imported = repo.import_git_runs()
+        except BaseException:
+            repo.close()
+            raise
+        result = InitResult(
+            str(repo.root),
+            str(layout.repo),
+            repo.config.ledger_driver,
+            created,
+            imported,
+            str(exclude) if exclude else None,
+        )
+        return repo, result
 
     @classmethod
     def open(cls, path: Path | str, **kwargs: Any) -> Repository:
@@ -155,6 +197,24 @@ class Repository(Core):
     def last_scan(self) -> ScanResult | None:
         """The newest scan of Published (``folders_listed``, ``watcher``: how it went)."""
         return self.workspace.last_scan
+
+    def import_git_runs(self, *, author: Author | None = None) -> ImportResult:
+        """Import the runs the git backend recorded here before this workspace had a repository.
+
+        Such runs live in a repository inside ``.git`` (``.git/strata/repo``);
+        their events are appended here in order, with their ids, times and
+        authors (:func:`strata.core.maintenance.import_events`). That
+        repository is left as it is; importing again brings only what is new.
+        """
+        hidden = self.root / GIT_HIDDEN_REPO
+        if self.layout.git_backed or not (hidden / "config.toml").is_file():
+            return ImportResult()
+        source = Repository(Layout(self.root, hidden), author=self.author, clock=self.clock)
+        try:
+            with source.writing():  # also records a killed run's events first
+                return maintenance.import_events(self, source, author=author or self.author)
+        finally:
+            source.close()
 
     # -- recording ---------------------------------------------------------------
 
@@ -239,7 +299,15 @@ class Repository(Core):
         from strata.workbench.draft import draft_reminder
 
         reminder = draft_reminder(self, now_ms=self.clock())
-        return StatusResult(head, diff.files, scan.warnings + ([reminder] if reminder else []))
+        view = self.view()
+        detached = view.detached
+        return StatusResult(
+            head,
+            diff.files,
+            scan.warnings + ([reminder] if reminder else []),
+            branch=None if detached else view.head_branch,
+            next_branch=self.branch_for_new_state(view) if detached else None,
+        )
 
     def show(self, ref: str, path: str) -> bytes:
         """The bytes of ``path`` as it was at ``ref`` (a symlink's target for a link)."""
@@ -297,9 +365,13 @@ class Repository(Core):
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in tx.view.branches:
                 raise UsageError(f"branch {branch!r} exists", hint="pick another name")
-            return restore_into(
+            result = restore_into(
                 tx, target, ref, paths=None, event_type=EventType.REWIND, new_branch=branch
             )
+        view = self.view()
+        if view.detached:
+            result.next_branch = self.branch_for_new_state(view)
+        return result
 
     def restore(
         self, ref: str, paths: list[str], *, author: Author | None = None, force: bool = False

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 if TYPE_CHECKING:
+    from strata.core import InitResult
     from strata.ledger.events import Author
     from strata.repo import Repository
 
@@ -123,14 +124,20 @@ def open_repo(author: Author | None = None) -> Repository:
     )
 
 
-def init_repo(path: str, store: str | None, ledger: str = "sqlite") -> tuple[Repository, bool]:
-    """Create or reopen a repository."""
-    from strata.layout import create_layout
+def init_repo(
+    path: str, store: str | None, ledger: str = "sqlite"
+) -> tuple[Repository, InitResult]:
+    """Create or reopen a repository; what init did."""
     from strata.repo import Repository
 
-    layout, created = create_layout(Path(path), store=Path(store) if store else None, ledger=ledger)
-    repo = Repository(layout, author=make_author(None, None), progress=Progress(), **_injected())
-    return repo, created
+    return Repository.create(
+        Path(path),
+        store=Path(store) if store else None,
+        ledger=ledger,
+        author=make_author(None, None),
+        progress=Progress(),
+        **_injected(),
+    )
 
 
 def rel_path(repo: Repository, arg: str) -> str:

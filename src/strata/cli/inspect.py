@@ -224,6 +224,10 @@ def _label(f: object) -> str:
 def status(as_json: bool) -> None:
     """Show how the working tree differs from HEAD (records nothing).
 
+    Also the branch HEAD is on ('branch' in --json); after a rewind to a
+    point that is not a branch tip, HEAD is detached and the branch the next
+    snapshot starts is named ('next_branch').
+
     \b
     Example:
       strata status --json
@@ -241,6 +245,13 @@ def status(as_json: bool) -> None:
         click.echo(
             f"HEAD {short(result.head.id)} (snapshot {short(result.head.snapshot_ref)}) "
             f"{result.head.ts[:19].replace('T', ' ')}"
+        )
+    if result.branch is not None:
+        click.echo(f"On branch {result.branch}")
+    else:
+        click.echo(
+            f"HEAD detached (not a branch tip): the next snapshot will start branch "
+            f"{result.next_branch}"
         )
     if result.clean:
         click.echo("Working tree matches HEAD.")

@@ -17,6 +17,7 @@ from strata.cli.common import (
     short,
     warn,
 )
+from strata.layout import GIT_HIDDEN_REPO
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,26 +44,35 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
     workspace, where an agent running 'rm -rf .strata' or 'git clean -fdx'
     cannot delete the history. Running init again changes nothing.
 
+    In a git work tree, init imports the runs that 'strata run' recorded
+    there before (kept inside .git), so 'strata history' shows them, and
+    with --store adds the .strata pointer file to .git/info/exclude.
+
     \b
     Example:
       strata init
       strata init ~/project --store ~/.strata-stores/project
     """
-    repo, created = init_repo(path, store, ledger)
+    repo, result = init_repo(path, store, ledger)
     with repo:
         if as_json:
-            emit_json(
-                {
-                    "workspace": str(repo.root),
-                    "repository": str(repo.layout.repo),
-                    "ledger": repo.config.ledger_driver,
-                    "created": created,
-                }
-            )
-        elif created:
+            emit_json(result.to_json())
+            return
+        if result.created:
             click.echo(f"Initialized strata workspace {repo.root} (repository {repo.layout.repo})")
         else:
             click.echo(f"{repo.root} is already a strata workspace (repository {repo.layout.repo})")
+        imported = result.imported
+        if imported.events:
+            click.echo(
+                f"Imported {imported.runs} git-backed run{'s' if imported.runs != 1 else ''} "
+                f"({imported.events} events) recorded in {repo.root / GIT_HIDDEN_REPO}"
+            )
+            for name, new_name in imported.branches.items():
+                if name != new_name:
+                    click.echo(f"  their branch {name} is {new_name} here")
+        if result.git_exclude:
+            click.echo(f"The .strata pointer file is excluded from git in {result.git_exclude}")
 
 
 def _snapshot_options(func: F) -> F:

@@ -32,6 +32,10 @@ def _report(result: object, verb: str, as_json: bool) -> None:
     target = result.target.event.id if result.target.event else result.target.snapshot_id
     n = len(result.restored_paths)
     click.echo(f"{verb} {short(target)}: {n} path{'s' if n != 1 else ''} written or removed")
+    if result.next_branch is not None:
+        click.echo(
+            f"HEAD is not a branch tip: the next snapshot will start branch {result.next_branch}"
+        )
     for p in result.skipped_paths:
         warn(
             f"left {p} untouched: it holds content that was not recorded "
@@ -64,7 +68,8 @@ def rewind(
     never loses work: rewind to the auto-save (or 'strata undo') to get them
     back. Only paths that differ are written; ignored files are never
     touched. Branch tips do not move: the next snapshot from an earlier point
-    starts a new branch (named by --branch, or generated).
+    starts a new branch (named by --branch, or generated); rewind says which
+    ('next_branch' in --json), and so does 'strata status'.
 
     \b
     Example:

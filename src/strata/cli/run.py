@@ -56,6 +56,12 @@ class _RunCommand(click.Command):
     "--rollback-on-failure", is_flag=True, help="Put back what the command changed if it fails."
 )
 @click.option(
+    "--rollback-git",
+    is_flag=True,
+    help="With --rollback-on-failure (implied): also move git's branch back to where HEAD "
+    "was before the run, keeping the run's commits on the git branch failed/<run id>.",
+)
+@click.option(
     "--rollback-on-interrupt",
     is_flag=True,
     help="Also roll back when the run is interrupted (Ctrl-C, SIGTERM).",
@@ -103,6 +109,7 @@ def run(
     ctx: click.Context,
     strategy: str,
     rollback_on_failure: bool,
+    rollback_git: bool,
     rollback_on_interrupt: bool,
     capture_patch: bool,
     max_patch_bytes: int,
@@ -146,7 +153,7 @@ def run(
         if draft:
             _refuse_outside_draft(
                 strategy != "auto",
-                rollback_on_failure,
+                rollback_on_failure or rollback_git,
                 rollback_on_interrupt,
                 capture_patch,
                 watch,
@@ -178,6 +185,7 @@ def run(
             max_patch_bytes=max_patch_bytes,
             rollback_on_failure=rollback_on_failure,
             rollback_on_interrupt=rollback_on_interrupt,
+            rollback_git=rollback_git,
             ignore=ignore,
         )
         live = debounce_ms if watch else None
@@ -214,7 +222,38 @@ def run(
             ),
             err=True,
         )
+    failed = result.exit_code != 0 and not result.interrupted
+    wanted = (failed and (rollback_on_failure or rollback_git)) or (
+        result.interrupted and rollback_on_interrupt
+    )
+    _report_git(result, wanted)
     ctx.exit(result.exit_code)
+
+
+def _report_git(result: RunResult, rollback_wanted: bool) -> None:
+    """Say what a rollback did (or did not do) about the commits the command made."""
+    if result.git_rollback is not None:
+        if "error" in result.git_rollback:
+            click.echo(f"error: {result.git_rollback['error']}", err=True)
+        else:
+            moved = result.git_rollback
+            click.echo(
+                f"strata: moved git branch {moved['branch']} back to "
+                f"{str(moved['moved_to'])[:12]}; the run's commits are kept on the git branch "
+                f"{moved['kept_on']}",
+                err=True,
+            )
+        return
+    if not (rollback_wanted and result.new_git_commits):
+        return
+    before, after = result.git_head_before or {}, result.git_head_after or {}
+    where = f"on branch {after['branch']}" if after.get("branch") else "at a detached HEAD"
+    click.echo(
+        f"strata: git HEAD moved during the run ({str(before.get('commit'))[:12]} -> "
+        f"{str(after.get('commit'))[:12]}): the files were rolled back but the commits remain "
+        f"{where}; run with --rollback-git to move the branch back too",
+        err=True,
+    )
 
 
 def _short_ref(ref: str) -> str:

@@ -1,4 +1,4 @@
-"""Looking after the repository itself: converting the ledger, reading raw objects."""
+"""Looking after the repository itself: converting and importing ledgers, raw objects."""
 
 from __future__ import annotations
 
@@ -7,10 +7,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.core.results import CatResult, ConvertResult
+from strata.core.results import CatResult, ConvertResult, ImportResult
 from strata.errors import AmbiguousRef, CorruptRepository, UnknownRef, UsageError
 from strata.ids import HEX_PREFIX, ObjectId, SnapshotId, is_object_id
 from strata.layout import LEDGER_DRIVERS, load_config, set_ledger_driver
+from strata.ledger.events import Author, EventType
+from strata.ledger.ledger import Bookmark, View
 from strata.store.tree import decode_tree
 
 if TYPE_CHECKING:
@@ -63,6 +65,64 @@ def convert_ledger(core: Core, to: str) -> ConvertResult:
         core.config = load_config(layout)  # before the switch: other threads reopen from it
         core.ledger.switch(target)
         return ConvertResult(to, target.count(), head, str(backup))
+
+
+IMPORTED_PREFIX = "git-runs/"
+
+
+def import_events(core: Core, source: Core, *, author: Author) -> ImportResult:
+    """Append the events of ``source`` that ``core`` lacks, in their order, as one operation.
+
+    Events keep their ids, times, authors, parents and operation ids, so run
+    ids and event ids name the same things in both repositories; every object
+    of ``source`` is copied first. Into a repository with no events yet, the
+    source's HEAD, branches and bookmarks come along as they are; otherwise
+    HEAD stays, and a branch or bookmark whose name is taken here is imported
+    as ``git-runs/<name>``. Importing again brings only events added since.
+    The caller holds ``source``'s write lock.
+    """
+    with core.writing():
+        bodies = [
+            dict(record.body)
+            for record in source.ledger.driver.scan(kind="event")
+            if core.ledger.driver.seek_event(str(record.body["id"])) is None
+        ]
+        if not bodies:
+            return ImportResult()
+        for oid in source.objects.ids():
+            if not core.objects.has(oid):
+                core.objects.put(source.objects.get(oid))
+        core.objects.flush()  # durable before the ledger names them
+        theirs = source.view()
+        with core.transaction("import", author, source=str(source.layout.repo)) as tx:
+            ours = tx.view
+            fresh = ours.head_event is None and not ours.branches
+            names = {
+                name: name if fresh or name not in ours.branches else IMPORTED_PREFIX + name
+                for name in {*theirs.branches, *(str(b.get("branch", "")) for b in bodies)}
+                if name
+            }
+            for body in bodies:
+                if body.get("branch"):
+                    body["branch"] = names[str(body["branch"])]
+                tx.op.add_event(body)
+            if fresh:
+                tx.set_view(theirs)
+            else:
+                branches = {**ours.branches}
+                for name, target in theirs.branches.items():
+                    branches[names[name]] = target
+                bookmarks: dict[str, Bookmark] = {**ours.bookmarks}
+                for name, mark in theirs.bookmarks.items():
+                    if bookmarks.get(name, mark) == mark:
+                        bookmarks[name] = mark
+                    else:
+                        bookmarks[IMPORTED_PREFIX + name] = mark
+                tx.set_view(
+                    View(ours.head_branch, ours.head_event, branches=branches, bookmarks=bookmarks)
+                )
+        runs = sum(1 for body in bodies if body.get("action_type") == EventType.RUN)
+        return ImportResult(len(bodies), runs, {k: v for k, v in sorted(names.items())})
 
 
 def cat(core: Core, oid: str) -> CatResult:

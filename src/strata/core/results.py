@@ -159,6 +159,52 @@ class SnapshotResult:
 
 
 @dataclass
+class ImportResult:
+    """What importing another repository's events brought in.
+
+    ``branches`` maps each branch name of the source to the name it has here
+    (its own, or ``git-runs/<name>`` when this repository already has that name).
+    """
+
+    events: int = 0
+    runs: int = 0
+    branches: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The import as JSON."""
+        return {"events": self.events, "runs": self.runs, "branches": self.branches}
+
+
+@dataclass
+class InitResult:
+    """What ``init`` did: whether it created the repository, and what it brought in.
+
+    ``imported`` counts the events of git-backed runs recorded (inside
+    ``.git``) before the workspace had a repository of its own;
+    ``git_exclude`` is the git exclude file the ``.strata`` pointer was added to.
+    """
+
+    workspace: str
+    repository: str
+    ledger: str
+    created: bool
+    imported: ImportResult = field(default_factory=ImportResult)
+    git_exclude: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata init --json`` prints."""
+        return {
+            "workspace": self.workspace,
+            "repository": self.repository,
+            "ledger": self.ledger,
+            "created": self.created,
+            "imported_events": self.imported.events,
+            "imported_runs": self.imported.runs,
+            "git_exclude": self.git_exclude,
+        }
+
+
+@dataclass
 class RewindResult:
     """What ``rewind`` or ``restore`` did.
 
@@ -171,6 +217,8 @@ class RewindResult:
     auto_save: Event | None
     restored_paths: list[str]
     skipped_paths: list[str]
+    next_branch: str | None = None
+    """After a rewind to a point that is not a branch tip: the branch the next snapshot starts."""
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata rewind --json`` prints."""
@@ -181,17 +229,30 @@ class RewindResult:
             "auto_save_event_id": self.auto_save.id if self.auto_save else None,
             "restored_paths": self.restored_paths,
             "skipped_paths": self.skipped_paths,
+            "next_branch": self.next_branch,
         }
 
 
 @dataclass
 class StatusResult:
-    """The working tree against HEAD."""
+    """The working tree against HEAD, and the branch HEAD is on.
+
+    ``branch`` is HEAD's branch when HEAD is its tip; None when HEAD is
+    detached (rewound to an earlier point), and then ``next_branch`` names the
+    branch the next snapshot starts.
+    """
 
     head: Event | None
     changes: list[FileDiff]
     warnings: list[str]
     pending_recovery: bool = False
+    branch: str | None = None
+    next_branch: str | None = None
+
+    @property
+    def detached(self) -> bool:
+        """True when HEAD is not the tip of a branch (the next snapshot starts one)."""
+        return self.branch is None
 
     @property
     def clean(self) -> bool:
@@ -203,6 +264,9 @@ class StatusResult:
         return {
             "head": self.head.id if self.head else None,
             "head_snapshot_id": self.head.snapshot_ref if self.head else None,
+            "branch": self.branch,
+            "detached": self.detached,
+            "next_branch": self.next_branch,
             "clean": self.clean,
             "changes": [
                 {"path": c.path, "status": c.status, "old_path": c.old_path} for c in self.changes

@@ -15,6 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,7 @@ from strata.errors import (
     UsageError,
 )
 from strata.ledger.events import Author
+from strata.runs.git import GitHead, check_rollback_git, index_path, read_head, rollback_git
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome, run_command
 from strata.runs.record import (
@@ -157,9 +159,16 @@ def execute_run(
         )
     backend = choose_backend(repo, opts.strategy)
     what = _describe(target)
+    head_before = read_head(repo.root)
+    if opts.rollback_git:
+        check_rollback_git(repo.root, head_before)
+        opts = replace(opts, rollback_on_failure=True)
+    saved_index: Path | None = None
     repo.extra_ignore = tuple(opts.ignore)
     try:
         with repo.writing():
+            if opts.rollback_git:
+                saved_index = _save_index(repo.root, run_id)
             before = take_snapshot(repo, backend, "before", run_id=run_id, author=author, what=what)
             write_annotations(repo, run_id, author, [before.annotation()])
         info = {
@@ -171,6 +180,7 @@ def execute_run(
             "before": before.to_json(),
             "options": opts.to_json(),
             "author": author.to_json(),
+            "git_head_before": head_before.to_json() if head_before else None,
         }
         lease = Lease.acquire(repo.layout.runs, run_id, info)
         try:
@@ -178,6 +188,11 @@ def execute_run(
             failed = outcome.exit_code != 0 and not outcome.interrupted
             wants_rollback = (failed and opts.rollback_on_failure) or (
                 outcome.interrupted and opts.rollback_on_interrupt
+            )
+            head_after = read_head(repo.root)
+            heads = (
+                head_before.to_json() if head_before else None,
+                head_after.to_json() if head_after else None,
             )
             with repo.writing():
                 finish = record_finish(
@@ -194,16 +209,24 @@ def execute_run(
                     failed=outcome.exit_code != 0,
                     error=error,
                     will_roll_back=wants_rollback,
+                    git_heads=heads,
                 )
                 safety = None
                 if wants_rollback and finish.changed:
                     safety = rollback(repo, run_id, before, finish.after, finish, backend, author)
+                git_rollback = None
+                if wants_rollback and opts.rollback_git and head_before != head_after:
+                    git_rollback = _rollback_git(
+                        repo.root, run_id, head_before, head_after, saved_index
+                    )
         except BaseException:
             lease.abandon()  # the next command that writes records the run as interrupted
             raise
         lease.release()
     finally:
         repo.extra_ignore = ()
+        if saved_index is not None:
+            saved_index.unlink(missing_ok=True)
     ws = WorkspaceResult(
         backend,
         before.ref,
@@ -222,7 +245,37 @@ def execute_run(
         value=value,
         error=error,
         signal=outcome.signal,
+        git_head_before=heads[0],
+        git_head_after=heads[1],
+        git_rollback=git_rollback,
     )
+
+
+def _rollback_git(
+    root: Path,
+    run_id: str,
+    before: GitHead | None,
+    after: GitHead | None,
+    saved_index: Path | None,
+) -> dict[str, Any]:
+    """Move git's branch back (``rollback_git``); what happened, or ``{"error": why not}``."""
+    try:
+        if before is None or after is None:
+            raise RunError("not moving git's branch back: the git work tree is gone")
+        kept = rollback_git(root, run_id, before, after, saved_index)
+    except RunError as exc:
+        return {"error": exc.message}
+    return {"branch": before.branch, "moved_to": before.commit, "kept_on": kept}
+
+
+def _save_index(root: Path, run_id: str) -> Path | None:
+    """Copy the user's git index aside (``--rollback-git`` puts it back); None without one."""
+    index = index_path(root)
+    if index is None or not index.exists():
+        return None
+    saved = index.with_name(f"strata-index-{run_id}")
+    shutil.copy2(index, saved)
+    return saved
 
 
 def _describe(target: Target) -> list[str]:

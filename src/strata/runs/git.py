@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import GitBackendError, UnknownRef
+from strata.errors import GitBackendError, RunError, UnknownRef
 from strata.ids import ObjectId
 from strata.store.objects import ObjectStore
 from strata.store.tree import TreeEntry, encode_tree
@@ -146,6 +146,147 @@ class GitWorkspace:
         if not sha:
             raise UnknownRef(f"git:{rev}", hint="give a commit of the workspace's git repository")
         return sha
+
+
+@dataclass(frozen=True)
+class GitHead:
+    """Where git's HEAD was: its commit (None on an unborn branch) and branch (None: detached)."""
+
+    commit: str | None
+    branch: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """As kept in a run's event and printed by ``strata run --json``."""
+        return {"commit": self.commit, "branch": self.branch}
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any] | None) -> GitHead | None:
+        """Parse :meth:`to_json` (None stays None)."""
+        if not raw:
+            return None
+        return cls(raw.get("commit"), raw.get("branch"))
+
+
+def _git_out(folder: Path, *args: str) -> tuple[int, str]:
+    proc = subprocess.run(
+        ["git", "-C", str(folder), *args], capture_output=True, check=False, env=_plain_env()
+    )
+    return proc.returncode, proc.stdout.decode("utf-8", "surrogateescape").strip()
+
+
+def _plain_env() -> dict[str, str]:
+    """The environment minus variables that would point git at another repository."""
+    env = dict(os.environ)  # passed through to git, not interpreted here
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY"):
+        env.pop(name, None)
+    return env
+
+
+def read_head(folder: Path) -> GitHead | None:
+    """Git's HEAD for the work tree holding ``folder``; None outside a git work tree."""
+    if shutil.which("git") is None:
+        return None
+    code, inside = _git_out(folder, "rev-parse", "--is-inside-work-tree")
+    if code != 0 or inside != "true":
+        return None
+    _, commit = _git_out(folder, "rev-parse", "-q", "--verify", "HEAD^{commit}")
+    code, branch = _git_out(folder, "symbolic-ref", "-q", "--short", "HEAD")
+    return GitHead(commit or None, branch if code == 0 and branch else None)
+
+
+def index_path(folder: Path) -> Path | None:
+    """The user's git index of the work tree holding ``folder`` (None outside git)."""
+    code, path = _git_out(folder, "rev-parse", "--git-path", "index")
+    return (folder / path) if code == 0 and path else None
+
+
+def check_rollback_git(folder: Path, head: GitHead | None) -> None:
+    """Refuse ``--rollback-git`` where it cannot work: outside git, or with a detached HEAD."""
+    if head is None:
+        raise RunError(
+            f"--rollback-git needs a git work tree; {folder} is not in one",
+            hint="leave out --rollback-git",
+        )
+    if head.branch is None or head.commit is None:
+        raise RunError(
+            "--rollback-git needs HEAD on a branch with a commit; HEAD is "
+            + ("detached" if head.branch is None else f"the unborn branch {head.branch}"),
+            hint="check out a branch first, or leave out --rollback-git",
+        )
+
+
+def rollback_git(
+    folder: Path, run_id: str, before: GitHead, after: GitHead, saved_index: Path | None
+) -> str:
+    """Move the branch back to ``before``; keep the run's commits on ``failed/<run id>``.
+
+    The user's index is put back from ``saved_index`` (its copy from before
+    the run). Returns the branch that keeps the commits. Refuses
+    (:class:`RunError`) when HEAD changed branch or was detached during the run.
+    """
+    if before.branch is None or before.commit is None:
+        raise RunError("not moving git's branch back: HEAD was not on a branch before the run")
+    if after.branch != before.branch:
+        where = f"branch {after.branch}" if after.branch else "a detached HEAD"
+        raise RunError(
+            f"not moving git's branch back: HEAD moved from branch {before.branch} to {where} "
+            "during the run",
+            hint=f"the run's files were handled; move {before.branch} yourself if needed",
+        )
+    assert after.commit is not None
+    keep = f"failed/{run_id}"
+    for args in (
+        ("update-ref", f"refs/heads/{keep}", after.commit, ""),
+        ("update-ref", f"refs/heads/{before.branch}", before.commit, after.commit),
+    ):
+        code, _ = _git_out(folder, *args)
+        if code != 0:
+            raise RunError(
+                f"not moving git's branch back: 'git {' '.join(args[:2])}' failed "
+                f"(the branch {before.branch} changed meanwhile?)"
+            )
+    index = index_path(folder)
+    if saved_index is not None and index is not None and saved_index.exists():
+        os.replace(saved_index, index)
+    return keep
+
+
+def exclude_from_git(path: Path) -> Path | None:
+    """Add ``path`` (a file in a git work tree) to the repository's ``info/exclude``.
+
+    Idempotent; the exclude file (and its folder) is made when missing; the
+    work tree's ``.gitignore`` files are never touched. Returns the exclude
+    file, or None when ``path`` is not in a git work tree.
+    """
+    from strata.atomic import atomic_write
+
+    if shutil.which("git") is None:
+        return None
+    folder = path.parent.resolve()
+    proc = subprocess.run(
+        ["git", "-C", str(folder), "rev-parse", "--show-toplevel", "--git-path", "info/exclude"],
+        capture_output=True,
+        check=False,
+    )
+    lines = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(lines) != 2:
+        return None
+    top, exclude = Path(lines[0]).resolve(), folder / lines[1]
+    try:
+        rel = (folder / path.name).relative_to(top).as_posix()
+    except ValueError:
+        return None
+    pattern = "/" + "".join("\\" + c if c in "\\*?[" else c for c in rel)
+    if pattern[1:2] in ("#", "!"):
+        pattern = "/\\" + pattern[1:]
+    text = exclude.read_bytes() if exclude.exists() else b""
+    if pattern.encode("utf-8", "surrogateescape") in text.splitlines():
+        return exclude
+    if text and not text.endswith(b"\n"):
+        text += b"\n"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(exclude, text + pattern.encode("utf-8", "surrogateescape") + b"\n")
+    return exclude
 
 
 def _pathspecs(pattern: str) -> list[str]:

@@ -24,6 +24,9 @@ class WorkspaceOptions:
     ``capture_patch`` keeps the full patch in the run's summary when it fits
     ``max_patch_bytes``. ``rollback_on_failure`` puts back what a failed run
     changed; ``rollback_on_interrupt`` does so for an interrupted one too.
+    ``rollback_git`` (implies ``rollback_on_failure``) also moves git's branch
+    back to where HEAD was before the run and puts the user's git index back,
+    keeping the run's commits on the git branch ``failed/<run id>``.
     ``ignore`` adds gitignore-style patterns to the repository's ignore rules
     for this run's snapshots: an ignored path is never recorded, deleted or
     overwritten by the run's rollback.
@@ -36,6 +39,7 @@ class WorkspaceOptions:
     max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES
     rollback_on_failure: bool = False
     rollback_on_interrupt: bool = False
+    rollback_git: bool = False
     ignore: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -59,5 +63,6 @@ class WorkspaceOptions:
             "max_patch_bytes": self.max_patch_bytes,
             "rollback_on_failure": self.rollback_on_failure,
             "rollback_on_interrupt": self.rollback_on_interrupt,
+            "rollback_git": self.rollback_git,
             "ignore": list(self.ignore),
         }

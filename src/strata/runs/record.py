@@ -8,7 +8,8 @@ Events of one run share the run id as ``operation_id``:
   (none when HEAD already holds the files) and ``after`` / ``after_failure``;
 - ``workspace_snapshot_taken`` {label, backend, ref}, anchored to each;
 - ``workspace_diff_computed`` {files_changed, insertions, deletions, has_patch}
-  and ``run`` {argv, exit_code, duration_ms, cwd, interrupted, summary},
+  and ``run`` {argv, exit_code, duration_ms, cwd, interrupted, summary,
+  git_head_before, git_head_after (git's HEAD commit and branch, null outside git)},
   anchored to the ``after`` state event, in one operation;
 - after a rollback, a ``rollback`` event written by the restore.
 """
@@ -187,6 +188,7 @@ def record_finish(
     error: BaseException | None = None,
     will_roll_back: bool = False,
     recovered: bool = False,
+    git_heads: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
 ) -> Finish:
     """Take the ``after`` snapshot and write the diff and ``run`` events (one operation)."""
     label_after = "after_failure" if failed else "after"
@@ -206,6 +208,8 @@ def record_finish(
         "rollback": will_roll_back and bool(diff.changes),
         "options": options.to_json(),
         "workspace": summary,
+        "git_head_before": git_heads[0],
+        "git_head_after": git_heads[1],
     }
     if error is not None:
         run_data["error"] = f"{type(error).__name__}: {error}"[:2000]

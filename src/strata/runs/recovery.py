@@ -11,12 +11,13 @@ from __future__ import annotations
 
 from contextlib import suppress
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from strata.core.lease import stale_leases
 from strata.errors import StrataError
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author
+from strata.runs.git import GitHead, read_head
 from strata.runs.options import WorkspaceOptions
 from strata.runs.record import Taken, record_finish
 
@@ -54,6 +55,7 @@ def recover_runs(repo: Core) -> list[str]:
                     ),
                     failed=False,
                     recovered=True,
+                    git_heads=(_head_json(info.get("git_head_before")), _current_head(repo)),
                 )
             except (StrataError, KeyError, TypeError, ValueError):
                 continue  # left for 'strata check' to report; never blocks the command
@@ -70,3 +72,14 @@ def _recorded(repo: Core, run_id: str) -> bool:
         EventFilter(operation_id=run_id, action_type="run"), limit=1
     )
     return bool(list(found))
+
+
+def _head_json(raw: object) -> dict[str, Any] | None:
+    """A git HEAD kept in a lease, as the run event keeps it."""
+    head = GitHead.from_json(raw) if isinstance(raw, dict) else None
+    return head.to_json() if head else None
+
+
+def _current_head(repo: Core) -> dict[str, Any] | None:
+    head = read_head(repo.root)
+    return head.to_json() if head else None

@@ -52,6 +52,19 @@ class RunResult:
     error: BaseException | None = None
     signal: int | None = None
     warnings: list[str] = field(default_factory=list)
+    git_head_before: dict[str, Any] | None = None
+    """Git's HEAD before the run: ``{"commit", "branch"}`` (None outside a git work tree)."""
+    git_head_after: dict[str, Any] | None = None
+    """Git's HEAD after the run, in the same form."""
+    git_rollback: dict[str, Any] | None = None
+    """With ``rollback_git`` when HEAD moved: ``{"branch", "moved_to", "kept_on"}`` once the
+    branch moved back, or ``{"error"}`` saying why it did not (HEAD changed branch)."""
+
+    @property
+    def new_git_commits(self) -> bool:
+        """True when git's HEAD moved during the run (the command made or checked out commits)."""
+        before, after = self.git_head_before, self.git_head_after
+        return before is not None and after is not None and before != after
 
     @property
     def ok(self) -> bool:
@@ -78,4 +91,7 @@ class RunResult:
             "diff": ws.diff if ws else None,
             "rolled_back": ws.rolled_back if ws else False,
             "safety_ref": ws.safety_ref if ws else None,
+            "git_head_before": self.git_head_before,
+            "git_head_after": self.git_head_after,
+            "git_rollback": self.git_rollback,
         }
