@@ -17,7 +17,6 @@ from strata.cli.common import (
     short,
     warn,
 )
-from strata.layout import GIT_HIDDEN_REPO
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -64,6 +63,8 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
             click.echo(f"{repo.root} is already a strata workspace (repository {repo.layout.repo})")
         imported = result.imported
         if imported.events:
+            from strata.layout import GIT_HIDDEN_REPO
+
             click.echo(
                 f"Imported {imported.runs} git-backed run{'s' if imported.runs != 1 else ''} "
                 f"({imported.events} events) recorded in {repo.root / GIT_HIDDEN_REPO}"
