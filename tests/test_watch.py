@@ -325,7 +325,7 @@ def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
         (ws / "a.txt").write_text("edited by an IDE\n")
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert _json(line)["files"] == ["a.txt"]
+        assert _json(line)["changed_paths"] == ["a.txt"]
     finally:
         os.kill(proc.pid, signal.SIGINT)
         try:

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
 
     from strata.errors import (
         AmbiguousRef,
+        BookmarkLocked,
+        BranchInUse,
         CommandNotExecutable,
         CommandNotFound,
         CorruptRepository,
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
         GitBackendError,
         JournalError,
         MergeConflict,
+        NameTaken,
         NestedRepository,
         NoDraft,
         NotARepository,
@@ -81,6 +84,8 @@ if TYPE_CHECKING:
 
 _ERRORS = (
     "AmbiguousRef",
+    "BookmarkLocked",
+    "BranchInUse",
     "CommandNotExecutable",
     "CommandNotFound",
     "CorruptRepository",
@@ -93,6 +98,7 @@ _ERRORS = (
     "GitBackendError",
     "JournalError",
     "MergeConflict",
+    "NameTaken",
     "NestedRepository",
     "NoDraft",
     "NotARepository",
@@ -150,6 +156,8 @@ _HOME = {
 __all__ = [
     "AmbiguousRef",
     "Author",
+    "BookmarkLocked",
+    "BranchInUse",
     "Checkpoint",
     "Checkpoints",
     "CommandNotExecutable",
@@ -170,6 +178,7 @@ __all__ = [
     "JournalError",
     "LiveCapture",
     "MergeConflict",
+    "NameTaken",
     "NestedRepository",
     "NoDraft",
     "NotARepository",

@@ -23,7 +23,10 @@ The tree::
     │   └── JournalError           a journal of an interrupted command cannot be read
     ├── RefError
     │   ├── UnknownRef             a ref that names nothing
-    │   └── AmbiguousRef           a prefix that names more than one thing
+    │   ├── AmbiguousRef           a prefix that names more than one thing
+    │   ├── NameTaken              a branch or bookmark name that is already in use
+    │   ├── BookmarkLocked         a locked bookmark asked to move, be renamed or deleted
+    │   └── BranchInUse            deleting the branch HEAD is on
     ├── PathError
     │   ├── PathOutsideWorkspace   a path that leaves the workspace
     │   └── PathNotFound           a path absent from a snapshot
@@ -176,6 +179,33 @@ class AmbiguousRef(RefError):
         )
         self.ref = ref
         self.candidates = candidates
+
+
+class NameTaken(RefError):
+    """A new branch or bookmark name that is already in use."""
+
+    def __init__(self, what: str, name: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{what} {name!r} exists", hint=hint or "pick another name")
+        self.what = what
+        self.name = name
+
+
+class BookmarkLocked(RefError):
+    """A locked bookmark cannot move, be renamed or be deleted."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"bookmark {name!r} is locked", hint=f"run 'strata bookmark unlock {name}' first"
+        )
+        self.name = name
+
+
+class BranchInUse(RefError):
+    """The branch HEAD is on cannot be deleted."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"branch {name!r} is HEAD's branch", hint="switch to another branch first")
+        self.name = name
 
 
 class PathError(StrataError):
