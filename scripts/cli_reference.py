@@ -42,6 +42,10 @@ def render() -> str:
         "",
         "Generated from `strata --help` by `scripts/cli_reference.py`; a test keeps it current.",
         "",
+        "Output with `--json`, the key names, the error object and the exit codes are",
+        'described in [json.md](json.md): objects carry `"schema": 1`, errors exit 1,',
+        "usage errors 2.",
+        "",
     ]
     with click.Context(cli, info_name="strata", terminal_width=88, max_content_width=88) as ctx:
         parts += ["## strata", "", "```", cli.get_help(ctx), "```", ""]

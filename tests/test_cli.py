@@ -105,6 +105,7 @@ def test_every_json_output_parses_and_has_its_keys(
     make_tree(ws, {"a.txt": "1\n", "d/b.bin": b"\0x"})
     init = as_json(run_cli("init", "--json", cwd=ws))
     assert init == {
+        "schema": 1,
         "workspace": str(ws.resolve()),
         "repository": str((ws / ".strata").resolve()),
         "ledger": "sqlite",
@@ -131,7 +132,7 @@ def test_every_json_output_parses_and_has_its_keys(
 
     (ws / "a.txt").write_text("1\n2\n")
     status = as_json(run_cli("status", "--json", cwd=ws))
-    assert set(status) >= {"head", "head_snapshot_id", "clean", "changes", "warnings"}
+    assert set(status) >= {"head_event_id", "head_snapshot_id", "clean", "changes", "warnings"}
     assert status["clean"] is False
     assert status["changes"] == [{"path": "a.txt", "status": "modified", "old_path": None}]
 
@@ -154,14 +155,14 @@ def test_every_json_output_parses_and_has_its_keys(
     assert [(e["name"], e["kind"]) for e in tree["entries"]] == [("a.txt", "file"), ("d", "dir")]
     assert set(tree["entries"][0]) >= {"name", "kind", "mode", "size", "id"}
     blob = as_json(run_cli("cat", tree["entries"][0]["id"][:10], "--json", cwd=ws))
-    assert blob == {"kind": "blob", "size": 4}
+    assert blob == {"schema": 1, "kind": "blob", "size": 4}
 
     check = as_json(run_cli("check", "--json", cwd=ws))
-    assert check == {"ok": True, "problems": [], "events": 2}
+    assert check == {"schema": 1, "ok": True, "problems": [], "events": 2}
 
     out = tmp_path / "out"
     export = as_json(run_cli("export", "HEAD~1", str(out), "--json", cwd=ws))
-    assert export == {"ref": "HEAD~1", "directory": str(out), "files": 2}
+    assert export == {"schema": 1, "ref": "HEAD~1", "directory": str(out), "files_written": 2}
 
     rewind = as_json(run_cli("rewind", "HEAD~1", "--json", cwd=ws))
     assert set(rewind) >= REWIND_KEYS

@@ -13,7 +13,14 @@ import pytest
 
 from conftest import CliRunner
 from strata import Author, Repository
-from strata.errors import StrataError, UnknownRef, UsageError
+from strata.errors import (
+    BookmarkLocked,
+    BranchInUse,
+    NameTaken,
+    StrataError,
+    UnknownRef,
+    UsageError,
+)
 from strata.ledger.drivers.sqlite import SqliteDriver
 from strata.ledger.events import Event
 from strata.ledger.records import Record
@@ -40,10 +47,10 @@ def as_json(result: tuple[int, Any, Any]) -> Any:
     return json.loads(ok(result))
 
 
-def assert_user_error(result: tuple[int, Any, Any], *, says: str = "") -> str:
-    """Exit 1 with exactly one ``error:`` line (and maybe one ``hint:``); nothing on stdout."""
+def assert_user_error(result: tuple[int, Any, Any], *, says: str = "", exit: int = 1) -> str:
+    """Exit 1 (or ``exit``), one ``error:`` line (maybe one ``hint:``), nothing on stdout."""
     code, out, err = result
-    assert code == 1, f"exit {code}: {err}"
+    assert code == exit, f"exit {code}: {err}"
     assert "Traceback" not in err and "internal error" not in err, err
     lines = err.splitlines()
     assert lines and lines[0].startswith("error: "), err
@@ -192,7 +199,7 @@ def test_rewind_branch_names_the_new_branch(ws: Path, repo: Repository) -> None:
     d = record(repo, ws, {"f.txt": "x\n"})
     assert d.branch == "experiment"
     assert repo.view().branches == {"main": c.id, "experiment": d.id}
-    with pytest.raises(UsageError, match="exists"):
+    with pytest.raises(NameTaken, match="exists"):
         repo.rewind(a.id, branch="experiment")
     with pytest.raises(UsageError, match="looks like an id"):
         repo.rewind(a.id, branch="cafe")
@@ -208,7 +215,7 @@ def test_old_tips_stay_reachable_from_the_cli(
     (ws / "f.txt").write_text("retry\n")
     ok(run_cli("snapshot", "-m", "retry", cwd=ws))
     branches = as_json(run_cli("branch", "list", "--json", cwd=ws))
-    tips = {b["name"]: b["tip"] for b in branches["branches"]}
+    tips = {b["name"]: b["tip_event_id"] for b in branches["branches"]}
     assert tips["main"] == c.id
     assert branches["head"]["branch"] == "retry"
 
@@ -255,12 +262,12 @@ def test_branch_create_switch_list_and_delete(
     repo.close()
 
     created = as_json(run_cli("branch", "create", "feature", "HEAD~1", "--json", cwd=ws))
-    assert created == {"name": "feature", "tip": b.id}
+    assert created == {"schema": 1, "name": "feature", "tip_event_id": b.id}
     listed = as_json(run_cli("branch", "list", "--json", cwd=ws))
-    assert listed["head"] == {"branch": "main", "event": c.id}
+    assert listed["head"] == {"branch": "main", "event_id": c.id}
     assert listed["branches"] == [
-        {"name": "feature", "tip": b.id, "head": False},
-        {"name": "main", "tip": c.id, "head": True},
+        {"name": "feature", "tip_event_id": b.id, "head": False},
+        {"name": "main", "tip_event_id": c.id, "head": True},
     ]
     assert (ws / "f.txt").read_text() == "3\n", "create does not move HEAD or files"
 
@@ -269,7 +276,7 @@ def test_branch_create_switch_list_and_delete(
     (ws / "f.txt").write_text("feature work\n")
     made = as_json(run_cli("snapshot", "--json", cwd=ws))
     listed = as_json(run_cli("branch", "list", "--json", cwd=ws))
-    assert {r["name"]: r["tip"] for r in listed["branches"]} == {
+    assert {r["name"]: r["tip_event_id"] for r in listed["branches"]} == {
         "feature": made["event_id"],
         "main": c.id,
     }
@@ -287,7 +294,12 @@ def test_branch_create_switch_list_and_delete(
     ok(run_cli("branch", "switch", "main", cwd=ws))
     assert (ws / "f.txt").read_text() == "3\n"
     deleted = as_json(run_cli("branch", "delete", "feature", "--json", cwd=ws))
-    assert deleted == {"name": "feature", "tip": made["event_id"], "deleted": True}
+    assert deleted == {
+        "schema": 1,
+        "name": "feature",
+        "tip_event_id": made["event_id"],
+        "deleted": True,
+    }
     listed = as_json(run_cli("branch", "list", "--json", cwd=ws))
     assert [r["name"] for r in listed["branches"]] == ["main"]
 
@@ -308,7 +320,7 @@ def test_branch_operations_from_the_api(ws: Path, repo: Repository) -> None:
     d = record(repo, ws, {"f.txt": "on old\n"})
     assert d.branch == "old" and d.parent_event_id == a.id
     assert repo.view().branches == {"main": c.id, "old": d.id}
-    with pytest.raises(UsageError, match="HEAD's branch"):
+    with pytest.raises(BranchInUse, match="HEAD's branch"):
         repo.branch_delete("old")
     repo.branch_switch("main")
     assert repo.branch_delete("old") == d.id
@@ -357,7 +369,7 @@ def test_id_like_names_are_refused_by_the_cli(ws: Path, run_cli: CliRunner) -> N
         ["snapshot", "save", "beef"],
         ["rewind", "HEAD", "--branch", "cafe"],
     ):
-        assert_user_error(run_cli(*args, cwd=ws), says="looks like an id")
+        assert_user_error(run_cli(*args, cwd=ws), says="looks like an id", exit=2)  # usage
     ok(run_cli("bookmark", "add", "abc", cwd=ws))  # three letters cannot be an id prefix
 
 
@@ -384,12 +396,15 @@ def test_names_resolve_as_refs_everywhere(
     ok(run_cli("rewind", "mybranch", cwd=ws))
     assert (ws / "f.txt").read_text() == "2\n"
     listed = as_json(run_cli("branch", "list", "--json", cwd=ws))
-    assert listed["head"] == {"branch": "mybranch", "event": b.id}
+    assert listed["head"] == {"branch": "mybranch", "event_id": b.id}
     ok(run_cli("rewind", "mybookmark", cwd=ws))
     assert (ws / "f.txt").read_text() == "1\n"
     ok(run_cli("bookmark", "add", "second", "mybookmark", cwd=ws))
     marks = as_json(run_cli("bookmark", "list", "--json", cwd=ws))
-    assert {m["name"]: m["target"] for m in marks} == {"mybookmark": a.id, "second": a.id}
+    assert {m["name"]: m["target_event_id"] for m in marks} == {
+        "mybookmark": a.id,
+        "second": a.id,
+    }
 
 
 # -- bookmarks ------------------------------------------------------------------------------
@@ -399,12 +414,12 @@ def test_bookmark_lifecycle(ws: Path, repo: Repository) -> None:
     a, b, c = three(repo, ws)
     assert repo.bookmark("add", "good").target == c.id
     assert repo.bookmark("add", "older", ref="HEAD~2").target == a.id
-    with pytest.raises(UsageError, match="exists"):
+    with pytest.raises(NameTaken, match="exists"):
         repo.bookmark("add", "good", ref=a.id)
 
     assert repo.bookmark("move", "older", ref=b.id).target == b.id
     assert repo.bookmark("rename", "older", new_name="middle").name == "middle"
-    with pytest.raises(UsageError, match="exists"):
+    with pytest.raises(NameTaken, match="exists"):
         repo.bookmark("rename", "middle", new_name="good")
     assert {n: m.target for n, m in repo.view().bookmarks.items()} == {"good": c.id, "middle": b.id}
 
@@ -414,7 +429,7 @@ def test_bookmark_lifecycle(ws: Path, repo: Repository) -> None:
         ("rename", {"new_name": "great"}),
         ("delete", {}),
     ):
-        with pytest.raises(UsageError, match="locked"):
+        with pytest.raises(BookmarkLocked, match="locked"):
             repo.bookmark(action, "good", **kwargs)
     assert repo.view().bookmarks["good"].target == c.id
     assert repo.view().bookmarks["good"].locked
@@ -459,8 +474,8 @@ def test_a_locked_bookmark_is_a_one_line_error_on_the_cli(ws: Path, run_cli: Cli
 
     ok(run_cli("bookmark", "unlock", "release", cwd=ws))
     moved = as_json(run_cli("bookmark", "move", "release", "HEAD", "--json", cwd=ws))
-    head = as_json(run_cli("status", "--json", cwd=ws))["head"]
-    assert moved["target"] == head and moved["locked"] is False
+    head = as_json(run_cli("status", "--json", cwd=ws))["head_event_id"]
+    assert moved["target_event_id"] == head and moved["locked"] is False
     ok(run_cli("bookmark", "rename", "release", "v1", cwd=ws))
     ok(run_cli("bookmark", "delete", "v1", cwd=ws))
     assert ok(run_cli("bookmark", "list", cwd=ws)) == "No bookmarks.\n"
@@ -482,7 +497,7 @@ def test_snapshot_save_records_and_bookmarks_in_one_operation(ws: Path, repo: Re
 
     # unique names: refused before anything is recorded
     (ws / "f.txt").write_text("3\n")
-    with pytest.raises(UsageError, match="exists"):
+    with pytest.raises(NameTaken, match="exists"):
         repo.snapshot("again", bookmark="known-good")
     assert repo.head() == result.event
     # nothing changed: no event and no bookmark
@@ -496,7 +511,9 @@ def test_snapshot_save_on_the_cli(ws: Path, run_cli: CliRunner) -> None:
     ok(run_cli("init", cwd=ws))
     saved = as_json(run_cli("snapshot", "save", "before-upgrade", "-m", "ok", "--json", cwd=ws))
     marks = as_json(run_cli("bookmark", "list", "--json", cwd=ws))
-    assert marks == [{"name": "before-upgrade", "target": saved["event_id"], "locked": False}]
+    assert marks == [
+        {"name": "before-upgrade", "target_event_id": saved["event_id"], "locked": False}
+    ]
     out = ok(run_cli("snapshot", "save", "again", cwd=ws))
     assert "Nothing changed" in out and "no bookmark again" in out
     assert len(as_json(run_cli("bookmark", "list", "--json", cwd=ws))) == 1
@@ -541,7 +558,7 @@ def test_operation_groups_events(ws: Path, run_cli: CliRunner) -> None:
     assert rename["count"] == 3
     assert rename["event_ids"] == grouped[::-1]
     assert [e["id"] for e in rename["events"]] == grouped[::-1]
-    assert rename["files"] == ["step0.py", "step1.py", "step2.py"]
+    assert rename["changed_paths"] == ["step0.py", "step1.py", "step2.py"]
     assert rename["first_ts"] <= rename["last_ts"]
     others = [g for k, g in by_key.items() if k != "rename-user"]
     assert sorted(i for g in others for i in g["event_ids"]) == sorted([base, after])

@@ -311,7 +311,7 @@ def test_the_cli_migrates_the_v1_fixture(v1_repo: Path, run_cli: CliRunner) -> N
     code, _, err = run_cli("ledger", "verify", cwd=v1_repo)
     assert code == 0, err
     status = json.loads(run_cli("branch", "list", "--json", cwd=v1_repo)[1])
-    assert status["head"]["event"] == head
+    assert status["head"]["event_id"] == head
 
 
 # -- a format-1 ledger over real objects ---------------------------------------------------

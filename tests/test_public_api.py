@@ -13,7 +13,13 @@ import pytest
 import strata
 import strata.errors
 
-EXPECTED = {
+ERRORS = {
+    name
+    for name, value in vars(strata.errors).items()
+    if inspect.isclass(value) and issubclass(value, Exception)
+}
+
+EXPECTED = ERRORS | {
     "AsyncRepository",
     "Author",
     "Checkpoint",
@@ -32,7 +38,6 @@ EXPECTED = {
     "RunResult",
     "SnapshotResult",
     "StatusResult",
-    "StrataError",
     "WorkspaceOptions",
     "__version__",
 }
@@ -76,6 +81,36 @@ def test_every_error_is_a_strata_error_and_documented() -> None:
     for error in errors:
         assert issubclass(error, strata.StrataError), error
         assert error.__name__ in doc, f"{error.__name__} is missing from the errors tree"
+
+
+def test_every_error_is_exported_and_has_an_exit_code() -> None:
+    assert len(ERRORS) > 30
+    usage = {strata.errors.UsageError}
+    runs = {
+        strata.errors.RunError: 125,
+        strata.errors.GitBackendError: 125,
+        strata.errors.CommandNotFound: 127,
+        strata.errors.CommandNotExecutable: 126,
+    }
+    for name in ERRORS:
+        error = getattr(strata, name)
+        assert error is getattr(strata.errors, name), name
+        assert name in strata.__all__, name
+        want = 2 if error in usage else runs.get(error, 1)
+        assert error.exit_code == want, f"{name}.exit_code is {error.exit_code}, not {want}"
+
+
+def test_no_anonymous_strata_error_is_raised() -> None:
+    """Every error raised names its specific class, so tools can tell them apart."""
+    src = Path(strata.__file__).parent
+    found = [
+        f"{path.relative_to(src)}:{number}"
+        for path in sorted(src.rglob("*.py"))
+        if path.name != "errors.py"
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if "StrataError(" in line and "class " not in line
+    ]
+    assert found == []
 
 
 def test_importing_strata_is_lazy() -> None:

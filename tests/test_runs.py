@@ -590,7 +590,7 @@ def test_undo_after_a_run_puts_back_what_the_command_changed_and_redo_reapplies_
     assert "Undid run" in out
     assert manifest(ws) == before  # one undo reverses what the command did
     status = json.loads(run_cli("status", "--json", cwd=ws)[1])
-    assert status["clean"] and status["head"] == base_head["id"]
+    assert status["clean"] and status["head_event_id"] == base_head["id"]
 
     code, _, err = run_cli("redo", cwd=ws)
     assert code == 0, err

@@ -88,7 +88,7 @@ def test_undo_appends_and_erases_nothing(ws: Path, run_cli: CliRunner) -> None:
     head_before = ok(run_cli("ledger", "head", cwd=ws))
 
     undone = as_json(run_cli("undo", "--json", cwd=ws))
-    assert undone["undid"] == ops_before[0]["id"] and undone["command"] == "snapshot"
+    assert undone["undone_operation_id"] == ops_before[0]["id"] and undone["command"] == "snapshot"
 
     after = record_lines(db)
     assert after[: len(before)] == before, "undo rewrote history"
@@ -386,7 +386,7 @@ def test_op_log_lists_every_operation(ws: Path, run_cli: CliRunner) -> None:
             "command",
             "ts",
             "author",
-            "events",
+            "event_ids",
             "view_before",
             "view_after",
         }

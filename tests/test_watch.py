@@ -291,9 +291,9 @@ def test_watch_daemon_status_snapshot_and_stop(ws: Path, run_cli: Any) -> None:
     finally:
         code, out, err = run_cli("watch", "--stop", "--json", cwd=ws)
     assert code == 0, err
-    assert _json(out) == {"stopped": True, "pid": started["pid"]}
+    assert _json(out) == {"schema": 1, "stopped": True, "pid": started["pid"]}
     code, out, _ = run_cli("watch", "--status", "--json", cwd=ws)
-    assert _json(out) == {"running": False}
+    assert _json(out) == {"schema": 1, "running": False}
     code, out, _ = run_cli("watch", "--stop", cwd=ws)
     assert code == 0 and "No watcher runs" in out
     code, _, err = run_cli("watch", "--stop", "--status", cwd=ws)
@@ -325,7 +325,7 @@ def test_watch_records_edits_until_stopped(ws: Path, run_cli: Any) -> None:
         (ws / "a.txt").write_text("edited by an IDE\n")
         assert proc.stdout is not None
         line = proc.stdout.readline()
-        assert _json(line)["files"] == ["a.txt"]
+        assert _json(line)["changed_paths"] == ["a.txt"]
     finally:
         os.kill(proc.pid, signal.SIGINT)
         try:
@@ -503,7 +503,10 @@ def test_a_killed_watcher_leaves_a_sound_repository(ws: Path, run_cli: Any) -> N
         time.sleep(0.02)  # until it is reaped by init
     code, out, err = run_cli("check", cwd=ws)
     assert code == 0, out + err
-    assert _json(run_cli("watch", "--status", "--json", cwd=ws)[1]) == {"running": False}
+    assert _json(run_cli("watch", "--status", "--json", cwd=ws)[1]) == {
+        "schema": 1,
+        "running": False,
+    }
     (ws / "after.txt").write_text("after the kill\n")
     code, out, err = run_cli("snapshot", "--json", cwd=ws)
     assert code == 0, err

@@ -1,24 +1,32 @@
 """Errors raised by Strata.
 
 Every error Strata raises on purpose is a :class:`StrataError`. Each carries a
-message a user can act on and, where one helps, a ``hint``. The CLI prints
-``error: <message>`` (and ``hint: <hint>``) on one line each and exits 1; usage
-errors exit 2.
+message a user can act on and, where one helps, a ``hint``, and its class says
+what the ``strata`` command exits with (``exit_code``): 2 for usage errors, 125
+for a run Strata could not start or record, 127 and 126 for a run's command
+that is missing or cannot be executed, 1 for everything else. The CLI prints
+``error: <message>`` (and ``hint: <hint>``) on one line each; with ``--json``
+it prints ``{"schema": 1, "error": {"type": <class name>, "message": …,
+"hint": … or null}}`` on stderr instead.
 
 The tree::
 
-    StrataError
-    ├── UsageError                 bad arguments that the parser could not catch
+    StrataError                                                       (exit 1)
+    ├── UsageError                 bad arguments that the parser could not catch (exit 2)
     ├── RepositoryError
     │   ├── NotARepository         no workspace found searching upward
     │   ├── NestedRepository       init inside an existing workspace
     │   ├── UnsupportedFormat      repository written by a newer Strata
     │   ├── RepositoryLocked       another process holds the write lock too long
-    │   └── CorruptRepository      a stored object or record fails verification
-    │       └── ObjectMissing      an object named by a tree, snapshot or event is absent
+    │   ├── CorruptRepository      a stored object or record fails verification
+    │   │   └── ObjectMissing      an object named by a tree, snapshot or event is absent
+    │   └── JournalError           a journal of an interrupted command cannot be read
     ├── RefError
     │   ├── UnknownRef             a ref that names nothing
-    │   └── AmbiguousRef           a prefix that names more than one thing
+    │   ├── AmbiguousRef           a prefix that names more than one thing
+    │   ├── NameTaken              a branch or bookmark name that is already in use
+    │   ├── BookmarkLocked         a locked bookmark asked to move, be renamed or deleted
+    │   └── BranchInUse            deleting the branch HEAD is on
     ├── PathError
     │   ├── PathOutsideWorkspace   a path that leaves the workspace
     │   └── PathNotFound           a path absent from a snapshot
@@ -33,16 +41,24 @@ The tree::
     │   ├── DraftChanged           the Draft changed since the review publish expects
     │   ├── ExternalSymlink        a Draft symlink points outside the workspace
     │   ├── WatcherRunning         a watcher already runs for this workspace
-    │   └── WatcherFailed          the file-system watcher could not start
+    │   ├── WatcherFailed          the file-system watcher could not start
+    │   ├── EntryInTheWay          a file, folder or symlink is not the kind a write expects
+    │   └── ProtectedPath          a write into .strata or .git of a workspace
+    ├── UndoError
+    │   ├── NothingToUndo          no operation is left to undo
+    │   └── NothingToRedo          redo only follows an undo
     ├── MergeConflict              publish: edits of Published and the Draft collide
     ├── DiffError                  a diff that cannot be produced
     ├── SandboxError
     │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
     │   └── SandboxPolicyError     a path the sandbox policy refuses to mount
-    └── RunError                   a run that cannot start or record ('strata run' exits 125)
+    └── RunError                   a run that cannot start or record (exit 125)
         ├── CommandNotFound        the command does not exist (exit 127)
         ├── CommandNotExecutable   the command cannot be executed (exit 126)
         └── GitBackendError        a git command of the git backend failed
+
+Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
+Strata's own failures never pass for the command's exit code.
 """
 
 from __future__ import annotations
@@ -50,6 +66,9 @@ from __future__ import annotations
 
 class StrataError(Exception):
     """Root of every error Strata raises on purpose."""
+
+    exit_code: int = 1
+    """What the ``strata`` command exits with when this error ends it."""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -62,6 +81,8 @@ class StrataError(Exception):
 
 class UsageError(StrataError):
     """Arguments that are well-formed for the parser but make no sense together."""
+
+    exit_code = 2
 
 
 class RepositoryError(StrataError):
@@ -122,6 +143,14 @@ class ObjectMissing(CorruptRepository):
         self.object_id = object_id
 
 
+class JournalError(RepositoryError):
+    """The journal an interrupted command left behind is unreadable or of an unknown version."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        super().__init__(f"the journal {path} {problem}", hint="run 'strata check'")
+        self.path = path
+
+
 class RefError(StrataError):
     """A ref could not be resolved."""
 
@@ -150,6 +179,33 @@ class AmbiguousRef(RefError):
         )
         self.ref = ref
         self.candidates = candidates
+
+
+class NameTaken(RefError):
+    """A new branch or bookmark name that is already in use."""
+
+    def __init__(self, what: str, name: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{what} {name!r} exists", hint=hint or "pick another name")
+        self.what = what
+        self.name = name
+
+
+class BookmarkLocked(RefError):
+    """A locked bookmark cannot move, be renamed or be deleted."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"bookmark {name!r} is locked", hint=f"run 'strata bookmark unlock {name}' first"
+        )
+        self.name = name
+
+
+class BranchInUse(RefError):
+    """The branch HEAD is on cannot be deleted."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"branch {name!r} is HEAD's branch", hint="switch to another branch first")
+        self.name = name
 
 
 class PathError(StrataError):
@@ -306,6 +362,42 @@ class WatcherFailed(WorkspaceError):
         )
         self.workspace = workspace
         self.reason = reason
+
+
+class EntryInTheWay(WorkspaceError):
+    """A file, folder or symlink of the workspace is not the kind a read or write expects."""
+
+    def __init__(self, path: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.path = path
+
+
+class ProtectedPath(WorkspaceError):
+    """A write into ``.strata`` or ``.git``: they are never written into a workspace."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"refusing to change {path}: .strata and .git are never written into a workspace"
+        )
+        self.path = path
+
+
+class UndoError(StrataError):
+    """``undo`` or ``redo`` has nothing to act on."""
+
+
+class NothingToUndo(UndoError):
+    """Every operation is undone already (or none was recorded)."""
+
+    def __init__(self) -> None:
+        super().__init__("nothing to undo", hint="see 'strata op log'")
+
+
+class NothingToRedo(UndoError):
+    """``redo`` follows only an undo."""
+
+    def __init__(self) -> None:
+        super().__init__("nothing to redo: redo only follows an undo", hint="see 'strata op log'")
 
 
 class DiffError(StrataError):

@@ -48,7 +48,7 @@ from strata.core import (
 )
 from strata.core import check as _check
 from strata.core.restore import restore_into
-from strata.errors import PathNotFound, UnknownRef, UsageError
+from strata.errors import NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
@@ -238,7 +238,7 @@ class Repository(Core):
             check_ref_name(bookmark, what="bookmark")
         with self.transaction(EventType.parse(action_type), author) as tx:
             if bookmark is not None and bookmark in tx.view.bookmarks:
-                raise UsageError(f"bookmark {bookmark!r} exists", hint="pick another name")
+                raise NameTaken("bookmark", bookmark)
             result, _ = tx.snapshot(
                 message,
                 event_type=action_type,
@@ -364,7 +364,7 @@ class Repository(Core):
             self.guard_published("rewind", force=force)
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in tx.view.branches:
-                raise UsageError(f"branch {branch!r} exists", hint="pick another name")
+                raise NameTaken("branch", branch)
             result = restore_into(
                 tx, target, ref, paths=None, event_type=EventType.REWIND, new_branch=branch
             )

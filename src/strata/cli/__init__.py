@@ -2,19 +2,28 @@
 
 One click group; one module per command family. This is the only place that
 maps errors to output and exit codes: a :class:`~strata.errors.StrataError`
-prints ``error: …`` (and ``hint: …``) and exits 1; a usage error exits 2; a
-bug prints ``internal error`` and asks for ``--debug``.
+prints ``error: …`` (and ``hint: …``) and exits with its class's ``exit_code``
+(2 for usage errors, 1 for most others); a usage error the parser finds exits
+2; a bug prints ``internal error`` and asks for ``--debug``. When the command
+was given ``--json``, the error is one JSON object on stderr instead::
+
+    {"schema": 1, "error": {"type": "UnknownRef", "message": "...", "hint": "..."}}
+
+``type`` is the class name in :mod:`strata.errors`; the parser's errors are
+``UsageError``, Ctrl-C is ``Interrupted`` (exit 130) and a bug ``InternalError``.
+``strata`` (or a command group) with no arguments prints its help and exits 0.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from typing import NoReturn
 
 import click
 
 from strata._version import __version__
-from strata.cli.common import State
+from strata.cli.common import State, report_error
 from strata.errors import StrataError
 
 
@@ -46,7 +55,8 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
             os.chdir(directory)
         except OSError as exc:
             raise click.UsageError(f"cannot change to {directory}: {exc.strerror}") from None
-    ctx.obj = State(debug=debug)
+    state = ctx.ensure_object(State)
+    state.debug = state.debug or debug
 
 
 def _register() -> None:
@@ -60,40 +70,57 @@ def _register() -> None:
 _register()
 
 
+def _json_requested(args: list[str], state: State) -> bool:
+    """Whether ``--json`` was given, also when the parser failed before reading it."""
+    if state.json:
+        return True
+    own = args[: args.index("--")] if "--" in args else args  # after '--': a run's command
+    return "--json" in own
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``strata`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
-    debug = "--debug" in args or os.environ.get("STRATA_DEBUG") == "1"
+    state = State(debug="--debug" in args or os.environ.get("STRATA_DEBUG") == "1")
+    color = False if "NO_COLOR" in os.environ else None  # None: colour only on a terminal
+
+    def fail(error_type: str, message: str, hint: str | None, code: int) -> NoReturn:
+        report_error(error_type, message, hint, as_json=_json_requested(args, state))
+        sys.exit(code)
+
     try:
-        code = cli.main(args, prog_name="strata", standalone_mode=False)
+        code = cli.main(args, prog_name="strata", standalone_mode=False, obj=state, color=color)
     except click.UsageError as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
-        if exc.ctx is not None:
-            click.echo(f"hint: see '{exc.ctx.command_path} --help'", err=True)
-        sys.exit(2)
+        if isinstance(exc, _NO_ARGS_IS_HELP) and exc.ctx is not None:
+            click.echo(exc.ctx.get_help(), color=color)
+            sys.exit(0)
+        hint = f"see '{exc.ctx.command_path} --help'" if exc.ctx is not None else None
+        fail("UsageError", exc.format_message(), hint, exc.exit_code)
     except click.ClickException as exc:
-        click.echo(f"error: {exc.format_message()}", err=True)
-        sys.exit(exc.exit_code)
+        fail("StrataError", exc.format_message(), None, exc.exit_code)
     except (click.Abort, KeyboardInterrupt):
-        click.echo("error: interrupted", err=True)
-        sys.exit(130)
+        fail("Interrupted", "interrupted", None, 130)
     except StrataError as exc:
-        if debug:
+        if state.debug:
             raise
-        click.echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
-        sys.exit(1)
+        fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
     except Exception as exc:
-        if debug:
+        if state.debug:
             raise
-        click.echo(
-            f"error: internal error ({type(exc).__name__}: {exc}); "
+        fail(
+            "InternalError",
+            f"internal error ({type(exc).__name__}: {exc}); "
             "run again with --debug for the traceback and please report it",
-            err=True,
+            None,
+            1,
         )
-        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+# click 8.2 and later raise this for a group given no arguments (8.1 printed the help itself)
+_NO_ARGS_IS_HELP: type[Exception] = getattr(
+    click.exceptions, "NoArgsIsHelpError", type("_NeverRaised", (Exception,), {})
+)

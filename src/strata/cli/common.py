@@ -3,7 +3,8 @@
 This shell is the only layer that reads the environment. ``STRATA_AUTHOR``
 and ``STRATA_AUTHOR_KIND`` set the default author; ``STRATA_NOW`` (milliseconds
 since the epoch) freezes the clock and ``STRATA_SEED`` seeds event ids, so
-output is byte-stable in tests. ``STRATA_NO_RESIDENT=1`` keeps a
+output is byte-stable in tests. ``NO_COLOR`` (any value) turns colour off even
+on a terminal. ``STRATA_NO_RESIDENT=1`` keeps a
 ``strata snapshot`` or ``status`` from being handed to a ``--no-capture`` watcher
 (``strata._resident``).
 """
@@ -29,19 +30,36 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 AUTHOR_KINDS = ("human", "agent", "llm", "system")
 
+SCHEMA_VERSION = 1
+"""The version of every ``--json`` output object (its ``"schema"`` key); see docs/json.md."""
+
 
 @dataclass
 class State:
-    """Per-invocation settings shared by commands."""
+    """Per-invocation settings shared by commands (the root context's ``obj``)."""
 
     debug: bool = False
+    json: bool = False
+    """``--json`` was given: an error is then printed as JSON too."""
+
+
+def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    if value:
+        state = ctx.find_object(State)
+        if state is not None:
+            state.json = True
+    return value
 
 
 def json_option(func: F) -> F:
     """The shared ``--json`` flag."""
-    return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(
-        func
-    )
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        callback=_remember_json,
+        help="Print machine-readable JSON (errors too, on stderr).",
+    )(func)
 
 
 def force_option(func: F) -> F:
@@ -147,9 +165,38 @@ def rel_path(repo: Repository, arg: str) -> str:
     return workspace_relative(arg, cwd=Path.cwd(), root=repo.root)
 
 
+def versioned(value: Any) -> Any:
+    """``value`` with ``"schema": SCHEMA_VERSION`` first when it is an object (lists stay lists)."""
+    if isinstance(value, dict):
+        return {"schema": SCHEMA_VERSION, **value}
+    return value
+
+
 def emit_json(value: Any) -> None:
-    """Print ``value`` as JSON on stdout."""
-    sys.stdout.write(json.dumps(value, indent=2, ensure_ascii=False) + "\n")
+    """Print ``value`` as JSON on stdout; an object carries ``"schema": 1``."""
+    sys.stdout.write(json.dumps(versioned(value), indent=2, ensure_ascii=False) + "\n")
+
+
+def emit_json_line(value: dict[str, Any]) -> None:
+    """Print one object as a line of JSON (a stream of them: ``watch --json``)."""
+    sys.stdout.write(json.dumps(versioned(value), ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def report_error(error_type: str, message: str, hint: str | None, *, as_json: bool) -> None:
+    """Print an error on stderr: ``error:``/``hint:`` lines, or with ``as_json`` one JSON line.
+
+    The JSON is ``{"schema": 1, "error": {"type": ..., "message": ..., "hint": ... or null}}``;
+    ``type`` is the error's class name (see :mod:`strata.errors`).
+    """
+    if as_json:
+        body = {"type": error_type, "message": message, "hint": hint}
+        sys.stderr.write(json.dumps(versioned({"error": body}), ensure_ascii=False) + "\n")
+        sys.stderr.flush()
+        return
+    click.echo(f"error: {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
 
 
 def warn(message: str) -> None:

@@ -104,8 +104,8 @@ def draft_status(as_json: bool) -> None:
         click.echo("No Draft is open ('strata draft start' makes one).")
         return
     click.echo(
-        f"Draft {info['id']} (branch {info['branch']}), opened {info['created'][:19]} "
-        f"({_age(info['age_seconds'])} ago), {info['revisions']} revision(s), "
+        f"Draft {info['id']} (branch {info['branch']}), opened {info['created_ts'][:19]} "
+        f"({_age(info['age_ms'] // 1000)} ago), {info['revisions']} revision(s), "
         f"tip {short(info['tip_event_id'])}"
     )
     click.echo(f"Its files: {info['path']}")

@@ -126,7 +126,7 @@ def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> 
                     "count": len(members),
                     "first_ts": members[-1].ts,
                     "last_ts": members[0].ts,
-                    "files": sorted({f for m in members for f in m.files}),
+                    "changed_paths": sorted({f for m in members for f in m.files}),
                     "event_ids": [m.id for m in members],
                     **({"events": [m.to_json() for m in members]} if expand else {}),
                 }
@@ -234,11 +234,11 @@ def status(as_json: bool) -> None:
     """
     with open_repo() as repo:
         result = repo.status()
-    for w in result.warnings:
-        warn(w)
-    if as_json:
+    if as_json:  # the warnings are in the JSON
         emit_json(result.to_json())
         return
+    for w in result.warnings:
+        warn(w)
     if result.head is None:
         click.echo("Nothing recorded yet: run 'strata snapshot'.")
     else:
@@ -303,7 +303,7 @@ def export(ref: str, directory: str, as_json: bool) -> None:
     with open_repo() as repo:
         count = repo.export(ref, directory)
     if as_json:
-        emit_json({"ref": ref, "directory": directory, "files": count})
+        emit_json({"ref": ref, "directory": directory, "files_written": count})
     else:
         click.echo(f"Exported {count} file{'s' if count != 1 else ''} of {ref} into {directory}")
 

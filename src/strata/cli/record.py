@@ -157,11 +157,11 @@ def _record(
         result = repo.snapshot(
             message, author=who, operation=operation, scope=scope, bookmark=bookmark
         )
-    for w in result.warnings:
-        warn(w)
-    if as_json:
+    if as_json:  # the warnings are in the JSON
         emit_json(result.to_json())
         return
+    for w in result.warnings:
+        warn(w)
     if result.event is None:
         click.echo("Nothing changed since HEAD; no snapshot recorded.")
         if bookmark is not None:

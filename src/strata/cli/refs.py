@@ -35,19 +35,19 @@ def branch_list(as_json: bool) -> None:
     with open_repo() as repo:
         view = repo.view()
     rows: list[dict[str, Any]] = [
-        {"name": name, "tip": tip, "head": name == view.head_branch}
+        {"name": name, "tip_event_id": tip, "head": name == view.head_branch}
         for name, tip in sorted(view.branches.items())
     ]
     if view.head_branch not in view.branches:
-        rows.append({"name": view.head_branch, "tip": None, "head": True})
+        rows.append({"name": view.head_branch, "tip_event_id": None, "head": True})
     if as_json:
         emit_json(
-            {"head": {"branch": view.head_branch, "event": view.head_event}, "branches": rows}
+            {"head": {"branch": view.head_branch, "event_id": view.head_event}, "branches": rows}
         )
         return
     for row in rows:
         mark = "*" if row["head"] else " "
-        where = short(row["tip"]) if row["tip"] else "(no events yet)"
+        where = short(row["tip_event_id"]) if row["tip_event_id"] else "(no events yet)"
         click.echo(f"{mark} {row['name']:<20} {where}")
     if view.detached:
         click.echo(f"HEAD is at {short(view.head_event)}, behind the tip of {view.head_branch}:")
@@ -68,7 +68,7 @@ def branch_create(name: str, ref: str, as_json: bool) -> None:
     with open_repo() as repo:
         tip = repo.branch_create(name, ref)
     if as_json:
-        emit_json({"name": name, "tip": tip})
+        emit_json({"name": name, "tip_event_id": tip})
     else:
         click.echo(f"Created branch {name} at {short(tip)}")
 
@@ -109,7 +109,7 @@ def branch_delete(name: str, as_json: bool) -> None:
     with open_repo() as repo:
         tip = repo.branch_delete(name)
     if as_json:
-        emit_json({"name": name, "tip": tip, "deleted": True})
+        emit_json({"name": name, "tip_event_id": tip, "deleted": True})
     else:
         click.echo(
             f"Deleted branch {name} (was {short(tip)}; "
@@ -240,7 +240,12 @@ def bookmark_list(as_json: bool) -> None:
     with open_repo() as repo:
         marks = repo.view().bookmarks
     if as_json:
-        emit_json([{"name": n, **b.to_json()} for n, b in sorted(marks.items())])
+        emit_json(
+            [
+                {"name": n, "target_event_id": b.target, "locked": b.locked}
+                for n, b in sorted(marks.items())
+            ]
+        )
         return
     if not marks:
         click.echo("No bookmarks.")

@@ -13,7 +13,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import _injected, author_options, emit_json, json_option, make_author
+from strata.cli.common import (
+    State,
+    _injected,
+    author_options,
+    emit_json,
+    json_option,
+    make_author,
+    report_error,
+)
 from strata.cli.draft import sandbox_options
 from strata.errors import RunError, StrataError, UsageError
 
@@ -25,7 +33,7 @@ if TYPE_CHECKING:
 OWN_ERROR = 125
 
 
-class _OwnUsageError(click.ClickException):
+class _OwnUsageError(click.UsageError):
     exit_code = OWN_ERROR
 
 
@@ -36,8 +44,7 @@ class _RunCommand(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
-            message = f"{exc.format_message()} (see 'strata run --help')"
-            raise _OwnUsageError(message) from None
+            raise _OwnUsageError(exc.format_message(), ctx=ctx) from None
 
 
 @click.command(
@@ -193,11 +200,10 @@ def run(
             list(argv), options, label, make_author(author, author_kind), live=live
         )
     except StrataError as exc:
-        if ctx.find_root().obj is not None and ctx.find_root().obj.debug:
+        state = ctx.find_object(State)
+        if state is not None and state.debug:
             raise
-        click.echo(f"error: {exc.message}", err=True)
-        if exc.hint:
-            click.echo(f"hint: {exc.hint}", err=True)
+        report_error(type(exc).__name__, exc.message, exc.hint, as_json=as_json)
         ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
     if as_json:
         emit_json(result.to_json())

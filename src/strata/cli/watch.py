@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import signal
 import subprocess
@@ -22,12 +21,13 @@ from strata.cli.common import (
     _injected,
     author_options,
     emit_json,
+    emit_json_line,
     json_option,
     make_author,
     open_repo,
     short,
 )
-from strata.errors import WatcherRunning
+from strata.errors import WatcherFailed, WatcherRunning
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
@@ -160,7 +160,7 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
         time.sleep(0.05)
     if proc.poll() is None:
         proc.terminate()
-    raise click.ClickException(f"the watcher did not start; see {folder / 'watch.log'}")
+    raise WatcherFailed(str(root), f"the watcher did not start; see {folder / 'watch.log'}")
 
 
 def _wait_until_stopped(
@@ -292,8 +292,13 @@ def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: 
 
     def report(event: Event) -> None:
         if as_json:  # one object per line, as each step is recorded
-            step = {"event_id": event.id, "snapshot_id": event.snapshot_ref, "files": event.files}
-            sys.stdout.write(json.dumps(step) + "\n")
+            emit_json_line(
+                {
+                    "event_id": event.id,
+                    "snapshot_id": event.snapshot_ref,
+                    "changed_paths": list(event.files),
+                }
+            )
         else:
             n = len(event.files)
             click.echo(f"Recorded {short(event.id)}: {n} file{'s' if n != 1 else ''} changed")

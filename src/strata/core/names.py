@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strata.core.results import BookmarkResult
-from strata.errors import UnknownRef, UsageError
+from strata.errors import BookmarkLocked, BranchInUse, NameTaken, UnknownRef, UsageError
 from strata.ids import EventId
 from strata.ledger.events import Author
 from strata.ledger.ledger import Bookmark, check_ref_name, moved
@@ -21,7 +21,7 @@ def branch_create(core: Core, name: str, ref: str, *, author: Author | None) -> 
     check_ref_name(name, what="branch")
     with core.transaction("branch create", author, name=name) as tx:
         if name in tx.view.branches:
-            raise UsageError(f"branch {name!r} exists")
+            raise NameTaken("branch", name)
         point = core.resolve(ref)
         assert point.event is not None
         tx.move(branches={**tx.view.branches, name: point.event.id})
@@ -35,9 +35,7 @@ def branch_delete(core: Core, name: str, *, author: Author | None) -> str:
         if name not in view.branches:
             raise UnknownRef(name, hint="see 'strata branch list'")
         if name == view.head_branch:
-            raise UsageError(
-                f"branch {name!r} is HEAD's branch", hint="switch to another branch first"
-            )
+            raise BranchInUse(name)
         branches = dict(view.branches)
         tip = branches.pop(name)
         tx.move(branches=branches)
@@ -62,7 +60,7 @@ def bookmark(
         if action == "add":
             check_ref_name(name, what="bookmark")
             if current is not None:
-                raise UsageError(f"bookmark {name!r} exists", hint="use 'strata bookmark move'")
+                raise NameTaken("bookmark", name, hint="use 'strata bookmark move'")
             point = core.resolve(ref or "HEAD")
             assert point.event is not None
             marks[name] = Bookmark(point.event.id)
@@ -70,10 +68,7 @@ def bookmark(
             if current is None:
                 raise UnknownRef(name, hint="see 'strata bookmark list'")
             if current.locked and action in ("move", "rename", "delete"):
-                raise UsageError(
-                    f"bookmark {name!r} is locked",
-                    hint=f"run 'strata bookmark unlock {name}' first",
-                )
+                raise BookmarkLocked(name)
             if action == "move":
                 point = core.resolve(ref or "HEAD")
                 assert point.event is not None
@@ -83,7 +78,7 @@ def bookmark(
                     raise UsageError("renaming a bookmark needs the new name")
                 check_ref_name(new_name, what="bookmark")
                 if new_name in marks:
-                    raise UsageError(f"bookmark {new_name!r} exists")
+                    raise NameTaken("bookmark", new_name)
                 marks[new_name] = marks.pop(name)
             elif action in ("lock", "unlock"):
                 marks[name] = Bookmark(current.target, action == "lock")

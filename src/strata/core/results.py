@@ -262,7 +262,7 @@ class StatusResult:
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata status --json`` prints."""
         return {
-            "head": self.head.id if self.head else None,
+            "head_event_id": self.head.id if self.head else None,
             "head_snapshot_id": self.head.snapshot_ref if self.head else None,
             "branch": self.branch,
             "detached": self.detached,
@@ -312,7 +312,7 @@ class OperationRecord:
             "command": self.command,
             "ts": self.ts,
             "author": self.author.to_json(),
-            "events": list(self.events),
+            "event_ids": list(self.events),
             "view_before": self.view_before.to_json(),
             "view_after": self.view_after.to_json(),
             **({"details": self.details} if self.details else {}),
@@ -331,7 +331,7 @@ class UndoResult:
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata undo --json`` prints."""
         return {
-            "undid": self.undid,
+            "undone_operation_id": self.undid,
             "command": self.command,
             "ts": self.ts,
             "operation_id": self.operation_id,
@@ -348,7 +348,11 @@ class RedoResult:
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata redo --json`` prints."""
-        return {"redid": self.redid, "command": self.command, "operation_id": self.operation_id}
+        return {
+            "redone_operation_id": self.redid,
+            "command": self.command,
+            "operation_id": self.operation_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -368,7 +372,7 @@ class BookmarkResult:
         return {
             "name": self.name,
             "action": self.action,
-            "target": self.target,
+            "target_event_id": self.target,
             "locked": self.locked,
         }
 

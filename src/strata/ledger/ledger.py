@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from strata.errors import StrataError, UsageError
+from strata.errors import NothingToRedo, NothingToUndo, UsageError
 from strata.ids import new_event_id
 from strata.ledger.driver import EventFilter, LedgerDriver
 from strata.ledger.events import format_ts
@@ -402,7 +402,7 @@ class Ledger:
             if op["id"] in undone:
                 continue
             return op
-        raise StrataError("nothing to undo", hint="see 'strata op log'")
+        raise NothingToUndo()
 
     def redo_target(self) -> dict[str, Any]:
         """The undo that ``redo`` would reverse: the newest undo not yet redone.
@@ -422,7 +422,7 @@ class Ledger:
                 continue  # saved by the undo or redo that follows it
             else:
                 break
-        raise StrataError("nothing to redo: redo only follows an undo", hint="see 'strata op log'")
+        raise NothingToRedo()
 
     def verify(self) -> str | None:
         """The first broken link of the hash chain, or None."""

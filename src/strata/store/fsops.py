@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from strata.errors import StrataError, UnsafeWorkspacePath
+from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath
 from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
 
@@ -104,7 +104,7 @@ class WorkspaceWriter:
 
         Raises:
             UnsafeWorkspacePath: ``path`` or a folder on the way is a symlink.
-            StrataError: ``path`` is a folder or another non-regular file.
+            EntryInTheWay: ``path`` is a folder or another non-regular file.
             FileNotFoundError: ``path`` is absent.
 
         """
@@ -121,7 +121,7 @@ class WorkspaceWriter:
                 raise
             try:
                 if not stat.S_ISREG(os.fstat(fd).st_mode):
-                    raise StrataError(f"cannot read {path}: not a regular file")
+                    raise EntryInTheWay(path, f"cannot read {path}: not a regular file")
                 with open(fd, "rb", closefd=False) as file:
                     return file.read()
             finally:
@@ -131,7 +131,7 @@ class WorkspaceWriter:
         """The target of the symlink at ``path``, as stored (never resolved).
 
         Raises:
-            StrataError: ``path`` is not a symlink.
+            EntryInTheWay: ``path`` is not a symlink.
             FileNotFoundError: ``path`` is absent.
 
         """
@@ -144,7 +144,7 @@ class WorkspaceWriter:
                 raise _not_found(path) from None
             except OSError as exc:
                 if exc.errno == errno.EINVAL:
-                    raise StrataError(f"cannot read link {path}: not a symlink") from None
+                    raise EntryInTheWay(path, f"cannot read link {path}: not a symlink") from None
                 raise
 
     # -- writing -----------------------------------------------------------
@@ -166,7 +166,7 @@ class WorkspaceWriter:
 
         Raises:
             UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
-            StrataError: a folder is at ``path``; the caller removes it first.
+            EntryInTheWay: a folder is at ``path``; the caller removes it first.
 
         """
         data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
@@ -197,11 +197,11 @@ class WorkspaceWriter:
 
         Raises:
             UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
-            StrataError: a folder is at ``path``, or ``target`` is empty or has a NUL.
+            EntryInTheWay: a folder is at ``path``, or ``target`` is empty or has a NUL.
 
         """
         if not target or "\0" in target:
-            raise StrataError(f"cannot make symlink {path}: invalid target {target!r}")
+            raise EntryInTheWay(path, f"cannot make symlink {path}: invalid target {target!r}")
         with self._parent(path, create=True, write=True) as (dir_fd, name):
             assert dir_fd is not None
             _refuse_folder(dir_fd, name, path)
@@ -228,14 +228,15 @@ class WorkspaceWriter:
 
         Raises:
             UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
-            StrataError: a file or symlink is at ``path``.
+            EntryInTheWay: a file or symlink is at ``path``.
 
         """
         with self._parent(path, create=True, write=True) as (dir_fd, name):
             assert dir_fd is not None
             existing = _lstat_at(dir_fd, name)
             if existing is not None and not stat.S_ISDIR(existing.st_mode):
-                raise StrataError(
+                raise EntryInTheWay(
+                    path,
                     f"cannot make folder {path}: a file or symlink is in the way",
                     hint="remove it first",
                 )
@@ -253,7 +254,7 @@ class WorkspaceWriter:
             True when something was removed, False when ``path`` was absent.
 
         Raises:
-            StrataError: ``path`` is a folder.
+            EntryInTheWay: ``path`` is a folder.
 
         """
         with self._parent(path, create=False, write=True) as (dir_fd, name):
@@ -267,8 +268,8 @@ class WorkspaceWriter:
                 if exc.errno in (errno.EISDIR, errno.EPERM):
                     existing = _lstat_at(dir_fd, name)
                     if existing is not None and stat.S_ISDIR(existing.st_mode):
-                        raise StrataError(
-                            f"cannot remove {path} as a file: it is a folder"
+                        raise EntryInTheWay(
+                            path, f"cannot remove {path} as a file: it is a folder"
                         ) from None
                 raise
             return True
@@ -280,7 +281,7 @@ class WorkspaceWriter:
             True when the folder was removed, False when it was absent or not empty.
 
         Raises:
-            StrataError: ``path`` is a file or a symlink.
+            EntryInTheWay: ``path`` is a file or a symlink.
 
         """
         with self._parent(path, create=False, write=True) as (dir_fd, name):
@@ -294,8 +295,8 @@ class WorkspaceWriter:
                 if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
                     return False
                 if exc.errno == errno.ENOTDIR:
-                    raise StrataError(
-                        f"cannot remove {path} as a folder: it is a file or symlink"
+                    raise EntryInTheWay(
+                        path, f"cannot remove {path} as a folder: it is a file or symlink"
                     ) from None
                 raise
             return True
@@ -335,9 +336,7 @@ class WorkspaceWriter:
         """
         check_relative(path)
         if write and not self._allow_internal and is_internal(path):
-            raise StrataError(
-                f"refusing to change {path}: .strata and .git are never written into a workspace"
-            )
+            raise ProtectedPath(path)
         if self._root_fd < 0:
             raise ValueError("WorkspaceWriter is closed")
         *folders, name = path.split("/")
@@ -438,8 +437,10 @@ def _refuse_folder(dir_fd: int, name: str, path: str) -> None:
         raise _folder_in_the_way(path)
 
 
-def _folder_in_the_way(path: str) -> StrataError:
-    return StrataError(f"cannot write {path}: a folder is in the way", hint="remove it first")
+def _folder_in_the_way(path: str) -> EntryInTheWay:
+    return EntryInTheWay(
+        path, f"cannot write {path}: a folder is in the way", hint="remove it first"
+    )
 
 
 def _not_found(path: str) -> FileNotFoundError:

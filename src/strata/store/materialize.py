@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from strata.atomic import atomic_write, fsync_dir
-from strata.errors import CorruptRepository, StrataError, TargetNotEmpty
+from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
 from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
@@ -187,11 +187,9 @@ class Journal:
             try:
                 record = json.loads(path.read_bytes())
             except (OSError, ValueError):
-                raise StrataError(
-                    f"the journal {path} is unreadable", hint="run 'strata check'"
-                ) from None
+                raise JournalError(str(path), "is unreadable") from None
             if record.get("version") != JOURNAL_VERSION:
-                raise StrataError(f"the journal {path} has an unknown version")
+                raise JournalError(str(path), "has an unknown version")
             yield path, record
 
 
