@@ -94,7 +94,7 @@ def test_every_module_has_a_layer() -> None:
 
 def test_no_module_imports_a_higher_layer() -> None:
     wrong = []
-    for _module, path in modules():
+    for module, path in modules():
         mine = rank(module)
         for line, name in imported(module, path):
             theirs = rank(name)
