@@ -13,7 +13,7 @@ import pytest
 
 from conftest import CliRunner
 from strata import Author, Repository
-from strata.errors import StrataError, UnknownRef, UsageError
+from strata.errors import UnknownRef, UsageError
 from strata.ledger.drivers.sqlite import SqliteDriver
 from strata.ledger.events import Event
 from strata.ledger.records import Record
@@ -786,7 +786,7 @@ def test_a_stored_event_body_round_trips_through_the_api(ws: Path, repo: Reposit
 
 
 def test_errors_are_strata_errors(ws: Path, repo: Repository) -> None:
-    with pytest.raises(StrataError):
+    with pytest.raises(UnknownRef):
         repo.bookmark("add", "early")  # nothing recorded yet
-    with pytest.raises(StrataError):
+    with pytest.raises(UnknownRef):
         repo.branch_create("early")

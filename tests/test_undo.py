@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_sta
 
 from conftest import CliRunner, open_repo, read_manifest
 from strata import Repository
-from strata.errors import StrataError
+from strata.errors import StrataError, UnknownRef
 from strata.ledger.events import Event
 from strata.ledger.ledger import View
 
@@ -188,6 +188,7 @@ def test_undo_twice_undoes_two_operations_and_redo_reapplies(ws: Path, repo: Rep
     assert repo.head() == b
     assert repo.redo().command == "snapshot"
     assert repo.head() == c
+    # "nothing to undo/redo" is the root StrataError: no subclass names it
     with pytest.raises(StrataError, match="nothing to redo"):
         repo.redo()
     assert repo.check() == []
@@ -548,7 +549,7 @@ class UndoMachine(RuleBasedStateMachine):
     @rule()
     def bookmark_add(self) -> None:
         if self.head is None:
-            with pytest.raises(StrataError):
+            with pytest.raises(UnknownRef):
                 self.r.bookmark("add", "never")
             return
         self.names += 1
