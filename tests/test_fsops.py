@@ -30,13 +30,6 @@ def outside(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def ws(tmp_path: Path) -> Path:
-    root = tmp_path / "ws"
-    root.mkdir()
-    return root
-
-
-@pytest.fixture
 def writer(ws: Path) -> Iterator[WorkspaceWriter]:
     with WorkspaceWriter(ws) as w:
         yield w

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from conftest import CliRunner
-from strata import Author, Repository
+from conftest import ALICE, BOT, CliRunner, as_json, assert_user_error, ok
+from strata import Repository
 from strata.errors import UnknownRef, UsageError
 from strata.ledger.drivers.sqlite import SqliteDriver
 from strata.ledger.events import Event
@@ -21,36 +21,7 @@ from strata.store.objects import hash_bytes
 
 MakeRepo = Callable[..., Repository]
 
-ALICE = Author("alice", "human")
-BOT = Author("bot", "agent")
-
-
 # -- helpers ---------------------------------------------------------------------------
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    """stdout of a command that must succeed."""
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
-
-
-def assert_user_error(result: tuple[int, Any, Any], *, says: str = "") -> str:
-    """Exit 1 with exactly one ``error:`` line (and maybe one ``hint:``); nothing on stdout."""
-    code, out, err = result
-    assert code == 1, f"exit {code}: {err}"
-    assert "Traceback" not in err and "internal error" not in err, err
-    lines = err.splitlines()
-    assert lines and lines[0].startswith("error: "), err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
-    assert out == ""
-    assert says in lines[0], err
-    return str(err)
 
 
 def record(

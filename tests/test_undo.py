@@ -7,7 +7,6 @@ nothing in the ledger is ever erased.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import tempfile
@@ -21,7 +20,7 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from conftest import CliRunner, open_repo, read_manifest
+from conftest import CliRunner, as_json, assert_user_error, ok, open_repo, read_manifest
 from strata import Repository
 from strata.errors import StrataError, UnknownRef
 from strata.ledger.events import Event
@@ -31,26 +30,6 @@ MakeRepo = Callable[..., Repository]
 
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
-
-
-def assert_user_error(result: tuple[int, Any, Any], *, says: str) -> None:
-    code, out, err = result
-    assert code == 1, f"exit {code}: {err}"
-    lines = err.splitlines()
-    assert lines and lines[0].startswith("error: ") and says in lines[0], err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
-    assert out == "" and "Traceback" not in err
 
 
 def record(repo: Repository, ws: Path, text: str, name: str = "f.txt") -> Event:
