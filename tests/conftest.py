@@ -9,6 +9,7 @@ source and author.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import shutil
@@ -34,6 +35,8 @@ if os.environ.get("CI"):
 
 NOW_MS = 1_700_000_000_000
 TESTER = Author("tester", "human")
+ALICE = Author("alice", "human")
+BOT = Author("bot", "agent")
 
 
 # -- describing a workspace ------------------------------------------------------
@@ -238,6 +241,32 @@ class CliRunner:
             text=text,
         )
         return proc.returncode, proc.stdout, proc.stderr
+
+
+def ok(result: tuple[int, Any, Any]) -> Any:
+    """stdout of a command that must succeed."""
+    code, out, err = result
+    assert code == 0, f"exit {code}: {err}"
+    assert "Traceback" not in err
+    return out
+
+
+def as_json(result: tuple[int, Any, Any]) -> Any:
+    """The parsed ``--json`` output of a command that must succeed."""
+    return json.loads(ok(result))
+
+
+def assert_user_error(result: tuple[int, Any, Any], *, code: int = 1, says: str = "") -> str:
+    """Exactly one ``error:`` line (and maybe one ``hint:``) on stderr, nothing on stdout."""
+    got, out, err = result
+    assert got == code, f"exit {got}, wanted {code}: {err}"
+    assert "Traceback" not in err and "internal error" not in err, err
+    lines = err.splitlines()
+    assert lines and lines[0].startswith("error: "), err
+    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
+    assert out == ""
+    assert says in lines[0], err
+    return str(err)
 
 
 @pytest.fixture

@@ -12,11 +12,13 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -74,49 +76,84 @@ def strata(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def kill_after(args: list[str], cwd: Path, delay: float) -> int | None:
-    """Start ``strata ARGS``; SIGKILL it after ``delay`` seconds. Its exit code, or None."""
-    env = CliRunner(cwd).env()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strata", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+CHILD = Path(__file__).with_name("crash_child.py")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One filesystem change of a command: the ``os`` function and the paths it was given."""
+
+    func: str
+    paths: tuple[str, ...]
+
+
+def _step_child(args: list[str], cwd: Path, stop_at: int) -> tuple[subprocess.Popen[bytes], int]:
+    read_end, write_end = os.pipe()
     try:
-        proc.wait(timeout=delay)
-        return proc.returncode  # finished before the kill
-    except subprocess.TimeoutExpired:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
-        return None
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(write_end), str(stop_at), *args],
+            cwd=cwd,
+            env=CliRunner(cwd).env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            pass_fds=(write_end,),
+        )
+    finally:
+        os.close(write_end)
+    return proc, read_end
 
 
-def kill_during_apply(args: list[str], cwd: Path, delay: float) -> tuple[int | None, float]:
-    """Start ``strata ARGS``; SIGKILL it ``delay`` seconds after its journal appears.
+def _read_all(fd: int, timeout: float = 120) -> bytes:
+    chunks = []
+    deadline = time.monotonic() + timeout
+    with os.fdopen(fd, "rb", buffering=0) as pipe:
+        while True:
+            ready, _, _ = select.select([pipe], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, "the command under test neither reported nor ended"
+            chunk = pipe.read(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+            if chunks[-1].endswith(b"\n"):  # a stopped child reports one line, then waits
+                return b"".join(chunks)
 
-    Returns its exit code (None when killed) and how long the journal had existed.
+
+def record_steps(args: list[str], cwd: Path) -> list[Step]:
+    """Run ``strata ARGS`` to its end; the filesystem changes it made, in order."""
+    proc, report = _step_child(args, cwd, 0)
+    steps = json.loads(_read_all(report))
+    assert proc.wait(timeout=120) == 0, f"strata {args} failed on its own"
+    return [Step(func, tuple(paths)) for func, paths in steps]
+
+
+def kill_at_step(args: list[str], cwd: Path, stop_at: int) -> Step:
+    """Start ``strata ARGS`` and SIGKILL it just before its ``stop_at``-th filesystem change.
+
+    The child reports reaching that step and waits there, so the kill lands
+    exactly at it; the test fails if the command ended first or died otherwise.
+    Returns the step it was killed at.
     """
-    journal = cwd / ".strata" / "journal"
-    env = CliRunner(cwd).env()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "strata", *args],
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    while proc.poll() is None and not any(journal.glob("*.json")):
-        time.sleep(0.0005)
-    seen = time.monotonic()
+    assert stop_at >= 1
+    proc, report = _step_child(args, cwd, stop_at)
     try:
-        proc.wait(timeout=delay)
-        return proc.returncode, time.monotonic() - seen
-    except subprocess.TimeoutExpired:
+        line = _read_all(report)
+        assert line, f"strata {args} ended (exit {proc.wait()}) before its step {stop_at}"
         os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
         proc.wait()
-        return None, time.monotonic() - seen
+    assert proc.returncode == -signal.SIGKILL, f"not killed by SIGKILL: {proc.returncode}"
+    func, paths = json.loads(line)
+    return Step(func, tuple(paths))
+
+
+def after_journal(steps: list[Step]) -> range:
+    """The step numbers (1-based) after the journal is in place: the writes it covers."""
+    for number, step in enumerate(steps, 1):
+        if step.func == "replace" and "/.strata/journal/" in step.paths[-1]:
+            return range(number + 1, len(steps) + 1)
+    raise AssertionError("the command never wrote a journal")
 
 
 def without_temp_files(state: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -134,23 +171,19 @@ def assert_repository_sound(ws: Path) -> None:
     assert not any((ws / ".strata" / "journal").glob("*.json")), "a journal was left pending"
 
 
-def _timed(args: list[str], cwd: Path) -> float:
-    start = time.monotonic()
-    result = strata(*args, cwd=cwd)
-    assert result.returncode == 0, result.stderr
-    return time.monotonic() - start
-
-
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str, Any, Any, float]:
-    """One prepared workspace to copy per iteration, and how long a full rewind takes."""
+def template(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, str, str, Any, Any, list[Step]]:
+    """One prepared workspace to copy per iteration, and the steps of a full rewind."""
     base = tmp_path_factory.mktemp("crash-template")
     ws = base / "ws"
     a, b, state_a, state_bu = build(ws)
     probe = base / "probe"
     shutil.copytree(ws, probe, symlinks=True)
-    duration = _timed(["rewind", a], probe)
-    return ws, a, b, state_a, state_bu, duration
+    steps = record_steps(["rewind", a], probe)
+    assert read_manifest(probe) == state_a
+    return ws, a, b, state_a, state_bu, steps
 
 
 def _fresh_copy(template_ws: Path, where: Path) -> Path:
@@ -182,16 +215,14 @@ def _check_rewind_outcome(
 
 
 def test_killed_rewind_leaves_the_old_or_the_target_state(
-    template: tuple[Path, str, str, Any, Any, float], tmp_path: Path
+    template: tuple[Path, str, str, Any, Any, list[Step]], tmp_path: Path
 ) -> None:
-    template_ws, a, _b, state_a, state_bu, duration = template
+    template_ws, a, _b, state_a, state_bu, steps = template
     rng = random.Random(20240611)
     outcomes = []
     for n in range(ITERATIONS):
         ws = _fresh_copy(template_ws, tmp_path / f"run{n}")
-        delay = rng.uniform(0.05, duration * 1.1)
-        finished = kill_after(["rewind", a], ws, delay)
-        assert finished in (None, 0), f"rewind failed on its own with exit {finished}"
+        kill_at_step(["rewind", a], ws, rng.randint(1, len(steps)))
         outcome = _check_rewind_outcome(
             ws, tmp_path / f"auto{n}", state_a, state_bu, rewind_back=n == 0
         )
@@ -201,39 +232,41 @@ def test_killed_rewind_leaves_the_old_or_the_target_state(
 
 
 def test_rewind_killed_while_writing_is_completed_by_the_next_command(
-    template: tuple[Path, str, str, Any, Any, float], tmp_path: Path
+    template: tuple[Path, str, str, Any, Any, list[Step]], tmp_path: Path
 ) -> None:
     """Kills aimed at the writes themselves (after the journal is durable)."""
-    template_ws, a, _b, state_a, state_bu, duration = template
+    template_ws, a, _b, state_a, state_bu, steps = template
     rng = random.Random(99)
-    killed_mid_write = 0
+    writes = after_journal(steps)
     for n in range(ITERATIONS - 1):
         ws = _fresh_copy(template_ws, tmp_path / f"run{n}")
-        finished, _ = kill_during_apply(["rewind", a], ws, rng.uniform(0, duration / 3))
-        assert finished in (None, 0)
-        if finished is None:
-            killed_mid_write += 1
+        # the first third of the writes: the workspace is then the most mixed
+        kill_at_step(["rewind", a], ws, rng.choice(writes[: max(1, len(writes) // 3)]))
         if n % 2:  # crash the recovery too: it must be as restartable as the rewind
-            kill_after(["status"], ws, rng.uniform(0.05, duration / 2))
+            probe = _fresh_copy(ws, tmp_path / f"probe{n}")
+            recovery = record_steps(["status"], probe)
+            shutil.rmtree(tmp_path / f"probe{n}")
+            assert recovery, "the recovery changed nothing: the rewind was not cut short"
+            kill_at_step(["status"], ws, rng.randint(1, len(recovery)))
         outcome = _check_rewind_outcome(
             ws, tmp_path / f"auto{n}", state_a, state_bu, rewind_back=n == 0
         )
         assert outcome == "target", "once the journal is written, the rewind completes"
         shutil.rmtree(tmp_path / f"run{n}")
-    assert killed_mid_write > 0, "no kill landed while the rewind was writing"
 
 
 def test_killed_snapshot_leaves_a_sound_repository(
-    template: tuple[Path, str, str, Any, Any, float], tmp_path: Path
+    template: tuple[Path, str, str, Any, Any, list[Step]], tmp_path: Path
 ) -> None:
-    template_ws, _a, b, _state_a, state_bu, duration = template
+    template_ws, _a, b, _state_a, state_bu, _steps = template
     rng = random.Random(7)
+    probe = _fresh_copy(template_ws, tmp_path / "probe")
+    (probe / ".strata" / "statcache").unlink(missing_ok=True)
+    steps = record_steps(["snapshot", "-m", "killed?"], probe)
     for n in range(2):
         ws = _fresh_copy(template_ws, tmp_path / f"run{n}")
         (ws / ".strata" / "statcache").unlink(missing_ok=True)  # make the scan read every file
-        delay = rng.uniform(0.05, duration)
-        finished = kill_after(["snapshot", "-m", "killed?"], ws, delay)
-        assert finished in (None, 0)
+        kill_at_step(["snapshot", "-m", "killed?"], ws, rng.randint(1, len(steps)))
         assert_repository_sound(ws)
         history = json.loads(strata("history", "--json", cwd=ws).stdout)
         assert history[0]["id"] == b or history[0]["rationale"] == "killed?"

@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from strata import Author, Repository
+from conftest import ALICE
+from strata import Repository
 from strata.errors import UsageError
-
-ALICE = Author("alice", "human")
 
 
 def _history(repo: Repository) -> list[tuple[str, str, str | None]]:

@@ -11,13 +11,12 @@ from typing import Any
 
 import pytest
 
-from conftest import CliRunner
-from strata import Author, Repository
+from conftest import ALICE, BOT, CliRunner, as_json, assert_user_error, ok
+from strata import Repository
 from strata.errors import (
     BookmarkLocked,
     BranchInUse,
     NameTaken,
-    StrataError,
     UnknownRef,
     UsageError,
 )
@@ -28,36 +27,7 @@ from strata.store.objects import hash_bytes
 
 MakeRepo = Callable[..., Repository]
 
-ALICE = Author("alice", "human")
-BOT = Author("bot", "agent")
-
-
 # -- helpers ---------------------------------------------------------------------------
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    """stdout of a command that must succeed."""
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
-
-
-def assert_user_error(result: tuple[int, Any, Any], *, says: str = "", exit: int = 1) -> str:
-    """Exit 1 (or ``exit``), one ``error:`` line (maybe one ``hint:``), nothing on stdout."""
-    code, out, err = result
-    assert code == exit, f"exit {code}: {err}"
-    assert "Traceback" not in err and "internal error" not in err, err
-    lines = err.splitlines()
-    assert lines and lines[0].startswith("error: "), err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
-    assert out == ""
-    assert says in lines[0], err
-    return str(err)
 
 
 def record(
@@ -369,7 +339,7 @@ def test_id_like_names_are_refused_by_the_cli(ws: Path, run_cli: CliRunner) -> N
         ["snapshot", "save", "beef"],
         ["rewind", "HEAD", "--branch", "cafe"],
     ):
-        assert_user_error(run_cli(*args, cwd=ws), says="looks like an id", exit=2)  # usage
+        assert_user_error(run_cli(*args, cwd=ws), says="looks like an id", code=2)  # usage
     ok(run_cli("bookmark", "add", "abc", cwd=ws))  # three letters cannot be an id prefix
 
 
@@ -803,7 +773,7 @@ def test_a_stored_event_body_round_trips_through_the_api(ws: Path, repo: Reposit
 
 
 def test_errors_are_strata_errors(ws: Path, repo: Repository) -> None:
-    with pytest.raises(StrataError):
+    with pytest.raises(UnknownRef):
         repo.bookmark("add", "early")  # nothing recorded yet
-    with pytest.raises(StrataError):
+    with pytest.raises(UnknownRef):
         repo.branch_create("early")

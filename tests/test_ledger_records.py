@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository
@@ -255,23 +255,43 @@ GOOD = Record.seal(7, "event", {"id": "gh"}, "")
 GOOD_FIELDS: dict[str, Any] = GOOD.to_json()
 
 
+def assert_read_as_written(record: Record, raw: dict[str, Any]) -> None:
+    """A line that parses is a record holding exactly its five fields, and reads back the same."""
+    assert record.to_json() == {name: raw[name] for name in GOOD_FIELDS}
+    assert Record.from_line(record.to_line()) == record
+
+
 @settings(max_examples=500)
 @given(st.binary(max_size=200))
+@example(GOOD.to_line())
+@example(b' {"seq": 7, "kind": "ref", "body": {}, "prev": "", "hash": "h", "extra": 1}\n')
 def test_arbitrary_bytes_parse_or_raise_corrupt_repository(data: bytes) -> None:
     try:
         record = Record.from_line(data)
     except CorruptRepository:
         return
-    assert isinstance(record, Record)
+    assert_read_as_written(record, json.loads(data))
+
+
+record_like = st.fixed_dictionaries(
+    {
+        "seq": st.integers(-(2**53) + 1, 2**53 - 1) | json_values,
+        "kind": kinds | json_values,
+        "body": bodies | json_values,
+        "prev": texts | json_values,
+        "hash": texts | json_values,
+    }
+)
 
 
 @settings(max_examples=500)
-@given(json_values)
+@given(json_values | record_like)
 def test_arbitrary_json_parses_or_raises_corrupt_repository(value: Any) -> None:
     try:
-        Record.from_line(json.dumps(value).encode())
+        record = Record.from_line(json.dumps(value).encode())
     except CorruptRepository:
         return
+    assert_read_as_written(record, value)
 
 
 @settings(max_examples=500)

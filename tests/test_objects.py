@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository, ObjectMissing
@@ -290,12 +289,16 @@ def test_malformed_tree_bytes_raise_corrupt_repository(data: bytes) -> None:
 
 @settings(max_examples=300)
 @given(st.one_of(st.binary(max_size=200), st.binary(max_size=200).map(TREE_MAGIC.__add__)))
+@example(TREE_MAGIC)
+@example(TREE_MAGIC + b"f 644 1 " + b"a" * 64 + b" b\0d 755 0 " + b"c" * 64 + b" a\0")
 def test_arbitrary_bytes_decode_or_raise_only_corrupt_repository(data: bytes) -> None:
     try:
         entries = decode_tree(data)
     except CorruptRepository:
         return
-    assert all(isinstance(e, TreeEntry) for e in entries)
+    # every row became one entry (none skipped), and the entries survive a round trip
+    assert len(entries) == data[len(TREE_MAGIC) :].count(b"\0")
+    assert decode_tree(encode_tree(entries)) == sorted(entries, key=lambda e: os.fsencode(e.name))
 
 
 @settings(max_examples=200)
@@ -304,11 +307,20 @@ def test_damaged_tree_bytes_raise_only_corrupt_repository(
     entries: list[TreeEntry], data: st.DataObject
 ) -> None:
     raw = bytearray(encode_tree(entries))
-    position = data.draw(st.integers(0, len(raw) - 1))
+    rows_end = [i + 1 for i, byte in enumerate(raw) if byte == 0 and i + 1 < len(raw)]
+    position = data.draw(
+        st.integers(0, len(raw) - 1) | st.sampled_from([len(TREE_MAGIC), *rows_end])
+    )
     cut = data.draw(st.booleans())
     damaged = bytes(raw[:position]) if cut else bytes(raw[:position]) + b"\0 \n" + raw[position:]
-    with contextlib.suppress(CorruptRepository):
-        decode_tree(damaged)
+    try:
+        decoded = decode_tree(damaged)
+    except CorruptRepository:
+        return
+    # damage that still decodes can only be a cut between entries: the first entries, unchanged
+    assert cut
+    assert decoded == sorted(entries, key=lambda e: os.fsencode(e.name))[: len(decoded)]
+    assert encode_tree(decoded) == damaged
 
 
 # -- large batches: packs ---------------------------------------------------------

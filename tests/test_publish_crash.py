@@ -10,14 +10,20 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from conftest import read_manifest, write_tree
-from test_crash import kill_after, kill_during_apply, strata, without_temp_files
+from test_crash import (
+    Step,
+    after_journal,
+    kill_at_step,
+    record_steps,
+    strata,
+    without_temp_files,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +52,15 @@ def build(root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any, float]:
+def template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any, Any, list[Step]]:
     base = tmp_path_factory.mktemp("publish-crash")
     ws = base / "ws"
     old, new = build(ws)
     probe = base / "probe"
     shutil.copytree(ws, probe, symlinks=True)
-    start = time.monotonic()
-    result = strata("publish", cwd=probe)
-    assert result.returncode == 0, result.stderr
+    steps = record_steps(["publish"], probe)
     assert read_manifest(probe) == new
-    return ws, old, new, time.monotonic() - start
+    return ws, old, new, steps
 
 
 def outcome(ws: Path, old: Any, new: Any) -> str:
@@ -83,19 +87,20 @@ def outcome(ws: Path, old: Any, new: Any) -> str:
 
 @pytest.mark.parametrize("during_apply", [False, True], ids=["anywhere", "while-writing"])
 def test_killed_publish_leaves_published_fully_old_or_fully_new(
-    template: tuple[Path, Any, Any, float], tmp_path: Path, during_apply: bool
+    template: tuple[Path, Any, Any, list[Step]], tmp_path: Path, during_apply: bool
 ) -> None:
-    template_ws, old, new, duration = template
+    template_ws, old, new, steps = template
     rng = random.Random(5 if during_apply else 4)
+    writes = after_journal(steps)
     seen = []
     for n in range(ITERATIONS):
         ws = tmp_path / f"run{n}" / "ws"
         shutil.copytree(template_ws, ws, symlinks=True)
-        if during_apply:
-            code, _ = kill_during_apply(["publish"], ws, rng.uniform(0.0, duration * 0.3))
+        if during_apply:  # in the first 30% of the writes the journal covers
+            stop_at = rng.choice(writes[: max(1, int(len(writes) * 0.3))])
         else:
-            code = kill_after(["publish"], ws, rng.uniform(0.05, duration * 1.1))
-        assert code in (None, 0), f"publish failed on its own with exit {code}"
+            stop_at = rng.randint(1, len(steps))
+        kill_at_step(["publish"], ws, stop_at)
         seen.append(outcome(ws, old, new))
         shutil.rmtree(tmp_path / f"run{n}")
     assert len(seen) == ITERATIONS

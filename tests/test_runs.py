@@ -19,7 +19,7 @@ import pytest
 
 from strata import Repository, RunResult, WorkspaceOptions
 from strata.core.lease import active_leases, stale_leases
-from strata.errors import StrataError
+from strata.errors import NotARepository, UsageError
 
 Git = Callable[..., subprocess.CompletedProcess[bytes]]
 sh = "/bin/sh"
@@ -332,14 +332,14 @@ def test_disabled_workspace_only_runs(ws: Path, make_repo: Any) -> None:
 
 
 def test_bad_options_are_refused(ws: Path, make_repo: Any) -> None:
-    with pytest.raises(StrataError):
+    with pytest.raises(UsageError):
         WorkspaceOptions(strategy="svn")  # type: ignore[arg-type]
-    with pytest.raises(StrataError):
+    with pytest.raises(UsageError):
         WorkspaceOptions(max_patch_bytes=-1)
     repo: Repository = make_repo(ws)
-    with pytest.raises(StrataError, match="list of arguments"):
+    with pytest.raises(UsageError, match="list of arguments"):
         repo.execute_run("make test")
-    with pytest.raises(StrataError, match="not the repository's workspace"):
+    with pytest.raises(UsageError, match="not the repository's workspace"):
         repo.execute_run(["true"], workspace=WorkspaceOptions(path=ws.parent))
 
 
@@ -526,7 +526,7 @@ def test_python_api_in_a_git_work_tree_without_strata(gitws: Path, git: Git) -> 
         assert repo.check() == []
     assert (gitws / "a.txt").read_text() == "one\n"
     assert git_state(git, gitws) == state
-    with pytest.raises(StrataError, match="not a strata workspace"):
+    with pytest.raises(NotARepository, match="not a strata workspace"):
         Repository.open_for_run(gitws.parent)
 
 

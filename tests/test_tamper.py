@@ -18,22 +18,11 @@ from typing import Any
 
 import pytest
 
-from conftest import CliRunner
+from conftest import CliRunner, as_json, ok
 from strata import Repository
 from strata.ledger.records import Record
 
 MakeRepo = Callable[..., Repository]
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
 
 
 @contextmanager

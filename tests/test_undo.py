@@ -7,7 +7,6 @@ nothing in the ledger is ever erased.
 
 from __future__ import annotations
 
-import json
 import shutil
 import sqlite3
 import tempfile
@@ -21,9 +20,9 @@ from hypothesis import Phase, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule, run_state_machine_as_test
 
-from conftest import CliRunner, open_repo, read_manifest
+from conftest import CliRunner, as_json, assert_user_error, ok, open_repo, read_manifest
 from strata import Repository
-from strata.errors import StrataError
+from strata.errors import NothingToRedo, NothingToUndo, UnknownRef
 from strata.ledger.events import Event
 from strata.ledger.ledger import View
 
@@ -31,26 +30,6 @@ MakeRepo = Callable[..., Repository]
 
 
 # -- helpers ---------------------------------------------------------------------------
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
-
-
-def assert_user_error(result: tuple[int, Any, Any], *, says: str) -> None:
-    code, out, err = result
-    assert code == 1, f"exit {code}: {err}"
-    lines = err.splitlines()
-    assert lines and lines[0].startswith("error: ") and says in lines[0], err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
-    assert out == "" and "Traceback" not in err
 
 
 def record(repo: Repository, ws: Path, text: str, name: str = "f.txt") -> Event:
@@ -188,7 +167,7 @@ def test_undo_twice_undoes_two_operations_and_redo_reapplies(ws: Path, repo: Rep
     assert repo.head() == b
     assert repo.redo().command == "snapshot"
     assert repo.head() == c
-    with pytest.raises(StrataError, match="nothing to redo"):
+    with pytest.raises(NothingToRedo):
         repo.redo()
     assert repo.check() == []
 
@@ -281,7 +260,7 @@ def test_undoing_a_redo_then_undoing_again_goes_further_back(ws: Path, repo: Rep
     assert repo.head() == a
     repo.undo()
     assert repo.head() is None
-    with pytest.raises(StrataError, match="nothing to undo"):
+    with pytest.raises(NothingToUndo):
         repo.undo()
     assert repo.view() == View()
     assert repo.check() == []
@@ -296,7 +275,7 @@ def test_undoing_everything_empties_the_view(ws: Path, repo: Repository) -> None
     repo.branch_create("side", "HEAD")
     undone = [repo.undo().command for _ in range(5)]
     assert undone == ["branch create", "bookmark add", "rewind", "snapshot", "snapshot"]
-    with pytest.raises(StrataError, match="nothing to undo"):
+    with pytest.raises(NothingToUndo):
         repo.undo()
     assert repo.view() == View()
     assert (ws / "f.txt").read_text() == "dirty\n", "the files from before the rewind"
@@ -311,7 +290,7 @@ def test_undoing_everything_empties_the_view_even_after_an_auto_save(
     (ws / "f.txt").write_text("unrecorded\n")
     repo.rewind(a.id)  # auto-saves "unrecorded" first
     repo.undo()
-    with pytest.raises(StrataError, match="nothing to undo"):
+    with pytest.raises(NothingToUndo):
         repo.undo()
     assert (ws / "f.txt").read_text() == "unrecorded\n"
     assert repo.view() == View()
@@ -343,11 +322,11 @@ def test_undo_of_ref_operations(ws: Path, repo: Repository) -> None:
 def test_redo_only_follows_an_undo(ws: Path, repo: Repository) -> None:
     record(repo, ws, "1\n")
     record(repo, ws, "2\n")
-    with pytest.raises(StrataError, match="nothing to redo"):
+    with pytest.raises(NothingToRedo):
         repo.redo()
     repo.undo()
     record(repo, ws, "another\n")  # a new operation ends the chance to redo
-    with pytest.raises(StrataError, match="nothing to redo"):
+    with pytest.raises(NothingToRedo):
         repo.redo()
 
 
@@ -548,7 +527,7 @@ class UndoMachine(RuleBasedStateMachine):
     @rule()
     def bookmark_add(self) -> None:
         if self.head is None:
-            with pytest.raises(StrataError):
+            with pytest.raises(UnknownRef):
                 self.r.bookmark("add", "never")
             return
         self.names += 1
@@ -558,7 +537,7 @@ class UndoMachine(RuleBasedStateMachine):
     @rule()
     def undo(self) -> None:
         if not self.done:
-            with pytest.raises(StrataError, match="nothing to undo"):
+            with pytest.raises(NothingToUndo):
                 self.r.undo()
             return
         top = self.done.pop()
@@ -575,7 +554,7 @@ class UndoMachine(RuleBasedStateMachine):
     @rule()
     def redo(self) -> None:
         if not self.undone:
-            with pytest.raises(StrataError, match="nothing to redo"):
+            with pytest.raises(NothingToRedo):
                 self.r.redo()
             return
         top = self.undone.pop()
@@ -634,7 +613,7 @@ class UndoMachine(RuleBasedStateMachine):
             self.undo()
         else:
             raise AssertionError("undo never ran out of operations")
-        with pytest.raises(StrataError, match="nothing to undo"):
+        with pytest.raises(NothingToUndo):
             repo.undo()
         assert repo.view() == View(), "undoing everything empties the view"
         assert repo.check() == []

@@ -70,7 +70,8 @@ def test_draft_start_copies_published_on_its_own_branch(
     assert manifest(draft.path) == manifest(published.root)
     assert draft.branch == f"draft/{draft.id}"
     assert published.view().branches[draft.branch] == draft.base.id
-    assert published.head() == head or published.view().head_branch == "main"
+    assert published.head() == head  # Published's head does not move
+    assert published.view().head_branch == "main"  # nor does Published leave its branch
     assert published.layout.draft_state.exists()
     # the open Draft is returned again; a second explicit start is refused
     assert published.draft().id == draft.id
