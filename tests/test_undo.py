@@ -441,7 +441,10 @@ class UndoMachine(RuleBasedStateMachine):
         return self.repo
 
     def dirty(self) -> bool:
-        return self.head is None or self.files != self.content[self.head]
+        """Unrecorded work: files HEAD does not hold (with no HEAD, any file at all)."""
+        if self.head is None:
+            return bool(self.files)
+        return self.files != self.content[self.head]
 
     def run(self, action: Callable[[], object], *, auto_save: bool) -> object:
         """Run a command; learn the state events it recorded; check the files and HEAD."""
@@ -483,7 +486,7 @@ class UndoMachine(RuleBasedStateMachine):
 
     @rule()
     def snapshot(self) -> None:
-        expect = self.dirty()
+        expect = self.head is None or self.dirty()  # the first snapshot records even nothing
         before_head = self.head
         result = self.r.snapshot("step")
         assert result.unchanged == (not expect)

@@ -347,14 +347,24 @@ class Transaction:
         """Record Published's unrecorded work as an ``auto_save`` event of this operation.
 
         Undoing the operation puts those files back and HEAD where it was:
-        the auto-save belongs to the operation that needed it.
+        the auto-save belongs to the operation that needed it. An empty
+        workspace with nothing recorded has nothing to lose: no event.
         """
         from strata.core.core import SYSTEM
 
-        result, scan = self.snapshot(
-            f"auto-save before {reason}", event_type=EventType.AUTO_SAVE, author=SYSTEM
-        )
-        return result.event, scan
+        scan = self.core.workspace.scan()
+        event = None
+        if self.head() is not None or scan.tree != EMPTY_TREE:  # else nothing to lose
+            event = self.record(
+                scan.tree,
+                f"auto-save before {reason}",
+                event_type=EventType.AUTO_SAVE,
+                author=SYSTEM,
+                lines=scan.lines,
+            ).event
+        if event is not None or not scan.result.unchanged:
+            self.on_commit(scan.save_cache)
+        return event, scan
 
     def bookmark(self, name: str, event_id: str, *, locked: bool = False) -> None:
         """Point bookmark ``name`` at ``event_id`` when the transaction commits."""
