@@ -206,8 +206,9 @@ def repo(ws: Path, make_repo: Callable[..., Repository]) -> Repository:
 class CliRunner:
     """Runs ``python -m strata`` in a child process with a deterministic environment."""
 
-    def __init__(self, home: Path) -> None:
+    def __init__(self, home: Path, prefix: tuple[str, ...] = ()) -> None:
         self.home = home
+        self.prefix = prefix  # e.g. setpriv ... --: run as another user
         self._seed = itertools.count(1)
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -232,7 +233,7 @@ class CliRunner:
         text: bool = True,
     ) -> tuple[int, Any, Any]:
         proc = subprocess.run(
-            [sys.executable, "-m", "strata", *map(str, args)],
+            [*self.prefix, sys.executable, "-m", "strata", *map(str, args)],
             cwd=cwd,
             env=self.env(env),
             capture_output=True,
@@ -313,3 +314,107 @@ def git(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess[bytes]]:
         )
 
     return run
+
+
+# -- people: root and an unprivileged user ---------------------------------------
+
+UNPRIVILEGED = "strata-tester"
+
+
+@dataclass(frozen=True)
+class Person:
+    """Who runs a command: this process's user, or the unprivileged user made for the tests.
+
+    Root never meets an unreadable file or folder, so what touches permissions
+    runs as both (the ``person`` fixture).
+    """
+
+    name: str
+    uid: int
+    gid: int
+
+    @property
+    def is_root(self) -> bool:
+        return self.uid == 0
+
+    def prefix(self) -> tuple[str, ...]:
+        """The argv prefix that runs a command as this person."""
+        if self.uid == os.geteuid():
+            return ()
+        return ("setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--")
+
+    def run(
+        self, argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run ``argv`` as this person (text output, never raising on exit codes)."""
+        return subprocess.run(
+            [*self.prefix(), *argv],
+            cwd=cwd,
+            env=dict(env) if env is not None else None,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
+
+
+@pytest.fixture(scope="session")
+def unprivileged() -> Person:
+    """A user without privileges (created when the tests run as root)."""
+    import pwd
+
+    if os.geteuid() != 0:
+        me = pwd.getpwuid(os.geteuid())
+        return Person(me.pw_name, me.pw_uid, me.pw_gid)
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED)
+    except KeyError:
+        subprocess.run(
+            [
+                "useradd",
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                UNPRIVILEGED,
+            ],
+            check=True,
+            capture_output=True,
+        )
+        entry = pwd.getpwnam(UNPRIVILEGED)
+    return Person(entry.pw_name, entry.pw_uid, entry.pw_gid)
+
+
+@pytest.fixture(params=["root", "unprivileged"])
+def person(request: pytest.FixtureRequest, unprivileged: Person) -> Person:
+    """The test runs twice: as this process's user (root in CI) and as an unprivileged one."""
+    import pwd
+
+    if request.param == "root":
+        me = pwd.getpwuid(os.geteuid())
+        return Person(me.pw_name, me.pw_uid, me.pw_gid)
+    if os.geteuid() != 0:
+        pytest.skip("only root can run a command as another user")
+    return unprivileged
+
+
+@pytest.fixture
+def home_of(person: Person) -> Iterator[Path]:
+    """A folder outside pytest's private temp folder that ``person`` owns (for workspaces)."""
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="strata-person-", dir="/tmp"))
+    os.chown(folder, person.uid, person.gid)
+    folder.chmod(0o755)
+    yield folder
+    subprocess.run(["chmod", "-R", "u+rwX", str(folder)], check=False, capture_output=True)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def cli_as(person: Person, home_of: Path) -> CliRunner:
+    """``cli_as(*args, cwd=...)``: the CLI run as ``person``, with a home of its own."""
+    home = home_of / "home"
+    home.mkdir()
+    os.chown(home, person.uid, person.gid)
+    return CliRunner(home, prefix=person.prefix())
