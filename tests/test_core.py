@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -123,17 +124,28 @@ def test_a_run_id_works_on_the_command_line(run_cli: CliRunner, ws: Path) -> Non
     assert run_cli("init", cwd=ws)[0] == 0
     (ws / "f.txt").write_text("before\n")
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
-    code, out, err = run_cli("run", "--json", "--", "sh", "-c", "echo by the run > f.txt", cwd=ws)
+    script = "echo said by the command; echo by the run > f.txt"
+    code, out, err = run_cli("run", "--json", "--", "sh", "-c", script, cwd=ws)
     assert code == 0, err
-    run_id = json.loads(out)["run_id"]
+    run_id = json.loads(out)["run_id"]  # stdout is the JSON alone ...
+    assert "said by the command" in err  # ... the command's own output goes to stderr
     code, out, err = run_cli("show", f"{run_id}:f.txt", cwd=ws)
     assert (code, out) == (0, "by the run\n"), err
     (ws / "f.txt").write_text("by hand\n")
-    code, out, err = run_cli("diff", run_id, "--json", cwd=ws)
+    # a run id alone: what the run changed (not the run's files against the working tree)
+    code, out, err = run_cli("diff", run_id, cwd=ws)
     assert code == 0, err
-    assert "f.txt" in out
+    assert "-before" in out and "+by the run" in out and "by hand" not in out
     assert run_cli("rewind", run_id, cwd=ws)[0] == 0
     assert (ws / "f.txt").read_text() == "by the run\n"
+    # the text output names the run by the id the other commands take
+    code, _, err = run_cli("run", "--", "true", cwd=ws)
+    said = re.search(r"recorded run (\w+)", err)
+    runs = json.loads(run_cli("history", "--action", "run", "--json", cwd=ws)[1])
+    assert said is not None and said.group(1) == runs[0]["operation_id"], err
+    # an option strata run does not know, before the command, is a typo: exit 125
+    code, _, err = run_cli("run", "--bogus", "--", "true", cwd=ws)
+    assert code == 125 and "--bogus" in err, err
 
 
 class SharedPrefixRandom(random.Random):
@@ -196,5 +208,52 @@ def test_publish_expect_needs_eight_characters(run_cli: CliRunner, ws: Path) -> 
     assert code == 2, err
     assert "at least 8 characters" in err
     assert (ws / "a.txt").read_text() == "published\n"
+    # an event id (what 'draft status' shows) is not a snapshot id: a usage error too
+    code, out, _ = run_cli("draft", "status", "--json", cwd=ws)
+    code, _, err = run_cli("publish", "--expect", json.loads(out)["tip_event_id"], cwd=ws)
+    assert code == 2 and "snapshot id" in err, err
     code, _, err = run_cli("publish", "--expect", snapshot_id[:8], cwd=ws)
     assert code == 0, err
+
+
+def test_one_undo_reverses_a_publish_with_the_drafts_last_edits(
+    run_cli: CliRunner, ws: Path
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "a.txt").write_text("published\n")
+    assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
+    assert run_cli("draft", "start", cwd=ws)[0] == 0
+    (ws / ".strata" / "draft" / "files" / "a.txt").write_text("edited in the Draft\n")
+    before = [o["id"] for o in json.loads(run_cli("op", "log", "--json", cwd=ws)[1])]
+    code, _, err = run_cli("publish", cwd=ws)
+    assert code == 0, err
+    assert (ws / "a.txt").read_text() == "edited in the Draft\n"
+    ops = json.loads(run_cli("op", "log", "--json", cwd=ws)[1])
+    assert [o["command"] for o in ops if o["id"] not in before] == ["publish"]
+    code, out, err = run_cli("undo", "--json", cwd=ws)
+    assert code == 0, err
+    assert json.loads(out)["command"] == "publish"
+    assert (ws / "a.txt").read_text() == "published\n"
+
+
+def test_a_branch_named_by_rewind_is_heads_branch_not_a_detached_head(
+    run_cli: CliRunner, ws: Path
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    for n in ("1", "2"):
+        (ws / "a.txt").write_text(n)
+        assert run_cli("snapshot", "-m", n, cwd=ws)[0] == 0
+    code, out, err = run_cli("rewind", "HEAD~1", "--branch", "feat", cwd=ws)
+    assert code == 0, err
+    assert "will start the new branch feat" in out and "not a branch tip" not in out
+    status = json.loads(run_cli("status", "--json", cwd=ws)[1])
+    assert (status["branch"], status["detached"], status["next_branch"]) == ("feat", False, "feat")
+    (ws / "a.txt").write_text("3")
+    assert run_cli("snapshot", "-m", "3", cwd=ws)[0] == 0
+    status = json.loads(run_cli("status", "--json", cwd=ws)[1])
+    assert (status["branch"], status["detached"], status["next_branch"]) == ("feat", False, None)
+    # rewinding off a tip without --branch: detached, and the generated name is said
+    code, out, _ = run_cli("rewind", "HEAD~1", cwd=ws)
+    assert "HEAD is not a branch tip: the next snapshot will start branch feat-2" in out
+    status = json.loads(run_cli("status", "--json", cwd=ws)[1])
+    assert (status["branch"], status["detached"], status["next_branch"]) == (None, True, "feat-2")

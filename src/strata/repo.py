@@ -283,7 +283,16 @@ class Repository(Core):
         ]
 
     def diff(self, a: str, b: str | None = None, *, paths: list[str] | None = None) -> DiffResult:
-        """Differences from ref ``a`` to ref ``b`` (the working tree when ``b`` is None)."""
+        """Differences from ref ``a`` to ref ``b`` (the working tree when ``b`` is None).
+
+        A run id alone shows what the run changed (its before and after snapshots).
+        """
+        if b is None:
+            from strata.core.refs import run_span
+
+            span = run_span(self, a)
+            if span is not None:
+                return self.diff_trees(span[0].tree, span[1].tree, paths=paths)
         left = self.resolve(a)
         if b is None:
             scan = self.workspace.scan(hash_only=True)
@@ -300,13 +309,14 @@ class Repository(Core):
 
         reminder = draft_reminder(self, now_ms=self.clock())
         view = self.view()
-        detached = view.detached
+        # a branch named by 'rewind --branch' is HEAD's branch, not a detached HEAD
+        detached = view.detached and not view.starting_branch
         return StatusResult(
             head,
             diff.files,
             scan.warnings + ([reminder] if reminder else []),
             branch=None if detached else view.head_branch,
-            next_branch=self.branch_for_new_state(view) if detached else None,
+            next_branch=self.branch_for_new_state(view) if view.detached else None,
         )
 
     def show(self, ref: str, path: str) -> bytes:

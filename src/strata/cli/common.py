@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -207,3 +208,24 @@ def warn(message: str) -> None:
 def short(text: str | None, width: int = 12) -> str:
     """The shown prefix of an id."""
     return (text or "-")[:width]
+
+
+@contextmanager
+def command_output_to_stderr(active: bool) -> Iterator[None]:
+    """With ``--json``, the command's standard output goes to stderr: stdout is the JSON's.
+
+    The command inherits file descriptor 1, so it is pointed at stderr while
+    the command runs and put back before the JSON is printed.
+    """
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)

@@ -17,6 +17,7 @@ import click
 
 from strata.cli.common import (
     author_options,
+    command_output_to_stderr,
     emit_json,
     json_option,
     make_author,
@@ -188,17 +189,18 @@ def run_in_draft(
                 f"strata: running in the Draft {d.path} with no isolation (--sandbox none)",
                 err=True,
             )
-        result = d.run(
-            argv,
-            environ=dict(os.environ),
-            sandbox=sandbox,
-            net=net == "allow",
-            bind_ro=[Path(p) for p in bind_ro],
-            env_names=env_names,
-            cwd=cwd,
-            author=who,
-            message=message,
-        )
+        with command_output_to_stderr(as_json):
+            result = d.run(
+                argv,
+                environ=dict(os.environ),
+                sandbox=sandbox,
+                net=net == "allow",
+                bind_ro=[Path(p) for p in bind_ro],
+                env_names=env_names,
+                cwd=cwd,
+                author=who,
+                message=message,
+            )
     if as_json:
         emit_json({"draft_id": d.id, "started": started, **result.to_json()})
     else:

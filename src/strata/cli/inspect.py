@@ -246,7 +246,9 @@ def status(as_json: bool) -> None:
             f"HEAD {short(result.head.id)} (snapshot {short(result.head.snapshot_ref)}) "
             f"{result.head.ts[:19].replace('T', ' ')}"
         )
-    if result.branch is not None:
+    if result.branch is not None and result.next_branch == result.branch:
+        click.echo(f"On branch {result.branch} (new: the next snapshot starts it)")
+    elif result.branch is not None:
         click.echo(f"On branch {result.branch}")
     else:
         click.echo(

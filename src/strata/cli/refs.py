@@ -49,7 +49,11 @@ def branch_list(as_json: bool) -> None:
         mark = "*" if row["head"] else " "
         where = short(row["tip_event_id"]) if row["tip_event_id"] else "(no events yet)"
         click.echo(f"{mark} {row['name']:<20} {where}")
-    if view.detached:
+    if view.starting_branch:
+        click.echo(
+            f"HEAD is at {short(view.head_event)}: the next snapshot starts {view.head_branch}"
+        )
+    elif view.detached:
         click.echo(f"HEAD is at {short(view.head_event)}, behind the tip of {view.head_branch}:")
         click.echo("  the next snapshot starts a new branch")
 

@@ -17,7 +17,7 @@ from strata.cli.common import (
 )
 
 
-def _report(result: object, verb: str, as_json: bool) -> None:
+def _report(result: object, verb: str, as_json: bool, new_branch: str | None = None) -> None:
     from strata.repo import RewindResult
 
     assert isinstance(result, RewindResult)
@@ -32,7 +32,9 @@ def _report(result: object, verb: str, as_json: bool) -> None:
     target = result.target.event.id if result.target.event else result.target.snapshot_id
     n = len(result.restored_paths)
     click.echo(f"{verb} {short(target)}: {n} path{'s' if n != 1 else ''} written or removed")
-    if result.next_branch is not None:
+    if result.next_branch is not None and result.next_branch == new_branch:
+        click.echo(f"The next snapshot will start the new branch {result.next_branch}")
+    elif result.next_branch is not None:
         click.echo(
             f"HEAD is not a branch tip: the next snapshot will start branch {result.next_branch}"
         )
@@ -78,7 +80,7 @@ def rewind(
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
         result = repo.rewind(ref, author=who, branch=new_branch, force=force)
-    _report(result, "Rewound to", as_json)
+    _report(result, "Rewound to", as_json, new_branch)
 
 
 @click.command()

@@ -17,6 +17,7 @@ from strata.cli.common import (
     State,
     _injected,
     author_options,
+    command_output_to_stderr,
     emit_json,
     json_option,
     make_author,
@@ -42,9 +43,33 @@ class _RunCommand(click.Command):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
+            _refuse_unknown_options(self, ctx, args)
             return super().parse_args(ctx, args)
         except click.UsageError as exc:
             raise _OwnUsageError(exc.format_message(), ctx=ctx) from None
+
+
+def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: list[str]) -> None:
+    """An option before the command that ``strata run`` does not know is a usage error.
+
+    Unknown options must pass through to the command (``strata run -- ls -l``),
+    so click ignores them; but one before the command (``strata run --bogus --
+    true``) is a typo, not a program to execute.
+    """
+    takes_value: dict[str, bool] = {}
+    for param in command.get_params(ctx):
+        if isinstance(param, click.Option):
+            for name in (*param.opts, *param.secondary_opts):
+                takes_value[name] = not param.is_flag and not param.count
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--" or token == "-" or not token.startswith("-"):
+            return
+        name = token.split("=", 1)[0]
+        if name not in takes_value:
+            raise click.NoSuchOption(name, ctx=ctx)
+        i += 2 if takes_value[name] and "=" not in token else 1
 
 
 @click.command(
@@ -168,19 +193,18 @@ def run(
             )
             from strata.cli.draft import run_in_draft
 
-            ctx.exit(
-                run_in_draft(
-                    list(argv),
-                    sandbox=sandbox,
-                    net=net,
-                    bind_ro=bind_ro,
-                    env_names=env_names,
-                    as_json=as_json,
-                    author_name=author,
-                    author_kind=author_kind,
-                    message=label,
-                )
+            code = run_in_draft(
+                list(argv),
+                sandbox=sandbox,
+                net=net,
+                bind_ro=bind_ro,
+                env_names=env_names,
+                as_json=as_json,
+                author_name=author,
+                author_kind=author_kind,
+                message=label,
             )
+            ctx.exit(code)
         if sandbox != "bwrap" or net != "deny" or bind_ro or env_names:
             raise UsageError(
                 "--sandbox, --net, --bind-ro and --env apply to runs in the Draft",
@@ -196,9 +220,10 @@ def run(
             ignore=ignore,
         )
         live = debounce_ms if watch else None
-        result = _run_published(
-            list(argv), options, label, make_author(author, author_kind), live=live
-        )
+        with command_output_to_stderr(as_json):
+            result = _run_published(
+                list(argv), options, label, make_author(author, author_kind), live=live
+            )
     except StrataError as exc:
         state = ctx.find_object(State)
         if state is not None and state.debug:
@@ -217,15 +242,10 @@ def run(
     elif ws is not None and not as_json:
         n = ws.diff["files_changed"]
         click.echo(
-            f"strata: recorded run {(result.run_event_id or result.run_id)[:12]}: "
+            f"strata: recorded run {result.run_id}: "
             f"{n} file{'s' if n != 1 else ''} changed, "
             f"+{ws.diff['insertions']} -{ws.diff['deletions']}"
-            + (
-                f" ('strata diff {_short_ref(ws.before_snapshot)} {_short_ref(ws.after_snapshot)}'"
-                " shows it)"
-                if n
-                else ""
-            ),
+            + (f" ('strata diff {result.run_id[:12]}' shows it)" if n else ""),
             err=True,
         )
     failed = result.exit_code != 0 and not result.interrupted
@@ -260,12 +280,6 @@ def _report_git(result: RunResult, rollback_wanted: bool) -> None:
         f"{where}; run with --rollback-git to move the branch back too",
         err=True,
     )
-
-
-def _short_ref(ref: str) -> str:
-    """A snapshot ref shortened as the user would type it (``git:`` kept)."""
-    prefix, _, rest = ref.rpartition(":")
-    return f"{prefix}:{rest[:12]}" if prefix else ref[:12]
 
 
 def _refuse_outside_draft(*given: bool) -> None:

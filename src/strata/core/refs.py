@@ -98,6 +98,37 @@ def _event_or_run(core: Core, ref: str) -> Event | None:
     return run_after_event(core, runs[0])
 
 
+def run_span(core: Core, ref: str) -> tuple[Point, Point] | None:
+    """The points before and after the run that ``ref`` (a run id or a unique prefix) names.
+
+    None when ``ref`` names no run (or names an event: event ids come first).
+    """
+    ref = ref.strip()
+    if not EVENT_PREFIX.fullmatch(ref) or _event_or_run(core, ref) is None:
+        return None
+    if list(core.ledger.driver.event_ids_with_prefix(ref)):
+        return None
+    found = next(
+        (
+            r
+            for r in core.ledger.driver.find_events(EventFilter(action_type="run"), limit=None)
+            if str(r.body.get("operation_id", "")).startswith(ref)
+        ),
+        None,
+    )
+    if found is None:
+        return None
+    after = run_after_event(core, str(found.body["operation_id"]))
+    before_ref = (found.body.get("data") or {}).get("workspace", {}).get("before_snapshot")
+    if before_ref:
+        before = resolve_ref(core, str(before_ref))
+    elif after.parent_event_id:
+        before = core.point(core.event(after.parent_event_id))
+    else:
+        return None
+    return before, core.point(after, ref)
+
+
 def run_after_event(core: Core, run_id: str) -> Event:
     """The state event holding the files a run left (its ``after`` snapshot)."""
     found = next(

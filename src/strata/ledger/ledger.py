@@ -72,6 +72,11 @@ class View:
         )
 
     @property
+    def starting_branch(self) -> bool:
+        """True when HEAD's branch has no event yet ('rewind --branch'): the next starts it."""
+        return self.head_event is not None and self.head_branch not in self.branches
+
+    @property
     def detached(self) -> bool:
         """True when HEAD is not at its branch's tip (the next state event starts a branch)."""
         return (

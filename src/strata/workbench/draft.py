@@ -59,6 +59,7 @@ from strata.store.tree import read_tree
 
 if TYPE_CHECKING:
     from strata.core import Core
+    from strata.core.transaction import Transaction
     from strata.runs.process import ProcessOutcome
     from strata.sandbox.bwrap import SandboxSpec
     from strata.workbench.publish import PublishResult, ReviewResult
@@ -220,41 +221,48 @@ class Draft:
         data: dict[str, Any] | None = None,
         always: bool = False,
         scanned: Scan | None = None,
+        tx: Transaction | None = None,
     ) -> Event | None:
         """Record the Draft's files as a draft revision.
 
         None when nothing changed since the last revision, unless ``always``
-        (every run records one, so each command has its revision).
+        (every run records one, so each command has its revision). Given
+        ``tx``, the revision is part of that operation (publish records the
+        Draft's last revision in its own operation, so one undo reverses both).
         """
         core = self.core
-        with core.transaction("draft revision", author, draft=self.id) as tx:
-            if DraftState.load(core.layout.draft_state) != self.state:
-                raise NoDraft()  # published or discarded meanwhile
-            scan = scanned or self.workspace.scan()
-            tip = self.tip()
-            tip_tree = core.tree_of(tip)
-            tx.on_commit(scan.save_cache)
-            if scan.tree == tip_tree and not always:
-                return None
-            diff = core.diff_trees(tip_tree, scan.tree, lines=scan.lines)
-            event = tx.state_event(
-                EventType.DRAFT_REVISION,
-                scan.tree,
-                message=message,
-                author=author,
-                files=[f.path for f in diff.files],
-                data={
-                    "draft_id": self.id,
-                    "files_changed": diff.files_changed,
-                    "insertions": diff.insertions,
-                    "deletions": diff.deletions,
-                    **(data or {}),
-                },
-                parent=tip,
-                branch=self.branch,
-                move_head=False,
-            )
-        return core.event(event.id)
+        if tx is None:
+            with core.transaction("draft revision", author, draft=self.id) as own:
+                event = self.record(
+                    message, author=author, data=data, always=always, scanned=scanned, tx=own
+                )
+            return core.event(event.id) if event is not None else None
+        if DraftState.load(core.layout.draft_state) != self.state:
+            raise NoDraft()  # published or discarded meanwhile
+        scan = scanned or self.workspace.scan()
+        tip = self.tip()
+        tip_tree = core.tree_of(tip)
+        tx.on_commit(scan.save_cache)
+        if scan.tree == tip_tree and not always:
+            return None
+        diff = core.diff_trees(tip_tree, scan.tree, lines=scan.lines)
+        return tx.state_event(
+            EventType.DRAFT_REVISION,
+            scan.tree,
+            message=message,
+            author=author,
+            files=[f.path for f in diff.files],
+            data={
+                "draft_id": self.id,
+                "files_changed": diff.files_changed,
+                "insertions": diff.insertions,
+                "deletions": diff.deletions,
+                **(data or {}),
+            },
+            parent=tip,
+            branch=self.branch,
+            move_head=False,
+        )
 
     # -- runs --------------------------------------------------------------------------
 

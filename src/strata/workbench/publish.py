@@ -160,17 +160,22 @@ def publish(
             f"--expect needs at least {EXPECT_MIN} characters of the snapshot id, got {expect!r}",
             hint="copy draft_snapshot_id from 'strata review --json'",
         )
+    if expect is not None and not all(c in "0123456789abcdef" for c in expect):
+        raise UsageError(
+            f"--expect takes the Draft's snapshot id (hex digits), not {expect!r}",
+            hint="copy draft_snapshot_id from 'strata review --json'",
+        )
     core = draft.core
     with core.writing():
         _refuse_while_running(core, "publish")
-        draft.record("before publish", author=author)
-        tip = draft.tip()
-        assert tip.snapshot_ref is not None
-        if expect is not None and not tip.snapshot_ref.startswith(expect):
-            raise DraftChanged(expect, tip.snapshot_ref)
-        base_tree = core.tree_of(draft.base)
-        draft_tree = core.tree_of(tip)
         with core.transaction("publish", author, draft=draft.id) as tx:
+            # the Draft's last edits are a revision of this operation: one undo reverses all
+            tip = draft.record("before publish", author=author, tx=tx) or draft.tip()
+            assert tip.snapshot_ref is not None
+            if expect is not None and not tip.snapshot_ref.startswith(expect):
+                raise DraftChanged(expect, tip.snapshot_ref)
+            base_tree = core.tree_of(draft.base)
+            draft_tree = core.tree_of(tip)
             _, scan = tx.auto_save("publish")
             published_tree = scan.tree
             target, merged = merge_trees(core.objects, base_tree, published_tree, draft_tree)
