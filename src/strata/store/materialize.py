@@ -212,10 +212,11 @@ def apply_actions(
                 NotADirectoryError,
                 IsADirectoryError,
                 FileExistsError,
+                PermissionError,
             ) as exc:
                 if isinstance(exc, CorruptRepository):
                     raise
-                # the path was swapped or changed under us: leave it, report it
+                # the path was swapped, changed or made unreadable under us: leave it, report it
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)

@@ -1,0 +1,149 @@
+"""No silent loss: what Strata cannot read is reported and never deleted or overwritten.
+
+Unreadable folders bite only an unprivileged user (root reads everything), so
+the permission cases run as both (``person``); a path longer than the system
+allows bites root too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from conftest import CliRunner, Person
+
+#: a folder path under 4,096 bytes holding a name that takes the full path over it
+LONG_DIR = "x" * 200
+LONG_DEPTH = 19
+LONG_NAME = "y" * 250
+
+MAKE_LONG = f"""
+import os
+import sys
+os.chdir({{where!r}})
+for _ in range({LONG_DEPTH}):
+    os.makedirs({LONG_DIR!r}, exist_ok=True)
+    os.chdir({LONG_DIR!r})
+with open({LONG_NAME!r}, "w") as f:
+    f.write("precious\\n")
+"""
+
+
+def _long_path(folder: str) -> str:
+    return "/".join([folder, *[LONG_DIR] * LONG_DEPTH, LONG_NAME])
+
+
+def _make_long(person: Person, ws: Path, folder: str) -> None:
+    """``folder/xxx…/yyy`` whose absolute path is over 4,096 bytes (its folder is not)."""
+    (ws / folder).mkdir(exist_ok=True)
+    os.chown(ws / folder, person.uid, person.gid)
+    done = person.run([sys.executable, "-c", MAKE_LONG.format(where=str(ws / folder))])
+    assert done.returncode == 0, done.stderr
+    assert len(str(ws / _long_path(folder)).encode()) > 4096
+
+
+def _long_exists(ws: Path, folder: str) -> bool:
+    fd = os.open(ws / folder, os.O_RDONLY)
+    try:
+        for _ in range(LONG_DEPTH):
+            nxt = os.open(LONG_DIR, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        with open(os.open(LONG_NAME, os.O_RDONLY, dir_fd=fd)) as f:
+            return f.read() == "precious\n"
+    finally:
+        os.close(fd)
+
+
+def _workspace(person: Person, home_of: Path, cli_as: CliRunner, files: dict[str, str]) -> Path:
+    ws = home_of / "ws"
+    person.run(["mkdir", str(ws)])
+    assert cli_as("init", cwd=ws)[0] == 0
+    for rel, text in files.items():
+        person.run(["mkdir", "-p", str((ws / rel).parent)])
+        person.run(["sh", "-c", f"printf %s '{text}' > '{rel}'"], cwd=ws)
+    code, _, err = cli_as("snapshot", "-m", "start", cwd=ws)
+    assert code == 0, err
+    return ws
+
+
+# -- 7. the scanner never drops an entry silently ------------------------------------
+
+
+def test_a_path_too_long_to_stat_is_a_warning_not_a_silent_drop(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"a.txt": "a"})
+    _make_long(person, ws, "deep")
+    status = json.loads(cli_as("status", "--json", cwd=ws)[1])
+    assert any("could not read" in w and LONG_NAME in w for w in status["warnings"]), status
+    code, out, err = cli_as("snapshot", "-m", "two", "--json", cwd=ws)
+    assert code == 0, err
+    assert any(LONG_NAME in w for w in json.loads(out)["warnings"])
+    code, _, err = cli_as("snapshot", "-m", "three", cwd=ws)
+    assert code == 0 and "warning: could not read" in err and LONG_NAME in err, err
+
+
+def test_an_unsearchable_folder_keeps_its_recorded_files(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"d/f.txt": "old", "a.txt": "a"})
+    person.run(["sh", "-c", "printf new > d/f.txt && chmod 644 d"], cwd=ws)
+    code, out, err = cli_as("snapshot", "-m", "while unreadable", "--json", cwd=ws)
+    assert code == 0, err
+    warned = [w for w in json.loads(out)["warnings"] if "d/f.txt" in w]
+    status = json.loads(cli_as("status", "--json", cwd=ws)[1])
+    (ws / "d").chmod(0o755)
+    after = json.loads(cli_as("status", "--json", cwd=ws)[1])
+    if person.is_root:
+        assert not warned  # root read it all: only the folder's mode differs now
+        assert after["changes"] == [{"path": "d/", "status": "mode_changed", "old_path": None}]
+        return
+    assert warned, out
+    assert any("d/f.txt" in w for w in status["warnings"]), status
+    # the snapshot kept the recorded file: it was not taken for deleted
+    changes = {c["path"]: c["status"] for c in after["changes"]}
+    assert changes["d/f.txt"] == "modified", changes
+
+
+def test_a_rollback_leaves_what_it_could_not_read(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"d/f.txt": "old", "a.txt": "a"})
+    script = "printf new > d/f.txt; printf b > a.txt; chmod 644 d; exit 3"
+    code, out, err = cli_as(
+        "run", "--rollback-on-failure", "--json", "--", "sh", "-c", script, cwd=ws
+    )
+    assert code == 3, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    result = json.loads(out)
+    assert result["rolled_back"], result
+    assert (ws / "a.txt").read_text() == "a"  # what it could record is rolled back
+    (ws / "d").chmod(0o755)
+    if person.is_root:
+        assert (ws / "d/f.txt").read_text() == "old"
+        assert result["rollback_skipped"] == []
+        return
+    assert (ws / "d/f.txt").read_text() == "new"  # never recorded: left on disk
+    assert "d/f.txt" in result["rollback_skipped"]
+    assert any("d/f.txt" in w for w in result["warnings"]), result
+
+
+def test_a_rollback_says_which_unreadable_path_it_left(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"a.txt": "a"})
+    script = (
+        f"cd new && for i in $(seq {LONG_DEPTH}); do mkdir {LONG_DIR} && cd {LONG_DIR}; done"
+        f" && echo precious > {LONG_NAME}; exit 1"
+    )
+    (ws / "new").mkdir()
+    os.chown(ws / "new", person.uid, person.gid)
+    code, _, err = cli_as("run", "--rollback-on-failure", "--", "sh", "-c", script, cwd=ws)
+    assert code == 1, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert _long_exists(ws, "new")
+    assert "strata: left new" in err, err
+    assert LONG_NAME in err  # the after snapshot's warning names it
