@@ -7,12 +7,18 @@ allows bites root too.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import struct
 import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from conftest import CliRunner, Person
+from strata import Repository
+from strata.store.fsops import TEMP_PREFIX
 
 #: a folder path under 4,096 bytes holding a name that takes the full path over it
 LONG_DIR = "x" * 200
@@ -147,3 +153,99 @@ def test_a_rollback_says_which_unreadable_path_it_left(
     assert _long_exists(ws, "new")
     assert "strata: left new" in err, err
     assert LONG_NAME in err  # the after snapshot's warning names it
+
+
+# -- 8. restore, rewind and publish never overwrite an edit made after their scan -----
+
+
+def _stat_row(path: Path, oid: str) -> list[object]:
+    st = os.lstat(path)
+    return [st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, oid]
+
+
+def test_a_same_size_edit_the_stat_cannot_see_is_not_overwritten(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "f.txt").write_text("version one\n")
+    (ws / "g.txt").write_text("gamma one\n")
+    repo = Repository.init(ws)
+    first = repo.snapshot("one").event
+    assert first is not None
+    (ws / "f.txt").write_text("version two\n")
+    (ws / "g.txt").write_text("gamma two\n")
+    repo.snapshot("two")
+    # step one: the scan a rewind plans from, and its plan
+    scan = repo.workspace.scan()
+    actions = repo.workspace.plan(scan, repo.tree_of(first))
+    assert {a.path for a in actions} == {"f.txt", "g.txt"}
+    # an editor saves a same-size change after the scan
+    with open(ws / "f.txt", "r+") as f:
+        f.write("VERSION")
+    # On a file system with coarse timestamps (FAT, some network ones, a kernel
+    # without multigrain timestamps) the edit can keep every field of the stat
+    # the scan saw; this kernel stamps it finer, so the plan is given the stat
+    # now on disk, exactly as such a scan would have recorded it.
+    for act in actions:
+        assert act.before is not None
+        act.before = _stat_row(ws / act.path, act.before[5])
+    # step two: the write
+    report = repo.workspace.apply(actions)
+    assert (ws / "f.txt").read_text() == "VERSION two\n"  # the edit is still there
+    assert report.skipped == ["f.txt"]
+    assert (ws / "g.txt").read_text() == "gamma one\n"  # racy but unchanged: restored
+
+
+def _inotify_on_create(folder: Path, prefix: str, then: Callable[[], None]) -> threading.Thread:
+    """A thread that calls ``then`` as soon as an entry named ``prefix…`` appears in ``folder``."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    assert fd >= 0
+    in_create = 0x100
+    assert libc.inotify_add_watch(fd, bytes(folder), in_create) >= 0
+
+    def watch() -> None:
+        try:
+            while True:
+                data = os.read(fd, 4096)
+                at = 0
+                while at < len(data):
+                    _, _, _, size = struct.unpack_from("iIII", data, at)
+                    name = data[at + 16 : at + 16 + size].rstrip(b"\0")
+                    at += 16 + size
+                    if name.startswith(prefix.encode()):
+                        then()
+                        return
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_edit_made_while_a_rewind_writes_is_not_overwritten(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    big = ws / "big.bin"
+    size = 96 << 20  # long enough to write that the editor acts before the rename
+    big.write_bytes(b"a" * size)
+    repo = Repository.init(ws)
+    first = repo.snapshot("one").event
+    assert first is not None
+    big.write_bytes(b"b" * size)
+    repo.snapshot("two")
+    edited = threading.Event()
+
+    def edit() -> None:  # a same-size edit, made once the rewind has begun writing
+        with open(big, "r+b") as f:
+            f.write(b"EDIT")
+        edited.set()
+
+    watcher = _inotify_on_create(ws, TEMP_PREFIX, edit)
+    result = repo.rewind(first.id)
+    watcher.join(10)
+    assert edited.is_set()
+    with open(big, "rb") as f:
+        assert f.read(8) == b"EDITbbbb"  # the edit survived
+    assert result.skipped_paths == ["big.bin"]
+    assert not [p for p in ws.iterdir() if p.name.startswith(TEMP_PREFIX)]
