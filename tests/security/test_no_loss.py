@@ -11,12 +11,13 @@ import ctypes
 import json
 import os
 import struct
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import CliRunner, Person
+from conftest import CliRunner, Person, as_json, assert_user_error, ok
 from strata import Repository
 from strata.store.fsops import TEMP_PREFIX
 
@@ -249,3 +250,54 @@ def test_an_edit_made_while_a_rewind_writes_is_not_overwritten(tmp_path: Path) -
         assert f.read(8) == b"EDITbbbb"  # the edit survived
     assert result.skipped_paths == ["big.bin"]
     assert not [p for p in ws.iterdir() if p.name.startswith(TEMP_PREFIX)]
+
+
+# -- 10. a copied workspace never shares the original's store ---------------------------
+
+
+def test_a_copied_workspace_pointing_at_the_original_store_is_refused(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    proj, store = tmp_path / "proj", tmp_path / "store"
+    proj.mkdir()
+    (proj / "a.txt").write_text("original\n")
+    ok(run_cli("init", "--store", store, cwd=proj))
+    ok(run_cli("snapshot", "-m", "one", cwd=proj))
+    copy = tmp_path / "proj-copy"
+    subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
+    (copy / "a.txt").write_text("copy\n")
+    for argv in (("status",), ("snapshot", "-m", "from the copy"), ("init",)):
+        err = assert_user_error(run_cli(*argv, cwd=copy), says=str(copy))
+        assert str(proj) in err.splitlines()[0] and str(store) in err, err
+        assert "hint: " in err and "strata init --store" in err, err
+    code, _, err = run_cli("status", "--json", cwd=copy)
+    assert code == 1 and json.loads(err)["error"]["type"] == "StoreOfAnotherWorkspace"
+    history = as_json(run_cli("history", "--json", cwd=proj))
+    assert len(history) == 1  # the original's history is untouched
+    # the way out the hint gives: the copy becomes its own repository
+    (copy / ".strata").unlink()
+    ok(run_cli("init", "--store", tmp_path / "store-copy", cwd=copy))
+    ok(run_cli("snapshot", "-m", "copy", cwd=copy))
+    assert (proj / "a.txt").read_text() == "original\n"
+
+
+def test_a_copied_or_moved_workspace_with_its_own_repository_folder_works(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "a.txt").write_text("one\n")
+    ok(run_cli("init", cwd=proj))
+    ok(run_cli("snapshot", "-m", "one", cwd=proj))
+    copy = tmp_path / "proj-copy"
+    subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
+    (copy / "a.txt").write_text("two\n")
+    ok(run_cli("snapshot", "-m", "copy", cwd=copy))  # an independent copy of the history
+    assert len(as_json(run_cli("history", "--json", cwd=proj))) == 1
+    # a workspace moved with --store keeps its store (nothing else claims it)
+    moved, store = tmp_path / "moved", tmp_path / "store"
+    other = tmp_path / "other"
+    other.mkdir()
+    ok(run_cli("init", "--store", store, cwd=other))
+    other.rename(moved)
+    ok(run_cli("status", cwd=moved))
