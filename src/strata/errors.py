@@ -16,6 +16,7 @@ The tree::
     ├── RepositoryError
     │   ├── NotARepository         no workspace found searching upward
     │   ├── NestedRepository       init inside an existing workspace
+    │   ├── StoreOfAnotherWorkspace a copied workspace's pointer names the original's store
     │   ├── UnsupportedFormat      repository written by a newer Strata
     │   ├── RepositoryLocked       another process holds the write lock too long
     │   ├── CorruptRepository      a stored object or record fails verification
@@ -110,6 +111,26 @@ class NestedRepository(RepositoryError):
         )
         self.path = path
         self.parent = parent
+
+
+class StoreOfAnotherWorkspace(RepositoryError):
+    """A workspace whose ``.strata`` pointer names the store of another workspace.
+
+    ``cp -a proj proj-copy`` copies the pointer file: both workspaces would then
+    record into, rewind from and roll back through one store, each taking the
+    other's files for its own.
+    """
+
+    def __init__(self, workspace: str, owner: str, store: str) -> None:
+        super().__init__(
+            f"{workspace} points at the store {store}, which belongs to the workspace {owner} "
+            "(a copied workspace?); refusing to use it from here",
+            hint=f"to make {workspace} its own repository, remove its .strata pointer file "
+            "and run 'strata init' there (or 'strata init --store NEW_FOLDER')",
+        )
+        self.workspace = workspace
+        self.owner = owner
+        self.store = store
 
 
 class UnsupportedFormat(RepositoryError):

@@ -23,6 +23,7 @@ from strata.errors import (
     NotARepository,
     RepositoryError,
     RepositoryLocked,
+    StoreOfAnotherWorkspace,
     UnsupportedFormat,
     UsageError,
 )
@@ -158,11 +159,43 @@ def find_layout(start: Path) -> Layout:
                     f"the repository of {folder} ({repo}) is missing or incomplete",
                     hint="if the store was moved, edit the path in " + str(marker),
                 )
+            if repo != marker:
+                _check_owner(folder, repo)
             return Layout(folder, repo)
         hidden = folder / GIT_HIDDEN_REPO
         if (hidden / "config.toml").is_file():
             return Layout(folder, hidden)  # made by a git-backed 'strata run'
     raise NotARepository(str(start))
+
+
+def _check_owner(workspace: Path, repo: Path) -> None:
+    """Refuse a pointer that names the store of another workspace (a copied workspace).
+
+    The store's ``config.toml`` names the workspace it was made for. When that
+    is another folder whose own ``.strata`` pointer still names this store, the
+    two would share one history: :class:`StoreOfAnotherWorkspace`. A workspace
+    that was moved (the folder the store names no longer points at it) keeps
+    its store. A copied repository *folder* (``init`` without ``--store``) is
+    an independent copy and never reaches here.
+    """
+    try:
+        raw = tomllib.loads((repo / "config.toml").read_text(encoding="utf-8"))
+        owner = raw["repository"]["workspace"]
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, KeyError, TypeError):
+        return  # load_config reports a config it cannot read
+    if not isinstance(owner, str) or Path(owner) == workspace:
+        return
+    other = Path(owner) / MARKER
+    try:
+        claimed = (
+            other.is_file()
+            and not other.is_symlink()
+            and read_marker(other).resolve() == repo.resolve()
+        )
+    except (RepositoryError, OSError):
+        claimed = False
+    if claimed:
+        raise StoreOfAnotherWorkspace(str(workspace), owner, str(repo))
 
 
 def load_config(layout: Layout) -> Config:

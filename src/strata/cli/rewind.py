@@ -41,7 +41,8 @@ def _report(result: object, verb: str, as_json: bool, new_branch: str | None = N
     for p in result.skipped_paths:
         warn(
             f"left {p} untouched: it holds content that was not recorded "
-            "(ignored, or changed meanwhile)"
+            "(ignored, unreadable, or changed meanwhile); snapshot it, then run this again "
+            "to replace it"
         )
 
 

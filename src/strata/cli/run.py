@@ -22,6 +22,7 @@ from strata.cli.common import (
     json_option,
     make_author,
     report_error,
+    warn,
 )
 from strata.cli.draft import sandbox_options
 from strata.errors import RunError, StrataError, UsageError
@@ -232,6 +233,9 @@ def run(
         ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
     if as_json:
         emit_json(result.to_json())
+    else:
+        for w in result.warnings:
+            warn(w)
     ws = result.workspace
     if ws is not None and ws.rolled_back:
         click.echo(
@@ -239,6 +243,13 @@ def run(
             f"the failed state is kept at {ws.safety_ref}",
             err=True,
         )
+        for path in ws.rollback_skipped:
+            click.echo(
+                f"strata: left {path} as it is: it could not be read or changed meanwhile, "
+                "so rolling it back could lose work (snapshot it once readable, "
+                "then rewind it)",
+                err=True,
+            )
     elif ws is not None and not as_json:
         n = ws.diff["files_changed"]
         click.echo(

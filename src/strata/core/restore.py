@@ -53,6 +53,10 @@ def restore_into(
     auto, scan = tx.auto_save(event_type.replace("_", " ") + ("" if quiet else f" to {ref}"))
     current = scan.tree  # every path as just captured, with its stat for the no-loss checks
     actions = core.workspace.plan(scan, target.tree, paths=paths or None)
+    # what the scan could not read is never deleted or overwritten: it may hold unrecorded work
+    # (a chmod loses nothing: a folder's mode is put back, a file's is stat-checked)
+    unreadable = [a.path for a in actions if a.op != "chmod" and _touches(a.path, scan.errors)]
+    actions = [a for a in actions if a.op == "chmod" or not _touches(a.path, scan.errors)]
     anchor = target.event.id if target.event else None
     if after_view is not None:
         tx.set_view(after_view)
@@ -93,11 +97,20 @@ def restore_into(
             branch=tx.view.head_branch,
         )
     report = tx.apply(actions)
+    report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:
         tx.update_data(event.id, skipped_paths=skipped)
     restored = [display_path(p) for p in report.restored_paths]
     return RewindResult(event, target, auto, restored, skipped)
+
+
+def _touches(path: str, unreadable: dict[str, str]) -> bool:
+    """True when ``path`` is, holds or lies inside a path the scan could not read."""
+    return any(
+        u == "." or path == u or path.startswith(u + "/") or u.startswith(path + "/")
+        for u in unreadable
+    )
 
 
 def recover(core: Core) -> None:

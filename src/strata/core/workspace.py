@@ -52,6 +52,11 @@ class Scan:
         return self.result.warnings
 
     @property
+    def errors(self) -> dict[str, str]:
+        """The paths the scan could not read, and why (they hold what was last recorded)."""
+        return self.result.errors
+
+    @property
     def lines(self) -> dict[ObjectId, int | None]:
         """Line counts (None: binary) of the blobs this scan hashed."""
         return self.scanner.lines

@@ -212,8 +212,11 @@ def execute_run(
                     git_heads=heads,
                 )
                 safety = None
+                kept: list[str] = []
                 if wants_rollback and finish.changed:
-                    safety = rollback(repo, run_id, before, finish.after, finish, backend, author)
+                    safety, kept = rollback(
+                        repo, run_id, before, finish.after, finish, backend, author
+                    )
                 git_rollback = None
                 if wants_rollback and opts.rollback_git and head_before != head_after:
                     git_rollback = _rollback_git(
@@ -234,6 +237,7 @@ def execute_run(
         finish.summary,
         rolled_back=safety is not None,
         safety_ref=safety,
+        rollback_skipped=kept,
     )
     return RunResult(
         run_id,
@@ -248,6 +252,7 @@ def execute_run(
         git_head_before=heads[0],
         git_head_after=heads[1],
         git_rollback=git_rollback,
+        warnings=list(finish.after.warnings),
     )
 
 

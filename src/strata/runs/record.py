@@ -44,6 +44,10 @@ class Taken:
     tree: ObjectId
     ref: str
     """A Strata snapshot id, or ``git:<commit>``."""
+    warnings: tuple[str, ...] = ()
+    """What the scan could not record (not kept in the lease)."""
+    unreadable: tuple[str, ...] = ()
+    """The paths the scan could not read (they hold what was last recorded)."""
 
     def annotation(self) -> tuple[str, EventId, dict[str, Any], str]:
         """The ``workspace_snapshot_taken`` event of this snapshot."""
@@ -79,6 +83,8 @@ def take_snapshot(
 ) -> Taken:
     """Snapshot the workspace with ``backend``; record a state event unless HEAD holds it."""
     message = f"run {label}: {' '.join(what)}"[:200]
+    warnings: tuple[str, ...] = ()
+    unreadable: tuple[str, ...] = ()
     data = {"run_id": run_id, "label": label}
     with core.transaction(EventType.SNAPSHOT, author) as tx:
         if backend == "git":
@@ -105,11 +111,21 @@ def take_snapshot(
             result, scan = tx.snapshot(message, author=author, data=data, operation_id=run_id)
             tree = scan.tree
             ref = ""
+            warnings, unreadable = tuple(scan.warnings), tuple(scan.errors)
         event = result.event or tx.head()
     assert event is not None and event.snapshot_ref is not None
     if backend == "git" and result.event is None:
         tree = core.tree_of(event)
-    return Taken(label, backend, event.id, event.snapshot_ref, tree, ref or event.snapshot_ref)
+    return Taken(
+        label,
+        backend,
+        event.id,
+        event.snapshot_ref,
+        tree,
+        ref or event.snapshot_ref,
+        warnings,
+        unreadable,
+    )
 
 
 def write_annotations(
@@ -264,13 +280,17 @@ def rollback(
     finish: Finish,
     backend: str,
     author: Author,
-) -> str:
+) -> tuple[str, list[str]]:
     """Keep the failed state, then put back exactly the paths the run changed.
 
     The failed state stays on the branch ``failed/<run id>`` (and, with the
     git backend, at ``refs/strata/safety/<run id>``); HEAD's branch moves back
     to the ``before`` event. One operation, so ``strata undo`` reverses it.
-    Returns the name of the kept state.
+
+    A path the scans could not read (see :attr:`strata.store.scan.ScanResult.errors`)
+    is neither deleted nor overwritten: it may hold work no snapshot has, so
+    it stays as it is on disk and is returned among the paths left alone.
+    Returns the name of the kept state and the paths left alone.
     """
     safety = f"failed/{run_id}"
     if backend == "git":
@@ -284,7 +304,7 @@ def rollback(
         branches = {**view.branches, f"failed/{run_id}": after.event_id}
         if view.branches.get(view.head_branch) == after.event_id:
             branches[view.head_branch] = before.event_id
-        restore_into(
+        result = restore_into(
             tx,
             Point(before.tree, before.snapshot_id, core.event(before.event_id), "before"),
             f"the state before run {run_id}",
@@ -293,4 +313,5 @@ def rollback(
             after_view=moved(view, head_event=before.event_id, branches=branches),
             details={"run_id": run_id, "safety": safety},
         )
-    return safety
+    # what the after snapshot could not read holds what was last recorded, not what is on disk
+    return safety, sorted({*result.skipped_paths, *after.unreadable})

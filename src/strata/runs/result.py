@@ -21,6 +21,9 @@ class WorkspaceResult:
     rolled_back: bool = False
     safety_ref: str | None = None
     """Where the failed state is kept after a rollback (a branch, and a git ref)."""
+    rollback_skipped: list[str] = field(default_factory=list)
+    """Paths the rollback left as they are on disk: they could not be read (so not
+    recorded), or they changed after the rollback's scan."""
 
     def to_json(self) -> dict[str, Any]:
         """The workspace result as JSON."""
@@ -31,6 +34,7 @@ class WorkspaceResult:
             "diff": self.diff,
             "rolled_back": self.rolled_back,
             "safety_ref": self.safety_ref,
+            "rollback_skipped": self.rollback_skipped,
         }
 
 
@@ -94,4 +98,6 @@ class RunResult:
             "git_head_before": self.git_head_before,
             "git_head_after": self.git_head_after,
             "git_rollback": self.git_rollback,
+            "rollback_skipped": ws.rollback_skipped if ws else [],
+            "warnings": self.warnings,
         }

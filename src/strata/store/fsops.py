@@ -16,6 +16,16 @@ Files and symlinks are written to a temporary name in their folder (see
 is at the destination (a file, a hard link, a symlink) without following it, so
 a symlink at the path is replaced, never written through.
 
+A caller that planned a write from a scan passes what the scan saw there
+(:class:`AsScanned`): immediately before the rename (or unlink) the entry is
+compared with it once more (permission bits, size, mtime, ctime, inode) and,
+when its times are racy (within :data:`~strata.store.statcache.RACY_NS` of
+now, so a same-size edit may have kept the same stat within the file
+system's timestamp granularity), its content is hashed and compared with the
+object the scan recorded. An entry that changed raises
+:class:`~strata.errors.WorkspaceChanged` and is left as it is: an edit made
+between a scan and its write is never overwritten.
+
 Nothing here calls ``fsync`` per file: a caller writing many files makes them
 durable at once with :func:`sync_filesystem` before it records the result.
 """
@@ -29,15 +39,46 @@ import functools
 import os
 import secrets
 import stat
-from collections.abc import Callable, Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
-from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath
+import blake3
+
+from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath, WorkspaceChanged
 from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
+from strata.store.statcache import RACY_NS, unchanged
 
-__all__ = ["TEMP_PREFIX", "WorkspaceWriter", "sync_filesystem"]
+__all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "sync_filesystem"]
+
+
+@dataclass(frozen=True)
+class AsScanned:
+    """What a scan saw at a path: the entry must still be that when it is replaced.
+
+    ``seen`` is a :data:`~strata.store.statcache.FileStat` (mode, size,
+    mtime_ns, ctime_ns, inode, object id), or None for "absent".
+    """
+
+    seen: Sequence[Any] | None
+
+    def holds(self, dir_fd: int, name: str) -> bool:
+        """True when ``name`` in ``dir_fd`` is still what the scan saw (content too if racy)."""
+        st = _lstat_at(dir_fd, name)
+        if not unchanged(st, self.seen):
+            return False
+        if st is None or self.seen is None or not stat.S_ISREG(st.st_mode):
+            return True
+        if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS:
+            return True  # its stat has not moved since long before: no edit can hide in it
+        if len(self.seen) < 6 or not self.seen[5]:
+            return False  # racy and nothing to compare the content with
+        return bool(_hash_at(dir_fd, name, st) == self.seen[5])
+
 
 # A folder on the way: never a symlink, only a folder. O_PATH needs no read
 # permission (search permission suffices, as for a path walk) and is a valid dir_fd.
@@ -150,7 +191,12 @@ class WorkspaceWriter:
     # -- writing -----------------------------------------------------------
 
     def write_file(
-        self, path: str, chunks: bytes | Iterable[bytes], *, mode: int
+        self,
+        path: str,
+        chunks: bytes | Iterable[bytes],
+        *,
+        mode: int,
+        expect: AsScanned | None = None,
     ) -> os.stat_result:
         """Write ``chunks`` to ``path`` atomically and give it exactly ``mode & 0o777``.
 
@@ -167,6 +213,8 @@ class WorkspaceWriter:
         Raises:
             UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
             EntryInTheWay: a folder is at ``path``; the caller removes it first.
+            WorkspaceChanged: with ``expect``, ``path`` changed since the scan (checked
+                just before the rename); it is left as it is.
 
         """
         data = [chunks] if isinstance(chunks, bytes | bytearray | memoryview) else chunks
@@ -179,6 +227,8 @@ class WorkspaceWriter:
                     for chunk in data:
                         file.write(chunk)
                 os.fchmod(fd, mode & _PERMISSION_BITS)
+                if expect is not None and not expect.holds(dir_fd, name):
+                    raise WorkspaceChanged([path])
                 _rename_into_place(dir_fd, temp, name, path)
                 return os.fstat(fd)
             except BaseException:
@@ -187,7 +237,9 @@ class WorkspaceWriter:
             finally:
                 os.close(fd)
 
-    def write_symlink(self, path: str, target: str) -> os.stat_result:
+    def write_symlink(
+        self, path: str, target: str, *, expect: AsScanned | None = None
+    ) -> os.stat_result:
         """Make ``path`` a symlink to ``target`` atomically, replacing a file or symlink there.
 
         ``target`` is stored as given and never followed; it may point anywhere.
@@ -198,6 +250,7 @@ class WorkspaceWriter:
         Raises:
             UnsafeWorkspacePath: a folder on the way is a symlink or not a folder.
             EntryInTheWay: a folder is at ``path``, or ``target`` is empty or has a NUL.
+            WorkspaceChanged: with ``expect``, ``path`` changed since the scan.
 
         """
         if not target or "\0" in target:
@@ -212,6 +265,8 @@ class WorkspaceWriter:
                 _unlink_quietly(dir_fd, temp)
                 raise
             try:
+                if expect is not None and not expect.holds(dir_fd, name):
+                    raise WorkspaceChanged([path])
                 _rename_into_place(dir_fd, temp, name, path)
                 return os.fstat(fd)
             except BaseException:
@@ -247,7 +302,7 @@ class WorkspaceWriter:
             finally:
                 os.close(fd)
 
-    def remove_file(self, path: str) -> bool:
+    def remove_file(self, path: str, *, expect: AsScanned | None = None) -> bool:
         """Unlink the file or symlink at ``path`` (never its target).
 
         Returns:
@@ -255,11 +310,15 @@ class WorkspaceWriter:
 
         Raises:
             EntryInTheWay: ``path`` is a folder.
+            WorkspaceChanged: with ``expect``, ``path`` changed since the scan (checked
+                just before the unlink); it is left as it is.
 
         """
         with self._parent(path, create=False, write=True) as (dir_fd, name):
             if dir_fd is None:
                 return False
+            if expect is not None and not expect.holds(dir_fd, name):
+                raise WorkspaceChanged([path])
             try:
                 os.unlink(name, dir_fd=dir_fd)
             except FileNotFoundError:
@@ -429,6 +488,23 @@ def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
         return None
+
+
+def _hash_at(dir_fd: int, name: str, st: os.stat_result) -> str | None:
+    """The object id of the regular file ``name`` (None if it is not the file ``st`` saw)."""
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_ino != st.st_ino:
+            return None
+        hasher = blake3.blake3()
+        while chunk := os.read(fd, 1 << 20):
+            hasher.update(chunk)
+        return str(hasher.hexdigest())
+    finally:
+        os.close(fd)
 
 
 def _refuse_folder(dir_fd: int, name: str, path: str) -> None:

@@ -35,7 +35,7 @@ from typing import Any, Literal
 from strata.atomic import atomic_write, fsync_dir
 from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
-from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, sync_filesystem
+from strata.store.fsops import TEMP_PREFIX, AsScanned, WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.statcache import FileStat, unchanged
 from strata.store.tree import TreeEntry, read_tree
@@ -212,10 +212,11 @@ def apply_actions(
                 NotADirectoryError,
                 IsADirectoryError,
                 FileExistsError,
+                PermissionError,
             ) as exc:
                 if isinstance(exc, CorruptRepository):
                     raise
-                # the path was swapped or changed under us: leave it, report it
+                # the path was swapped, changed or made unreadable under us: leave it, report it
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)
@@ -283,18 +284,21 @@ def _apply_one(
     if not unchanged(st, act.before):
         report.skipped.append(act.path)
         return
+    # checked again just before the rename or unlink, content too when the stat is racy
+    expect = AsScanned(act.before)
     if act.op == "remove":
-        ws.remove_file(act.path)
+        ws.remove_file(act.path, expect=expect)
         report.removed.append(act.path)
     elif act.op == "write":
         if st is not None and stat.S_ISDIR(st.st_mode):
             report.skipped.append(act.path)
             return
-        ws.write_file(act.path, verified_chunks(store, ObjectId(act.oid)), mode=act.mode)
+        chunks = verified_chunks(store, ObjectId(act.oid))
+        ws.write_file(act.path, chunks, mode=act.mode, expect=expect)
         report.written.append(act.path)
     elif act.op == "symlink":
         target = store.get(ObjectId(act.oid))
-        ws.write_symlink(act.path, os.fsdecode(target))
+        ws.write_symlink(act.path, os.fsdecode(target), expect=expect)
         report.written.append(act.path)
 
 

@@ -13,6 +13,19 @@ Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
 so a torn write is never recorded. Sockets, FIFOs and devices are skipped with
 a warning and never opened.
 
+Nothing is dropped silently. A path the scan cannot read (a folder that cannot
+be listed, an entry whose ``lstat`` fails because its folder is readable but
+not searchable, a file that cannot be opened, a path longer than the system
+allows) is named in :attr:`ScanResult.errors` and in a warning. What the scan
+records for it is what the previous scan recorded (the stat cache's row): the
+snapshot neither claims the path was deleted nor invents content for it, and
+a restore that compares the disk with that kept stat leaves the path alone.
+The kept stat has an impossible mtime, so the folder is listed (and the path
+tried) again by the next scan. A path the previous scan never saw is left out
+of the tree (an unlistable folder is recorded as an empty folder); either
+way it is reported, and callers that delete or overwrite (a rollback, a
+rewind) leave every such path alone.
+
 Given ``changed`` (the paths a change monitor saw change since the stat
 cache was written), a scan lists only the folders those paths name: each
 changed path's folder, and the changed path itself with everything below it
@@ -67,6 +80,8 @@ class ScanResult:
     watcher: str = ""
     #: folders taken unchanged from the stat cache, still encoded (incremental scans)
     inherited: dict[str, bytes] = field(default_factory=dict)
+    #: workspace path -> why the scan could not read it (what it recorded: see the module doc)
+    errors: dict[str, str] = field(default_factory=dict)
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
@@ -198,11 +213,13 @@ class Scanner:
         self.incremental = self._plan is not None
         #: folders listed by the last scan (all of them without ``changed``)
         self.folders_listed = 0
+        self._errors: dict[str, str] = {}
 
     def scan(self) -> ScanResult:
         """Walk the workspace, store every new blob and tree, return the root tree."""
         start_ns = self.clock_ns()
         warnings: list[str] = []
+        self._errors = {}
         folders = self._walk(warnings)
         jobs = [
             _Job(f, name, f.abs + "/" + name, int(row[2]))  # type: ignore[call-overload]
@@ -284,6 +301,7 @@ class Scanner:
                     up = up.rpartition("/")[0]
         result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
         result.inherited = inherited
+        result.errors = dict(sorted(self._errors.items()))
         result.unchanged = clean[0]
         return result
 
@@ -362,7 +380,15 @@ class Scanner:
             with os.scandir(folder.abs) as it:
                 listing = {e.name: e for e in it}
         except OSError as exc:
-            warnings.append(f"skipped folder {folder.key or '.'}: {exc.strerror}")
+            self._unreadable(folder.key, exc, warnings, folder=True)
+            cached = self.cache.get(folder.key)
+            if cached is not None and cached.tree:
+                # keep what the previous scan recorded below it, subfolders included
+                folder.cached = cached
+                folder.names = cached.names
+                folder.ignored = cached.ignored
+                folder.whole = True
+                folder.hint = cached.tree
             return
         names = tuple(sorted(listing))
         cached = self.cache.get(folder.key)
@@ -393,9 +419,14 @@ class Scanner:
             entry = listing[name]
             try:
                 st = entry.stat(follow_symlinks=False)
-            except OSError:
+            except FileNotFoundError:
                 clean = False
                 continue  # vanished between listing and stat
+            except OSError as exc:
+                clean = False
+                self._unreadable(folder.prefix + name, exc, warnings)
+                self._keep(folder, folders, name)
+                continue
             mode = st.st_mode
             if stat.S_ISDIR(mode):
                 child = _Folder(folder.prefix + name + "/", entry.path, rules)
@@ -418,8 +449,13 @@ class Scanner:
             elif stat.S_ISLNK(mode):
                 try:
                     target = os.readlink(os.fsencode(entry.path))
-                except OSError:
+                except FileNotFoundError:
                     clean = False
+                    continue
+                except OSError as exc:
+                    clean = False
+                    self._unreadable(folder.prefix + name, exc, warnings)
+                    self._keep(folder, folders, name)
                     continue
                 oid = self.store.put(target)
                 key = _stat_key(st)
@@ -440,6 +476,39 @@ class Scanner:
                 clean = False
         folder.clean = clean
 
+    def _unreadable(
+        self, path: str, exc: OSError, warnings: list[str], *, folder: bool = False
+    ) -> None:
+        """Record that ``path`` could not be read (an error, and a warning saying so)."""
+        why = exc.strerror or str(exc)
+        self._errors[path or "."] = why
+        what = "folder " if folder else ""
+        warnings.append(f"could not read {what}{path or '.'}: {why} (kept as last recorded)")
+
+    def _keep(self, folder: _Folder, folders: list[_Folder], name: str) -> None:
+        """Record ``name`` as the previous scan did (nothing if it never saw it)."""
+        cached = folder.cached
+        if cached is None:
+            return
+        for kind, mode, size, oid, row_name in cached.rows:
+            if row_name != name:
+                continue
+            if kind == "d":
+                child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, folder.rules)
+                child.cached = self.cache.get(child.key)
+                child.whole = child.clean = True
+                child.hint = oid
+                folder.children[name] = len(folders)
+                folders.append(child)
+                folder.entries[name] = ["d", mode, 0, "", None]
+            elif name in cached.files:
+                # an impossible mtime: a restore never takes the disk for this, the next scan
+                # lists the folder again
+                st = cached.files[name]
+                kept = (st[0], st[1], -1, st[3], st[4], st[5])
+                folder.entries[name] = [kind, mode, size, oid, kept]
+            return
+
     @staticmethod
     def _read_small(path: str) -> bytes | None:
         try:
@@ -453,7 +522,7 @@ class Scanner:
         if len(jobs) > 8 and self.threads > 1:
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-            results: list[tuple[ObjectId, os.stat_result] | str] = []
+            results: list[tuple[ObjectId, os.stat_result] | str | OSError] = []
             with ThreadPoolExecutor(self.threads) as pool:
                 for batch in pool.map(lambda b: [self._hash_one(j) for j in b], batches):
                     results += batch
@@ -463,6 +532,11 @@ class Scanner:
             results = [self._hash_one(job) for job in jobs]
         for job, result in zip(jobs, results, strict=True):
             row = job.folder.entries[job.name]
+            if isinstance(result, OSError):
+                self._unreadable(job.folder.prefix + job.name, result, warnings)
+                row[3] = None
+                self._keep(job.folder, [], job.name)
+                continue
             if isinstance(result, str):
                 warnings.append(result)
                 row[3] = None
@@ -471,13 +545,15 @@ class Scanner:
             key = _stat_key(st)
             row[1], row[2], row[3], row[4] = key[0], key[1], oid, (*key, oid)
 
-    def _hash_one(self, job: _Job) -> tuple[ObjectId, os.stat_result] | str:
+    def _hash_one(self, job: _Job) -> tuple[ObjectId, os.stat_result] | str | OSError:
         rel = job.folder.prefix + job.name
         for _ in range(READ_ATTEMPTS):
             try:
                 fd = os.open(job.path, _OPEN_FLAGS)
+            except FileNotFoundError:
+                return f"skipped {rel}: it was deleted while scanning (not recorded)"
             except OSError as exc:
-                return f"skipped {rel}: {exc.strerror} (not recorded)"
+                return exc  # unreadable: an error for this path
             with os.fdopen(fd, "rb") as f:
                 before = os.fstat(fd)
                 if not stat.S_ISREG(before.st_mode):
