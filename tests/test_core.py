@@ -257,3 +257,13 @@ def test_a_branch_named_by_rewind_is_heads_branch_not_a_detached_head(
     assert "HEAD is not a branch tip: the next snapshot will start branch feat-2" in out
     status = json.loads(run_cli("status", "--json", cwd=ws)[1])
     assert (status["branch"], status["detached"], status["next_branch"]) == (None, True, "feat-2")
+
+
+@pytest.mark.parametrize("name", ["../x", "a/../../b", ".hidden", "a.lock", "a//b", "x/", "a*"])
+def test_branch_names_follow_gits_rules(run_cli: CliRunner, ws: Path, name: str) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "a.txt").write_text("x")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    code, _, err = run_cli("branch", "create", name, cwd=ws)
+    assert code == 2 and "invalid branch name" in err, err
+    assert run_cli("branch", "create", "feature/ok", cwd=ws)[0] == 0

@@ -301,7 +301,7 @@ def _on_a_terminal(run_cli: CliRunner, cwd: Path, no_color: bool, *args: str) ->
     env = run_cli.env()
     env.pop("NO_COLOR")
     if no_color:
-        env["NO_COLOR"] = ""  # set, even empty, means no colour
+        env["NO_COLOR"] = "1"  # set and not empty (no-color.org)
     leader, follower = pty.openpty()
     try:
         proc = subprocess.Popen(

@@ -449,7 +449,7 @@ def test_a_locked_bookmark_is_a_one_line_error_on_the_cli(ws: Path, run_cli: Cli
     ok(run_cli("bookmark", "rename", "release", "v1", cwd=ws))
     ok(run_cli("bookmark", "delete", "v1", cwd=ws))
     assert ok(run_cli("bookmark", "list", cwd=ws)) == "No bookmarks.\n"
-    assert_user_error(run_cli("bookmark", "delete", "v1", cwd=ws), says="unknown ref")
+    assert_user_error(run_cli("bookmark", "delete", "v1", cwd=ws), says="unknown bookmark")
     assert_user_error(run_cli("bookmark", "add", "v1", "nosuchref", cwd=ws), says="nosuchref")
 
 

@@ -179,12 +179,12 @@ class RefError(StrataError):
 class UnknownRef(RefError):
     """A ref that names no event, snapshot or object."""
 
-    def __init__(self, ref: str, *, hint: str | None = None) -> None:
+    def __init__(self, ref: str, *, hint: str | None = None, what: str = "ref") -> None:
         super().__init__(
-            f"unknown ref {ref!r}",
+            f"unknown {what} {ref!r}",
             hint=hint
-            or "see 'strata history' for event ids; refs are event ids, "
-            "snapshot ids, HEAD and HEAD~N",
+            or "refs are event ids, snapshot ids, run ids (4 characters or more), branches, "
+            "bookmarks, HEAD and HEAD~N; see 'strata history'",
         )
         self.ref = ref
 

@@ -416,7 +416,7 @@ class Repository(Core):
             self.guard_published("switch branches", force=force)
             view = tx.view
             if name not in view.branches:
-                raise UnknownRef(name, hint="see 'strata branch list'")
+                raise UnknownRef(name, hint="see 'strata branch list'", what="branch")
             target = self.resolve(name)
             after = moved(view, head_branch=name, head_event=view.branches[name])
             return restore_into(

@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``strata`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
     state = State(debug="--debug" in args or os.environ.get("STRATA_DEBUG") == "1")
-    color = False if "NO_COLOR" in os.environ else None  # None: colour only on a terminal
+    color = False if os.environ.get("NO_COLOR") else None  # no-color.org: set and not empty
 
     def fail(error_type: str, message: str, hint: str | None, code: int) -> NoReturn:
         report_error(error_type, message, hint, as_json=_json_requested(args, state))

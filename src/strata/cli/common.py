@@ -3,7 +3,7 @@
 This shell is the only layer that reads the environment. ``STRATA_AUTHOR``
 and ``STRATA_AUTHOR_KIND`` set the default author; ``STRATA_NOW`` (milliseconds
 since the epoch) freezes the clock and ``STRATA_SEED`` seeds event ids, so
-output is byte-stable in tests. ``NO_COLOR`` (any value) turns colour off even
+output is byte-stable in tests. ``NO_COLOR`` (set, not empty) turns colour off even
 on a terminal. ``STRATA_NO_RESIDENT=1`` keeps a
 ``strata snapshot`` or ``status`` from being handed to a ``--no-capture`` watcher
 (``strata._resident``).

@@ -33,7 +33,7 @@ def branch_delete(core: Core, name: str, *, author: Author | None) -> str:
     with core.transaction("branch delete", author, name=name) as tx:
         view = tx.view
         if name not in view.branches:
-            raise UnknownRef(name, hint="see 'strata branch list'")
+            raise UnknownRef(name, hint="see 'strata branch list'", what="branch")
         if name == view.head_branch:
             raise BranchInUse(name)
         branches = dict(view.branches)
@@ -66,7 +66,7 @@ def bookmark(
             marks[name] = Bookmark(point.event.id)
         else:
             if current is None:
-                raise UnknownRef(name, hint="see 'strata bookmark list'")
+                raise UnknownRef(name, hint="see 'strata bookmark list'", what="bookmark")
             if current.locked and action in ("move", "rename", "delete"):
                 raise BookmarkLocked(name)
             if action == "move":

@@ -438,13 +438,21 @@ def check_ref_name(name: str, *, what: str) -> str:
     """Validate a branch or bookmark name: it must not look like an id or a ref expression."""
     from strata.ids import looks_like_id
 
+    parts = name.split("/")
     if (
         not name
         or name in ("HEAD", "@")
-        or any(c in name for c in " ~:^\\\0\n\t")
+        or any(c in name for c in " ~:^\\*?[")
+        or any(ord(c) < 32 or ord(c) == 127 for c in name)
         or name.startswith("-")
+        or "@{" in name
+        or any(not p or p.startswith(".") or p.endswith((".", ".lock")) for p in parts)
     ):
-        raise UsageError(f"invalid {what} name {name!r}")
+        raise UsageError(
+            f"invalid {what} name {name!r}",
+            hint="names follow git's rules: no spaces, no '..', no part starting with '.', "
+            "no ~ ^ : ? * [ \\",
+        )
     if looks_like_id(name):
         raise UsageError(
             f"{what} name {name!r} looks like an id; pick a name with other characters "
