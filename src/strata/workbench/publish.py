@@ -296,7 +296,11 @@ def merge_trees(
         inb, inl, inr = path in b_dirs, path in l_dirs, path in r_dirs
         keep = inl if (inl == inr or inb == inr) else inr
         if keep:
-            dirs[path] = r_dirs.get(path, l_dirs.get(path, 0o755))
+            mode = _merge_mode(b_dirs.get(path), l_dirs.get(path), r_dirs.get(path))
+            if mode is None:
+                conflicts.append(path)
+                continue
+            dirs[path] = mode
     for path in result:  # a file where the other side keeps a folder, or below a file
         parts = path.split("/")
         for i in range(1, len(parts)):
@@ -328,10 +332,27 @@ def _merge_file(
     m = merge3.Merge3(lines[0], lines[1], lines[2])
     if any(region[0] == "conflict" for region in m.merge_regions()):
         return None
+    mode = _merge_mode(base.mode, left.mode, right.mode)
+    if mode is None:
+        return None  # both sides changed the permissions, differently
     data = b"".join(m.merge_lines())
-    mode = right.mode if right.mode != base.mode else left.mode
     oid = store.put(data)
     return TreeEntry(left.name, "file", mode, len(data), oid)
+
+
+def _merge_mode(base: int | None, left: int | None, right: int | None) -> int | None:
+    """The merged permission bits of a path both sides keep; None when they conflict.
+
+    A side that did not change the mode takes the other side's: a ``chmod``
+    made in the Draft or in Published meanwhile survives the merge.
+    """
+    if left is None or right is None:
+        return right if left is None else left  # added on one side only
+    if right in (base, left):
+        return left
+    if left == base:
+        return right
+    return None
 
 
 def _build(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int]) -> ObjectId:
