@@ -26,7 +26,6 @@ undo`` puts the checkpoint's files back.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -376,17 +375,10 @@ def _build(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int
 
 
 def external_symlinks(store: ObjectStore, before: ObjectId, after: ObjectId) -> list[str]:
-    """Symlinks new or changed in ``after`` whose target leaves the workspace."""
-    from strata.diff.tree import diff_trees
+    """Symlinks new or changed in ``after`` whose target leaves the workspace.
 
-    bad: list[str] = []
-    for change in diff_trees(store, before, after):
-        new = change.new
-        if new is None or new.kind != "symlink":
-            continue
-        target = store.get(new.oid).decode("utf-8", "surrogateescape")
-        folder = posixpath.dirname(change.path)
-        resolved = posixpath.normpath(posixpath.join(folder, target))
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-            bad.append(change.path)
-    return bad
+    Resolved through ``after``'s own symlinks (see :mod:`strata.diff.symlinks`).
+    """
+    from strata.diff.symlinks import escaping_symlinks
+
+    return [display_path(p) for p in escaping_symlinks(store, before, after)]
