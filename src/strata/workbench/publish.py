@@ -324,9 +324,13 @@ def _merge_file(
         return None  # added twice differently, or edited on one side and deleted on the other
     if not (base.kind == left.kind == right.kind == "file"):
         return None
+    from strata.diff.patch import BIG_FILE_BYTES
+
+    if max(base.size, left.size, right.size) > BIG_FILE_BYTES:
+        return None  # too big to merge line by line in memory: compared as binary
     datas = [store.get(e.oid) for e in (base, left, right)]
     if any(b"\0" in d for d in datas):
-        return None
+        return None  # binary (git looks at 8000 bytes; any NUL anywhere is enough here)
     lines = [d.splitlines(keepends=True) for d in datas]
     m = merge3.Merge3(lines[0], lines[1], lines[2])
     if any(region[0] == "conflict" for region in m.merge_regions()):
