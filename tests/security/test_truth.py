@@ -248,3 +248,10 @@ def test_review_and_diff_of_a_huge_sparse_file_keep_memory_flat(
     rss, _ = peak_rss_of(run_cli, "publish", cwd=ws)
     assert rss < MAX_RSS, f"publish peaked at {rss >> 20} MiB"
     assert os.path.getsize(ws / "big.log") == BIG + 6
+    # the working tree against HEAD: the file is read from the workspace, as a stream
+    with open(ws / "big.log", "r+b") as f:
+        f.seek(BIG // 4)
+        f.write(b"quarter\n")
+    rss, out = peak_rss_of(run_cli, "diff", "HEAD", "--stat", cwd=ws)
+    assert rss < MAX_RSS, f"diff of the working tree peaked at {rss >> 20} MiB"
+    assert b"big.log | Bin" in out
