@@ -13,7 +13,7 @@ import os
 import stat
 from pathlib import Path
 
-from conftest import CliRunner, assert_user_error, ok
+from conftest import CliRunner, Person, assert_user_error, ok
 
 
 def _draft(run_cli: CliRunner, ws: Path, files: dict[str, bytes]) -> Path:
@@ -188,3 +188,28 @@ def test_different_mode_changes_on_both_sides_are_a_conflict(run_cli: CliRunner,
     (ws / "f.txt").chmod(0o600)
     _refused(run_cli, ws, "f.txt")
     assert stat.S_IMODE(os.stat(ws / "f.txt").st_mode) == 0o600
+
+
+def test_modes_merge_for_root_and_for_an_unprivileged_user(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = home_of / "ws"
+    person.run(["mkdir", str(ws)])
+    sh = [
+        "sh",
+        "-c",
+        "mkdir private && echo k > private/key && echo t > tool && echo n > notes.txt",
+    ]
+    assert person.run(sh, cwd=ws).returncode == 0
+    ok(cli_as("init", cwd=ws))
+    ok(cli_as("snapshot", cwd=ws))
+    ok(cli_as("draft", "start", cwd=ws))
+    draft = ws / ".strata" / "draft" / "files"
+    person.run(["chmod", "755", str(draft / "tool")])  # the Draft makes it executable
+    person.run(["chmod", "700", str(ws / "private")])  # Published makes a folder private
+    person.run(["sh", "-c", "echo published > notes.txt"], cwd=ws)
+    ok(cli_as("publish", cwd=ws))
+    assert stat.S_IMODE(os.stat(ws / "private").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(ws / "tool").st_mode) == 0o755
+    assert (ws / "notes.txt").read_bytes() == b"published\n"
+    assert (ws / "private" / "key").stat().st_uid == person.uid
