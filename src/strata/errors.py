@@ -340,14 +340,25 @@ class DraftChanged(WorkspaceError):
 
 
 class ExternalSymlink(WorkspaceError):
-    """The Draft holds symlinks whose targets leave the workspace."""
+    """The Draft holds symlinks whose targets leave the workspace.
 
-    def __init__(self, paths: list[str]) -> None:
+    Targets are resolved through the tree's own symlinks (``y -> x/..`` with
+    ``x -> ..`` leaves). ``command`` is ``publish``, or the command that would
+    bring a Draft revision's files into Published (``rewind``, ``restore``…).
+    """
+
+    def __init__(self, paths: list[str], *, command: str = "publish") -> None:
         super().__init__(
-            "refusing to publish symlinks that point outside the workspace: " + ", ".join(paths),
-            hint="remove them from the Draft, or publish with --allow-external-symlinks",
+            f"refusing to {command} symlinks that point outside the workspace: " + ", ".join(paths),
+            hint=(
+                "remove them from the Draft, or publish with --allow-external-symlinks"
+                if command == "publish"
+                else "they were made in a Draft: publish that Draft with "
+                "--allow-external-symlinks if you mean to keep them"
+            ),
         )
         self.paths = paths
+        self.command = command
 
 
 class MergeConflict(StrataError):

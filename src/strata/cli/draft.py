@@ -25,6 +25,7 @@ from strata.cli.common import (
     rel_path,
     short,
 )
+from strata.diff.display import printable, printable_patch
 
 _LETTER = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T"}
 
@@ -298,12 +299,17 @@ def review(as_json: bool) -> None:
                 )
             else:
                 detail = f"+{f.insertions} -{f.deletions}"
-            click.echo(f"  {_LETTER.get(f.status, '?')} {f.path}  {detail}")
-        patch = result.diff.patch()
-    if patch:
-        click.echo("")
-        sys.stdout.flush()
-        sys.stdout.buffer.write(patch)
+            click.echo(f"  {_LETTER.get(f.status, '?')} {printable(f.path)}  {detail}")
+        # a reader's patch: control characters written out, a text file gone binary as text
+        first = True
+        for section in result.diff.iter_patch(readable=True):
+            if not section:
+                continue
+            if first:
+                click.echo("")
+                sys.stdout.flush()
+                first = False
+            sys.stdout.buffer.write(printable_patch(section))
         sys.stdout.buffer.flush()
 
 
@@ -360,9 +366,9 @@ def publish(
         f"(checkpoint {short(result.checkpoint.id)}; 'strata undo' reverses it)"
     )
     for p in result.merged_paths:
-        click.echo(f"  merged {p} with changes made to Published meanwhile")
+        click.echo(f"  merged {printable(p)} with changes made to Published meanwhile")
     for p in result.skipped_paths:
-        click.echo(f"warning: left {p} untouched: it changed while publishing", err=True)
+        click.echo(f"warning: left {printable(p)} untouched: it changed while publishing", err=True)
 
 
 @click.command()

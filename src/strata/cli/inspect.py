@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from strata.cli.common import emit_json, json_option, open_repo, rel_path, short, warn
+from strata.diff.display import printable, printable_patch
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
@@ -94,14 +95,14 @@ def _print_event(e: Event, indent: str = "") -> None:
     what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
     line = (
         f"{indent}{click.style(short(e.id), fg='yellow')} {e.ts[:19].replace('T', ' ')} "
-        f"{e.action_type:<9} {e.author.name} ({e.author.kind})"
+        f"{e.action_type:<9} {printable(e.author.name)} ({e.author.kind})"
     )
     if e.snapshot_ref and e.branch != "main":
-        line += f" [{e.branch}]"
+        line += f" [{printable(e.branch)}]"
     if what:
         line += f"  {what}"
     if e.rationale:
-        line += f"  {e.rationale}"
+        line += f"  {printable(e.rationale)}"  # a message may hold anything: shown, never obeyed
     click.echo(line)
 
 
@@ -137,7 +138,7 @@ def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> 
     for key, members in groups.items():
         files = {f for m in members for f in m.files}
         actions = ", ".join(sorted({m.action_type for m in members}))
-        label = key if by == "author" else short(key)
+        label = printable(key) if by == "author" else short(key)
         count = f"{len(members)} event{'s' if len(members) != 1 else ''}"
         span = f"{members[-1].ts[:19].replace('T', ' ')} .. {members[0].ts[:19].replace('T', ' ')}"
         click.echo(
@@ -179,14 +180,19 @@ def diff(
         result = repo.diff(a, b, paths=paths)
         if as_json:
             emit_json(result.to_json())
-        elif name_only:
+            return
+        # on a terminal, names and lines are shown, never obeyed (control characters
+        # written out; a text file gone binary as text); to a file or pipe, exact bytes
+        terminal = sys.stdout.isatty()
+        if name_only:
             for f in result.files:
-                click.echo(f.path)
+                click.echo(printable(f.path) if terminal else f.path)
         elif stat:
             _print_stat(result.files)
         else:
             sys.stdout.flush()
-            sys.stdout.buffer.write(result.patch())
+            for section in result.iter_patch(readable=terminal):
+                sys.stdout.buffer.write(printable_patch(section) if terminal else section)
             sys.stdout.buffer.flush()
 
 
@@ -215,8 +221,8 @@ def _print_stat(files: list) -> None:  # type: ignore[type-arg]
 
 def _label(f: object) -> str:
     old = getattr(f, "old_path", None)
-    path = str(getattr(f, "path", ""))
-    return f"{old} => {path}" if old else path
+    path = printable(str(getattr(f, "path", "")))
+    return f"{printable(old)} => {path}" if old else path
 
 
 @click.command()
@@ -261,7 +267,7 @@ def status(as_json: bool) -> None:
     click.echo("Unrecorded changes:")
     for c in result.changes:
         label = f"{c.old_path} -> {c.path}" if c.old_path else c.path
-        click.echo(f"  {_LETTER.get(c.status, '?')} {label}")
+        click.echo(f"  {_LETTER.get(c.status, '?')} {printable(label)}")
 
 
 @click.command()

@@ -40,7 +40,7 @@ from strata.ledger.ledger import Ledger, View
 from strata.sandbox.paths import display_path
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import DiskObjectStore, ObjectStore
-from strata.store.tree import EMPTY_TREE
+from strata.store.tree import EMPTY_TREE, TreeEntry
 
 if TYPE_CHECKING:
     from strata.core.results import OperationRecord
@@ -344,13 +344,18 @@ def _file_diff(
             ins = count or 0
             changed = new.size
         else:
-            from strata.diff.patch import line_stats
+            from strata.diff.patch import BIG_FILE_BYTES, line_stats
 
-            before = store.get(old.oid) if old else None
-            after = store.get(new.oid) if new else None
-            st = line_stats(before, after)
-            ins, dels, binary = st.insertions, st.deletions, st.binary
-            changed = bytes_changed(before or b"", after or b"")
+            if max(old.size if old else 0, new.size if new else 0) > BIG_FILE_BYTES:
+                # too big to load: compared as binary, from streams (memory stays flat)
+                binary = True
+                changed = _streamed_bytes_changed(store, old, new)
+            else:
+                before = store.get(old.oid) if old else None
+                after = store.get(new.oid) if new else None
+                st = line_stats(before, after)
+                ins, dels, binary = st.insertions, st.deletions, st.binary
+                changed = bytes_changed(before or b"", after or b"")
     return FileDiff(
         path=display_path(c.path) + ("/" if is_dir else ""),
         status=c.status,
@@ -364,6 +369,52 @@ def _file_diff(
         mode_before=old.mode if old else None,
         mode_after=new.mode if new else None,
     )
+
+
+def _streamed_bytes_changed(
+    store: ObjectStore, old: TreeEntry | None, new: TreeEntry | None
+) -> int:
+    """Bytes changed between two big versions: all of them past their common prefix.
+
+    Read as two streams of chunks; an upper bound of :func:`bytes_changed`
+    (a common suffix is not looked for: compressed objects read forwards only).
+    """
+    if old is None or new is None:
+        only = old or new
+        return only.size if only is not None else 0
+    if old.kind != "file" or new.kind != "file":
+        return max(old.size, new.size)
+    from strata.store.objects import verified_chunks
+
+    prefix = 0
+    a_chunks, b_chunks = verified_chunks(store, old.oid), verified_chunks(store, new.oid)
+    a = b = b""
+    while True:
+        if not a:
+            a = next(a_chunks, b"")
+        if not b:
+            b = next(b_chunks, b"")
+        n = min(len(a), len(b))
+        if n == 0:
+            break
+        if a[:n] != b[:n]:
+            prefix += _first_diff(a, b, n)
+            break
+        prefix += n
+        a, b = a[n:], b[n:]
+    return max(old.size, new.size) - prefix
+
+
+def _first_diff(a: bytes, b: bytes, n: int) -> int:
+    """The first index below ``n`` where ``a`` and ``b`` differ (they do), by halving."""
+    lo, hi = 0, n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def open_core(path: Path, **kwargs: Any) -> Core:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from strata.core.results import Point, RewindResult
+from strata.ids import ObjectId
 from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
@@ -52,6 +53,8 @@ def restore_into(
     quiet = event_type in (EventType.UNDO, EventType.REDO)
     auto, scan = tx.auto_save(event_type.replace("_", " ") + ("" if quiet else f" to {ref}"))
     current = scan.tree  # every path as just captured, with its stat for the no-loss checks
+    if target.event is not None and target.event.action_type == EventType.DRAFT_REVISION:
+        _refuse_external_symlinks(core, current, target.tree, event_type, paths)
     actions = core.workspace.plan(scan, target.tree, paths=paths or None)
     # what the scan could not read is never deleted or overwritten: it may hold unrecorded work
     # (a chmod loses nothing: a folder's mode is put back, a file's is stat-checked)
@@ -111,6 +114,21 @@ def _touches(path: str, unreadable: dict[str, str]) -> bool:
         u == "." or path == u or path.startswith(u + "/") or u.startswith(path + "/")
         for u in unreadable
     )
+
+
+def _refuse_external_symlinks(
+    core: Core, current: ObjectId, tree: ObjectId, event_type: str, paths: list[str] | None
+) -> None:
+    """A Draft revision reaches Published only through publish's symlink check."""
+    from strata.diff.symlinks import escaping_symlinks
+    from strata.errors import ExternalSymlink
+
+    bad = escaping_symlinks(core.objects, current, tree)
+    if paths:
+        bad = [p for p in bad if any(p == q or p.startswith(q.rstrip("/") + "/") for q in paths)]
+    if bad:
+        command = "rewind" if event_type == EventType.REWIND else event_type.replace("_", " ")
+        raise ExternalSymlink([display_path(p) for p in bad], command=command)
 
 
 def recover(core: Core) -> None:

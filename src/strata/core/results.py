@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,20 +94,57 @@ class DiffResult:
 
     def patch(self, *, context: int = 3) -> bytes:
         """The change as a git-format patch that ``git apply`` accepts."""
-        from strata.diff.patch import FileSide, render_patches
+        return b"".join(self.iter_patch(context=context))
 
-        def side(path: str | None, entry: TreeEntry | None) -> FileSide | None:
-            if entry is None or path is None:
+    def iter_patch(self, *, context: int = 3, readable: bool = False) -> Iterator[bytes]:
+        """The patch one file section at a time (each file's versions loaded only for it).
+
+        Files over :data:`~strata.diff.patch.BIG_FILE_BYTES` are never loaded:
+        git's ``Binary files … differ``. ``readable``: for a reader, see
+        :func:`~strata.diff.patch.render_patch`.
+        """
+        from strata.diff.patch import BIG_FILE_BYTES, FileSide, render_big, render_patch
+
+        def side(path: str, entry: TreeEntry | None, data: bool = True) -> FileSide | None:
+            if entry is None:
                 return None
             kind = "symlink" if entry.kind == "symlink" else "file"
-            return FileSide(path, kind, entry.mode, self.store.get(entry.oid))
+            return FileSide(path, kind, entry.mode, self.store.get(entry.oid) if data else b"")
 
-        pairs = [
-            (side(c.old_path or c.path, c.old), side(c.path, c.new))
-            for c in self.changes
-            if "dir" not in (c.old.kind if c.old else "", c.new.kind if c.new else "")
-        ]  # git patches cannot carry folders (empty ones, or their modes)
-        return render_patches(pairs, context=context)
+        for c in self.changes:
+            if "dir" in (c.old.kind if c.old else "", c.new.kind if c.new else ""):
+                continue  # git patches cannot carry folders (empty ones, or their modes)
+            old_path = c.old_path or c.path
+            big = [e for e in (c.old, c.new) if e and e.kind == "file" and e.size > BIG_FILE_BYTES]
+            if not big:
+                yield render_patch(
+                    side(old_path, c.old), side(c.path, c.new), context=context, readable=readable
+                )
+                continue
+            old, new = c.old, c.new
+            if old is not None and new is not None and old.kind != new.kind:
+                yield render_patch(side(old_path, old), None, context=context)
+                old = None
+                if new.kind != "file":
+                    yield render_patch(None, side(c.path, new), context=context)
+                    continue
+            elif old is not None and old.kind != "file":
+                yield render_patch(side(old_path, old), None, context=context)
+                continue
+            yield render_big(
+                side(old_path, old, data=False),
+                side(c.path, new, data=False),
+                old_id=self._git_id(old),
+                new_id=self._git_id(new),
+            )
+
+    def _git_id(self, entry: TreeEntry | None) -> str | None:
+        from strata.diff.patch import git_blob_id_of_chunks
+        from strata.store.objects import verified_chunks
+
+        if entry is None:
+            return None
+        return git_blob_id_of_chunks(entry.size, verified_chunks(self.store, entry.oid))
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata diff --json`` prints."""

@@ -23,6 +23,13 @@ the entry is absent (an added or deleted file). The rules followed are git's:
 * A change between a file and a symlink is printed as a deletion followed by an
   addition, as git does.
 * Two sides with different paths are a rename, with git's similarity index.
+* A file larger than :data:`BIG_FILE_BYTES` is never loaded whole: its
+  section is git's ``Binary files … differ`` (:func:`render_big`), with blob
+  ids hashed from a stream, as git does past ``core.bigFileThreshold``.
+
+For a reader rather than ``git apply`` (``readable=True``), a file that was
+text and now holds a NUL byte is shown as a text diff, flagged, instead of a
+base85 blob; :mod:`strata.diff.display` then writes the NUL out as ``\\x00``.
 
 pygit2 is imported inside the functions that need it, so that importing this
 module costs nothing at command-line start-up.
@@ -43,18 +50,28 @@ if TYPE_CHECKING:
     import pygit2
 
 __all__ = [
+    "BIG_FILE_BYTES",
     "FileSide",
     "LineStats",
     "git_blob_id",
     "git_mode",
     "is_binary",
+    "git_blob_id_of_chunks",
     "line_stats",
+    "render_big",
     "render_patch",
     "render_patches",
 ]
 
 #: How many leading bytes git inspects for a NUL when deciding "binary".
 BINARY_CHECK_BYTES = 8000
+
+#: Files larger than this are compared as binary, from streams, never loaded whole
+#: (the size the scanner streams too; git's ``core.bigFileThreshold`` idea).
+BIG_FILE_BYTES = 16 * 1024 * 1024
+
+#: The line a readable patch puts before a file that was text and now holds NUL bytes.
+NOW_BINARY_NOTE = b"# %s: was text, now contains NUL bytes (binary to git); shown as text\n"
 
 _NULL_ID = "0" * 40
 _FILE_KINDS = frozenset({"file", "symlink"})
@@ -142,6 +159,22 @@ def git_blob_id(data: bytes) -> str:
     return digest.hexdigest()
 
 
+def git_blob_id_of_chunks(size: int, chunks: Iterable[bytes]) -> str:
+    """Return the id git gives a blob of ``size`` bytes read as ``chunks``.
+
+    Raises:
+        DiffError: The chunks do not add up to ``size`` bytes.
+    """
+    digest = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    seen = 0
+    for chunk in chunks:
+        digest.update(chunk)
+        seen += len(chunk)
+    if seen != size:
+        raise DiffError(f"a blob recorded as {size} bytes holds {seen}")
+    return digest.hexdigest()
+
+
 def line_stats(old: bytes | None, new: bytes | None) -> LineStats:
     """Count the lines inserted and deleted from ``old`` to ``new``.
 
@@ -199,7 +232,9 @@ def _plain_counts(old: bytes, new: bytes) -> tuple[int, int] | None:
     return len(b_mid), len(a_mid)
 
 
-def render_patch(old: FileSide | None, new: FileSide | None, *, context: int = 3) -> bytes:
+def render_patch(
+    old: FileSide | None, new: FileSide | None, *, context: int = 3, readable: bool = False
+) -> bytes:
     """Render the change from ``old`` to ``new`` as ``git diff`` prints it.
 
     The output is what ``git diff --full-index --binary -M`` prints for the
@@ -210,6 +245,9 @@ def render_patch(old: FileSide | None, new: FileSide | None, *, context: int = 3
         old: The entry before the change, or ``None`` if it was added.
         new: The entry after the change, or ``None`` if it was deleted.
         context: Lines of unchanged context around each hunk.
+        readable: For a reader, not ``git apply``: a text file that now
+            holds a NUL byte is shown as a text diff after a
+            :data:`NOW_BINARY_NOTE` line.
 
     Returns:
         One git-format section (two for a change between a file and a
@@ -226,17 +264,76 @@ def render_patch(old: FileSide | None, new: FileSide | None, *, context: int = 3
             _check_side(side)
     if old is not None and new is not None and old.kind != new.kind:
         return _render(old, None, context=context) + _render(None, new, context=context)
-    return _render(old, new, context=context)
+    return _render(old, new, context=context, readable=readable)
+
+
+def render_big(
+    old: FileSide | None, new: FileSide | None, *, old_id: str | None, new_id: str | None
+) -> bytes:
+    """The section of a change to a file too big to diff: git's ``Binary files … differ``.
+
+    The sides' ``data`` is not used (pass ``b""``); ``old_id`` and ``new_id``
+    are the git blob ids (:func:`git_blob_id_of_chunks`). Both sides, when
+    present, are files.
+    """
+    for side in (old, new):
+        if side is not None:
+            _check_side(side)
+    if old is None and new is None:
+        return b""
+    old_path = old.path if old is not None else new.path  # type: ignore[union-attr]
+    new_path = new.path if new is not None else old_path
+    out, same = _header(old, new, old_path, new_path, old_id == new_id)
+    if same is not None:
+        return same
+    index = f"index {old_id or _NULL_ID}..{new_id or _NULL_ID}"
+    old_mode = None if old is None else git_mode(old)
+    new_mode = None if new is None else git_mode(new)
+    if old_mode == new_mode:
+        index += f" {old_mode}"
+    out.append(index.encode() + b"\n")
+    minus = b"/dev/null" if old is None else _quote("a/" + old_path)
+    plus = b"/dev/null" if new is None else _quote("b/" + new_path)
+    out.append(b"Binary files " + minus + b" and " + plus + b" differ\n")
+    return b"".join(out)
+
+
+def _header(
+    old: FileSide | None, new: FileSide | None, old_path: str, new_path: str, same_content: bool
+) -> tuple[list[bytes], bytes | None]:
+    """The lines up to the index line; the whole section instead when only they differ."""
+    old_mode = None if old is None else git_mode(old)
+    new_mode = None if new is None else git_mode(new)
+    same_content = same_content and old is not None and new is not None
+    renamed = old_path != new_path
+    if same_content and not renamed and old_mode == new_mode:
+        return [], b""
+    out = [b"diff --git " + _quote("a/" + old_path) + b" " + _quote("b/" + new_path) + b"\n"]
+    if old_mode is None:
+        out.append(f"new file mode {new_mode}\n".encode())
+    elif new_mode is None:
+        out.append(f"deleted file mode {old_mode}\n".encode())
+    elif old_mode != new_mode:
+        out.append(f"old mode {old_mode}\nnew mode {new_mode}\n".encode())
+    if renamed:
+        out.append(b"similarity index 100%\n" if same_content else b"similarity index 0%\n")
+        out.append(b"rename from " + _quote(old_path) + b"\n")
+        out.append(b"rename to " + _quote(new_path) + b"\n")
+    return out, (b"".join(out) if same_content else None)
 
 
 def render_patches(
-    pairs: Iterable[tuple[FileSide | None, FileSide | None]], *, context: int = 3
+    pairs: Iterable[tuple[FileSide | None, FileSide | None]],
+    *,
+    context: int = 3,
+    readable: bool = False,
 ) -> bytes:
     """Render several changes, in the order given, as one patch.
 
     Args:
         pairs: ``(old, new)`` pairs as :func:`render_patch` takes them.
         context: Lines of unchanged context around each hunk.
+        readable: As :func:`render_patch`.
 
     Returns:
         The concatenated sections; ``b""`` when nothing differs.
@@ -244,7 +341,9 @@ def render_patches(
     Raises:
         DiffError: As :func:`render_patch`.
     """
-    return b"".join(render_patch(old, new, context=context) for old, new in pairs)
+    return b"".join(
+        render_patch(old, new, context=context, readable=readable) for old, new in pairs
+    )
 
 
 def _check_side(side: FileSide) -> None:
@@ -254,7 +353,9 @@ def _check_side(side: FileSide) -> None:
         raise DiffError(f"cannot diff the entry at {side.path!r}: not a usable path")
 
 
-def _render(old: FileSide | None, new: FileSide | None, *, context: int) -> bytes:
+def _render(
+    old: FileSide | None, new: FileSide | None, *, context: int, readable: bool = False
+) -> bytes:
     """Render one section; the sides, when both present, are of the same kind."""
     if old is None:
         if new is None:
@@ -274,9 +375,13 @@ def _render(old: FileSide | None, new: FileSide | None, *, context: int) -> byte
         return b""
 
     binary = is_binary(old_data) or is_binary(new_data)
+    note = b""
+    if readable and binary and old is not None and new is not None and not is_binary(old_data):
+        binary = False  # was text: a reader sees the lines, NULs and all
+        note = NOW_BINARY_NOTE % _quote(new_path)
     a_label = _quote("a/" + old_path)
     b_label = _quote("b/" + new_path)
-    out = [b"diff --git " + a_label + b" " + b_label + b"\n"]
+    out = [note, b"diff --git " + a_label + b" " + b_label + b"\n"]
     if old_mode is None:
         out.append(f"new file mode {new_mode}\n".encode())
     elif new_mode is None:

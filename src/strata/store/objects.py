@@ -510,11 +510,26 @@ class OverlayStore:
         return self.top.writer()
 
     def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
-        """The object's bytes (one chunk when it comes from memory or a file)."""
-        if self.top.has(oid) or (oid in self.sources and not self.base.has(oid)):
-            yield self.get(oid)
-        else:
+        """The object's bytes: one chunk from memory, a stream from a file or the base."""
+        if self.top.has(oid):
+            yield self.top.get(oid)
+            return
+        source = self.sources.get(oid)
+        if source is None or self.base.has(oid):
             yield from self.base.iter_chunks(oid)
+            return
+        hasher = blake3.blake3()
+        try:
+            with open(source, "rb") as f:
+                while chunk := f.read(CHUNK):
+                    hasher.update(chunk)
+                    yield chunk
+        except OSError:
+            raise ObjectMissing(oid) from None
+        if hasher.hexdigest() != oid:
+            from strata.errors import WorkspaceChanged
+
+            raise WorkspaceChanged([source])
 
     def ids(self) -> Iterator[ObjectId]:
         """Ids in memory and in the base."""

@@ -26,7 +26,6 @@ undo`` puts the checkpoint's files back.
 
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -301,7 +300,11 @@ def merge_trees(
         inb, inl, inr = path in b_dirs, path in l_dirs, path in r_dirs
         keep = inl if (inl == inr or inb == inr) else inr
         if keep:
-            dirs[path] = r_dirs.get(path, l_dirs.get(path, 0o755))
+            mode = _merge_mode(b_dirs.get(path), l_dirs.get(path), r_dirs.get(path))
+            if mode is None:
+                conflicts.append(path)
+                continue
+            dirs[path] = mode
     for path in result:  # a file where the other side keeps a folder, or below a file
         parts = path.split("/")
         for i in range(1, len(parts)):
@@ -326,17 +329,38 @@ def _merge_file(
         return None  # added twice differently, or edited on one side and deleted on the other
     if not (base.kind == left.kind == right.kind == "file"):
         return None
+    from strata.diff.patch import BIG_FILE_BYTES
+
+    if max(base.size, left.size, right.size) > BIG_FILE_BYTES:
+        return None  # too big to merge line by line in memory: compared as binary
     datas = [store.get(e.oid) for e in (base, left, right)]
     if any(b"\0" in d for d in datas):
-        return None
+        return None  # binary (git looks at 8000 bytes; any NUL anywhere is enough here)
     lines = [d.splitlines(keepends=True) for d in datas]
     m = merge3.Merge3(lines[0], lines[1], lines[2])
     if any(region[0] == "conflict" for region in m.merge_regions()):
         return None
+    mode = _merge_mode(base.mode, left.mode, right.mode)
+    if mode is None:
+        return None  # both sides changed the permissions, differently
     data = b"".join(m.merge_lines())
-    mode = right.mode if right.mode != base.mode else left.mode
     oid = store.put(data)
     return TreeEntry(left.name, "file", mode, len(data), oid)
+
+
+def _merge_mode(base: int | None, left: int | None, right: int | None) -> int | None:
+    """The merged permission bits of a path both sides keep; None when they conflict.
+
+    A side that did not change the mode takes the other side's: a ``chmod``
+    made in the Draft or in Published meanwhile survives the merge.
+    """
+    if left is None or right is None:
+        return right if left is None else left  # added on one side only
+    if right in (base, left):
+        return left
+    if left == base:
+        return right
+    return None
 
 
 def _build(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int]) -> ObjectId:
@@ -360,17 +384,10 @@ def _build(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int
 
 
 def external_symlinks(store: ObjectStore, before: ObjectId, after: ObjectId) -> list[str]:
-    """Symlinks new or changed in ``after`` whose target leaves the workspace."""
-    from strata.diff.tree import diff_trees
+    """Symlinks new or changed in ``after`` whose target leaves the workspace.
 
-    bad: list[str] = []
-    for change in diff_trees(store, before, after):
-        new = change.new
-        if new is None or new.kind != "symlink":
-            continue
-        target = store.get(new.oid).decode("utf-8", "surrogateescape")
-        folder = posixpath.dirname(change.path)
-        resolved = posixpath.normpath(posixpath.join(folder, target))
-        if target.startswith("/") or resolved == ".." or resolved.startswith("../"):
-            bad.append(change.path)
-    return bad
+    Resolved through ``after``'s own symlinks (see :mod:`strata.diff.symlinks`).
+    """
+    from strata.diff.symlinks import escaping_symlinks
+
+    return [display_path(p) for p in escaping_symlinks(store, before, after)]
