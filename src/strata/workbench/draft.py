@@ -24,9 +24,10 @@ the Draft's files, tied to the command or message that made it.
 
 Ignored folders (``.venv``, ``node_modules``) are not copied; the sandbox shows
 Published's read-only. When the workspace is a git work tree the Draft gets a
-private ``.git`` (``git clone --local``: object files are hard links, never
-written in place) so agents that commit work normally; ``.git`` is always
-ignored, so it is never recorded nor published.
+private ``.git`` (``git clone --local --no-hardlinks``: copies, so no file of
+it shares an inode with the real ``.git`` and nothing written through it
+reaches the user's history) so agents that commit work normally; ``.git`` is
+always ignored, so it is never recorded nor published.
 """
 
 from __future__ import annotations
@@ -766,7 +767,17 @@ class _PrivateClone:
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": str(draft),
         }
-        argv = ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace)]
+        # --no-hardlinks: a hard-linked object or pack written in place from the Draft
+        # would change (or destroy) the real repository's history
+        argv = [
+            "git",
+            "clone",
+            "--quiet",
+            "--local",
+            "--no-hardlinks",
+            "--no-checkout",
+            str(workspace),
+        ]
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [*argv, str(self.tmp)],
