@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import stat
 import subprocess
 import sys
@@ -81,7 +80,10 @@ def test_the_drafts_git_shares_no_file_with_the_real_git(
     written = 0
     for path in _files(draft_git):  # code in the Draft writes through every file of its .git
         st = path.lstat()
-        assert (st.st_dev, st.st_ino) not in host_inodes, (path, host_inodes.get((st.st_dev, st.st_ino)))
+        assert (st.st_dev, st.st_ino) not in host_inodes, (
+            path,
+            host_inodes.get((st.st_dev, st.st_ino)),
+        )
         path.chmod(0o600)
         with open(path, "r+b") as f:
             f.write(b"\0garbage written in the Draft\0")
@@ -98,7 +100,7 @@ def _plant(draft: Path, marker: Path, tools: Path) -> None:
     """What a hostile agent leaves in the Draft: every git setting that runs a program."""
     tools.mkdir(exist_ok=True)
     evil = tools / "evil.sh"
-    evil.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat\n")
+    evil.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat\n')
     evil.chmod(0o755)
     hooks = tools / "hooks"
     hooks.mkdir(exist_ok=True)
@@ -112,8 +114,8 @@ def _plant(draft: Path, marker: Path, tools: Path) -> None:
             f"[core]\n\tfsmonitor = {evil}\n\thooksPath = {hooks}\n\tsshCommand = {evil}\n"
             f"\tpager = {evil}\n\teditor = {evil}\n"
             f"[alias]\n\tst = !{evil}\n\tstatus = !{evil}\n"
-            f"[filter \"evil\"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n"
-            f"[diff \"evil\"]\n\ttextconv = {evil}\n\tcommand = {evil}\n"
+            f'[filter "evil"]\n\tclean = {evil}\n\tsmudge = {evil}\n\tprocess = {evil}\n'
+            f'[diff "evil"]\n\ttextconv = {evil}\n\tcommand = {evil}\n'
             f"[diff]\n\texternal = {evil}\n"
             f"[include]\n\tpath = {tools / 'included.cfg'}\n"
         )
@@ -158,7 +160,20 @@ def test_git_config_planted_in_the_draft_runs_nothing_when_the_user_inspects_it(
             f"_plant(Path.cwd(), Path({str(marker)!r}), Path({str(tmp_path / 'tools')!r}))"
         )
         env = {"PYTHONPATH": str(Path(__file__).parent)}
-        ok(run_cli("draft", "run", "--sandbox", "none", "--", sys.executable, "-c", script, cwd=ws, env=env))
+        ok(
+            run_cli(
+                "draft",
+                "run",
+                "--sandbox",
+                "none",
+                "--",
+                sys.executable,
+                "-c",
+                script,
+                cwd=ws,
+                env=env,
+            )
+        )
     _inspect(draft, tmp_path / "home")
     assert not marker.exists(), marker.read_text()
     # the Draft's git still works for the user
@@ -282,7 +297,11 @@ def test_the_watcher_socket_serves_only_its_own_command_line(
         (ws / "a.txt").write_text("two\n")
 
         # another user reaches the socket: refused, whatever it asks
-        for body in ({"v": 1, "op": "status"}, {"v": 1, "op": "stop"}, _run_request(["status"], ws)):
+        for body in (
+            {"v": 1, "op": "status"},
+            {"v": 1, "op": "stop"},
+            _run_request(["status"], ws),
+        ):
             reply = _socket_ask(sock, body, person=unprivileged)
             assert not (reply or {}).get("ok"), reply
         # the same user without the watcher's key (as code in a sandbox would be): refused
@@ -334,8 +353,7 @@ def test_mount_point_clean_up_does_not_follow_a_symlink_left_by_the_command(
 # -- 6. an unreadable Draft folder never blocks the next Draft ----------------------------
 
 
-@pytest.mark.parametrize("where", ["sub", "."])
-@pytest.mark.parametrize("then", ["discard", "publish"])
+@pytest.mark.parametrize(("where", "then"), [("sub", "discard"), (".", "publish")])
 def test_an_unreadable_draft_folder_does_not_block_the_next_draft(
     where: str, then: str, person: Person, home_of: Path, cli_as: CliRunner
 ) -> None:
@@ -343,7 +361,7 @@ def test_an_unreadable_draft_folder_does_not_block_the_next_draft(
     person.run(["mkdir", "-p", str(ws / "keep")])
     person.run(["sh", "-c", "echo one > a.txt; echo k > keep/k.txt"], cwd=ws)
     ok(cli_as("init", cwd=ws))
-    ok(cli_as("draft", "start", cwd=ws))
+    old = Path(as_json(cli_as("draft", "start", "--json", cwd=ws))["path"])
     lock = f"mkdir -p sub/deep && echo x > sub/deep/f && echo y > b.txt && chmod 000 {where}"
     cli_as("draft", "run", "--sandbox", "none", "--", "sh", "-c", lock, cwd=ws)
     code, out, err = cli_as(then, cwd=ws) if then == "discard" else cli_as(then, "-m", "p", cwd=ws)
@@ -352,10 +370,13 @@ def test_an_unreadable_draft_folder_does_not_block_the_next_draft(
         assert then == "publish", err
         assert err.startswith("error: "), err
         ok(cli_as("discard", cwd=ws))
+    # a process the command left behind locks the kept folder after the Draft ended
+    person.run(["sh", "-c", f"mkdir -p sub/deep && chmod 000 {where}"], cwd=old)
     code, out, err = cli_as("draft", "start", "--json", cwd=ws)
     assert code == 0, err
     draft = Path(json.loads(out)["path"])
     assert (draft / "a.txt").read_text() == "one\n"
     assert (draft / "keep" / "k.txt").read_text() == "k\n"
-    assert not (draft / "sub").exists() or (draft / "sub" / "deep" / "f").exists()
+    # the new Draft holds Published's files, whatever the command left in the last one
+    assert (draft / "sub").exists() == (ws / "sub").exists()
     ok(cli_as("discard", cwd=ws))

@@ -231,6 +231,10 @@ class Draft:
         with core.transaction("draft revision", author, draft=self.id) as tx:
             if DraftState.load(core.layout.draft_state) != self.state:
                 raise NoDraft()  # published or discarded meanwhile
+            if scanned is None:
+                # a folder the command left unreadable would be recorded empty (and
+                # published so): our own folders get u+rx back first
+                make_removable(self.path, bits=0o500)
             scan = scanned or self.workspace.scan()
             tip = self.tip()
             tip_tree = core.tree_of(tip)
@@ -648,10 +652,57 @@ def _remove_quietly(path: Path) -> None:
 
 
 def _remove(path: Path) -> None:
+    """Delete ``path`` (never following a symlink), even where a command left it unreadable."""
+    try:
+        _remove_now(path)
+    except PermissionError:  # a folder left 'chmod 000' by a command run in the Draft
+        make_removable(path, bits=0o700)
+        _remove_now(path)
+
+
+def _remove_now(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
+
+
+def make_removable(path: Path, *, bits: int) -> None:
+    """Give ``u+rwx`` to every folder at or below ``path`` this user owns that lacks ``bits``.
+
+    A command run in the Draft may leave a folder unreadable (``chmod 000``),
+    which would block scanning it (``bits=0o500``: a folder left read-only on
+    purpose keeps its mode) or deleting it (``0o700``). Folders are reached through ``O_PATH``
+    handles opened with ``O_NOFOLLOW``, one level at a time, so a symlink the
+    command left is never followed, and each mode is changed through the
+    handle (``/proc/self/fd``), never through a path that could be swapped.
+    """
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(path, flags)
+    except OSError:
+        return
+    stack = [top]
+    while stack:
+        fd = stack.pop()
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISDIR(st.st_mode):
+                continue
+            if st.st_uid == os.geteuid() and st.st_mode & bits != bits:
+                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | 0o700)
+            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+            try:
+                names = os.listdir(listing)
+            finally:
+                os.close(listing)
+            for name in names:
+                with contextlib.suppress(OSError):
+                    stack.append(os.open(name, flags, dir_fd=fd))
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
 
 
 def draft_reminder(core: Core, *, now_ms: int) -> str | None:
