@@ -49,6 +49,7 @@ __all__ = [
     "SandboxSpec",
     "sandbox_command",
     "missing_mount_points",
+    "remove_mount_points",
     "sandbox_home",
     "sandbox_problem",
     "unreachable_command",
@@ -301,6 +302,43 @@ def missing_mount_points(spec: SandboxSpec) -> list[Path]:
             if not os.path.lexists(current) and current not in missing:
                 missing.append(current)
     return missing
+
+
+def remove_mount_points(spec: SandboxSpec, made: Sequence[Path]) -> None:
+    """Remove the mount points ``made`` (from :func:`missing_mount_points`) still empty.
+
+    The command may have replaced a folder on the way with a symlink to a host
+    folder, so each path is reached from ``spec.source`` one name at a time
+    through folder handles opened with ``O_NOFOLLOW``: a symlink ends the walk
+    and nothing outside the Draft is ever removed. Only an empty folder or an
+    empty file is removed; errors are ignored (what is left stays in the Draft).
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    for path in reversed(made):  # children before their parents
+        try:
+            parts = path.relative_to(spec.source).parts
+        except ValueError:
+            continue
+        if not parts:
+            continue
+        try:
+            fd = os.open(spec.source, flags)
+        except OSError:
+            return
+        try:
+            for name in parts[:-1]:
+                child = os.open(name, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(parts[-1], dir_fd=fd)  # only when empty; never follows a symlink
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(parts[-1], dir_fd=fd)
+        except OSError:
+            continue  # a symlink on the way (ELOOP, ENOTDIR), gone, or not empty
+        finally:
+            os.close(fd)
 
 
 def unreachable_command(

@@ -337,12 +337,7 @@ class Draft:
             try:
                 outcome = run_command(full, env=env, new_session=True)
             finally:
-                for path in reversed(made):  # the mount points bubblewrap made, if still empty
-                    with contextlib.suppress(OSError):
-                        if path.is_dir() and not path.is_symlink():
-                            path.rmdir()
-                        elif path.is_file() and not path.is_symlink() and not path.stat().st_size:
-                            path.unlink()
+                bwrap.remove_mount_points(spec, made)
         return outcome
 
     def _spec(
