@@ -215,13 +215,15 @@ def test_a_store_under_a_system_folder_is_invisible_in_the_sandbox(
         ok(run_cli("init", "--store", str(store), cwd=ws))
         ok(run_cli("draft", "start", cwd=ws))
         probe = (
-            f"ls -a {store} > seen.txt 2>&1; cat {store}/config.toml >> seen.txt 2>&1; "
-            f"ls {store}/objects >> seen.txt 2>&1; true"
+            f"ls -A {store} > listed.txt 2>/dev/null; cat {store}/config.toml > read.txt 2>&1; "
+            f"ls {store}/objects {store}/watch > deeper.txt 2>/dev/null; true"
         )
         ok(run_cli("draft", "run", "--", "sh", "-c", probe, cwd=ws))
-        seen = (_draft_path(run_cli, ws) / "seen.txt").read_text()
-        assert "config.toml" not in seen and "ledger" not in seen, seen
-        assert "[repository]" not in seen, seen
+        draft = _draft_path(run_cli, ws)
+        assert (draft / "listed.txt").read_text() == ""
+        assert (draft / "deeper.txt").read_text() == ""
+        assert "[repository]" not in (draft / "read.txt").read_text()
+        assert (store / "config.toml").is_file()  # the mask hid it, nothing touched it
     finally:
         shutil.rmtree(store, ignore_errors=True)
 

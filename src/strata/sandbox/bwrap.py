@@ -18,8 +18,9 @@ starts from nothing and is given, in this order:
 and then the root folder is made read-only. Every namespace is unshared (the
 network too unless ``net``), every capability dropped, further user namespaces
 disabled (bubblewrap 0.8 and later), and the environment is rebuilt from an
-allowlist. The repository folder is never mounted, so the command cannot reach
-it, whatever path it tries.
+allowlist. The repository folder is never mounted, and an empty tmpfs is
+mounted over it last (a store under ``/opt`` would otherwise be seen through
+the system folders), so the command cannot reach it, whatever path it tries.
 
 The command is started through :mod:`strata.sandbox._relay`, which passes
 SIGINT, SIGQUIT, SIGTERM and SIGHUP on to the command inside (bubblewrap itself
@@ -280,9 +281,29 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
+    args += _repository_masks(spec)
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
     return [*relay, *args, "--", *argv], env
+
+
+def _repository_masks(spec: SandboxSpec) -> list[str]:
+    """An empty tmpfs over the repository, as given and resolved, mounted last.
+
+    The repository is never bound, but a store kept below a system folder
+    (``/opt``, ``/usr``, ``/etc``) would be seen read-only through that
+    folder's bind, with the ledger, every object and the watcher's socket:
+    so it is masked wherever it is. A form inside the workspace needs no mask
+    (the Draft is shown there, and a mask would make a mount point in it).
+    """
+    if spec.repository is None:
+        return []
+    args: list[str] = []
+    for form in _forms(spec.repository):
+        if _within(form, spec.workspace) or _within(form, spec.source):
+            continue
+        args += ["--tmpfs", str(form)]
+    return args
 
 
 def missing_mount_points(spec: SandboxSpec) -> list[Path]:
