@@ -281,26 +281,29 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
-    args += _repository_masks(spec)
+    args += _repository_masks(spec, home=home)
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
     return [*relay, *args, "--", *argv], env
 
 
-def _repository_masks(spec: SandboxSpec) -> list[str]:
+def _repository_masks(spec: SandboxSpec, *, home: Path) -> list[str]:
     """An empty tmpfs over the repository, as given and resolved, mounted last.
 
     The repository is never bound, but a store kept below a system folder
     (``/opt``, ``/usr``, ``/etc``) would be seen read-only through that
     folder's bind, with the ledger, every object and the watcher's socket:
-    so it is masked wherever it is. A form inside the workspace needs no mask
-    (the Draft is shown there, and a mask would make a mount point in it).
+    so each form the sandbox would show from the host is masked. A form
+    inside the workspace shows the Draft (and a mask would make a mount point
+    in it); one in a private folder or nowhere shows nothing already.
     """
     if spec.repository is None:
         return []
     args: list[str] = []
     for form in _forms(spec.repository):
         if _within(form, spec.workspace) or _within(form, spec.source):
+            continue
+        if _host_view(spec, form, home=home) is None:
             continue
         args += ["--tmpfs", str(form)]
     return args
