@@ -27,7 +27,12 @@ Published's read-only. When the workspace is a git work tree the Draft gets a
 private ``.git`` (``git clone --local --no-hardlinks``: copies, so no file of
 it shares an inode with the real ``.git`` and nothing written through it
 reaches the user's history) so agents that commit work normally; ``.git`` is
-always ignored, so it is never recorded nor published.
+always ignored, so it is never recorded nor published. Whatever runs in the
+Draft can write that ``.git``, so before Strata shows the Draft's path (start,
+status, review) and after each run, :func:`neutralise_git` rewrites its
+config keeping only settings that run nothing: a user who inspects the Draft
+with git never runs a program the agent planted (``core.fsmonitor``, hooks,
+aliases, filter and diff drivers, ``core.sshCommand``, includes…).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -184,7 +190,13 @@ class Draft:
         return max(0, now_ms - self.state.created_ms)
 
     def status(self, *, now_ms: int) -> dict[str, Any]:
-        """The shape ``strata draft status --json`` prints."""
+        """The shape ``strata draft status --json`` prints.
+
+        The Draft's private ``.git`` is neutralised first (see
+        :func:`neutralise_git`): the path shown is safe to inspect with git.
+        """
+        if self.state.git:
+            neutralise_git(self.path)
         tip = self.tip()
         return {
             "open": True,
@@ -293,6 +305,8 @@ class Draft:
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
             outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
+        if self.state.git:  # what the command planted in .git runs nothing for the user
+            neutralise_git(self.path)
         shown = " ".join(argv)
         revision = self.record(
             message or f"draft run: {shown}"[:500],
@@ -385,6 +399,8 @@ class Draft:
         """Snapshot the Draft and show its change set against its base."""
         from strata.workbench.publish import review
 
+        if self.state.git:
+            neutralise_git(self.path)
         return review(self, author=author)
 
     def publish(
@@ -843,8 +859,13 @@ class _PrivateClone:
             os.replace(self.tmp / ".git", files / ".git")
             # the index from HEAD, the files untouched: 'git status' shows Published's
             # uncommitted work as the Draft's
+            neutralise_git(files)
             subprocess.run(
-                ["git", "reset", "-q"], cwd=files, env=self.env, capture_output=True, check=False
+                ["git", *SAFE_GIT_OPTIONS, "reset", "-q"],
+                cwd=files,
+                env=self.env,
+                capture_output=True,
+                check=False,
             )
         except OSError:
             return False
@@ -857,3 +878,162 @@ class _PrivateClone:
             self.proc.wait()
         with contextlib.suppress(OSError):
             _remove(self.tmp)
+
+
+# -- the Draft's .git runs nothing the agent planted -------------------------------------
+
+#: options for every git command Strata runs in a Draft: no hook, no fsmonitor
+SAFE_GIT_OPTIONS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+#: the settings a Draft's ``.git/config`` keeps: none of them names a program
+#: (section and key lower-cased, as ``git config --list`` prints them)
+_KEPT_GIT_KEYS = re.compile(
+    r"core\.(repositoryformatversion|filemode|logallrefupdates|ignorecase|precomposeunicode"
+    r"|symlinks|autocrlf|eol|safecrlf|quotepath|checkstat|trustctime)"
+    r"|extensions\.(objectformat|refstorage)"
+    r"|remote\..+\.(url|fetch)"
+    r"|branch\..+\.(remote|merge|rebase)"
+    r"|user\.(name|email)",
+    re.DOTALL,
+)
+
+#: appended to every neutralised config
+_GIT_HARDENING: tuple[tuple[str, str | None, str, str | None], ...] = (
+    ("core", None, "fsmonitor", "false"),
+    ("core", None, "hooksPath", "/dev/null"),
+    ("core", None, "bare", "false"),
+)
+
+#: files in ``.git`` that make git read configuration or a repository from elsewhere
+_GIT_REDIRECTS = ("commondir", "config.worktree", "gitdir")
+
+
+def neutralise_git(files: Path) -> None:
+    """Make the Draft's ``.git`` safe to use: its config can run no program.
+
+    Code run in the Draft can write its private ``.git``. This rewrites
+    ``.git/config`` keeping only the settings that name no program (format,
+    remotes, branches, identity), then turns off hooks and fsmonitor, so
+    ``core.fsmonitor``, ``core.hooksPath``, ``core.sshCommand``, aliases,
+    pagers, editors, filter, diff and merge drivers, credential helpers and
+    includes the command planted are gone before anyone runs git there. Files
+    that send git to a configuration or repository elsewhere (``commondir``,
+    ``config.worktree``) are removed, and a ``.git`` that is not a folder (a
+    symlink, a ``gitdir:`` file) is removed: it is private and never
+    published. Everything is reached through a handle on ``.git`` opened with
+    ``O_NOFOLLOW``; nothing outside the Draft is written.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    files_fd = os.open(files, flags)
+    try:
+        git_fd = os.open(".git", flags, dir_fd=files_fd)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # a symlink or a 'gitdir:' file: git would go elsewhere
+        _remove_at(files_fd, ".git")
+        return
+    finally:
+        os.close(files_fd)
+    try:
+        for name in _GIT_REDIRECTS:
+            _remove_at(git_fd, name)
+        entries = _git_config_entries(_read_regular(git_fd, "config"))
+        kept = [entry for entry in entries if _KEPT_GIT_KEYS.fullmatch(entry[0])]
+        data = _git_config_text(kept).encode("utf-8", "surrogateescape")
+        tmp = f"config.strata-{os.getpid()}"
+        _remove_at(git_fd, tmp)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=git_fd,
+        )
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, "config", src_dir_fd=git_fd, dst_dir_fd=git_fd)
+    finally:
+        os.close(git_fd)
+
+
+def _read_regular(dir_fd: int, name: str, limit: int = 1 << 20) -> bytes:
+    """The bytes of ``name`` when it is a regular file (not a FIFO, a symlink…), else b""."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _git_config_entries(data: bytes) -> list[tuple[str, str | None]]:
+    """``(key, value)`` pairs of a git config file, read by git without its includes.
+
+    A file git cannot parse gives no entries (the config is rewritten from scratch).
+    """
+    if not data:
+        return []
+    try:
+        done = subprocess.run(
+            ["git", "config", "--file", "-", "--list", "--null", "--no-includes"],
+            input=data,
+            capture_output=True,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"},
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    entries: list[tuple[str, str | None]] = []
+    for item in done.stdout.split(b"\0"):
+        if not item:
+            continue
+        key, newline, value = item.partition(b"\n")
+        entries.append(
+            (
+                key.decode("utf-8", "surrogateescape"),
+                value.decode("utf-8", "surrogateescape") if newline else None,
+            )
+        )
+    return entries
+
+
+def _git_config_text(entries: list[tuple[str, str | None]]) -> str:
+    """A git config file holding ``entries``, then :data:`_GIT_HARDENING`."""
+    lines = ["# rewritten by Strata: settings that run programs are removed"]
+    split: list[tuple[str, str | None, str, str | None]] = []
+    for key, value in entries:
+        section, _, rest = key.partition(".")
+        subsection, _, name = rest.rpartition(".")
+        split.append((section, subsection or None, name, value))
+    last = ""
+    for section, sub, name, value in [*split, *_GIT_HARDENING]:
+        header = f"[{section}]" if sub is None else f'[{section} "{_git_quote(sub)}"]'
+        if header != last:
+            lines.append(header)
+            last = header
+        lines.append(f"\t{name}" if value is None else f'\t{name} = "{_git_quote(value)}"')
+    return "\n".join(lines) + "\n"
+
+
+def _git_quote(text: str) -> str:
+    return (
+        text.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+        .replace("\b", "\\b")
+    )
