@@ -120,6 +120,11 @@ def _plant(draft: Path, marker: Path, tools: Path) -> None:
             f"[include]\n\tpath = {tools / 'included.cfg'}\n"
         )
     (draft / ".gitattributes").write_text("* filter=evil diff=evil\n")
+    # a common folder elsewhere whose config git would read too
+    common = tools / "common"
+    shutil.copytree(draft / ".git", common, dirs_exist_ok=True)
+    (draft / ".git" / "commondir").write_text(f"{common}\n")
+    (draft / ".git" / "config.worktree").write_text(f"[core]\n\tfsmonitor = {evil}\n")
     (draft / "a.txt").write_text("changed in the Draft\n")
 
 
