@@ -387,3 +387,28 @@ def test_an_unreadable_draft_folder_does_not_block_the_next_draft(
     # the new Draft holds Published's files, whatever the command left in the last one
     assert (draft / "sub").exists() == (ws / "sub").exists()
     ok(cli_as("discard", cwd=ws))
+
+
+def test_a_draft_git_left_unreadable_does_not_break_the_draft(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    ws = home_of / "ws"
+    env = git_env(home_of)
+    person.run(["mkdir", str(ws)])
+    person.run(
+        ["sh", "-c", "echo one > a.txt && git init -q && git add -A && git commit -qm a"],
+        cwd=ws,
+        env=env,
+    )
+    ok(cli_as("init", cwd=ws))
+    draft = Path(as_json(cli_as("draft", "start", "--json", cwd=ws))["path"])
+    assert (draft / ".git" / "HEAD").is_file()
+    ok(cli_as("draft", "run", "--sandbox", "none", "--", "chmod", "000", ".git", ".", cwd=ws))
+    info = as_json(cli_as("draft", "status", "--json", cwd=ws))
+    assert info["open"] and info["git"]
+    ok(cli_as("discard", cwd=ws))
+    draft = Path(as_json(cli_as("draft", "start", "--json", cwd=ws))["path"])
+    assert (draft / "a.txt").read_text() == "one\n"
+    ok(cli_as("discard", cwd=ws))

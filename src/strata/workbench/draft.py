@@ -243,11 +243,12 @@ class Draft:
         with core.transaction("draft revision", author, draft=self.id) as tx:
             if DraftState.load(core.layout.draft_state) != self.state:
                 raise NoDraft()  # published or discarded meanwhile
-            if scanned is None:
-                # a folder the command left unreadable would be recorded empty (and
-                # published so): our own folders get u+rx back first
-                make_removable(self.path, bits=0o500)
             scan = scanned or self.workspace.scan()
+            if scanned is None and scan.warnings:
+                # a folder the command left unreadable would be recorded empty (and
+                # published so): our own folders get u+rx back, then the Draft is scanned again
+                make_removable(self.path, bits=0o500)
+                scan = self.workspace.scan()
             tip = self.tip()
             tip_tree = core.tree_of(tip)
             tx.on_commit(scan.save_cache)
@@ -909,6 +910,22 @@ _GIT_REDIRECTS = ("commondir", "config.worktree", "gitdir")
 
 
 def neutralise_git(files: Path) -> None:
+    """Make the Draft's ``.git`` safe to use (see :func:`_neutralise_git`).
+
+    A ``.git`` (or Draft folder) the command left unreadable is made readable
+    first; one that still cannot be rewritten is removed.
+    """
+    try:
+        _neutralise_git(files)
+    except PermissionError:
+        make_removable(files, bits=0o500)
+        try:
+            _neutralise_git(files)
+        except OSError:
+            _remove(files / ".git")
+
+
+def _neutralise_git(files: Path) -> None:
     """Make the Draft's ``.git`` safe to use: its config can run no program.
 
     Code run in the Draft can write its private ``.git``. This rewrites
