@@ -47,7 +47,7 @@ import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -694,27 +694,50 @@ def make_removable(path: Path, *, bits: int) -> None:
         top = os.open(path, flags)
     except OSError:
         return
-    stack = [top]
+    names = _unlock_folder(top, bits)
+    if names is None:
+        os.close(top)
+        return
+    # one open handle per level of the walk, never one per entry
+    stack: list[tuple[int, Iterator[str]]] = [(top, iter(names))]
     while stack:
-        fd = stack.pop()
+        fd, pending = stack[-1]
+        name = next(pending, None)
+        if name is None:
+            os.close(fd)
+            stack.pop()
+            continue
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISDIR(st.st_mode):
+            if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
                 continue
-            if st.st_uid == os.geteuid() and st.st_mode & bits != bits:
-                os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | 0o700)
-            listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
-            try:
-                names = os.listdir(listing)
-            finally:
-                os.close(listing)
-            for name in names:
-                with contextlib.suppress(OSError):
-                    stack.append(os.open(name, flags, dir_fd=fd))
+            child = os.open(name, flags, dir_fd=fd)
         except OSError:
             continue
+        names = _unlock_folder(child, bits)
+        if names is None:
+            os.close(child)
+        else:
+            stack.append((child, iter(names)))
+
+
+def _unlock_folder(fd: int, bits: int) -> list[str] | None:
+    """Give the folder behind the ``O_PATH`` handle ``fd`` u+rwx if it lacks ``bits``; its names.
+
+    None when ``fd`` is not a folder or cannot be listed.
+    """
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        if st.st_uid == os.geteuid() and st.st_mode & bits != bits:
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | 0o700)
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            return os.listdir(listing)
         finally:
-            os.close(fd)
+            os.close(listing)
+    except OSError:
+        return None
 
 
 def draft_reminder(core: Core, *, now_ms: int) -> str | None:
