@@ -400,6 +400,8 @@ class MonitorServer:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with _short_path(sock_path) as short:
             sock.bind(short)
+            with contextlib.suppress(OSError):  # the owner only, whatever the umask
+                os.chmod(short, 0o600)
         sock.listen(16)
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="strata-watch-server", daemon=True)
