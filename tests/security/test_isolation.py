@@ -145,17 +145,27 @@ def _inspect(draft: Path, home: Path) -> None:
         subprocess.run(["git", *argv], cwd=draft, env=env, capture_output=True, check=False)
 
 
-@pytest.mark.parametrize("how", ["status", "run"])
+@pytest.mark.parametrize("how", ["status", "run", "own-git"])
 def test_git_config_planted_in_the_draft_runs_nothing_when_the_user_inspects_it(
     how: str, tmp_path: Path, run_cli: CliRunner, git: GitRunner
 ) -> None:
     ws = tmp_path / "ws"
-    _git_workspace(ws, git)
+    if how == "own-git":  # no git work tree: the command makes the Draft's .git itself
+        ws.mkdir()
+        (ws / "a.txt").write_text("one\n")
+    else:
+        _git_workspace(ws, git)
     ok(run_cli("init", cwd=ws))
     ok(run_cli("draft", "start", cwd=ws))
     draft = _draft_path(run_cli, ws)
     marker = tmp_path / "marker"
-    if how == "status":  # planted while the agent ran; the user asks where the Draft is
+    if how == "own-git":
+        git("init", "-q", cwd=draft)
+        git("add", "a.txt", cwd=draft)
+        git("commit", "-qm", "mine", cwd=draft)
+        _plant(draft, marker, tmp_path / "tools")
+        ok(run_cli("draft", "status", cwd=ws))
+    elif how == "status":  # planted while the agent ran; the user asks where the Draft is
         _plant(draft, marker, tmp_path / "tools")
         assert str(draft) in ok(run_cli("draft", "status", cwd=ws))
     else:  # planted by the command itself; the user goes straight to the folder

@@ -192,11 +192,11 @@ class Draft:
     def status(self, *, now_ms: int) -> dict[str, Any]:
         """The shape ``strata draft status --json`` prints.
 
-        The Draft's private ``.git`` is neutralised first (see
-        :func:`neutralise_git`): the path shown is safe to inspect with git.
+        The Draft's ``.git`` (its private clone, or one a command made) is
+        neutralised first (see :func:`neutralise_git`): the path shown is safe
+        to inspect with git.
         """
-        if self.state.git:
-            neutralise_git(self.path)
+        neutralise_git(self.path)
         tip = self.tip()
         return {
             "open": True,
@@ -306,8 +306,9 @@ class Draft:
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
             outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
-        if self.state.git:  # what the command planted in .git runs nothing for the user
-            neutralise_git(self.path)
+        # what the command planted in a .git (the private clone's or one it made)
+        # runs nothing for the user
+        neutralise_git(self.path)
         shown = " ".join(argv)
         revision = self.record(
             message or f"draft run: {shown}"[:500],
@@ -400,8 +401,7 @@ class Draft:
         """Snapshot the Draft and show its change set against its base."""
         from strata.workbench.publish import review
 
-        if self.state.git:
-            neutralise_git(self.path)
+        neutralise_git(self.path)
         return review(self, author=author)
 
     def publish(
