@@ -3,7 +3,10 @@
 A watcher started with ``strata watch --no-capture`` runs the command itself
 (in its own process, with the caller's arguments, folder, environment and
 umask) and sends back what it printed and its exit code, which the caller
-prints byte for byte. This saves the ~150 ms of imports a snapshot needs.
+prints byte for byte. The request carries the watcher's key, read from
+``REPO/watch/watch.key`` (readable by its owner only): a process that cannot
+read the repository (a sandboxed command, another user) is refused. This
+saves the ~150 ms of imports a snapshot needs.
 
 Only the standard library is imported here, before anything else of Strata.
 Whenever there is a doubt (no watcher, another protocol, a busy or dead
@@ -21,7 +24,8 @@ import os
 import socket
 import sys
 
-#: the commands a watcher runs; anything else runs in the calling process
+#: the commands a watcher runs (it refuses any other); anything else runs in the
+#: calling process
 SERVED = ("snapshot", "status")
 #: options whose output depends on the terminal or the process: always run locally
 LOCAL_ONLY = ("-h", "--help", "--debug")
@@ -56,6 +60,15 @@ def _find_socket(cwd: str) -> str | None:
         folder = parent
     path = os.path.join(repo, "watch", "watch.sock")
     return path if len(os.fsencode(path)) < 100 and os.path.exists(path) else None
+
+
+def _read_key(sock_path: str) -> str | None:
+    """The watcher's key (``watch.key`` beside its socket), or None when unreadable."""
+    try:
+        with open(os.path.join(os.path.dirname(sock_path), "watch.key"), encoding="ascii") as f:
+            return f.read().strip() or None
+    except (OSError, ValueError):
+        return None
 
 
 def _read_line(sock: socket.socket) -> dict[str, object] | None:
@@ -100,11 +113,15 @@ def _try_resident(argv: list[str]) -> bool:
         return False
     if path is None:
         return False
+    key = _read_key(path)
+    if key is None:
+        return False
     umask = os.umask(0o022)
     os.umask(umask)
     body = {
         "v": 1,
         "op": "run",
+        "key": key,
         "argv": argv,
         "cwd": cwd,
         "env": dict(os.environ),

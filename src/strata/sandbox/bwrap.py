@@ -18,8 +18,9 @@ starts from nothing and is given, in this order:
 and then the root folder is made read-only. Every namespace is unshared (the
 network too unless ``net``), every capability dropped, further user namespaces
 disabled (bubblewrap 0.8 and later), and the environment is rebuilt from an
-allowlist. The repository folder is never mounted, so the command cannot reach
-it, whatever path it tries.
+allowlist. The repository folder is never mounted, and an empty tmpfs is
+mounted over it last (a store under ``/opt`` would otherwise be seen through
+the system folders), so the command cannot reach it, whatever path it tries.
 
 The command is started through :mod:`strata.sandbox._relay`, which passes
 SIGINT, SIGQUIT, SIGTERM and SIGHUP on to the command inside (bubblewrap itself
@@ -49,6 +50,7 @@ __all__ = [
     "SandboxSpec",
     "sandbox_command",
     "missing_mount_points",
+    "remove_mount_points",
     "sandbox_home",
     "sandbox_problem",
     "unreachable_command",
@@ -279,9 +281,32 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
+    args += _repository_masks(spec, home=home)
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
     return [*relay, *args, "--", *argv], env
+
+
+def _repository_masks(spec: SandboxSpec, *, home: Path) -> list[str]:
+    """An empty tmpfs over the repository, as given and resolved, mounted last.
+
+    The repository is never bound, but a store kept below a system folder
+    (``/opt``, ``/usr``, ``/etc``) would be seen read-only through that
+    folder's bind, with the ledger, every object and the watcher's socket:
+    so each form the sandbox would show from the host is masked. A form
+    inside the workspace shows the Draft (and a mask would make a mount point
+    in it); one in a private folder or nowhere shows nothing already.
+    """
+    if spec.repository is None:
+        return []
+    args: list[str] = []
+    for form in _forms(spec.repository):
+        if _within(form, spec.workspace) or _within(form, spec.source):
+            continue
+        if _host_view(spec, form, home=home) is None:
+            continue
+        args += ["--tmpfs", str(form)]
+    return args
 
 
 def missing_mount_points(spec: SandboxSpec) -> list[Path]:
@@ -301,6 +326,43 @@ def missing_mount_points(spec: SandboxSpec) -> list[Path]:
             if not os.path.lexists(current) and current not in missing:
                 missing.append(current)
     return missing
+
+
+def remove_mount_points(spec: SandboxSpec, made: Sequence[Path]) -> None:
+    """Remove the mount points ``made`` (from :func:`missing_mount_points`) still empty.
+
+    The command may have replaced a folder on the way with a symlink to a host
+    folder, so each path is reached from ``spec.source`` one name at a time
+    through folder handles opened with ``O_NOFOLLOW``: a symlink ends the walk
+    and nothing outside the Draft is ever removed. Only an empty folder or an
+    empty file is removed; errors are ignored (what is left stays in the Draft).
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    for path in reversed(made):  # children before their parents
+        try:
+            parts = path.relative_to(spec.source).parts
+        except ValueError:
+            continue
+        if not parts:
+            continue
+        try:
+            fd = os.open(spec.source, flags)
+        except OSError:
+            return
+        try:
+            for name in parts[:-1]:
+                child = os.open(name, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+            st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                os.rmdir(parts[-1], dir_fd=fd)  # only when empty; never follows a symlink
+            elif stat.S_ISREG(st.st_mode) and st.st_size == 0:
+                os.unlink(parts[-1], dir_fd=fd)
+        except OSError:
+            continue  # a symlink on the way (ELOOP, ENOTDIR), gone, or not empty
+        finally:
+            os.close(fd)
 
 
 def unreachable_command(

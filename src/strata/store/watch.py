@@ -28,12 +28,19 @@ The monitor of a repository is reachable through a Unix socket,
 ``REPO/watch/watch.sock``; one JSON object per line each way (protocol
 version 1, see docs/format.md):
 
+Every request carries ``"key": K``, the secret the watcher wrote to
+``REPO/watch/watch.key`` (mode 0600) when it started, and comes from a
+process of the watcher's own user (``SO_PEERCRED``); any other request is
+refused. The repository is masked in the sandbox, so code run in a Draft
+cannot read the key even when it reaches the socket.
+
 * ``{"v": 1, "op": "query", "token": T, "cookie": NAME}`` ->
   ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
 * ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
 * ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
 * ``{"v": 1, "op": "run", "argv": [...], ...}`` (a watcher given a *runner*: it
-  runs a command for the asker, see ``strata._resident``) ->
+  runs ``strata snapshot`` or ``strata status`` for the asker, see
+  ``strata._resident``; any other command is refused) ->
   ``{"v": 1, "ok": true, "ready": true, "pid": N}`` or ``{"v": 1, "ok": false, ...}``
   (not started: busy, refused); the asker then sends ``{"go": true}`` and gets
   ``{"v": 1, "ok": true, "done": true, "code": C, "output": [[fd, text], ...]}``.
@@ -48,8 +55,10 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
+import hmac
 import json
 import os
+import secrets
 import socket
 import struct
 import sys
@@ -66,6 +75,11 @@ from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, Ignor
 PROTOCOL = 1
 SOCKET = "watch.sock"
 PIDFILE = "watch.pid"
+KEYFILE = "watch.key"
+#: the only commands a watcher runs for an asker (``strata._resident.SERVED``)
+RUNNABLE = ("snapshot", "status")
+#: options that never run in a watcher (``strata._resident.LOCAL_ONLY``)
+LOCAL_ONLY = ("-h", "--help", "--debug")
 COOKIES = "cookies"
 #: changes remembered; past this the history is dropped and older tokens are refused
 MAX_HISTORY = 200_000
@@ -360,6 +374,7 @@ class MonitorServer:
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
+        self._key = ""
 
     def start(self, info: dict[str, Any] | None = None) -> MonitorServer:
         """Take the pid file, bind the socket and serve in a background thread."""
@@ -378,11 +393,15 @@ class MonitorServer:
         for stale in self.monitor.cookies.iterdir():  # left by askers that were killed
             with contextlib.suppress(OSError):
                 stale.unlink()
+        self._key = secrets.token_hex(32)
+        _write_key(self.folder / KEYFILE, self._key)  # before the socket: askers need it
         sock_path = self.folder / SOCKET
         sock_path.unlink(missing_ok=True)  # left by a watcher that was killed
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with _short_path(sock_path) as short:
             sock.bind(short)
+            with contextlib.suppress(OSError):  # the owner only, whatever the umask
+                os.chmod(short, 0o600)
         sock.listen(16)
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="strata-watch-server", daemon=True)
@@ -401,6 +420,7 @@ class MonitorServer:
         if self._running.acquire(timeout=finish_timeout):  # its asker gets its result
             self._running.release()
         if self._pid_fd is not None:
+            (self.folder / KEYFILE).unlink(missing_ok=True)
             (self.folder / PIDFILE).unlink(missing_ok=True)
             os.close(self._pid_fd)
             self._pid_fd = None
@@ -420,16 +440,31 @@ class MonitorServer:
             conn.settimeout(ASK_TIMEOUT * 2)
             try:
                 request = json.loads(_read_line(conn))
-                if isinstance(request, dict) and request.get("op") == "run":
+                refused = self._refusal(conn, request)
+                if refused is not None:
+                    reply = {"v": PROTOCOL, "ok": False, "reason": refused}
+                elif request.get("op") == "run":
                     self._run(conn, request)
                     return
-                reply = self._reply(request)
+                else:
+                    reply = self._reply(request)
             except (OSError, ValueError) as exc:
                 reply = {"v": PROTOCOL, "ok": False, "reason": f"bad request: {exc}"}
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode() + b"\n")
         if reply.get("stopping") and self.on_stop is not None:
             self.on_stop()
+
+    def _refusal(self, conn: socket.socket, request: Any) -> str | None:
+        """Why ``request`` is refused (another user, no key), or None to serve it."""
+        if not isinstance(request, dict):
+            return "bad request"
+        if _peer_uid(conn) != os.getuid():
+            return "the asker is another user"
+        key = request.get("key")
+        if not isinstance(key, str) or not hmac.compare_digest(key, self._key):
+            return "the asker did not give the watcher's key"
+        return None
 
     def _run(self, conn: socket.socket, request: dict[str, Any]) -> None:
         """Run a command for the asker: "ready", wait for "go", run, send the result."""
@@ -440,8 +475,14 @@ class MonitorServer:
         if request.get("v") != PROTOCOL or self.runner is None:
             send({"ok": False, "reason": "this watcher runs no commands"})
             return
-        if _peer_uid(conn) != os.getuid():
-            send({"ok": False, "reason": "the asker is another user"})
+        argv = request.get("argv")
+        if (
+            not isinstance(argv, list)
+            or not argv
+            or argv[0] not in RUNNABLE
+            or any(a in LOCAL_ONLY for a in argv)
+        ):
+            send({"ok": False, "reason": "this watcher runs only 'snapshot' and 'status'"})
             return
         here = [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()]
         if request.get("fsencoding") != here:
@@ -491,6 +532,27 @@ class MonitorServer:
         return {"v": PROTOCOL, "ok": False, "reason": f"unknown op {op!r}"}
 
 
+def _write_key(path: Path, key: str) -> None:
+    """Write the watcher's key readable by its owner only (a stale file is replaced)."""
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        os.write(fd, key.encode() + b"\n")
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def read_key(folder: Path) -> str:
+    """The key of the watcher of ``folder`` (``""`` when there is none to read)."""
+    try:
+        return (folder / KEYFILE).read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return ""
+
+
 def _peer_uid(conn: socket.socket) -> int:
     """The user id of the process at the other end of ``conn``."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
@@ -516,7 +578,7 @@ def request(folder: Path, body: dict[str, Any], *, timeout: float = ASK_TIMEOUT)
         sock.settimeout(timeout)
         with _short_path(sock_path) as short:
             sock.connect(short)
-        sock.sendall(json.dumps({"v": PROTOCOL, **body}).encode() + b"\n")
+        sock.sendall(json.dumps({"v": PROTOCOL, **body, "key": read_key(folder)}).encode() + b"\n")
         reply = json.loads(_read_line(sock) or b"null")
     if not isinstance(reply, dict):
         raise ConnectionError("the watcher closed the connection")

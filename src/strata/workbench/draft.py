@@ -24,9 +24,15 @@ the Draft's files, tied to the command or message that made it.
 
 Ignored folders (``.venv``, ``node_modules``) are not copied; the sandbox shows
 Published's read-only. When the workspace is a git work tree the Draft gets a
-private ``.git`` (``git clone --local``: object files are hard links, never
-written in place) so agents that commit work normally; ``.git`` is always
-ignored, so it is never recorded nor published.
+private ``.git`` (``git clone --local --no-hardlinks``: copies, so no file of
+it shares an inode with the real ``.git`` and nothing written through it
+reaches the user's history) so agents that commit work normally; ``.git`` is
+always ignored, so it is never recorded nor published. Whatever runs in the
+Draft can write that ``.git``, so before Strata shows the Draft's path (start,
+status, review) and after each run, :func:`neutralise_git` rewrites its
+config keeping only settings that run nothing: a user who inspects the Draft
+with git never runs a program the agent planted (``core.fsmonitor``, hooks,
+aliases, filter and diff drivers, ``core.sshCommand``, includes…).
 """
 
 from __future__ import annotations
@@ -36,11 +42,12 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -184,7 +191,13 @@ class Draft:
         return max(0, now_ms - self.state.created_ms)
 
     def status(self, *, now_ms: int) -> dict[str, Any]:
-        """The shape ``strata draft status --json`` prints."""
+        """The shape ``strata draft status --json`` prints.
+
+        The Draft's ``.git`` (its private clone, or one a command made) is
+        neutralised first (see :func:`neutralise_git`): the path shown is safe
+        to inspect with git.
+        """
+        neutralise_git(self.path)
         tip = self.tip()
         return {
             "open": True,
@@ -240,6 +253,11 @@ class Draft:
         if DraftState.load(core.layout.draft_state) != self.state:
             raise NoDraft()  # published or discarded meanwhile
         scan = scanned or self.workspace.scan()
+        if scanned is None and scan.warnings:
+            # a folder the command left unreadable would be recorded empty (and
+            # published so): our own folders get u+rx back, then the Draft is scanned again
+            make_removable(self.path, bits=0o500)
+            scan = self.workspace.scan()
         tip = self.tip()
         tip_tree = core.tree_of(tip)
         tx.on_commit(scan.save_cache)
@@ -296,6 +314,9 @@ class Draft:
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
             outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
+        # what the command planted in a .git (the private clone's or one it made)
+        # runs nothing for the user
+        neutralise_git(self.path)
         shown = " ".join(argv)
         revision = self.record(
             message or f"draft run: {shown}"[:500],
@@ -340,12 +361,7 @@ class Draft:
             try:
                 outcome = run_command(full, env=env, new_session=True)
             finally:
-                for path in reversed(made):  # the mount points bubblewrap made, if still empty
-                    with contextlib.suppress(OSError):
-                        if path.is_dir() and not path.is_symlink():
-                            path.rmdir()
-                        elif path.is_file() and not path.is_symlink() and not path.stat().st_size:
-                            path.unlink()
+                bwrap.remove_mount_points(spec, made)
         return outcome
 
     def _spec(
@@ -393,6 +409,7 @@ class Draft:
         """Snapshot the Draft and show its change set against its base."""
         from strata.workbench.publish import review
 
+        neutralise_git(self.path)
         return review(self, author=author)
 
     def publish(
@@ -655,10 +672,80 @@ def _remove_quietly(path: Path) -> None:
 
 
 def _remove(path: Path) -> None:
+    """Delete ``path`` (never following a symlink), even where a command left it unreadable."""
+    try:
+        _remove_now(path)
+    except PermissionError:  # a folder left 'chmod 000' by a command run in the Draft
+        make_removable(path, bits=0o700)
+        _remove_now(path)
+
+
+def _remove_now(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)
+
+
+def make_removable(path: Path, *, bits: int) -> None:
+    """Give ``u+rwx`` to every folder at or below ``path`` this user owns that lacks ``bits``.
+
+    A command run in the Draft may leave a folder unreadable (``chmod 000``),
+    which would block scanning it (``bits=0o500``: a folder left read-only on
+    purpose keeps its mode) or deleting it (``0o700``). Folders are reached through ``O_PATH``
+    handles opened with ``O_NOFOLLOW``, one level at a time, so a symlink the
+    command left is never followed, and each mode is changed through the
+    handle (``/proc/self/fd``), never through a path that could be swapped.
+    """
+    flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        top = os.open(path, flags)
+    except OSError:
+        return
+    names = _unlock_folder(top, bits)
+    if names is None:
+        os.close(top)
+        return
+    # one open handle per level of the walk, never one per entry
+    stack: list[tuple[int, Iterator[str]]] = [(top, iter(names))]
+    while stack:
+        fd, pending = stack[-1]
+        name = next(pending, None)
+        if name is None:
+            os.close(fd)
+            stack.pop()
+            continue
+        try:
+            if not stat.S_ISDIR(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                continue
+            child = os.open(name, flags, dir_fd=fd)
+        except OSError:
+            continue
+        names = _unlock_folder(child, bits)
+        if names is None:
+            os.close(child)
+        else:
+            stack.append((child, iter(names)))
+
+
+def _unlock_folder(fd: int, bits: int) -> list[str] | None:
+    """Give the folder behind the ``O_PATH`` handle ``fd`` u+rwx if it lacks ``bits``; its names.
+
+    None when ``fd`` is not a folder or cannot be listed.
+    """
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        if st.st_uid == os.geteuid() and st.st_mode & bits != bits:
+            os.chmod(f"/proc/self/fd/{fd}", stat.S_IMODE(st.st_mode) | 0o700)
+        listing = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)
+        try:
+            return os.listdir(listing)
+        finally:
+            os.close(listing)
+    except OSError:
+        return None
 
 
 def draft_reminder(core: Core, *, now_ms: int) -> str | None:
@@ -774,7 +861,17 @@ class _PrivateClone:
             "GIT_CONFIG_NOSYSTEM": "1",
             "HOME": str(draft),
         }
-        argv = ["git", "clone", "--quiet", "--local", "--no-checkout", str(workspace)]
+        # --no-hardlinks: a hard-linked object or pack written in place from the Draft
+        # would change (or destroy) the real repository's history
+        argv = [
+            "git",
+            "clone",
+            "--quiet",
+            "--local",
+            "--no-hardlinks",
+            "--no-checkout",
+            str(workspace),
+        ]
         try:
             self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 [*argv, str(self.tmp)],
@@ -794,8 +891,13 @@ class _PrivateClone:
             os.replace(self.tmp / ".git", files / ".git")
             # the index from HEAD, the files untouched: 'git status' shows Published's
             # uncommitted work as the Draft's
+            neutralise_git(files)
             subprocess.run(
-                ["git", "reset", "-q"], cwd=files, env=self.env, capture_output=True, check=False
+                ["git", *SAFE_GIT_OPTIONS, "reset", "-q"],
+                cwd=files,
+                env=self.env,
+                capture_output=True,
+                check=False,
             )
         except OSError:
             return False
@@ -808,3 +910,178 @@ class _PrivateClone:
             self.proc.wait()
         with contextlib.suppress(OSError):
             _remove(self.tmp)
+
+
+# -- the Draft's .git runs nothing the agent planted -------------------------------------
+
+#: options for every git command Strata runs in a Draft: no hook, no fsmonitor
+SAFE_GIT_OPTIONS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null")
+
+#: the settings a Draft's ``.git/config`` keeps: none of them names a program
+#: (section and key lower-cased, as ``git config --list`` prints them)
+_KEPT_GIT_KEYS = re.compile(
+    r"core\.(repositoryformatversion|filemode|logallrefupdates|ignorecase|precomposeunicode"
+    r"|symlinks|autocrlf|eol|safecrlf|quotepath|checkstat|trustctime)"
+    r"|extensions\.(objectformat|refstorage)"
+    r"|remote\..+\.(url|fetch)"
+    r"|branch\..+\.(remote|merge|rebase)"
+    r"|user\.(name|email)",
+    re.DOTALL,
+)
+
+#: appended to every neutralised config
+_GIT_HARDENING: tuple[tuple[str, str | None, str, str | None], ...] = (
+    ("core", None, "fsmonitor", "false"),
+    ("core", None, "hooksPath", "/dev/null"),
+    ("core", None, "bare", "false"),
+)
+
+#: files in ``.git`` that make git read configuration or a repository from elsewhere
+_GIT_REDIRECTS = ("commondir", "config.worktree", "gitdir")
+
+
+def neutralise_git(files: Path) -> None:
+    """Make the Draft's ``.git`` safe to use (see :func:`_neutralise_git`).
+
+    A ``.git`` (or Draft folder) the command left unreadable is made readable
+    first; one that still cannot be rewritten is removed.
+    """
+    try:
+        _neutralise_git(files)
+    except PermissionError:
+        make_removable(files, bits=0o500)
+        try:
+            _neutralise_git(files)
+        except OSError:
+            _remove(files / ".git")
+
+
+def _neutralise_git(files: Path) -> None:
+    """Make the Draft's ``.git`` safe to use: its config can run no program.
+
+    Code run in the Draft can write its private ``.git``. This rewrites
+    ``.git/config`` keeping only the settings that name no program (format,
+    remotes, branches, identity), then turns off hooks and fsmonitor, so
+    ``core.fsmonitor``, ``core.hooksPath``, ``core.sshCommand``, aliases,
+    pagers, editors, filter, diff and merge drivers, credential helpers and
+    includes the command planted are gone before anyone runs git there. Files
+    that send git to a configuration or repository elsewhere (``commondir``,
+    ``config.worktree``) are removed, and a ``.git`` that is not a folder (a
+    symlink, a ``gitdir:`` file) is removed: it is private and never
+    published. Everything is reached through a handle on ``.git`` opened with
+    ``O_NOFOLLOW``; nothing outside the Draft is written.
+    """
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    files_fd = os.open(files, flags)
+    try:
+        git_fd = os.open(".git", flags, dir_fd=files_fd)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        # a symlink or a 'gitdir:' file: git would go elsewhere
+        _remove_at(files_fd, ".git")
+        return
+    finally:
+        os.close(files_fd)
+    try:
+        for name in _GIT_REDIRECTS:
+            _remove_at(git_fd, name)
+        entries = _git_config_entries(_read_regular(git_fd, "config"))
+        kept = [entry for entry in entries if _KEPT_GIT_KEYS.fullmatch(entry[0])]
+        data = _git_config_text(kept).encode("utf-8", "surrogateescape")
+        tmp = f"config.strata-{os.getpid()}"
+        _remove_at(git_fd, tmp)
+        fd = os.open(
+            tmp,
+            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+            0o644,
+            dir_fd=git_fd,
+        )
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, "config", src_dir_fd=git_fd, dst_dir_fd=git_fd)
+    finally:
+        os.close(git_fd)
+
+
+def _read_regular(dir_fd: int, name: str, limit: int = 1 << 20) -> bytes:
+    """The bytes of ``name`` when it is a regular file (not a FIFO, a symlink…), else b""."""
+    try:
+        fd = os.open(
+            name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd
+        )
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _git_config_entries(data: bytes) -> list[tuple[str, str | None]]:
+    """``(key, value)`` pairs of a git config file, read by git without its includes.
+
+    A file git cannot parse gives no entries (the config is rewritten from scratch).
+    """
+    if not data:
+        return []
+    try:
+        done = subprocess.run(
+            ["git", "config", "--file", "-", "--list", "--null", "--no-includes"],
+            input=data,
+            capture_output=True,
+            env={"PATH": "/usr/local/bin:/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1"},
+            check=False,
+            timeout=30,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return []
+    if done.returncode != 0:
+        return []
+    entries: list[tuple[str, str | None]] = []
+    for item in done.stdout.split(b"\0"):
+        if not item:
+            continue
+        key, newline, value = item.partition(b"\n")
+        entries.append(
+            (
+                key.decode("utf-8", "surrogateescape"),
+                value.decode("utf-8", "surrogateescape") if newline else None,
+            )
+        )
+    return entries
+
+
+def _git_config_text(entries: list[tuple[str, str | None]]) -> str:
+    """A git config file holding ``entries``, then :data:`_GIT_HARDENING`."""
+    lines = ["# rewritten by Strata: settings that run programs are removed"]
+    split: list[tuple[str, str | None, str, str | None]] = []
+    for key, value in entries:
+        section, _, rest = key.partition(".")
+        subsection, _, name = rest.rpartition(".")
+        split.append((section, subsection or None, name, value))
+    last = ""
+    for section, sub, name, value in [*split, *_GIT_HARDENING]:
+        header = f"[{section}]" if sub is None else f'[{section} "{_git_quote(sub)}"]'
+        if header != last:
+            lines.append(header)
+            last = header
+        lines.append(f"\t{name}" if value is None else f'\t{name} = "{_git_quote(value)}"')
+    return "\n".join(lines) + "\n"
+
+
+def _git_quote(text: str) -> str:
+    return (
+        text.replace("\\", "\\\\")
+        .replace('"', '\\"')
+        .replace("\n", "\\n")
+        .replace("\t", "\\t")
+        .replace("\b", "\\b")
+    )
