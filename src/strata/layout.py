@@ -166,7 +166,7 @@ def find_layout(start: Path) -> Layout:
 
 
 def load_config(layout: Layout) -> Config:
-    """Parse and check ``config.toml`` (every field of the wrong type is a :class:`RepositoryError`)."""
+    """Parse and check ``config.toml`` (a field of the wrong type: :class:`RepositoryError`)."""
     try:
         raw = tomllib.loads(layout.config.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

@@ -11,15 +11,11 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from conftest import CliRunner, Person, assert_user_error, ok
+from conftest import CliRunner, ok
 
 # -- item 9: the ignore files themselves -------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, rel_path, short, warn
+from strata.cli.common import LIMIT_MAX, emit_json, json_option, open_repo, rel_path, short, warn
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
@@ -69,7 +69,7 @@ def history(
         events = repo.history(
             path=path,
             author=author,
-            limit=limit,
+            limit=min(limit, LIMIT_MAX) if limit else None,
             branch=branch,
             operation=operation,
             author_kind=author_kind,
