@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import json
+import os
 import random
 import sqlite3
 import threading
@@ -164,6 +165,10 @@ class Core:
             driver = SqliteDriver(path)
             driver.last()
         except sqlite3.DatabaseError as exc:
+            if disk_full(exc, path.parent):
+                raise DiskFull(str(path)) from None
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
             raise damaged_ledger(path, exc) from None
         return driver
 
@@ -412,9 +417,23 @@ def _disk_full_as_error() -> Iterator[None]:
             raise DiskFull(exc.filename) from exc
         raise
     except sqlite3.OperationalError as exc:
-        if "disk is full" in str(exc):
+        if disk_full(exc, None):
             raise DiskFull() from exc
         raise
+
+
+def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
+    """Whether SQLite failed for want of space (it says "disk I/O error" when it cannot
+    make its ``-shm`` file, so the free space of ``folder`` is looked at too)."""
+    if "disk is full" in str(exc):
+        return True
+    if folder is None or "disk I/O error" not in str(exc):
+        return False
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
 
 
 def open_core(path: Path, **kwargs: Any) -> Core:
