@@ -423,8 +423,10 @@ def _disk_full_as_error() -> Iterator[None]:
 
 
 def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
-    """Whether SQLite failed for want of space (it says "disk I/O error" when it cannot
-    make its ``-shm`` file, so the free space of ``folder`` is looked at too).
+    """Whether SQLite failed for want of space.
+
+    SQLite says "disk I/O error" when it cannot make its ``-shm`` file, so the
+    free space of ``folder`` is looked at too.
     """
     if "disk is full" in str(exc):
         return True
