@@ -127,8 +127,9 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
         if act.op == "chmod":
             continue
         folder = act.path.rpartition("/")[0]
-        while folder and not os.path.lexists(root / folder):
-            folder = folder.rpartition("/")[0]  # made by the plan: its parent must be writable
+        while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
+            # made (or replaced) by the plan: the folder above must be writable
+            folder = folder.rpartition("/")[0]
         target = root / folder if folder else root
         if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False):
             blocked.add(display_path(folder) if folder else ".")
