@@ -21,7 +21,8 @@ The tree::
     │   ├── RepositoryLocked       another process holds the write lock too long
     │   ├── CorruptRepository      a stored object or record fails verification
     │   │   └── ObjectMissing      an object named by a tree, snapshot or event is absent
-    │   └── JournalError           a journal of an interrupted command cannot be read
+    │   ├── JournalError           a journal of an interrupted command cannot be read or finished
+    │   └── DiskFull               no space left on the device (or the quota is used up)
     ├── RefError
     │   ├── UnknownRef             a ref that names nothing
     │   ├── AmbiguousRef           a prefix that names more than one thing
@@ -32,6 +33,7 @@ The tree::
     │   ├── PathOutsideWorkspace   a path that leaves the workspace
     │   └── PathNotFound           a path absent from a snapshot
     ├── WorkspaceError
+    │   ├── FolderNotWritable      a rewind or restore would write into a folder it may not
     │   ├── UnsafeWorkspacePath    a symlink or swapped folder met while writing
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
@@ -165,10 +167,28 @@ class ObjectMissing(CorruptRepository):
 
 
 class JournalError(RepositoryError):
-    """The journal an interrupted command left behind is unreadable or of an unknown version."""
+    """The journal an interrupted command left is unreadable, of an unknown version, or stuck."""
 
     def __init__(self, path: str, problem: str) -> None:
-        super().__init__(f"the journal {path} {problem}", hint="run 'strata check'")
+        super().__init__(
+            f"the journal {path} {problem}",
+            hint="reading commands still work; 'strata recover' finishes it, or "
+            "'strata recover --abandon' leaves the files as they are",
+        )
+        self.path = path
+        self.problem = problem
+
+
+class DiskFull(RepositoryError):
+    """A write failed because the device is full (``ENOSPC``) or the quota is used up."""
+
+    def __init__(self, path: str | None = None) -> None:
+        where = f" (writing {path})" if path else ""
+        super().__init__(
+            f"no space left on device{where}; nothing recorded was lost",
+            hint="free some space, then run the command again "
+            "(an interrupted rewind finishes by itself)",
+        )
         self.path = path
 
 
@@ -252,6 +272,18 @@ class PathNotFound(PathError):
 
 class WorkspaceError(StrataError):
     """Writing into the workspace could not be done safely."""
+
+
+class FolderNotWritable(WorkspaceError):
+    """A rewind or restore would write into folders this user may not change."""
+
+    def __init__(self, paths: list[str]) -> None:
+        shown = ", ".join(paths[:5]) + (" …" if len(paths) > 5 else "")
+        super().__init__(
+            f"cannot write into these folders, nothing was changed: {shown}",
+            hint="make them writable (chmod u+w), then run the command again",
+        )
+        self.paths = paths
 
 
 class UnsafeWorkspacePath(WorkspaceError):

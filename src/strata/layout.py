@@ -199,28 +199,46 @@ def _check_owner(workspace: Path, repo: Path) -> None:
 
 
 def load_config(layout: Layout) -> Config:
-    """Parse and check ``config.toml``."""
+    """Parse and check ``config.toml`` (a field of the wrong type: :class:`RepositoryError`)."""
     try:
         raw = tomllib.loads(layout.config.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise RepositoryError(f"cannot read {layout.config}: {exc}") from None
-    repo = raw.get("repository", {})
+
+    def table(name: str) -> dict[str, Any]:
+        value = raw.get(name, {})
+        if not isinstance(value, dict):
+            raise _bad_config(layout, f"[{name}] is not a table")
+        return value
+
+    repo = table("repository")
     fmt = repo.get("format")
-    if fmt != FORMAT:
+    if fmt != FORMAT or type(fmt) is not int:
         raise UnsupportedFormat("this repository", fmt, FORMAT)
-    defaults = raw.get("ignore", {}).get("defaults", list(DEFAULT_PATTERNS))
-    driver = str(raw.get("ledger", {}).get("driver", "sqlite"))
-    if driver not in LEDGER_DRIVERS:
+    defaults = table("ignore").get("defaults", list(DEFAULT_PATTERNS))
+    if not isinstance(defaults, list) or not all(isinstance(p, str) for p in defaults):
+        raise _bad_config(layout, "ignore.defaults is not a list of patterns")
+    driver = table("ledger").get("driver", "sqlite")
+    if not isinstance(driver, str) or driver not in LEDGER_DRIVERS:
         raise RepositoryError(
             f"{layout.config} names an unknown ledger driver {driver!r}",
             hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
         )
+    workspace = repo.get("workspace", str(layout.workspace))
+    if not isinstance(workspace, str):
+        raise _bad_config(layout, "repository.workspace is not a path")
     return Config(
         format=fmt,
-        workspace=str(repo.get("workspace", layout.workspace)),
-        ignore_defaults=tuple(str(p) for p in defaults),
+        workspace=workspace,
+        ignore_defaults=tuple(defaults),
         ledger_driver=driver,
         raw=raw,
+    )
+
+
+def _bad_config(layout: Layout, problem: str) -> RepositoryError:
+    return RepositoryError(
+        f"{layout.config}: {problem}", hint="fix it by hand (see docs/format.md for the fields)"
     )
 
 

@@ -57,6 +57,7 @@ from strata.store.scan import ScanResult
 from strata.store.tree import lookup, read_tree
 
 if TYPE_CHECKING:
+    from strata.core.restore import Recovery
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoints
@@ -347,6 +348,21 @@ class Repository(Core):
     def check(self, *, progress: Callable[[str], None] | None = None) -> list[str]:
         """Verify every object hash and every reference; return the problems found."""
         return _check.check(self, progress=progress)
+
+    def recover(self, *, abandon: bool = False) -> list[Recovery]:
+        """Finish the journals interrupted commands left; with ``abandon``, give up stuck ones.
+
+        See :func:`strata.core.restore.recover`. A journal that cannot be
+        finished raises :class:`~strata.errors.JournalError` unless ``abandon``.
+        """
+        from strata.core.restore import recover
+
+        with self.writing(finish_journals=False):
+            done = recover(self, abandon=abandon)
+            for recoverer in self.recoverers:
+                recoverer(self)
+        self.recovery_error = None
+        return done
 
     def operations(self, *, limit: int | None = None) -> list[OperationRecord]:
         """The operation log, newest first."""

@@ -16,7 +16,9 @@ was given ``--json``, the error is one JSON object on stderr instead::
 
 from __future__ import annotations
 
+import errno
 import os
+import sqlite3
 import sys
 from typing import NoReturn
 
@@ -24,7 +26,7 @@ import click
 
 from strata._version import __version__
 from strata.cli.common import State, report_error
-from strata.errors import StrataError
+from strata.errors import CorruptRepository, DiskFull, StrataError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -60,9 +62,9 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from strata.cli import draft, inspect, ledger, record, refs, rewind, run, watch
+    from strata.cli import draft, inspect, ledger, record, recover, refs, rewind, run, watch
 
-    for module in (record, inspect, rewind, refs, ledger, run, watch, draft):
+    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft):
         for command in module.COMMANDS:
             cli.add_command(command)
 
@@ -88,6 +90,15 @@ def main(argv: list[str] | None = None) -> None:
         report_error(error_type, message, hint, as_json=_json_requested(args, state))
         sys.exit(code)
 
+    def internal(exc: BaseException) -> NoReturn:
+        fail(
+            "InternalError",
+            f"internal error ({type(exc).__name__}: {exc}); "
+            "run again with --debug for the traceback and please report it",
+            None,
+            1,
+        )
+
     try:
         code = cli.main(args, prog_name="strata", standalone_mode=False, obj=state, color=color)
     except click.UsageError as exc:
@@ -107,17 +118,36 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:
         sys.stderr.close()
         sys.exit(1)
+    except (OSError, sqlite3.DatabaseError) as exc:
+        # a full disk, or a ledger damaged past what opening it checks: still the user's
+        # problem to fix, not a bug
+        known = _known_os_error(exc)
+        if known is None:
+            if state.debug:
+                raise
+            internal(exc)
+        if state.debug:
+            raise known from exc
+        fail(type(known).__name__, known.message, known.hint, known.exit_code)
     except Exception as exc:
         if state.debug:
             raise
-        fail(
-            "InternalError",
-            f"internal error ({type(exc).__name__}: {exc}); "
-            "run again with --debug for the traceback and please report it",
-            None,
-            1,
-        )
+        internal(exc)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _known_os_error(exc: BaseException) -> StrataError | None:
+    """The error class of a full disk or a damaged SQLite ledger; None for anything else."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return DiskFull(exc.filename)
+    if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+        return DiskFull()
+    if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError):
+        return CorruptRepository(
+            f"the ledger is damaged ({exc})",
+            hint="the objects are intact: restore ledger.db from a backup",
+        )
+    return None
 
 
 # click 8.2 and later raise this for a group given no arguments (8.1 printed the help itself)

@@ -52,6 +52,10 @@ def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> b
     return value
 
 
+#: the largest ``--limit`` passed on (SQLite's integers are 64-bit): a larger one means "all"
+LIMIT_MAX = 2**62
+
+
 def json_option(func: F) -> F:
     """The shared ``--json`` flag."""
     return click.option(

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, rel_path, short, warn
+from strata.cli.common import LIMIT_MAX, emit_json, json_option, open_repo, rel_path, short, warn
 from strata.diff.display import printable, printable_patch
+from strata.sandbox.paths import display_path
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
@@ -66,11 +67,11 @@ def history(
       strata history --author-kind agent --group-by operation --expand
     """
     with open_repo() as repo:
-        path = rel_path(repo, file_) if file_ else None
+        path = display_path(rel_path(repo, file_)) if file_ else None
         events = repo.history(
             path=path,
             author=author,
-            limit=limit,
+            limit=min(limit, LIMIT_MAX) if limit else None,
             branch=branch,
             operation=operation,
             author_kind=author_kind,

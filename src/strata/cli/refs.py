@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from strata.cli.common import emit_json, force_option, json_option, open_repo, short
+from strata.cli.common import LIMIT_MAX, emit_json, force_option, json_option, open_repo, short
 
 
 @click.group()
@@ -268,7 +268,11 @@ def op() -> None:
 
 
 @op.command("log")
-@click.option("--limit", type=click.IntRange(min=1), help="Show at most N operations.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help="Show at most N operations.",
+)
 @json_option
 def op_log(limit: int | None, as_json: bool) -> None:
     """List operations, newest first (undo and redo appear as operations too).
@@ -278,7 +282,7 @@ def op_log(limit: int | None, as_json: bool) -> None:
       strata op log --limit 5
     """
     with open_repo() as repo:
-        ops = repo.operations(limit=limit)
+        ops = repo.operations(limit=min(limit, LIMIT_MAX) if limit else None)
     if as_json:
         emit_json([o.to_json() for o in ops])
         return

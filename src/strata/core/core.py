@@ -17,8 +17,11 @@ source and the author are arguments.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import random
+import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,7 +34,15 @@ from strata.core.refs import resolve_ref
 from strata.core.results import DiffResult, FileDiff, Point, bytes_changed
 from strata.core.workspace import Workspace
 from strata.diff.tree import Change, diff_trees
-from strata.errors import CorruptRepository, DraftOpen, WorkspaceBusy
+from strata.errors import (
+    CorruptRepository,
+    DiskFull,
+    DraftOpen,
+    JournalError,
+    RepositoryLocked,
+    StrataError,
+    WorkspaceBusy,
+)
 from strata.ids import EventId, ObjectId, SnapshotId, new_event_id
 from strata.layout import Layout, WriteLock, load_config
 from strata.ledger.driver import LedgerDriver
@@ -111,9 +122,16 @@ class Core:
             changes=self.changes_since,
             progress=lambda done, total: self.progress(done, total) if self.progress else None,
         )
+        #: why the journal an interrupted command left could not be finished on open
+        #: (None: there was none, or it finished). Readers go on; writers raise it again
+        #: until 'strata recover' finishes or abandons the journal.
+        self.recovery_error: StrataError | None = None
         if any(layout.journal.glob("*.json")):
-            with self.writing():
-                pass
+            try:
+                with self.writing():
+                    pass
+            except (JournalError, DiskFull, RepositoryLocked) as exc:
+                self.recovery_error = exc
 
     # -- opening and closing -------------------------------------------------------
 
@@ -137,11 +155,22 @@ class Core:
         if not path.exists():
             with self.lock:
                 return SqliteDriver(path, create=True)
-        if ledger_format(path) == 1:
-            with self.lock:
-                if ledger_format(path) == 1:
-                    migrate_v1(path)
-        return SqliteDriver(path)
+        try:
+            if path.stat().st_size == 0:
+                raise sqlite3.DatabaseError("the file is empty")
+            if ledger_format(path) == 1:
+                with self.lock:
+                    if ledger_format(path) == 1:
+                        migrate_v1(path)
+            driver = SqliteDriver(path)
+            driver.last()
+        except sqlite3.DatabaseError as exc:
+            if disk_full(exc, path.parent):
+                raise DiskFull(str(path)) from None
+            if isinstance(exc, sqlite3.OperationalError):
+                raise
+            raise damaged_ledger(path, exc) from None
+        return driver
 
     def close(self) -> None:
         """Release the ledger and the object store's open files."""
@@ -167,9 +196,13 @@ class Core:
     # -- writing -----------------------------------------------------------------------
 
     @contextmanager
-    def writing(self) -> Iterator[None]:
-        """Hold the write lock; first finish whatever an interrupted command left."""
-        with self.mutex, self.lock:
+    def writing(self, *, finish_journals: bool = True) -> Iterator[None]:
+        """Hold the write lock; first finish whatever an interrupted command left.
+
+        A full disk (``ENOSPC``, ``EDQUOT``, SQLite's "disk is full") inside the
+        block is raised as :class:`~strata.errors.DiskFull`.
+        """
+        with self.mutex, self.lock, _disk_full_as_error():
             outermost = self.lock.depth == 1
             jsonl = outermost and self.ledger.driver.name == "jsonl"
             if jsonl:
@@ -177,7 +210,7 @@ class Core:
                 self.ledger.driver.close()
                 self.ledger.driver = self.open_driver(writer=True)
             try:
-                if outermost:
+                if outermost and finish_journals:
                     from strata.core.restore import recover
 
                     recover(self)
@@ -415,6 +448,46 @@ def _first_diff(a: bytes, b: bytes, n: int) -> int:
         else:
             hi = mid
     return lo
+
+
+def damaged_ledger(path: Path, exc: BaseException) -> CorruptRepository:
+    """The error for a SQLite ledger that cannot be read."""
+    return CorruptRepository(
+        f"the ledger {path} is damaged ({exc})",
+        hint="the objects are intact: restore ledger.db from a backup, "
+        "or move it aside and record again",
+    )
+
+
+@contextmanager
+def _disk_full_as_error() -> Iterator[None]:
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(exc.filename) from exc
+        raise
+    except sqlite3.OperationalError as exc:
+        if disk_full(exc, None):
+            raise DiskFull() from exc
+        raise
+
+
+def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
+    """Whether SQLite failed for want of space.
+
+    SQLite says "disk I/O error" when it cannot make its ``-shm`` file, so the
+    free space of ``folder`` is looked at too.
+    """
+    if "disk is full" in str(exc):
+        return True
+    if folder is None or "disk I/O error" not in str(exc):
+        return False
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < 1 << 20
 
 
 def open_core(path: Path, **kwargs: Any) -> Core:

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from strata.errors import UsageError
+from strata.errors import CorruptRepository, UsageError
 from strata.ids import EventId, SnapshotId
 
 AuthorKind = Literal["human", "agent", "llm", "system"]
@@ -145,7 +145,17 @@ class Event:
 
     @classmethod
     def from_json(cls, raw: dict[str, Any], *, seq: int = 0) -> Event:
-        """Parse a stored event body."""
+        """Parse a stored event body (:class:`CorruptRepository` when it is not one)."""
+        try:
+            return cls._from_json(raw, seq=seq)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise CorruptRepository(
+                f"ledger record {seq} is not a valid event",
+                hint="run 'strata ledger verify'",
+            ) from None
+
+    @classmethod
+    def _from_json(cls, raw: dict[str, Any], *, seq: int) -> Event:
         return cls(
             id=EventId(raw["id"]),
             ts=raw["ts"],

@@ -13,13 +13,21 @@ Precedence, highest first:
    placed below all ignore files);
 4. the defaults from ``config.toml`` (``.venv``, ``node_modules``, ``__pycache__``).
 
-Matching is done by pathspec's ``GitIgnoreSpec``. Rules are layered per
+Matching is done by pathspec's ``GitIgnoreSpec``; bracket expressions
+(``[a-z]``, ``[!...]``, ``[[:alpha:]]``, ``[z-a]``, ``[\\]]``) are read as git's
+wildmatch reads them (:func:`_pattern`), since pathspec rejects or misreads
+some that git accepts. A line git accepts but can never match (a lone ``!``,
+a trailing lone ``\\``, an unterminated ``[``, a class that matches nothing)
+matches nothing here too: an ignore file never stops a scan. The ignore files
+themselves (``.gitignore``, ``.strataignore``) are never ignored, so no
+pattern can hide a change to the rules. Rules are layered per
 folder: :meth:`IgnoreRules.child` returns the rules that apply inside a
 subfolder given the ignore files found there.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +41,9 @@ ALWAYS_IGNORED = frozenset({".strata", ".git"})
 TEMP_PREFIX = ".strata-tmp-"
 IGNORE_FILES = (".gitignore", ".strataignore")  # lower precedence first
 DEFAULT_PATTERNS = (".venv/", "node_modules/", "__pycache__/")
+
+#: bumped when the matching changes, so stat caches re-match their folders
+RULES_VERSION = "2"
 
 _SPECS: dict[str, tuple[pathspec.GitIgnoreSpec, pathspec.PathSpec[Any]]] = {}
 
@@ -51,8 +62,8 @@ def _spec(lines: Sequence[str]) -> tuple[pathspec.GitIgnoreSpec, pathspec.PathSp
         import pathspec
 
         spec = (
-            pathspec.GitIgnoreSpec.from_lines(lines),
-            pathspec.PathSpec.from_lines("gitignore", lines),
+            pathspec.GitIgnoreSpec.from_lines(lines, _pattern),
+            pathspec.PathSpec.from_lines(_pattern, lines),
         )
         _SPECS[key] = spec
     return spec
@@ -81,7 +92,7 @@ class IgnoreRules:
             layers.append(("", tuple(defaults)))
         if extra:
             layers.append(("", tuple(extra)))
-        fp = hash_bytes(repr(layers).encode("utf-8", "surrogateescape"))
+        fp = hash_bytes(repr((RULES_VERSION, layers)).encode("utf-8", "surrogateescape"))
         return cls(tuple(layers), fp)
 
     def child(self, prefix: str, files: Sequence[bytes]) -> IgnoreRules:
@@ -107,6 +118,8 @@ class IgnoreRules:
         name = path.rsplit("/", 1)[-1]
         if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
             return True
+        if name in IGNORE_FILES and not is_dir:
+            return False  # the rules themselves are always recorded (and rolled back)
         for index in range(len(self._layers) - 1, -1, -1):
             prefix, lines = self._layers[index]
             if prefix and not path.startswith(prefix):
@@ -125,3 +138,135 @@ class IgnoreRules:
         return frozenset(
             name for name, is_dir in names if self.is_ignored(prefix + name, is_dir=is_dir)
         )
+
+
+# -- git's bracket expressions ---------------------------------------------------------
+
+#: stands for the i-th bracket expression of a line while pathspec translates the rest
+_PLACEHOLDER = 0xF0000
+_CLASSES = {
+    "alnum": "0-9A-Za-z",
+    "alpha": "A-Za-z",
+    "blank": " \t",
+    "cntrl": "\x00-\x1f\x7f",
+    "digit": "0-9",
+    "graph": "\x21-\x7e",
+    "lower": "a-z",
+    "print": "\x20-\x7e",
+    "punct": "!-/:-@\\[-`{-~",
+    "space": " \t\n\r\x0b\x0c",
+    "upper": "A-Z",
+    "xdigit": "0-9A-Fa-f",
+}
+
+
+class _NeverMatches(Exception):
+    """A line git accepts that can match no path."""
+
+
+def _char(c: str) -> str:
+    return f"\\U{ord(c):08x}"
+
+
+def _bracket(line: str, start: int) -> tuple[str, int]:
+    """The regex of the bracket expression at ``line[start]`` (``[``) and the index after it.
+
+    Follows git's ``wildmatch``: ``!`` or ``^`` negates; a ``]`` first is a
+    member; ``\\`` escapes; ``a-z`` is a range (when reversed, only its first end); ``[:name:]``
+    is a POSIX class; a ``/`` never matches. Raises :class:`_NeverMatches` for
+    what git aborts on (no closing ``]``, an unknown class) or a set of nothing.
+    """
+    i = start + 1
+    negated = i < len(line) and line[i] in "!^"
+    if negated:
+        i += 1
+    items: list[str] = []
+    prev: str | None = None
+    first = True
+    while True:
+        if i >= len(line):
+            raise _NeverMatches
+        c = line[i]
+        if c == "]" and not first:
+            i += 1
+            break
+        first = False
+        if c == "\\":
+            i += 1
+            if i >= len(line):
+                raise _NeverMatches
+            c = line[i]
+            items.append(_char(c))
+            prev = c
+        elif c == "-" and prev is not None and i + 1 < len(line) and line[i + 1] != "]":
+            i += 1
+            hi = line[i]
+            if hi == "\\":
+                i += 1
+                if i >= len(line):
+                    raise _NeverMatches
+                hi = line[i]
+            if prev <= hi:  # the low end is a member already: "[z-a]" matches "z"
+                items.append(f"{_char(prev)}-{_char(hi)}")
+            prev = None
+        elif c == "[" and i + 1 < len(line) and line[i + 1] == ":":
+            end = line.find("]", i + 2)
+            if end < 0:
+                raise _NeverMatches
+            if end - (i + 2) < 1 or line[end - 1] != ":":
+                items.append(_char("["))  # no ":]": a plain "["
+                prev = "["
+            else:
+                name = line[i + 2 : end - 1]
+                if name not in _CLASSES:
+                    raise _NeverMatches
+                items.append(_CLASSES[name])
+                prev = None
+                i = end
+        else:
+            items.append(_char(c))
+            prev = c
+        i += 1
+    if negated:
+        return "[^/" + "".join(items) + "]", i
+    if not items:
+        raise _NeverMatches
+    return "(?!/)[" + "".join(items) + "]", i
+
+
+def _pattern(line: str) -> pathspec.patterns.gitignore.spec.GitIgnoreSpecPattern:
+    """One line of an ignore file as git reads it (see the module's docstring)."""
+    from pathspec.patterns.gitignore import GitIgnorePatternError
+    from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
+
+    null = GitIgnoreSpecPattern(None)
+    if line.startswith("#"):
+        return null
+    classes: list[str] = []
+    text: list[str] = []
+    i = 0
+    try:
+        while i < len(line):
+            c = line[i]
+            if c == "\\" and i + 1 < len(line):
+                text.append(line[i : i + 2])
+                i += 2
+            elif c == "*":
+                run = len(line[i:]) - len(line[i:].lstrip("*"))
+                text.append("**" if run > 1 else "*")  # to wildmatch, "***" is "**"
+                i += run
+            elif c == "[":
+                regex, i = _bracket(line, i)
+                text.append(chr(_PLACEHOLDER + len(classes)))
+                classes.append(regex)
+            else:
+                text.append(c)
+                i += 1
+        raw, include = GitIgnoreSpecPattern.pattern_to_regex("".join(text))
+    except (_NeverMatches, GitIgnorePatternError, ValueError):
+        return null
+    if raw is None or include is None:
+        return null
+    for index, regex in enumerate(classes):
+        raw = raw.replace(re.escape(chr(_PLACEHOLDER + index)), regex)
+    return GitIgnoreSpecPattern(re.compile(raw), include)

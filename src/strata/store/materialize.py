@@ -188,6 +188,8 @@ class Journal:
                 record = json.loads(path.read_bytes())
             except (OSError, ValueError):
                 raise JournalError(str(path), "is unreadable") from None
+            if not isinstance(record, dict):
+                raise JournalError(str(path), "is malformed (not a JSON object)")
             if record.get("version") != JOURNAL_VERSION:
                 raise JournalError(str(path), "has an unknown version")
             yield path, record
@@ -373,6 +375,38 @@ def journal_record(actions: list[Action], **extra: Any) -> dict[str, Any]:
     return {"actions": [asdict(a) for a in actions], **extra}
 
 
+_OPS = frozenset({"write", "symlink", "mkdir", "remove", "rmdir", "chmod"})
+
+
 def actions_from_record(record: dict[str, Any]) -> list[Action]:
-    """The inverse of :func:`journal_record`."""
-    return [Action(**a) for a in record["actions"]]
+    """The inverse of :func:`journal_record`; ``ValueError`` for a record of the wrong shape."""
+    raw = record.get("actions")
+    if not isinstance(raw, list):
+        raise ValueError("its actions are not a list")
+    actions = []
+    for item in raw:
+        if not isinstance(item, dict):
+            raise ValueError("an action is not an object")
+        try:
+            act = Action(**item)
+        except TypeError:
+            raise ValueError("an action has missing or unknown fields") from None
+        before = act.before
+        if (
+            act.op not in _OPS
+            or not isinstance(act.path, str)
+            or not act.path
+            or not isinstance(act.oid, str)
+            or type(act.mode) is not int
+            or not (
+                before is None
+                or (
+                    isinstance(before, list)
+                    and len(before) >= 5
+                    and all(type(v) is int for v in before[:5])
+                )
+            )
+        ):
+            raise ValueError(f"the action on {act.path!r} has fields of the wrong type")
+        actions.append(act)
+    return actions

@@ -101,6 +101,22 @@ class DirCache:
     def load(cls, raw: tuple[Any, ...]) -> DirCache:
         """The inverse of :meth:`dump`."""
         names, rules, ignored, files, tree, rows = raw
+        if not (
+            isinstance(names, tuple)
+            and all(isinstance(n, str) for n in names)
+            and isinstance(rules, str)
+            and isinstance(tree, str)
+            and isinstance(rows, tuple)
+            and isinstance(files, dict)
+            and all(
+                isinstance(st, tuple)
+                and len(st) == 6
+                and all(type(v) is int for v in st[:5])
+                and isinstance(st[5], str)
+                for st in files.values()
+            )
+        ):
+            raise ValueError("a stat cache folder of the wrong shape")
         return cls(names, rules, frozenset(ignored), files, tree, rows)
 
 

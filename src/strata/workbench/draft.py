@@ -117,15 +117,24 @@ class DraftState:
             from strata.errors import CorruptRepository
 
             raise CorruptRepository(f"the Draft record {path} is unreadable") from None
-        if raw.get("format") != STATE_FORMAT:
-            from strata.errors import UnsupportedFormat
+        from strata.errors import CorruptRepository, UnsupportedFormat
 
+        if not isinstance(raw, dict):
+            raise CorruptRepository(f"the Draft record {path} is not a JSON object")
+        if raw.get("format") != STATE_FORMAT:
             raise UnsupportedFormat(str(path), raw.get("format"), STATE_FORMAT)
+        fields = {"id": str, "branch": str, "base_event_id": str, "created_ms": int}
+        wrong = [k for k, kind in fields.items() if type(raw.get(k)) is not kind]
+        if wrong:
+            raise CorruptRepository(
+                f"the Draft record {path} lacks or mistypes {', '.join(wrong)}",
+                hint=f"move it aside to end the Draft; its files stay in {path.parent}",
+            )
         return cls(
-            id=str(raw["id"]),
-            branch=str(raw["branch"]),
+            id=raw["id"],
+            branch=raw["branch"],
             base_event_id=EventId(raw["base_event_id"]),
-            created_ms=int(raw["created_ms"]),
+            created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
         )
 

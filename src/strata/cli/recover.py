@@ -1,0 +1,49 @@
+"""``strata recover``: finish, or give up, what an interrupted command left."""
+
+from __future__ import annotations
+
+import click
+
+from strata.cli.common import open_repo
+
+
+@click.command("recover")
+@click.option(
+    "--abandon",
+    is_flag=True,
+    help="Give up journals that cannot finish: record what they did not reach, "
+    "leave the files as they are.",
+)
+def recover(abandon: bool) -> None:
+    """Finish the changes an interrupted rewind, restore or publish left half-done.
+
+    Every command tries this first; when a journal cannot be finished (an
+    object is missing, a folder cannot be written) reading commands still
+    work and writing ones refuse. Fix the cause and run 'strata recover', or
+    give up with '--abandon': the operation is recorded with the paths it did
+    not reach, the files stay as they are (see 'strata status'), and the
+    journal is kept in .strata/journal/abandoned/.
+
+    \b
+    Example:
+      strata recover             # finish what a crash left
+      strata recover --abandon   # give up a change that cannot finish
+    """
+    with open_repo() as repo:
+        done = repo.recover(abandon=abandon)
+    if not done:
+        click.echo("nothing to recover")
+    for item in done:
+        if item.finished:
+            line = f"finished {item.command} ({item.journal})"
+            if item.skipped:
+                line += f"; left as they were: {', '.join(item.skipped)}"
+        else:
+            line = f"abandoned {item.command} ({item.journal}): {item.problem}"
+            if item.skipped:
+                line += f"; not reached: {', '.join(item.skipped)}"
+            line += f"; kept in {item.kept}"
+        click.echo(line)
+
+
+COMMANDS = [recover]
