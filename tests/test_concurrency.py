@@ -41,8 +41,9 @@ def verify_history(ws: Path, reported: dict[int, list[str]]) -> None:
         acknowledged = [eid for ids in reported.values() for eid in ids]
         assert len(acknowledged) == len(set(acknowledged))
         assert set(acknowledged) == set(by_id), "no event lost, none unaccounted for"
+        # a worker may record nothing itself (under load, another writer's snapshot can take
+        # each of its writes first); that its writes were kept is checked on HEAD below
         for worker, ids in reported.items():
-            assert ids, f"worker {worker} recorded nothing"
             for eid in ids:
                 assert by_id[eid].author.name == f"worker-{worker}"
         # one writer per operation: each snapshot's parent is the one recorded before it

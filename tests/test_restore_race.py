@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 
 from strata import Repository
+from strata.errors import FolderNotWritable
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -82,8 +83,11 @@ def test_a_folder_swapped_for_a_symlink_during_a_rewind_writes_nothing_outside(
 
     thread = threading.Thread(target=swapper)
     thread.start()
+    result = None
     try:
         result = repo.rewind(first.id)
+    except FolderNotWritable:
+        pass  # the race made a folder look unwritable: refused before the first write
     finally:
         stop.set()
         thread.join()
@@ -91,9 +95,10 @@ def test_a_folder_swapped_for_a_symlink_during_a_rewind_writes_nothing_outside(
     assert _files(outside) == {}, "a write escaped the workspace"
     # whatever the race did, nothing unrecorded was lost and the repository is sound
     assert repo.check() == []
-    written = {p for p in result.restored_paths if p.startswith("sub/deep/")}
-    skipped = set(result.skipped_paths)
-    assert written | skipped  # the rewind did work or reported why not
+    if result is not None:
+        written = {p for p in result.restored_paths if p.startswith("sub/deep/")}
+        skipped = set(result.skipped_paths)
+        assert written | skipped  # the rewind did work or reported why not
     # a second rewind, without interference, finishes the job exactly
     repo.rewind(first.id)
     assert all((deep / f"f{i}.txt").read_text() == f"version one {i}\n" for i in range(300))

@@ -161,7 +161,9 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
             # made (or replaced) by the plan: the folder above must be writable
             folder = folder.rpartition("/")[0]
         target = root / folder if folder else root
-        if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False):
+        if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
+            os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
+        ):
             blocked.add(display_path(folder) if folder else ".")
     if blocked:
         raise FolderNotWritable(sorted(blocked))
