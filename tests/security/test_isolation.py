@@ -245,6 +245,13 @@ def test_a_store_under_a_system_folder_is_invisible_in_the_sandbox(
 
 def _socket_ask(path: Path, body: dict[str, Any], *, person: Person | None = None) -> Any:
     """Send one request to the watcher socket (as ``person``); its reply, or None."""
+    return _socket_ask_argv([], path, body, person=person)
+
+
+def _socket_ask_argv(
+    prefix: list[str], path: Path, body: dict[str, Any], *, person: Person | None = None
+) -> Any:
+    """:func:`_socket_ask` with the client started through ``prefix`` (a sandbox)."""
     script = (
         "import json, socket, sys\n"
         "s = socket.socket(socket.AF_UNIX)\n"
@@ -268,7 +275,7 @@ def _socket_ask(path: Path, body: dict[str, Any], *, person: Person | None = Non
         "except OSError as exc:\n"
         "    print(json.dumps({'oserror': str(exc)}))\n"
     )
-    argv = [sys.executable, "-I", "-c", script, str(path), json.dumps(body)]
+    argv = [*prefix, sys.executable, "-I", "-c", script, str(path), json.dumps(body)]
     if person is not None:
         done = person.run(argv)
     else:
@@ -422,3 +429,61 @@ def test_a_draft_git_left_unreadable_does_not_break_the_draft(
     draft = Path(as_json(cli_as("draft", "start", "--json", cwd=ws))["path"])
     assert (draft / "a.txt").read_text() == "one\n"
     ok(cli_as("discard", cwd=ws))
+
+
+# -- a store reached through a bind mount is invisible, and the watcher refuses sandboxes ----
+
+
+def test_a_store_reached_through_a_bind_mount_is_invisible_in_the_sandbox(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    _needs_bwrap()
+    if os.geteuid() != 0:
+        pytest.skip("only root can bind-mount a store")
+    tag = uuid.uuid4().hex[:12]
+    real = Path(f"/opt/strata-test-real-{tag}")
+    alias = Path(f"/tmp/strata-test-bind-{tag}")
+    real.mkdir()
+    alias.mkdir()
+    done = subprocess.run(["mount", "--bind", str(real), str(alias)], capture_output=True)
+    if done.returncode != 0:
+        real.rmdir()
+        alias.rmdir()
+        pytest.skip(f"mount --bind is not permitted here: {done.stderr.decode().strip()}")
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    try:
+        ok(run_cli("init", "--store", str(alias), cwd=ws))
+        ok(run_cli("watch", "--daemon", "--no-capture", "--json", cwd=ws))
+        key = (alias / "watch" / "watch.key").read_text().strip()
+        probe = (
+            f"ls -A {real} > listed.txt 2>/dev/null; cat {real}/watch/watch.key > key.txt 2>&1; "
+            f"ls {real}/objects {real}/watch > deeper.txt 2>/dev/null; true"
+        )
+        ok(run_cli("run", "--draft", "--", "sh", "-c", probe, cwd=ws))
+        draft = _draft_path(run_cli, ws)
+        assert (draft / "listed.txt").read_text() == ""
+        assert (draft / "deeper.txt").read_text() == ""
+        assert key not in (draft / "key.txt").read_text()
+        assert (real / "config.toml").is_file()  # masked, not touched
+
+        # a sandboxed process that has the key and reaches the socket is refused all the same
+        from strata.sandbox.bwrap import sandbox_problem
+
+        assert sandbox_problem() is None
+        sock = alias / "watch" / "watch.sock"
+        bwrap = ["bwrap", "--dev-bind", "/", "/", "--unshare-all", "--die-with-parent", "--"]
+        for body in (
+            {"v": 1, "op": "status", "key": key},
+            {**_run_request(["snapshot", "-m", "forged"], ws), "key": key},
+        ):
+            reply = _socket_ask_argv(bwrap, sock, body)
+            assert not (reply or {}).get("ok"), reply
+        assert _socket_ask(sock, {"v": 1, "op": "status", "key": key})["ok"]  # outside: served
+        assert "forged" not in ok(run_cli("history", cwd=ws))
+    finally:
+        run_cli("watch", "--stop", cwd=ws)
+        subprocess.run(["umount", str(alias)], check=False)
+        alias.rmdir()
+        shutil.rmtree(real, ignore_errors=True)

@@ -300,13 +300,82 @@ def _repository_masks(spec: SandboxSpec, *, home: Path) -> list[str]:
     if spec.repository is None:
         return []
     args: list[str] = []
-    for form in _forms(spec.repository):
-        if _within(form, spec.workspace) or _within(form, spec.source):
-            continue
-        if _host_view(spec, form, home=home) is None:
-            continue
-        args += ["--tmpfs", str(form)]
+    masked: set[Path] = set()
+    for host in [*_forms(spec.repository), *mount_aliases(spec.repository)]:
+        for form in _inside_views(spec, host, home=home):
+            if form in masked or _within(form, spec.workspace) or _within(form, spec.source):
+                continue
+            masked.add(form)
+            if os.path.isdir(host):
+                args += ["--tmpfs", str(form)]
+            else:  # a single file of the repository bound elsewhere
+                args += ["--ro-bind", os.devnull, str(form)]
     return args
+
+
+def _inside_views(spec: SandboxSpec, host: Path, *, home: Path) -> list[Path]:
+    """Every path inside the sandbox that shows the host path ``host``."""
+    binds = [(Path(p), Path(p)) for p in SYSTEM_PATHS if os.path.isdir(p) and not os.path.islink(p)]
+    binds += [*((h, i) for h, i in spec.readonly), *((p, p) for p in spec.bind_ro)]
+    views: list[Path] = []
+    for source, point in binds:
+        for form in _forms(source):
+            if _within(host, form):
+                inside = point / host.relative_to(form)
+                if inside not in views and _host_view(spec, inside, home=home) is not None:
+                    views.append(inside)
+    return views
+
+
+def _unescape_mountinfo(field: str) -> str:
+    r"""A path field of ``/proc/self/mountinfo`` (spaces and the like are ``\040``)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_aliases(folder: Path) -> list[Path]:
+    """Host paths other than ``folder`` that show ``folder`` or part of it, through bind mounts.
+
+    A bind mount (``mount --bind /opt/store /tmp/store``) makes one folder
+    reachable under several paths that ``realpath`` does not relate. From
+    ``/proc/self/mountinfo``: the file system holding ``folder`` and its path
+    within that file system; then every mount of the same file system whose
+    root lies inside that path (its mount point shows part of ``folder``) or
+    above it (the mount point plus the rest shows ``folder``).
+    """
+    try:
+        real = Path(os.path.realpath(folder))
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    mounts: list[tuple[str, Path, Path]] = []  # (device, root in the file system, mount point)
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) < 5:
+            continue
+        root_text, point_text = _unescape_mountinfo(fields[3]), _unescape_mountinfo(fields[4])
+        if not root_text.startswith("/") or not point_text.startswith("/"):
+            continue
+        mounts.append((fields[2], Path(root_text), Path(point_text)))
+    holding = [m for m in mounts if _within(real, m[2])]
+    if not holding:
+        return []
+    # the deepest mount point; of mounts stacked on one point, the last is the one seen
+    device, root, point = max(reversed(holding), key=lambda m: len(m[2].parts))
+    inner = root / real.relative_to(point)  # ``folder`` within its file system
+    aliases: list[Path] = []
+    for dev, other_root, other_point in mounts:
+        if dev != device:
+            continue
+        if _within(other_root, inner):
+            candidate = other_point
+        elif _within(inner, other_root):
+            candidate = other_point / inner.relative_to(other_root)
+        else:
+            continue
+        if candidate != real and candidate not in aliases:
+            aliases.append(candidate)
+    return aliases
 
 
 def missing_mount_points(spec: SandboxSpec) -> list[Path]:
@@ -561,10 +630,12 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
             f"the working folder {cwd} is outside the workspace {workspace}", path=str(cwd)
         )
 
+    repository_forms = (
+        [] if repository is None else [*_forms(repository), *mount_aliases(repository)]
+    )
+
     def overlaps_repository(path: Path) -> bool:
-        if repository is None:
-            return False
-        return any(_within(a, b) or _within(b, a) for a in _forms(path) for b in _forms(repository))
+        return any(_within(a, b) or _within(b, a) for a in _forms(path) for b in repository_forms)
 
     for host, inside in spec.readonly:
         _checked(host, "read-only folder")

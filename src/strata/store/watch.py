@@ -30,8 +30,9 @@ version 1, see docs/format.md):
 
 Every request carries ``"key": K``, the secret the watcher wrote to
 ``REPO/watch/watch.key`` (mode 0600) when it started, and comes from a
-process of the watcher's own user (``SO_PEERCRED``); any other request is
-refused. The repository is masked in the sandbox, so code run in a Draft
+process of the watcher's own user (``SO_PEERCRED``) in the watcher's own
+mount namespace (``/proc/PID/ns/mnt``: a sandboxed process has its own);
+any other request is refused. The repository is masked in the sandbox, so code run in a Draft
 cannot read the key even when it reaches the socket.
 
 * ``{"v": 1, "op": "query", "token": T, "cookie": NAME}`` ->
@@ -459,8 +460,11 @@ class MonitorServer:
         """Why ``request`` is refused (another user, no key), or None to serve it."""
         if not isinstance(request, dict):
             return "bad request"
-        if _peer_uid(conn) != os.getuid():
+        pid, uid = _peer_cred(conn)
+        if uid != os.getuid():
             return "the asker is another user"
+        if not _same_mount_namespace(pid):
+            return "the asker runs in another mount namespace (a sandbox)"
         key = request.get("key")
         if not isinstance(key, str) or not hmac.compare_digest(key, self._key):
             return "the asker did not give the watcher's key"
@@ -553,10 +557,28 @@ def read_key(folder: Path) -> str:
         return ""
 
 
-def _peer_uid(conn: socket.socket) -> int:
-    """The user id of the process at the other end of ``conn``."""
+def _peer_cred(conn: socket.socket) -> tuple[int, int]:
+    """The process id (in this PID namespace; 0 if it has none here) and user id of the peer."""
     creds = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return int(struct.unpack("3i", creds)[1])
+    pid, uid, _gid = struct.unpack("3i", creds)
+    return int(pid), int(uid)
+
+
+def _same_mount_namespace(pid: int) -> bool:
+    """True when process ``pid`` sees the same mounts as this one.
+
+    A command in a sandbox runs in mount (and user, PID) namespaces of its
+    own: even holding the key it is refused. A process gone, or one whose
+    namespace cannot be read, is refused too.
+    """
+    if pid <= 0:
+        return False
+    try:
+        theirs = os.stat(f"/proc/{pid}/ns/mnt")
+        ours = os.stat("/proc/self/ns/mnt")
+    except OSError:
+        return False
+    return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
 
 
 def _read_line(conn: socket.socket) -> bytes:
