@@ -487,3 +487,51 @@ def test_a_store_reached_through_a_bind_mount_is_invisible_in_the_sandbox(
         subprocess.run(["umount", str(alias)], check=False)
         alias.rmdir()
         shutil.rmtree(real, ignore_errors=True)
+
+
+# -- an odd .git/config left in the Draft never breaks status or review ---------------------
+
+_ODD_GIT_CONFIGS = {
+    "folder": "rm .git/config && mkdir -p .git/config/sub && echo x > .git/config/sub/f",
+    "symlink": "rm .git/config && ln -s {target} .git/config",
+    "fifo": "rm .git/config && mkfifo .git/config",
+    "socket": (
+        "rm .git/config && python3 -c "
+        "'import socket; socket.socket(socket.AF_UNIX).bind(\".git/config\")'"
+    ),
+    "unreadable file": "chmod 000 .git/config",
+    "unreadable folder": "rm .git/config && mkdir -p .git/config/sub && chmod 000 .git/config",
+}
+
+
+def test_an_odd_git_config_left_in_the_draft_breaks_neither_status_nor_review(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    ws = home_of / "ws"
+    env = git_env(home_of)
+    target = home_of / "host-file.txt"
+    person.run(["sh", "-c", f"echo host > {target}"])
+    person.run(["mkdir", str(ws)])
+    person.run(
+        ["sh", "-c", "echo one > a.txt && git init -q && git add -A && git commit -qm a"],
+        cwd=ws,
+        env=env,
+    )
+    ok(cli_as("init", cwd=ws))
+    draft = Path(as_json(cli_as("draft", "start", "--json", cwd=ws))["path"])
+    for kind, plant in _ODD_GIT_CONFIGS.items():
+        script = plant.format(target=target) + f" && echo {kind} > new.txt"
+        ok(cli_as("draft", "run", "--sandbox", "none", "--", "sh", "-c", script, cwd=ws))
+        for argv in (("draft", "status"), ("review",), ("draft", "status")):
+            code, out, err = cli_as(*argv, cwd=ws)
+            assert code == 0 and "internal error" not in err, (kind, argv, err)
+        git_dir = draft / ".git"
+        left = sorted(p.name for p in git_dir.iterdir() if p.name.startswith("config.strata-"))
+        assert left == [], (kind, left)
+        config = git_dir / "config"
+        assert not config.is_symlink() and config.is_file(), kind
+        assert config.read_text().count("hooksPath") == 1, kind
+        assert target.read_text() == "host\n"  # the symlink's target was never written
+    ok(cli_as("discard", cwd=ws))

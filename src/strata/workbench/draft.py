@@ -957,7 +957,7 @@ def neutralise_git(files: Path) -> None:
     """
     try:
         _neutralise_git(files)
-    except PermissionError:
+    except OSError:  # unreadable, or a .git/config of a kind that resists replacing
         make_removable(files, bits=0o500)
         try:
             _neutralise_git(files)
@@ -994,28 +994,42 @@ def _neutralise_git(files: Path) -> None:
         return
     finally:
         os.close(files_fd)
+    tmp = f"{_GIT_CONFIG_TMP}{os.getpid()}"
     try:
         for name in _GIT_REDIRECTS:
             _remove_at(git_fd, name)
+        for name in os.listdir(git_fd):  # left by an earlier run that was killed
+            if name.startswith(_GIT_CONFIG_TMP):
+                _remove_at(git_fd, name)
         entries = _git_config_entries(_read_regular(git_fd, "config"))
         kept = [entry for entry in entries if _KEPT_GIT_KEYS.fullmatch(entry[0])]
         data = _git_config_text(kept).encode("utf-8", "surrogateescape")
-        tmp = f"config.strata-{os.getpid()}"
-        _remove_at(git_fd, tmp)
-        fd = os.open(
-            tmp,
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o644,
-            dir_fd=git_fd,
-        )
         try:
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, "config", src_dir_fd=git_fd, dst_dir_fd=git_fd)
+            fd = os.open(
+                tmp,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                0o644,
+                dir_fd=git_fd,
+            )
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            with contextlib.suppress(FileNotFoundError):
+                if not stat.S_ISREG(os.lstat("config", dir_fd=git_fd).st_mode):
+                    # a folder, symlink, FIFO or socket the command left: never git's config
+                    _remove_at(git_fd, "config")
+            os.replace(tmp, "config", src_dir_fd=git_fd, dst_dir_fd=git_fd)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                _remove_at(git_fd, tmp)
+            raise
     finally:
         os.close(git_fd)
+
+
+_GIT_CONFIG_TMP = "config.strata-"
 
 
 def _read_regular(dir_fd: int, name: str, limit: int = 1 << 20) -> bytes:
