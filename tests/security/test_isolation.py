@@ -525,7 +525,7 @@ def test_an_odd_git_config_left_in_the_draft_breaks_neither_status_nor_review(
         script = plant.format(target=target) + f" && echo {kind} > new.txt"
         ok(cli_as("draft", "run", "--sandbox", "none", "--", "sh", "-c", script, cwd=ws))
         for argv in (("draft", "status"), ("review",), ("draft", "status")):
-            code, out, err = cli_as(*argv, cwd=ws)
+            code, _out, err = cli_as(*argv, cwd=ws)
             assert code == 0 and "internal error" not in err, (kind, argv, err)
         git_dir = draft / ".git"
         left = sorted(p.name for p in git_dir.iterdir() if p.name.startswith("config.strata-"))
