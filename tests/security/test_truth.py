@@ -255,3 +255,18 @@ def test_review_and_diff_of_a_huge_sparse_file_keep_memory_flat(
     rss, out = peak_rss_of(run_cli, "diff", "HEAD", "--stat", cwd=ws)
     assert rss < MAX_RSS, f"diff of the working tree peaked at {rss >> 20} MiB"
     assert b"big.log | Bin" in out
+
+
+def test_op_log_checkpoints_and_errors_write_control_characters_out(
+    run_cli: CliRunner, ws: Path
+) -> None:
+    ok(run_cli("init", cwd=ws))
+    (ws / "a.txt").write_text("one\n")
+    evil = "agent\x1b[2J\rclean"
+    ok(run_cli("snapshot", "--author", evil, "-m", "one", cwd=ws))
+    ok(run_cli("checkpoint", "create", "-m", "cp\x1b]0;owned\x07", cwd=ws))
+    for argv in (("op", "log"), ("checkpoint", "list")):
+        out = ok(run_cli(*argv, cwd=ws))
+        assert "\x1b" not in out and "\r" not in out, (argv, out)
+    code, out, err = run_cli("-C", str(ws / "no\x1b[2J"), "status", cwd=ws)
+    assert code != 0 and "\x1b" not in err and "no\\x1b[2J" in err, err

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from strata.diff.display import printable_lines
+
 if TYPE_CHECKING:
     from strata.core import InitResult
     from strata.ledger.events import Author
@@ -199,14 +201,14 @@ def report_error(error_type: str, message: str, hint: str | None, *, as_json: bo
         sys.stderr.write(json.dumps(versioned({"error": body}), ensure_ascii=False) + "\n")
         sys.stderr.flush()
         return
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {printable_lines(message)}", err=True)
     if hint:
-        click.echo(f"hint: {hint}", err=True)
+        click.echo(f"hint: {printable_lines(hint)}", err=True)
 
 
 def warn(message: str) -> None:
     """A warning on stderr."""
-    click.echo(click.style("warning: ", fg="yellow") + message, err=True)
+    click.echo(click.style("warning: ", fg="yellow") + printable_lines(message), err=True)
 
 
 def short(text: str | None, width: int = 12) -> str:

@@ -81,8 +81,10 @@ def draft_start(author: str | None, author_kind: str | None, as_json: bool) -> N
     if as_json:
         emit_json(info)
         return
-    click.echo(f"Started Draft {d.id} on branch {d.branch} from {short(info['base_event_id'])}")
-    click.echo(f"Its files: {d.path}")
+    click.echo(
+        f"Started Draft {d.id} on branch {printable(d.branch)} from {short(info['base_event_id'])}"
+    )
+    click.echo(f"Its files: {printable(str(d.path))}")
 
 
 @draft.command("status")
@@ -110,7 +112,7 @@ def draft_status(as_json: bool) -> None:
         f"({_age(info['age_ms'] // 1000)} ago), {info['revisions']} revision(s), "
         f"tip {short(info['tip_event_id'])}"
     )
-    click.echo(f"Its files: {info['path']}")
+    click.echo(f"Its files: {printable(str(info['path']))}")
 
 
 def sandbox_options(func: Any) -> Any:
@@ -439,7 +441,9 @@ def checkpoint_list(as_json: bool) -> None:
     if not found:
         click.echo("No checkpoints yet.")
     for c in found:
-        click.echo(f"{short(c.id)}  {c.ts[:19].replace('T', ' ')}  {c.kind:<11}  {c.message}")
+        click.echo(
+            f"{short(c.id)}  {c.ts[:19].replace('T', ' ')}  {c.kind:<11}  {printable(c.message)}"
+        )
 
 
 @checkpoint.command("create")

@@ -254,9 +254,9 @@ def status(as_json: bool) -> None:
             f"{result.head.ts[:19].replace('T', ' ')}"
         )
     if result.branch is not None and result.next_branch == result.branch:
-        click.echo(f"On branch {result.branch} (new: the next snapshot starts it)")
+        click.echo(f"On branch {printable(result.branch)} (new: the next snapshot starts it)")
     elif result.branch is not None:
-        click.echo(f"On branch {result.branch}")
+        click.echo(f"On branch {printable(result.branch)}")
     else:
         click.echo(
             f"HEAD detached (not a branch tip): the next snapshot will start branch "
@@ -314,7 +314,10 @@ def export(ref: str, directory: str, as_json: bool) -> None:
     if as_json:
         emit_json({"ref": ref, "directory": directory, "files_written": count})
     else:
-        click.echo(f"Exported {count} file{'s' if count != 1 else ''} of {ref} into {directory}")
+        click.echo(
+            f"Exported {count} file{'s' if count != 1 else ''} of {printable(ref)} "
+            f"into {printable(str(directory))}"
+        )
 
 
 @click.command()
@@ -351,7 +354,7 @@ def cat(object_id: str, as_json: bool) -> None:
             )
         else:
             for e in value:
-                click.echo(f"{e.kind:<7} {e.mode:o} {e.size:>10} {e.oid} {e.name}")
+                click.echo(f"{e.kind:<7} {e.mode:o} {e.size:>10} {e.oid} {printable(e.name)}")
     elif kind == "snapshot":
         emit_json({"kind": "snapshot", **value} if as_json else value)
     elif as_json:
@@ -379,7 +382,7 @@ def check(as_json: bool) -> None:
         emit_json({"ok": not problems, "problems": problems, "events": events})
     elif problems:
         for p in problems:
-            click.echo(f"problem: {p}", err=True)
+            click.echo(f"problem: {printable(str(p))}", err=True)
     else:
         click.echo(f"ok: {events} events, every object and reference verified")
     if problems:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from strata.cli.common import emit_json, json_option, open_repo
+from strata.diff.display import printable
 
 
 @click.group()
@@ -56,7 +57,7 @@ def ledger_verify(as_json: bool) -> None:
     elif not problems:
         click.echo(f"ok: {records} records, chain and index verified")
     for p in problems if not as_json else []:
-        click.echo(f"problem: {p}", err=True)
+        click.echo(f"problem: {printable(str(p))}", err=True)
     if problems:
         sys.exit(1)
 

@@ -17,6 +17,7 @@ from strata.cli.common import (
     short,
     warn,
 )
+from strata.diff.display import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -58,9 +59,15 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
             emit_json(result.to_json())
             return
         if result.created:
-            click.echo(f"Initialized strata workspace {repo.root} (repository {repo.layout.repo})")
+            click.echo(
+                f"Initialized strata workspace {printable(str(repo.root))} "
+                f"(repository {printable(str(repo.layout.repo))})"
+            )
         else:
-            click.echo(f"{repo.root} is already a strata workspace (repository {repo.layout.repo})")
+            click.echo(
+                f"{printable(str(repo.root))} is already a strata workspace "
+                f"(repository {printable(str(repo.layout.repo))})"
+            )
         imported = result.imported
         if imported.events:
             from strata.layout import GIT_HIDDEN_REPO
@@ -71,7 +78,7 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
             )
             for name, new_name in imported.branches.items():
                 if name != new_name:
-                    click.echo(f"  their branch {name} is {new_name} here")
+                    click.echo(f"  their branch {printable(name)} is {printable(new_name)} here")
         if result.git_exclude:
             click.echo(f"The .strata pointer file is excluded from git in {result.git_exclude}")
 
@@ -165,7 +172,10 @@ def _record(
     if result.event is None:
         click.echo("Nothing changed since HEAD; no snapshot recorded.")
         if bookmark is not None:
-            click.echo(f"(no bookmark {bookmark} made: bookmark HEAD with 'strata bookmark add')")
+            click.echo(
+                f"(no bookmark {printable(bookmark)} made: "
+                "bookmark HEAD with 'strata bookmark add')"
+            )
         return
     d = result.diff
     assert d is not None

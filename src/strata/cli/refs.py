@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from strata.cli.common import LIMIT_MAX, emit_json, force_option, json_option, open_repo, short
+from strata.diff.display import printable
 
 
 @click.group()
@@ -48,13 +49,15 @@ def branch_list(as_json: bool) -> None:
     for row in rows:
         mark = "*" if row["head"] else " "
         where = short(row["tip_event_id"]) if row["tip_event_id"] else "(no events yet)"
-        click.echo(f"{mark} {row['name']:<20} {where}")
+        click.echo(f"{mark} {printable(row['name']):<20} {printable(where)}")
     if view.starting_branch:
         click.echo(
             f"HEAD is at {short(view.head_event)}: the next snapshot starts {view.head_branch}"
         )
     elif view.detached:
-        click.echo(f"HEAD is at {short(view.head_event)}, behind the tip of {view.head_branch}:")
+        click.echo(
+            f"HEAD is at {short(view.head_event)}, behind the tip of {printable(view.head_branch)}:"
+        )
         click.echo("  the next snapshot starts a new branch")
 
 
@@ -74,7 +77,7 @@ def branch_create(name: str, ref: str, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "tip_event_id": tip})
     else:
-        click.echo(f"Created branch {name} at {short(tip)}")
+        click.echo(f"Created branch {printable(name)} at {short(tip)}")
 
 
 @branch.command("switch")
@@ -97,7 +100,9 @@ def branch_switch(name: str, force: bool, as_json: bool) -> None:
         return
     if result.auto_save is not None:
         click.echo(f"Auto-saved unrecorded work as {short(result.auto_save.id)}")
-    click.echo(f"On branch {name}: {len(result.restored_paths)} paths written or removed")
+    click.echo(
+        f"On branch {printable(name)}: {len(result.restored_paths)} paths written or removed"
+    )
 
 
 @branch.command("delete")
@@ -148,7 +153,7 @@ def _bookmark(action: str, name: str, as_json: bool, **kwargs: str | None) -> No
         "delete": "Deleted",
     }
     target = f" at {short(result.target)}" if result.target else ""
-    click.echo(f"{verbs[action]} bookmark {result.name}{target}")
+    click.echo(f"{verbs[action]} bookmark {printable(result.name)}{target}")
 
 
 @bookmark.command("add")
@@ -254,7 +259,9 @@ def bookmark_list(as_json: bool) -> None:
     if not marks:
         click.echo("No bookmarks.")
     for name, mark in sorted(marks.items()):
-        click.echo(f"{name:<24} {short(mark.target)}{'  (locked)' if mark.locked else ''}")
+        click.echo(
+            f"{printable(name):<24} {short(mark.target)}{'  (locked)' if mark.locked else ''}"
+        )
 
 
 @click.group()
@@ -295,7 +302,7 @@ def op_log(limit: int | None, as_json: bool) -> None:
             extra = f" (re-applies {short(details['redid'])})"
         click.echo(
             f"{click.style(short(o.id), fg='yellow')} {o.ts[:19].replace('T', ' ')} "
-            f"{o.command:<15} {o.author.name}{extra}"
+            f"{o.command:<15} {printable(o.author.name)}{extra}"
         )
 
 

@@ -15,6 +15,7 @@ from strata.cli.common import (
     short,
     warn,
 )
+from strata.diff.display import printable
 
 
 def _report(result: object, verb: str, as_json: bool, new_branch: str | None = None) -> None:
@@ -33,7 +34,7 @@ def _report(result: object, verb: str, as_json: bool, new_branch: str | None = N
     n = len(result.restored_paths)
     click.echo(f"{verb} {short(target)}: {n} path{'s' if n != 1 else ''} written or removed")
     if result.next_branch is not None and result.next_branch == new_branch:
-        click.echo(f"The next snapshot will start the new branch {result.next_branch}")
+        click.echo(f"The next snapshot will start the new branch {printable(result.next_branch)}")
     elif result.next_branch is not None:
         click.echo(
             f"HEAD is not a branch tip: the next snapshot will start branch {result.next_branch}"

@@ -27,6 +27,7 @@ from strata.cli.common import (
     open_repo,
     short,
 )
+from strata.diff.display import printable
 from strata.errors import WatcherFailed, WatcherRunning
 
 if TYPE_CHECKING:
@@ -107,7 +108,7 @@ def watch(
                     f"{status.get('sequence')} changes seen)"
                 )
             else:
-                click.echo(f"No watcher runs for {root}.")
+                click.echo(f"No watcher runs for {printable(str(root))}.")
             return
         if stop:
             from strata.store.watch import stop_watcher
@@ -116,9 +117,9 @@ def watch(
             if as_json:
                 emit_json({"stopped": pid is not None, "pid": pid})
             elif pid is None:
-                click.echo(f"No watcher runs for {root}.")
+                click.echo(f"No watcher runs for {printable(str(root))}.")
             else:
-                click.echo(f"Stopped the watcher of {root} (pid {pid}).")
+                click.echo(f"Stopped the watcher of {printable(str(root))} (pid {pid}).")
             return
         if daemon:
             extra = ["--debounce-ms", str(debounce_ms), "-m", message]
@@ -174,7 +175,9 @@ def _wait_until_stopped(
     """
     previous = {signum: signal.signal(signum, lambda *_: stop()) for signum in (SIGINT, SIGTERM)}
     if not as_json:
-        click.echo(f"Watching {repo.root} (pid {os.getpid()}); Ctrl-C to stop.", err=True)
+        click.echo(
+            f"Watching {printable(str(repo.root))} (pid {os.getpid()}); Ctrl-C to stop.", err=True
+        )
     try:
         while not stopped(0.5):
             pass

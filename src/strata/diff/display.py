@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["printable", "printable_bytes", "printable_patch"]
+__all__ = ["printable", "printable_bytes", "printable_lines", "printable_patch"]
 
 # C0 controls but tab, DEL, C1 controls; the bidi embeddings, overrides and isolates;
 # the line and paragraph separators; a lone surrogate (an undecodable byte).
@@ -40,6 +40,11 @@ def _escape(match: re.Match[str]) -> str:
 def printable(text: str) -> str:
     """``text`` with every control character (newlines too) written as a visible escape."""
     return _UNSAFE.sub(_escape, text)
+
+
+def printable_lines(text: str) -> str:
+    """``text`` through :func:`printable` line by line: its newlines are kept."""
+    return "\n".join(printable(line) for line in text.split("\n"))
 
 
 def printable_bytes(data: bytes) -> str:
