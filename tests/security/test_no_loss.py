@@ -356,3 +356,24 @@ def test_a_rollback_never_records_as_deleted_what_is_on_disk(
     assert not [p for p, s in changes.items() if s == "deleted"], changes
     assert "a/f" not in changes and "b/f" not in changes, changes
     assert changes.get("n.txt") == "added", changes
+
+
+def test_a_moved_workspace_claims_its_store_and_the_copy_is_refused(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    ws, store = tmp_path / "st", tmp_path / "store"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a")
+    ok(run_cli("init", "--store", str(store), cwd=ws))
+    ok(run_cli("snapshot", "-m", "one", cwd=ws))
+    copy, moved = tmp_path / "st-copy", tmp_path / "st-moved"
+    subprocess.run(["cp", "-a", str(ws), str(copy)], check=True)
+    assert_user_error(run_cli("snapshot", "-m", "copy", cwd=copy))
+    ws.rename(moved)
+    (moved / "a.txt").write_text("moved")
+    ok(run_cli("snapshot", "-m", "moved", cwd=moved))  # claims the store
+    assert str(moved) in (store / "config.toml").read_text()
+    (copy / "a.txt").write_text("copy")
+    err = assert_user_error(run_cli("snapshot", "-m", "copy", cwd=copy))
+    assert str(moved) in err
+    ok(run_cli("snapshot", "-m", "moved again", cwd=moved))
