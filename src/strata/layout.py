@@ -196,6 +196,35 @@ def _check_owner(workspace: Path, repo: Path) -> None:
         claimed = False
     if claimed:
         raise StoreOfAnotherWorkspace(str(workspace), owner, str(repo))
+    _claim(workspace, repo)
+
+
+def _claim(workspace: Path, repo: Path) -> None:
+    """Record ``workspace`` as the store's owner (its recorded one no longer points at it).
+
+    The store belongs to one workspace: after a move, the first command in the
+    moved folder claims it, and any other workspace naming it (a copy made
+    before the move) is then refused. The ``workspace`` line of
+    ``config.toml`` is replaced atomically; a store that cannot be written
+    (a reader without write access) is left as it is.
+    """
+    config = repo / "config.toml"
+    try:
+        lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
+    except (OSError, UnicodeDecodeError):
+        return
+    done = False
+    for i, line in enumerate(lines):
+        if line.lstrip().startswith("workspace") and line.partition("=")[0].strip() == "workspace":
+            lines[i] = f"workspace = {_toml_str(str(workspace))}\n"
+            done = True
+            break
+    if not done:
+        return
+    try:
+        atomic_write(config, "".join(lines).encode("utf-8"))
+    except OSError:
+        return
 
 
 def load_config(layout: Layout) -> Config:

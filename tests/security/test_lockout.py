@@ -182,15 +182,13 @@ def test_a_journal_that_cannot_finish_blocks_no_reader_and_recover_abandons_it(
 # -- item 13: a full disk ----------------------------------------------------------------
 
 
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """A real 4 MB tmpfs (needs root; skipped where mounting is not allowed)."""
-    mount = tmp_path / "disk"
+def _tmpfs(mount: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of ``size`` (needs root; skipped where mounting is not allowed)."""
     mount.mkdir()
     if os.geteuid() != 0 or shutil.which("mount") is None:
         pytest.skip("mounting a small file system needs root")
     proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)],
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
         capture_output=True,
         check=False,
     )
@@ -200,6 +198,18 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         yield mount
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 4 MB tmpfs."""
+    yield from _tmpfs(tmp_path / "disk", "4m")
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A real 3 MB tmpfs."""
+    yield from _tmpfs(tmp_path / "disk", "3m")
 
 
 def _fill(path: Path) -> None:
@@ -244,4 +254,23 @@ def test_a_full_disk_is_one_line_readers_go_on_and_the_journal_finishes_later(
     assert (ws / "big.bin").read_bytes() == big
     assert not list((ws / ".strata" / "journal").glob("*.json"))
     assert not [p for p in ws.iterdir() if p.name.startswith(".strata-tmp-")]
+    ok(run_cli("check", cwd=ws))
+
+
+def test_a_first_snapshot_on_a_nearly_full_disk_is_one_line(
+    run_cli: CliRunner, tiny_disk: Path
+) -> None:
+    # the objects just fit, then the ledger's own write fails (SQLite: "database
+    # or disk is full", having already ended the transaction): one line, never
+    # an internal error from rolling back a transaction that is not there
+    ws = tiny_disk / "ws"
+    ws.mkdir()
+    ok(run_cli("init", cwd=ws))
+    for i in range(1, 6):
+        (ws / f"f{i}").write_bytes(os.urandom(300_000))
+    assert_user_error(run_cli("snapshot", "-m", "five", cwd=ws), says="no space left on device")
+    ok(run_cli("history", cwd=ws))
+    (ws / "f5").unlink()
+    (ws / "f4").unlink()
+    ok(run_cli("snapshot", "-m", "three", cwd=ws))
     ok(run_cli("check", cwd=ws))

@@ -213,3 +213,29 @@ def test_modes_merge_for_root_and_for_an_unprivileged_user(
     assert stat.S_IMODE(os.stat(ws / "tool").st_mode) == 0o755
     assert (ws / "notes.txt").read_bytes() == b"published\n"
     assert (ws / "private" / "key").stat().st_uid == person.uid
+
+
+# -- a Draft cannot delete a tracked file by ignoring it -------------------------------
+
+
+def test_a_file_the_draft_ignores_is_not_deleted_by_publish(run_cli: CliRunner, ws: Path) -> None:
+    draft = _draft(run_cli, ws, {"app.py": b"print(1)\n", "other.txt": b"o\n"})
+    with open(draft / "app.py", "ab") as f:
+        f.write(b"x\n")
+    (draft / ".strataignore").write_text("app.py\n")
+    review = ok(run_cli("review", cwd=ws))
+    assert "D app.py" not in review, review
+    assert "app.py" in review and "ignored" in review, review
+    ok(run_cli("publish", cwd=ws))
+    assert (ws / "app.py").read_bytes() == b"print(1)\n"  # Published's version is kept
+    assert (ws / ".strataignore").read_text() == "app.py\n"  # the rule change is published
+
+
+def test_a_file_the_draft_ignores_survives_a_merge_too(run_cli: CliRunner, ws: Path) -> None:
+    draft = _draft(run_cli, ws, {"app.py": b"print(1)\n", "other.txt": b"o\n"})
+    (draft / ".strataignore").write_text("app.py\n")
+    (ws / "other.txt").write_bytes(b"published moved\n")
+    ok(run_cli("snapshot", "-m", "published moved", cwd=ws))
+    ok(run_cli("publish", cwd=ws))
+    assert (ws / "app.py").read_bytes() == b"print(1)\n"
+    assert (ws / "other.txt").read_bytes() == b"published moved\n"

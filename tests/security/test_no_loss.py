@@ -301,3 +301,79 @@ def test_a_copied_or_moved_workspace_with_its_own_repository_folder_works(
     ok(run_cli("init", "--store", store, cwd=other))
     other.rename(moved)
     ok(run_cli("status", cwd=moved))
+
+
+# -- a rollback meets a folder the command made unwritable ----------------------------
+
+
+def test_a_rollback_skips_an_unwritable_folder_and_rolls_back_the_rest(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"a/f": "a", "b/f": "b", "c/f": "c"})
+    script = "echo bad > c/f; echo bad > a/f; chmod 500 a; exit 3"
+    code, out, err = cli_as(
+        "run", "--rollback-on-failure", "--json", "--", "sh", "-c", script, cwd=ws
+    )
+    assert code == 3, err  # the command's own exit code
+    assert "Traceback" not in err and "internal error" not in err, err
+    assert "cannot write" not in err, err
+    result = json.loads(out)
+    assert result["rolled_back"], result
+    assert (ws / "c/f").read_text() == "c"  # every other path is rolled back
+    (ws / "a").chmod(0o755)
+    if person.is_root:
+        assert (ws / "a/f").read_text() == "a"
+        return
+    assert (ws / "a/f").read_text() == "bad\n"  # left as it is, and said so
+    assert "a/f" in result["rollback_skipped"], result
+    again = "echo worse > a/f; chmod 500 a; exit 4"
+    code, _, err = cli_as("run", "--rollback-on-failure", "--", "sh", "-c", again, cwd=ws)
+    assert code == 4, err
+    assert "strata: left a/f" in err, err
+
+
+def test_a_rollback_never_records_as_deleted_what_is_on_disk(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = _workspace(person, home_of, cli_as, {"a/f": "a", "b/f": "b", "c/f": "c"})
+    script = 'echo "*" > .gitignore; echo bad > c/f; rm b/f; echo new > n.txt; chmod 000 a; exit 3'
+    code, out, err = cli_as(
+        "run", "--rollback-on-failure", "--json", "--", "sh", "-c", script, cwd=ws
+    )
+    assert code == 3, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    result = json.loads(out)
+    assert not (ws / ".gitignore").exists()
+    assert (ws / "b/f").read_text() == "b"
+    # c/f was hidden by the command's own rule when the failed state was scanned, so no
+    # snapshot holds "bad": it is left as it is and reported, never silently overwritten
+    assert (ws / "c/f").read_text() == "c" or "c/f" in result["rollback_skipped"], result
+    (ws / "a").chmod(0o755)
+    assert (ws / "a/f").exists()
+    # HEAD records nothing as deleted that is on disk; n.txt is visible to status
+    status = json.loads(ok(cli_as("status", "--json", cwd=ws)))
+    changes = {c["path"]: c["status"] for c in status["changes"]}
+    assert not [p for p, s in changes.items() if s == "deleted"], changes
+    assert "a/f" not in changes and "b/f" not in changes, changes
+    assert changes.get("n.txt") == "added", changes
+
+
+def test_a_moved_workspace_claims_its_store_and_the_copy_is_refused(
+    run_cli: CliRunner, tmp_path: Path
+) -> None:
+    ws, store = tmp_path / "st", tmp_path / "store"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a")
+    ok(run_cli("init", "--store", str(store), cwd=ws))
+    ok(run_cli("snapshot", "-m", "one", cwd=ws))
+    copy, moved = tmp_path / "st-copy", tmp_path / "st-moved"
+    subprocess.run(["cp", "-a", str(ws), str(copy)], check=True)
+    assert_user_error(run_cli("snapshot", "-m", "copy", cwd=copy))
+    ws.rename(moved)
+    (moved / "a.txt").write_text("moved")
+    ok(run_cli("snapshot", "-m", "moved", cwd=moved))  # claims the store
+    assert str(moved) in (store / "config.toml").read_text()
+    (copy / "a.txt").write_text("copy")
+    err = assert_user_error(run_cli("snapshot", "-m", "copy", cwd=copy))
+    assert str(moved) in err
+    ok(run_cli("snapshot", "-m", "moved again", cwd=moved))

@@ -302,6 +302,8 @@ def review(as_json: bool) -> None:
             else:
                 detail = f"+{f.insertions} -{f.deletions}"
             click.echo(f"  {_LETTER.get(f.status, '?')} {printable(f.path)}  {detail}")
+        for path in result.ignored_paths:
+            click.echo(f"  I {printable(path)}  now ignored in the Draft (kept, not deleted)")
         # a reader's patch: control characters written out, a text file gone binary as text
         first = True
         for section in result.diff.iter_patch(readable=True):

@@ -69,6 +69,12 @@ def restore_into(
     # (a chmod loses nothing: a folder's mode is put back, a file's is stat-checked)
     unreadable = [a.path for a in actions if a.op != "chmod" and _touches(a.path, scan.errors)]
     actions = [a for a in actions if a.op == "chmod" or not _touches(a.path, scan.errors)]
+    if event_type == EventType.ROLLBACK:
+        # a rollback puts back what it can: a folder the failed command made unwritable
+        # is left as it is (with everything below it) and reported, never the whole plan
+        blocked = unwritable_folders(core.root, actions)
+        unreadable += sorted(blocked)
+        actions = [a for a in actions if a.path not in blocked]
     anchor = target.event.id if target.event else None
     if after_view is not None:
         tx.set_view(after_view)
@@ -152,7 +158,14 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
     for oid in sorted({a.oid for a in actions if a.op in ("write", "symlink")}):
         for _ in verified_chunks(store, ObjectId(oid)):
             pass
-    blocked: set[str] = set()
+    blocked = unwritable_folders(root, actions)
+    if blocked:
+        raise FolderNotWritable(sorted(set(blocked.values())))
+
+
+def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
+    """Action path -> the (display) folder it writes into that this user cannot write."""
+    blocked: dict[str, str] = {}
     for act in actions:
         if act.op == "chmod":
             continue
@@ -164,9 +177,8 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
         if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
             os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
         ):
-            blocked.add(display_path(folder) if folder else ".")
-    if blocked:
-        raise FolderNotWritable(sorted(blocked))
+            blocked[act.path] = display_path(folder) if folder else "."
+    return blocked
 
 
 @dataclass

@@ -26,7 +26,8 @@ undo`` puts the checkpoint's files back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strata.core.lease import active_leases
@@ -37,6 +38,8 @@ from strata.sandbox.paths import display_path
 from strata.store.tree import TreeEntry, read_tree, write_tree
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from strata.core import Core, DiffResult
     from strata.store.objects import ObjectStore
     from strata.workbench.checkpoints import Checkpoint
@@ -54,6 +57,8 @@ class ReviewResult:
     draft_event: Event
     base_event: Event
     diff: DiffResult
+    #: files the Draft's ignore rules now hide but that its base tracks: kept, never deleted
+    ignored_paths: list[str] = field(default_factory=list)
 
     @property
     def draft_snapshot_id(self) -> SnapshotId:
@@ -68,6 +73,7 @@ class ReviewResult:
             "draft_event_id": self.draft_event.id,
             "base_event_id": self.base_event.id,
             **self.diff.to_json(),
+            "ignored_paths": [display_path(p) for p in self.ignored_paths],
         }
 
 
@@ -101,8 +107,36 @@ def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
         draft.record("review", author=author)
         tip = draft.tip()
         base = draft.base
-        diff = core.diff_trees(core.tree_of(base), core.tree_of(tip))
-        return ReviewResult(tip, base, diff)
+        base_tree = core.tree_of(base)
+        shown, hidden = keep_ignored(core.objects, draft.path, base_tree, core.tree_of(tip))
+        diff = core.diff_trees(base_tree, shown)
+        return ReviewResult(tip, base, diff, hidden)
+
+
+def keep_ignored(
+    store: ObjectStore, folder: Path, base: ObjectId, tree: ObjectId
+) -> tuple[ObjectId, list[str]]:
+    """``tree`` with every file ``base`` tracks that is still in ``folder`` but not recorded.
+
+    Such a file was hidden by the Draft's own ignore rules (or could not be
+    read): its absence is not a deletion. A Draft cannot delete a tracked
+    file by ignoring it; the base's version is kept (so a merge keeps
+    Published's). Returns the tree and the paths kept.
+    """
+    b_leaves, _ = _flatten(store, base)
+    leaves, dirs = _flatten(store, tree)
+    hidden = [p for p in sorted(b_leaves.keys() - leaves.keys()) if os.path.lexists(folder / p)]
+    hidden = [p for p in hidden if p not in dirs and not any(p.startswith(q + "/") for q in leaves)]
+    if not hidden:
+        return tree, []
+    b_dirs = _flatten(store, base)[1]
+    for p in hidden:
+        leaves[p] = b_leaves[p]
+        parts = p.split("/")
+        for i in range(1, len(parts)):
+            above = "/".join(parts[:i])
+            dirs.setdefault(above, b_dirs.get(above, 0o755))
+    return _build(store, leaves, dirs), hidden
 
 
 def _refuse_while_running(core: Core, command: str) -> None:
@@ -174,7 +208,9 @@ def publish(
             if expect is not None and not tip.snapshot_ref.startswith(expect):
                 raise DraftChanged(expect, tip.snapshot_ref)
             base_tree = core.tree_of(draft.base)
-            draft_tree = core.tree_of(tip)
+            draft_tree, _ = keep_ignored(
+                draft.core.objects, draft.path, base_tree, core.tree_of(tip)
+            )
             _, scan = tx.auto_save("publish")
             published_tree = scan.tree
             target, merged = merge_trees(core.objects, base_tree, published_tree, draft_tree)

@@ -15,12 +15,13 @@ append survives a power cut.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from strata.errors import CorruptRepository, UnsupportedFormat
+from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
 from strata.ledger.driver import EventFilter, EventKeys, path_range
 from strata.ledger.records import Record
 
@@ -147,8 +148,15 @@ class SqliteDriver:
                     "append refused: an event id in this batch is already in the ledger"
                 ) from None
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
+        except BaseException as exc:
+            # SQLite ends the transaction itself on some errors (a full disk,
+            # an I/O error): roll back only one that is still open, and never
+            # let a failing rollback hide the error that caused it
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+                raise DiskFull(str(self.path)) from exc
             raise
 
     def _index(self, records: Iterator[Record] | Sequence[Record]) -> None:
@@ -288,8 +296,15 @@ class SqliteDriver:
             db.execute("DELETE FROM event_files")
             self._index(list(self.scan(kind="event")))
             db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
+        except BaseException as exc:
+            # SQLite ends the transaction itself on some errors (a full disk,
+            # an I/O error): roll back only one that is still open, and never
+            # let a failing rollback hide the error that caused it
+            if db.in_transaction:
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+                raise DiskFull(str(self.path)) from exc
             raise
 
     def verify_index(self) -> list[str]:
