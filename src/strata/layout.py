@@ -242,8 +242,15 @@ def load_config(layout: Layout) -> Config:
 
     repo = table("repository")
     fmt = repo.get("format")
+    if fmt is None:
+        raise _bad_config(layout, "repository.format is missing (the file is damaged)")
     if fmt != FORMAT or type(fmt) is not int:
         raise UnsupportedFormat("this repository", fmt, FORMAT)
+    for key, allowed in (("hash", "blake3"), ("compression", "zstd")):
+        if repo.get(key, allowed) != allowed:
+            raise _bad_config(
+                layout, f"repository.{key} is {repo.get(key)!r}: this Strata uses {allowed!r}"
+            )
     defaults = table("ignore").get("defaults", list(DEFAULT_PATTERNS))
     if not isinstance(defaults, list) or not all(isinstance(p, str) for p in defaults):
         raise _bad_config(layout, "ignore.defaults is not a list of patterns")

@@ -348,6 +348,34 @@ def test_the_watcher_socket_serves_only_its_own_command_line(
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_the_watcher_serves_only_its_own_workspace_and_answers_a_bad_request(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    ws, other = tmp_path / "ws", tmp_path / "other"
+    for folder in (ws, other):
+        folder.mkdir()
+        (folder / "a.txt").write_text("one\n")
+        ok(run_cli("init", cwd=folder))
+    try:
+        ok(run_cli("watch", "--daemon", "--no-capture", "--json", cwd=ws))
+        sock = ws / ".strata" / "watch" / "watch.sock"
+        key = (ws / ".strata" / "watch" / "watch.key").read_text().strip()
+        # another workspace of the same user: refused, and nothing recorded there
+        reply = _socket_ask(sock, {**_run_request(["snapshot", "-m", "x"], other), "key": key})
+        assert not (reply or {}).get("ok") and "outside" in reply["reason"], reply
+        assert "Nothing recorded yet" in ok(run_cli("status", cwd=other))
+        # an encoding Python does not know: an answer, not silence after "ready"
+        bad = {**_run_request(["status"], ws), "key": key}
+        bad["encoding"] = [["rot-nothing", "strict"], ["utf-8", "strict"]]
+        reply = _socket_ask(sock, bad)
+        assert reply is not None and not reply.get("ok") and "rot-nothing" in reply["reason"]
+        # its own workspace is still served
+        reply = _socket_ask(sock, {**_run_request(["status"], ws), "key": key})
+        assert reply["ok"] and reply["done"] and reply["code"] == 0, reply
+    finally:
+        run_cli("watch", "--stop", cwd=ws)
+
+
 # -- 5. the clean-up of mount points never follows a symlink the command left -----------
 
 

@@ -122,6 +122,13 @@ CASES: dict[str, tuple[Callable[[Path], None], bool]] = {
         True,
     ),
     "stat cache a list": (_statcache([1, 2, 3]), True),
+    "config.toml empty": (_config(""), False),
+    "config.toml another hash": (_config('[repository]\nformat = 1\nhash = "sha1"\n'), False),
+    "config.toml another compression": (
+        _config("[repository]\nformat = 1\ncompression = 5\n"),
+        False,
+    ),
+    "ledger.db deleted": (lambda repo: (repo / "ledger.db").unlink(), False),
     "ledger.db emptied": (_truncate(0), False),
     "ledger.db truncated": (_truncate(4096), False),
     "ledger.db records swapped": (_swap_sqlite, False),
@@ -209,3 +216,18 @@ def test_a_non_utf8_file_name_is_recorded_shown_and_rewound(
     ok(run_cli("rewind", "HEAD~1", cwd=ws))
     assert (ws / FF).read_bytes() == b"one\n"
     ok(run_cli("status", cwd=ws))
+
+
+@pytest.mark.parametrize(("driver", "ledger"), [("sqlite", "ledger.db"), ("jsonl", "ledger")])
+def test_a_lost_ledger_never_starts_a_new_history(
+    driver: str, ledger: str, template: dict[str, Path], run_cli: CliRunner, tmp_path: Path
+) -> None:
+    ws = _copy(template[driver], tmp_path)
+    lost = ws / ".strata" / ledger
+    if lost.is_dir():
+        shutil.rmtree(lost)
+    else:
+        lost.unlink()
+    for argv in (["history"], ["snapshot", "-m", "over the old history"]):
+        assert_user_error(run_cli(*argv, cwd=ws), says="ledger")
+    assert not lost.exists(), "a new, empty ledger was made over the objects of the old one"

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import select
@@ -270,3 +271,20 @@ def test_op_log_checkpoints_and_errors_write_control_characters_out(
         assert "\x1b" not in out and "\r" not in out, (argv, out)
     code, out, err = run_cli("-C", str(ws / "no\x1b[2J"), "status", cwd=ws)
     assert code != 0 and "\x1b" not in err and "no\\x1b[2J" in err, err
+
+
+def test_review_warns_about_what_the_draft_holds_but_cannot_record(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", cwd=ws))
+    plant = "mkfifo pipe && echo two > a.txt"
+    ok(run_cli("run", "--draft", "--sandbox", "none", "--", "sh", "-c", plant, cwd=ws))
+    code, _, err = run_cli("review", cwd=ws)
+    assert code == 0, err
+    assert "pipe" in err and "FIFO" in err, err  # never dropped silently
+    review = json.loads(run_cli("review", "--json", cwd=ws)[1])
+    assert any("pipe" in w for w in review["warnings"]), review

@@ -24,6 +24,7 @@ from strata.cli.common import (
     open_repo,
     rel_path,
     short,
+    warn,
 )
 from strata.diff.display import printable, printable_patch
 
@@ -289,6 +290,8 @@ def review(as_json: bool) -> None:
         if as_json:
             emit_json(result.to_json())
             return
+        for w in result.warnings:
+            warn(w)
         click.echo(
             f"Draft snapshot {result.draft_snapshot_id} "
             f"(from {short(result.base_event.id)}): {result.diff.files_changed} file(s) changed"

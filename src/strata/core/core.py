@@ -137,12 +137,15 @@ class Core:
 
     def open_driver(self, *, writer: bool = False, kind: str | None = None) -> LedgerDriver:
         """Open the ledger driver of the configured kind (or ``kind``)."""
+        configured = kind is None  # another kind: a ledger convert makes a new one
         kind = kind or self.config.ledger_driver
         if kind == "jsonl":
             from strata.ledger.drivers.jsonl import JsonlDriver
 
             folder = self.layout.repo / "ledger"
             if not (folder / "ledger.json").exists():
+                if configured:
+                    self._refuse_a_lost_ledger(folder / "ledger.json")
                 with self.lock:
                     if not (folder / "ledger.json").exists():
                         JsonlDriver(folder, create=True, writer=True).close()
@@ -153,6 +156,8 @@ class Core:
 
         path = self.layout.ledger
         if not path.exists():
+            if configured:
+                self._refuse_a_lost_ledger(path)
             with self.lock:
                 return SqliteDriver(path, create=True)
         try:
@@ -171,6 +176,22 @@ class Core:
                 raise
             raise damaged_ledger(path, exc) from None
         return driver
+
+    def _refuse_a_lost_ledger(self, path: Path) -> None:
+        """A ledger is made only for a new repository: objects without one mean it was lost.
+
+        Starting a new chain there would hide every recorded event for good.
+        """
+        try:
+            stored = any(os.scandir(self.layout.objects))
+        except OSError:
+            stored = False
+        if stored:
+            raise CorruptRepository(
+                f"the ledger {path} is missing, but the repository holds objects",
+                hint="restore it from a backup; Strata will not start a new history over "
+                "the old one",
+            )
 
     def close(self) -> None:
         """Release the ledger and the object store's open files."""

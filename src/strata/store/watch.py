@@ -492,6 +492,10 @@ class MonitorServer:
         if request.get("fsencoding") != here:
             send({"ok": False, "reason": "the asker decodes file names otherwise"})
             return
+        problem = _unservable(request, self.monitor.root)
+        if problem is not None:
+            send({"ok": False, "reason": problem})
+            return
         if not self._running.acquire(blocking=False):
             send({"ok": False, "reason": "busy"})
             return
@@ -503,7 +507,11 @@ class MonitorServer:
             go = json.loads(_read_line(conn) or b"null")
             if not isinstance(go, dict) or go.get("go") is not True:
                 return  # the asker gave up: it runs the command itself
-            code, output = self.runner(request)
+            try:
+                code, output = self.runner(request)
+            except Exception as exc:  # a bad request must get an answer, not silence
+                send({"ok": False, "done": True, "reason": f"cannot run it: {exc}"})
+                return
             self.commands_run += 1
             conn.settimeout(None)
             send({"ok": True, "done": True, "code": code, "output": output})
@@ -680,3 +688,31 @@ def _pid_locked(folder: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def _unservable(request: dict[str, Any], root: Path) -> str | None:
+    """Why a "run" request cannot be served here (None: it can).
+
+    The command runs in the asker's folder, which must lie in this watcher's
+    own workspace; the text encodings of its streams must be ones Python knows.
+    """
+    import codecs
+
+    cwd = request.get("cwd")
+    if not isinstance(cwd, str):
+        return "bad request: no folder"
+    here = Path(os.path.realpath(cwd))
+    if here != root and not here.is_relative_to(root):
+        return "the asker's folder is outside this watcher's workspace"
+    encodings = request.get("encoding")
+    if not isinstance(encodings, list) or len(encodings) != 2:
+        return "bad request: encodings"
+    for pair in encodings:
+        if not isinstance(pair, list) or len(pair) != 2:
+            return "bad request: encodings"
+        try:
+            codecs.lookup(str(pair[0]))
+            codecs.lookup_error(str(pair[1]))
+        except LookupError as exc:
+            return f"bad request: {exc}"
+    return None

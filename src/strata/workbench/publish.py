@@ -59,6 +59,8 @@ class ReviewResult:
     diff: DiffResult
     #: files the Draft's ignore rules now hide but that its base tracks: kept, never deleted
     ignored_paths: list[str] = field(default_factory=list)
+    #: what the Draft's scan could not record (a FIFO, an unreadable folder): never silent
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def draft_snapshot_id(self) -> SnapshotId:
@@ -74,6 +76,7 @@ class ReviewResult:
             "base_event_id": self.base_event.id,
             **self.diff.to_json(),
             "ignored_paths": [display_path(p) for p in self.ignored_paths],
+            "warnings": self.warnings,
         }
 
 
@@ -104,13 +107,15 @@ def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
     """Record the Draft, then diff its base against it."""
     core = draft.core
     with core.writing():
-        draft.record("review", author=author)
+        scan = draft.workspace.scan()
+        # a scan that met trouble is left to record(), which repairs our own folders first
+        draft.record("review", author=author, scanned=None if scan.warnings else scan)
         tip = draft.tip()
         base = draft.base
         base_tree = core.tree_of(base)
         shown, hidden = keep_ignored(core.objects, draft.path, base_tree, core.tree_of(tip))
         diff = core.diff_trees(base_tree, shown)
-        return ReviewResult(tip, base, diff, hidden)
+        return ReviewResult(tip, base, diff, hidden, list(scan.warnings))
 
 
 def keep_ignored(
