@@ -288,3 +288,28 @@ def test_review_warns_about_what_the_draft_holds_but_cannot_record(
     assert "pipe" in err and "FIFO" in err, err  # never dropped silently
     review = json.loads(run_cli("review", "--json", cwd=ws)[1])
     assert any("pipe" in w for w in review["warnings"]), review
+
+
+def test_a_sparse_file_stays_sparse_when_published_and_rewound(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", cwd=ws))
+    size = 256 << 20
+    plant = f"truncate -s {size} zeros.img && printf end >> zeros.img"
+    ok(run_cli("run", "--draft", "--sandbox", "none", "--", "sh", "-c", plant, cwd=ws))
+    ok(run_cli("publish", cwd=ws))
+    published = (ws / "zeros.img").stat()
+    assert published.st_size == size + 3
+    assert published.st_blocks * 512 < 4 << 20, "the agent's zeros took real disk space"
+    with open(ws / "zeros.img", "rb") as f:
+        f.seek(size)
+        assert f.read() == b"end"
+    # a rewind writes it back sparse too
+    (ws / "zeros.img").unlink()
+    ok(run_cli("snapshot", cwd=ws))
+    ok(run_cli("rewind", "HEAD~1", cwd=ws))
+    assert (ws / "zeros.img").stat().st_blocks * 512 < 4 << 20

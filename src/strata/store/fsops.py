@@ -89,6 +89,9 @@ _TEMP_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_C
 # O_NONBLOCK so that a FIFO planted at the path cannot hang a read.
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _PARENT_MODE = 0o755
+#: a chunk of at least this many zero bytes is written as a hole: a sparse file
+#: stays sparse (an agent's 70 GB of zeros cannot fill the disk at publish)
+_HOLE_MIN = 64 * 1024
 _PERMISSION_BITS = 0o777
 _TEMP_ATTEMPTS = 16
 _PROC_FD = "/proc/self/fd"
@@ -224,8 +227,19 @@ class WorkspaceWriter:
             temp, fd = _create_temp_file(dir_fd, path)
             try:
                 with open(fd, "wb", closefd=False) as file:
+                    holes = False
                     for chunk in data:
-                        file.write(chunk)
+                        if (
+                            isinstance(chunk, bytes | bytearray)
+                            and len(chunk) >= _HOLE_MIN
+                            and chunk.count(0) == len(chunk)
+                        ):
+                            file.seek(len(chunk), os.SEEK_CUR)  # a run of zeros: a hole
+                            holes = True
+                        else:
+                            file.write(chunk)
+                    if holes:
+                        file.truncate()  # the file ends where the last chunk ended
                 os.fchmod(fd, mode & _PERMISSION_BITS)
                 if expect is not None and not expect.holds(dir_fd, name):
                     raise WorkspaceChanged([path])
