@@ -8,8 +8,17 @@ trap 'rm -rf "$ws"' EXIT
 cd "$ws"
 export STRATA_AUTHOR=demo
 
+# the command as a user would type it: arguments that need quoting are quoted
+shown() {
+    local out="" arg
+    for arg in "$@"; do
+        if [[ $arg =~ ^[A-Za-z0-9_./:=@%+~-]+$ ]]; then out+=" $arg"; else out+=" ${arg@Q}"; fi
+    done
+    printf '%s' "${out# }"
+}
+
 run() {
-    printf '\n\033[1m$ %s\033[0m\n' "$*"
+    printf '\n\033[1m$ %s\033[0m\n' "$(shown "$@")"
     "$@"
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -57,3 +58,43 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
     ]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "scripts/dev test" in ci
+
+
+def test_the_readmes_python_examples_run_as_written(tmp_path: Path) -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert len(blocks) >= 3
+    shared = tmp_path / "shared"  # the API examples make "my-project" and build on it
+    shared.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    # the agent the examples name, as a user would have one on PATH
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "my-agent").write_text("#!/bin/sh\necho edited by my-agent >> agent.txt\n")
+    (tools / "my-agent").chmod(0o755)
+    env["PATH"] = f"{tools}:{env.get('PATH', '')}"
+    for n, block in enumerate(blocks):
+        if "my-project" in block:
+            cwd = shared
+        else:  # an example that works on the project it runs in
+            cwd = tmp_path / f"project-{n}"
+            cwd.mkdir()
+            subprocess.run(
+                [sys.executable, "-m", "strata", "init"],
+                cwd=cwd,
+                env=env,
+                check=True,
+                capture_output=True,
+            )
+        script = tmp_path / f"example-{n}.py"
+        script.write_text(block, encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"README example {n + 1}:\n{block}\n{done.stderr}"

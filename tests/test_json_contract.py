@@ -136,6 +136,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
 
     s("watch", "--status")
     s("watch", "--stop")
+    s("recover")  # nothing to recover: an empty list
 
     s("ledger head")
     s("ledger verify")

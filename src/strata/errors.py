@@ -98,7 +98,8 @@ class NotARepository(RepositoryError):
     def __init__(self, start: str) -> None:
         super().__init__(
             f"not a strata workspace (or any parent up to /): {start}",
-            hint="run 'strata init' in the folder you want to record",
+            hint="run 'strata init' in the folder you want to record (or 'strata init "
+            "--store PATH' to reconnect a repository kept elsewhere)",
         )
         self.start = start
 
@@ -303,7 +304,7 @@ class WorkspaceChanged(WorkspaceError):
     def __init__(self, paths: list[str]) -> None:
         shown = ", ".join(paths[:5]) + (" …" if len(paths) > 5 else "")
         super().__init__(
-            f"files changed while restoring, left as they are: {shown}",
+            f"files changed while Strata worked on them, left as they are: {shown}",
             hint="run the command again; nothing was lost",
         )
         self.paths = paths
@@ -503,8 +504,10 @@ class CommandNotFound(RunError):
 
     exit_code = 127
 
-    def __init__(self, command: str) -> None:
-        super().__init__(f"command not found: {command}", hint="check the spelling and your PATH")
+    def __init__(self, command: str, *, hint: str | None = None) -> None:
+        super().__init__(
+            f"command not found: {command}", hint=hint or "check the spelling and your PATH"
+        )
         self.command = command
 
 

@@ -402,7 +402,10 @@ class Repository(Core):
     def restore(
         self, ref: str, paths: list[str], *, author: Author | None = None, force: bool = False
     ) -> RewindResult:
-        """Put ``paths`` back as they were at ``ref``; HEAD does not move.
+        """Put ``paths`` back as they were at ``ref``; HEAD moves only to an auto-save.
+
+        Unrecorded work is auto-saved first (HEAD moves to it); the restored
+        files are then unrecorded changes against HEAD.
 
         ``force`` restores even while a run holds the workspace lease.
         """

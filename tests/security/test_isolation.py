@@ -563,3 +563,26 @@ def test_an_odd_git_config_left_in_the_draft_breaks_neither_status_nor_review(
         assert config.read_text().count("hooksPath") == 1, kind
         assert target.read_text() == "host\n"  # the symlink's target was never written
     ok(cli_as("discard", cwd=ws))
+
+
+def test_a_command_the_sandbox_cannot_see_is_not_found_with_the_way_to_show_it(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    _needs_bwrap()
+    tools = tmp_path / "tools" / "bin"  # as an agent installed in the user's own folders
+    tools.mkdir(parents=True)
+    (tools / "my-agent").write_text("#!/bin/sh\necho edited > by-agent.txt\n")
+    (tools / "my-agent").chmod(0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("one\n")
+    ok(run_cli("init", cwd=ws))
+    env = {"PATH": f"{tools}:{os.environ['PATH']}"}
+    code, _, err = run_cli("run", "--draft", "--", "my-agent", cwd=ws, env=env)
+    assert code == 127, err
+    assert f"--bind-ro {tools.parent}" in err, err
+    ok(run_cli("run", "--draft", "--bind-ro", str(tools.parent), "--", "my-agent", cwd=ws, env=env))
+    assert "by-agent.txt" in ok(run_cli("review", cwd=ws))
+    for sandbox in ("bwrap", "none"):  # a command no one has: 127, never an internal error
+        code, _, err = run_cli("draft", "run", "--sandbox", sandbox, "--", "no-such-cmd", cwd=ws)
+        assert code == 127 and "command not found: no-such-cmd" in err, err

@@ -167,14 +167,15 @@ def diff(
 ) -> None:
     """Show what changed from A to B (default B: the working tree).
 
-    A and B are event ids, snapshot ids (or unique prefixes), HEAD or HEAD~N.
-    The patch is in git's format: 'git apply' accepts it, binary files
-    included.
+    A and B are event ids, snapshot ids (or unique prefixes), run ids,
+    branches, bookmarks, HEAD or HEAD~N. A run id alone shows what the run
+    changed. The patch is in git's format: 'git apply' accepts it, binary
+    files included.
 
     \b
     Example:
       strata diff HEAD~1 HEAD --stat
-      strata diff HEAD > changes.patch && git apply --check changes.patch
+      strata diff HEAD~1 HEAD > ../last.patch   # 'git apply ../last.patch' elsewhere
     """
     with open_repo() as repo:
         paths = [rel_path(repo, f) for f in files] or None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from strata.cli.common import open_repo
+from strata.cli.common import emit_json, json_option, open_repo
 
 
 @click.command("recover")
@@ -14,7 +14,8 @@ from strata.cli.common import open_repo
     help="Give up journals that cannot finish: record what they did not reach, "
     "leave the files as they are.",
 )
-def recover(abandon: bool) -> None:
+@json_option
+def recover(abandon: bool, as_json: bool) -> None:
     """Finish the changes an interrupted rewind, restore or publish left half-done.
 
     Every command tries this first; when a journal cannot be finished (an
@@ -31,6 +32,9 @@ def recover(abandon: bool) -> None:
     """
     with open_repo() as repo:
         done = repo.recover(abandon=abandon)
+    if as_json:
+        emit_json({"journals": [item.to_json() for item in done]})
+        return
     if not done:
         click.echo("nothing to recover")
     for item in done:

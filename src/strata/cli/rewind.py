@@ -99,9 +99,11 @@ def restore(
     force: bool,
     as_json: bool,
 ) -> None:
-    """Put PATHS back as they were at REF; HEAD does not move.
+    """Put PATHS back as they were at REF; HEAD stays (or moves to an auto-save).
 
-    Unrecorded changes are auto-saved first, as with rewind.
+    Unrecorded changes are auto-saved first, as with rewind, and HEAD moves
+    to that auto-save; the restored files are then unrecorded changes
+    against it, for 'strata snapshot' to record (or 'strata undo' to reverse).
 
     \b
     Example:

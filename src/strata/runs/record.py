@@ -16,6 +16,7 @@ Events of one run share the run id as ``operation_id``:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -82,7 +83,7 @@ def take_snapshot(
     core: Core, backend: str, label: str, *, run_id: str, author: Author, what: list[str]
 ) -> Taken:
     """Snapshot the workspace with ``backend``; record a state event unless HEAD holds it."""
-    message = f"run {label}: {' '.join(what)}"[:200]
+    message = f"run {label}: {shlex.join(what)}"[:200]
     warnings: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = ()
     data = {"run_id": run_id, "label": label}
@@ -237,7 +238,7 @@ def record_finish(
         "deletions": summary["deletions"],
         "has_patch": summary["has_patch"],
     }
-    title = label or " ".join(what)
+    title = label or shlex.join(what)  # as the user would type it again
     ids = write_annotations(
         core,
         run_id,

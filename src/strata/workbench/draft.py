@@ -55,7 +55,15 @@ from typing import TYPE_CHECKING, Any
 from strata.atomic import atomic_write, fsync_dir
 from strata.core import Scan, Workspace
 from strata.core.lease import Lease
-from strata.errors import DraftExists, NoDraft, SandboxUnavailable, StrataError, UsageError
+from strata.errors import (
+    CommandNotExecutable,
+    CommandNotFound,
+    DraftExists,
+    NoDraft,
+    SandboxUnavailable,
+    StrataError,
+    UsageError,
+)
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
@@ -362,9 +370,23 @@ class Draft:
             start = self.path / cwd if cwd else self.path
             if not start.is_dir():
                 raise UsageError(f"the Draft has no folder {cwd!r} to run in")
-            outcome = run_command(list(argv), cwd=start, env=env)
+            if argv and "/" not in argv[0] and shutil.which(argv[0], path=env.get("PATH")) is None:
+                raise CommandNotFound(argv[0])
+            try:
+                outcome = run_command(list(argv), cwd=start, env=env)
+            except FileNotFoundError:
+                raise CommandNotFound(argv[0]) from None
+            except PermissionError as exc:
+                raise CommandNotExecutable(argv[0], exc.strerror or "permission denied") from None
         else:
             spec = self._spec(net, bind_ro, env_names, cwd)
+            if argv:
+                # an agent installed in the home folder is on the host's PATH, not the sandbox's
+                hidden = bwrap.unreachable_command(spec, argv[0], environ=environ)
+                if hidden is not None:
+                    raise CommandNotFound(argv[0], hint=hidden)
+                if "/" not in argv[0] and shutil.which(argv[0], path=environ.get("PATH")) is None:
+                    raise CommandNotFound(argv[0])
             made = bwrap.missing_mount_points(spec)
             full, env = bwrap.sandbox_command(spec, argv, environ=environ)
             try:
