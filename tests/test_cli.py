@@ -12,37 +12,12 @@ from typing import Any
 import click
 import pytest
 
-from conftest import CliRunner, Dir, File, Link
+from conftest import CliRunner, Dir, File, Link, as_json, assert_user_error, ok
 from strata.cli import cli
 from strata.store.objects import hash_bytes
 
 MakeTree = Callable[..., Path]
 Manifest = Callable[..., dict[str, Any]]
-
-
-def ok(result: tuple[int, Any, Any]) -> Any:
-    """stdout of a command that must succeed."""
-    code, out, err = result
-    assert code == 0, f"exit {code}: {err}"
-    assert "Traceback" not in err
-    return out
-
-
-def as_json(result: tuple[int, Any, Any]) -> Any:
-    return json.loads(ok(result))
-
-
-def assert_user_error(result: tuple[int, Any, Any], *, code: int = 1, says: str = "") -> str:
-    """Exactly one ``error:`` line (and maybe one ``hint:``) on stderr, nothing on stdout."""
-    got, out, err = result
-    assert got == code, f"exit {got}, wanted {code}: {err}"
-    assert "Traceback" not in err and "internal error" not in err, err
-    lines = err.splitlines()
-    assert lines and lines[0].startswith("error: "), err
-    assert len(lines) == 1 or (len(lines) == 2 and lines[1].startswith("hint: ")), err
-    assert out == ""
-    assert says in lines[0], err
-    return str(err)
 
 
 @pytest.fixture

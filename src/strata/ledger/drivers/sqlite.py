@@ -149,14 +149,7 @@ class SqliteDriver:
                 ) from None
             db.execute("COMMIT")
         except BaseException as exc:
-            # SQLite ends the transaction itself on some errors (a full disk,
-            # an I/O error): roll back only one that is still open, and never
-            # let a failing rollback hide the error that caused it
-            if db.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
-                raise DiskFull(str(self.path)) from exc
+            _abort(db, exc, self.path)
             raise
 
     def _index(self, records: Iterator[Record] | Sequence[Record]) -> None:
@@ -297,14 +290,7 @@ class SqliteDriver:
             self._index(list(self.scan(kind="event")))
             db.execute("COMMIT")
         except BaseException as exc:
-            # SQLite ends the transaction itself on some errors (a full disk,
-            # an I/O error): roll back only one that is still open, and never
-            # let a failing rollback hide the error that caused it
-            if db.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
-                raise DiskFull(str(self.path)) from exc
+            _abort(db, exc, self.path)
             raise
 
     def verify_index(self) -> list[str]:
@@ -332,3 +318,17 @@ class SqliteDriver:
         for seq in sorted(indexed):
             problems.append(f"index: names record {seq}, which is not an event")
         return problems
+
+
+def _abort(db: sqlite3.Connection, exc: BaseException, path: Path) -> None:
+    """Undo a failed write transaction; a full disk becomes :class:`DiskFull`.
+
+    SQLite ends the transaction itself on some errors (a full disk, an I/O
+    error): only one still open is rolled back, and a failing rollback never
+    hides the error that caused it.
+    """
+    if db.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+    if isinstance(exc, sqlite3.OperationalError) and "disk is full" in str(exc):
+        raise DiskFull(str(path)) from exc
