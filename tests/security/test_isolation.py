@@ -16,6 +16,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -512,7 +513,13 @@ def test_a_store_reached_through_a_bind_mount_is_invisible_in_the_sandbox(
         assert "forged" not in ok(run_cli("history", cwd=ws))
     finally:
         run_cli("watch", "--stop", cwd=ws)
-        subprocess.run(["umount", str(alias)], check=False)
+        # the watcher may still be on its way out, holding the store: wait, then detach
+        for _ in range(50):
+            if subprocess.run(["umount", str(alias)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        else:
+            subprocess.run(["umount", "-l", str(alias)], check=False)
         alias.rmdir()
         shutil.rmtree(real, ignore_errors=True)
 
