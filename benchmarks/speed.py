@@ -30,7 +30,10 @@ moves all 5,000 back (absolute bound; ``git checkout`` shown).
 The default configuration is measured: if the first command in a workspace
 starts a watcher by itself, it is used as is; otherwise the benchmark starts
 ``strata watch --daemon --no-capture`` and says so. ``--no-watcher`` measures
-with ``STRATA_NO_DAEMON=1`` and no watcher at all. Corpora are generated once
+with ``STRATA_NO_DAEMON=1`` and no watcher at all. The status, snapshot,
+no-op, rewind and agent rows are measured in one loop (each needs the state
+the one before left), so naming one of them in ``--rows`` measures all five
+and reports the one named. Corpora are generated once
 and reused (``--cache``, default /tmp/strata-bench-cache); the workspaces are
 fresh copies in ``--work``, deleted at the end unless ``--keep``. Nothing is
 downloaded: the ``click`` rows need a tree given with ``--tree`` (see README).
@@ -614,7 +617,7 @@ def main() -> None:
     )
     parser.add_argument("--runs", type=int, default=5, help="samples of each row (default 5)")
     parser.add_argument(
-        "--heavy-runs", type=int, default=3, help="samples of the 20k export (default 3)"
+        "--heavy-runs", type=int, default=3, help="samples of the export rows (default 3)"
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tree", type=Path, help="a real project's tree for the click rows")
@@ -692,7 +695,7 @@ def main() -> None:
     for k, v in machine.items():
         print(f"* {k}: {v}")
     print(f"* invocation: {report['invocation']}")
-    print(f"* runs: {args.runs} (20k export: {args.heavy_runs}); medians")
+    print(f"* runs: {args.runs} (export: {args.heavy_runs}); medians")
     for tree, how in bench.watchers.items():
         print(f"* watcher in the {tree} workspace: {how}")
     print()
