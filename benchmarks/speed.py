@@ -674,6 +674,8 @@ def main() -> None:
             for name in ("20k", "5k", "click"):
                 stop_watcher(work / name / "strata")
                 sb.rmtree(work / name)
+            if sb.STRATA_SRC != sb.ROOT / "src":  # the commit exported by --rev
+                sb.rmtree(sb.STRATA_SRC.parent)
     report = {
         "schema": 1,
         "date": now,
