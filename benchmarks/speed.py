@@ -372,6 +372,10 @@ class Bench:
         }
         if wanted & set(loop):
             commit = GIT.git("add", "-A"), GIT.git("commit", "-q", "-m", "x")
+            # one untimed round first: a fresh watcher's first snapshot loads what it needs
+            for ws, cmds in ((st, [strata("snapshot", "-m", "x")]), (gt, commit)):
+                sb.edit(ws, edits, 0, self.seed)
+                sb.seq(ws, *cmds)()
             for i in range(self.runs):
                 edit_no = 2 * i + 1
                 before = pair.head()
