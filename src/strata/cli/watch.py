@@ -35,10 +35,12 @@ if TYPE_CHECKING:
 
 
 def _status_json(folder: Path) -> dict[str, Any]:
-    from strata.store.watch import watcher_status
+    from strata.store.watch import read_pidfile, watcher_status
 
     status = watcher_status(folder)
-    return {"running": status is not None, **(status or {})}
+    if status is None:
+        return {"running": False}
+    return {"running": True, **(read_pidfile(folder) or {}), **status}
 
 
 #: a self-started watcher exits after this long with no request and no change
@@ -342,7 +344,7 @@ class _Lifetime:
         self.idle = idle
         self.activity = activity
         self._root_id = _identity(self.root)
-        self._config_id = _identity(self.config)
+        self._config_id = _stamp(self.config)
         self._code = _code_fingerprint()
         self._last = activity()
         self._since = time.monotonic()
@@ -352,7 +354,7 @@ class _Lifetime:
         """Why to stop, or None."""
         if _identity(self.root) != self._root_id:
             return "the workspace was moved or removed"
-        config = _identity(self.config)
+        config = _stamp(self.config)
         if config is None:
             return "the repository was removed"
         if config != self._config_id:
@@ -376,6 +378,14 @@ def _identity(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_dev, st.st_ino
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
 
 
 def _claimed_workspace(config: Path) -> str | None:
