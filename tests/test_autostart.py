@@ -315,3 +315,16 @@ def test_a_network_file_system_gets_no_watcher(tmp_path: Path) -> None:
     (tmp_path / "ws other").mkdir()
     assert file_system_type(tmp_path / "ws other", mounts) == "tmpfs"
     assert unwatchable(tmp_path / "ws other", mounts=mounts) is None
+
+
+def test_strata_run_starts_the_watcher_too(
+    tmp_path: Path, run_cli: CliRunner, auto: Callable[..., tuple[int, Any, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws", run_cli)
+    ok(auto("run", "--", "true", cwd=ws))
+    status = _wait_until(lambda: _running(run_cli, ws))
+    assert status["capture"] is False
+    (ws / "src" / "c.py").write_text("c\n")
+    out = as_json(auto("snapshot", "--json", cwd=ws))
+    assert out["changed_paths"] == ["src/c.py"]
+    assert _running(run_cli, ws)["commands_run"] == 1

@@ -372,6 +372,11 @@ class _Lifetime:
         return None
 
 
+def _activity(monitor: Any, server: Any) -> object:
+    """What changes whenever the watcher is of use: a change seen, a request, a command running."""
+    return monitor.token(), server.last_request, time.monotonic() if server.busy else 0.0
+
+
 def _identity(path: Path) -> tuple[int, int] | None:
     try:
         st = os.stat(path)
@@ -470,7 +475,7 @@ def _serve_only(
             monitor, on_stop=stop.set, runner=_run_for_asker, pid_fd=pid_fd, version=__version__
         )
         server.start({"capture": False, "auto": idle is not None})
-        lifetime = _Lifetime(repo, lambda: (monitor.token(), server.last_request), idle)
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
         try:
             _wait_until_stopped(repo, stop.set, stop.wait, as_json, lifetime)
         finally:
@@ -607,7 +612,7 @@ def _watch(
             raise WatcherRunning(str(repo.root))
         monitor = capture.monitor
         assert monitor is not None
-        lifetime = _Lifetime(repo, lambda: (monitor.token(), server.last_request), idle)
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
         _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json, lifetime)
     if not as_json:
         n = len(capture.events)

@@ -448,6 +448,11 @@ class MonitorServer:
         self._thread.start()
         return self
 
+    @property
+    def busy(self) -> bool:
+        """True while a command runs for an asker."""
+        return self._running.locked()
+
     def close(self, *, finish_timeout: float = 60.0) -> None:
         """Stop serving, let a command being run finish, remove the socket, release the pid file."""
         self._closing = True
