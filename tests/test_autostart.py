@@ -328,3 +328,49 @@ def test_strata_run_starts_the_watcher_too(
     out = as_json(auto("snapshot", "--json", cwd=ws))
     assert out["changed_paths"] == ["src/c.py"]
     assert _running(run_cli, ws)["commands_run"] == 1
+
+
+def test_a_capturing_watcher_records_steps_while_it_serves_commands(
+    tmp_path: Path, run_cli: CliRunner, auto: Callable[..., tuple[int, Any, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws", run_cli, "\n[watch]\ncapture = true\n")
+    ok(auto("status", cwd=ws))
+    assert _wait_until(lambda: _running(run_cli, ws))["capture"] is True
+    ok(run_cli("watch", "--stop", cwd=ws))
+    # steps recorded at once, each while a command runs for the command line
+    ok(run_cli("watch", "--daemon", "--debounce-ms", "0", cwd=ws))
+    layout = find_layout(ws)
+    try:
+        for i in range(12):
+            (ws / "src" / f"step{i}.py").write_text(f"{i}\n")
+            if i % 3:
+                events = as_json(auto("history", "--json", cwd=ws))
+                assert isinstance(events, list)  # nothing of the capture's output mixed in
+                continue
+            # a served snapshot and a step both wait for the write lock: whichever goes
+            # first, the snapshot's output is its own
+            with WriteLock(layout.lock):
+                client = subprocess.Popen(
+                    [sys.executable, "-m", "strata", "snapshot", "--json"],
+                    cwd=ws,
+                    env=run_cli.env(AUTO),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.PIPE,
+                )
+                time.sleep(0.5)
+            out, err = client.communicate(timeout=60)
+            assert client.returncode == 0, err
+            assert json.loads(out)["changed_paths"] in ([], [f"src/step{i}.py"]), out
+        assert _running(run_cli, ws)["commands_run"] == 12
+
+        def all_recorded() -> bool:
+            events = as_json(run_cli("history", "--json", cwd=ws))
+            files = {f for e in events if e["rationale"] == "live capture" for f in e["files"]}
+            return files == {f"src/step{i}.py" for i in range(12)}
+
+        _wait_until(all_recorded)
+    finally:
+        ok(run_cli("watch", "--stop", cwd=ws))
+    log = (ws / ".strata" / "watch" / "watch.log").read_text()
+    assert log.count("Recorded ") >= 1  # the steps were reported in the watcher's own log
+    ok(run_cli("check", cwd=ws))
