@@ -33,6 +33,11 @@ settings.register_profile(
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
+# No command of the suite starts a watcher by itself (hundreds of workspaces would
+# each leave one running); the tests of the self-started watcher turn it back on
+# with ``env={"STRATA_NO_DAEMON": ""}`` and stop what they started.
+os.environ["STRATA_NO_DAEMON"] = "1"
+
 NOW_MS = 1_700_000_000_000
 TESTER = Author("tester", "human")
 ALICE = Author("alice", "human")
@@ -220,6 +225,7 @@ class CliRunner:
             STRATA_AUTHOR="tester",
             LC_ALL="C.UTF-8",
             NO_COLOR="1",
+            STRATA_NO_DAEMON="1",
         )
         env.update(extra or {})
         return env

@@ -70,6 +70,17 @@ STEPS: list[tuple[Callable[[Path], object], list[str], dict[str, str]]] = [
 ]
 
 
+def _without_watcher(status: str) -> str:
+    """``status`` output without what it says about the watcher (one serves only one side)."""
+    if status.startswith("{"):
+        body = json.loads(status)
+        assert body.pop("watcher")["running"] in (True, False)
+        return json.dumps(body)
+    lines = status.splitlines(keepends=True)
+    assert sum(line.startswith("Watcher: ") for line in lines) == 1, status
+    return "".join(line for line in lines if not line.startswith("Watcher: "))
+
+
 def _run_steps(ws: Path, run_cli: Any) -> list[tuple[int, str, str]]:
     results = []
     for n, (change, args, env) in enumerate(STEPS):
@@ -82,7 +93,7 @@ def _run_steps(ws: Path, run_cli: Any) -> list[tuple[int, str, str]]:
             change(ws) if n else (ws / "pending.txt").write_text("pending\n")
             for args in (["status"], ["status", "--json"]):
                 code, out, err = run_cli(*args, cwd=ws, text=False)
-                results.append((code, out.decode("latin-1"), err.decode("latin-1")))
+                results.append((code, _without_watcher(out.decode("latin-1")), err.decode()))
     return results
 
 
@@ -116,7 +127,8 @@ def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(
     served(ws)
     assert run_cli("snapshot", "--help", cwd=ws)[0] == 0
     assert run_cli("--debug", "snapshot", cwd=ws)[0] == 0
-    assert run_cli("history", cwd=ws)[0] == 0
+    assert run_cli("ledger", "head", cwd=ws)[0] == 0
+    assert run_cli("run", "--", "true", cwd=ws)[0] == 0  # runs a child: in the caller
     assert run_cli("snapshot", cwd=ws, env={"STRATA_DEBUG": "1"})[0] == 0
     assert run_cli("status", cwd=ws, env={"STRATA_NO_RESIDENT": "1"})[0] == 0
     assert _status(run_cli, ws)["commands_run"] == 0
@@ -208,3 +220,55 @@ def test_a_watcher_stopped_mid_snapshot_finishes_it_first(
     out = run_cli("history", "--json", cwd=ws)[1]
     assert [e["rationale"] for e in json.loads(out)].count("during stop") == 1
     assert run_cli("check", cwd=ws)[0] == 0
+
+
+#: (change to make first, command) run in both workspaces; the served commands beyond snapshot
+SERVED_STEPS: list[tuple[Callable[[Path], object], list[str]]] = [
+    (lambda ws: (ws / "pkg1" / "mod.py").write_text("value = 11\n"), ["snapshot", "-m", "two"]),
+    (lambda ws: None, ["diff", "HEAD~1", "HEAD"]),
+    (lambda ws: (ws / "pkg0" / "mod.py").write_text("dirty\n"), ["diff", "HEAD", "--json"]),
+    (lambda ws: None, ["diff", "HEAD", "--stat"]),
+    (lambda ws: None, ["history", "--json"]),
+    (lambda ws: None, ["show", "HEAD~1:pkg1/mod.py"]),
+    (lambda ws: None, ["show", "HEAD:no/such/file"]),
+    (lambda ws: None, ["bookmark", "add", "mark", "HEAD~1", "--json"]),
+    (lambda ws: None, ["bookmark", "list"]),
+    (lambda ws: None, ["branch", "list", "--json"]),
+    (lambda ws: None, ["rewind", "mark", "--json"]),
+    (lambda ws: None, ["status"]),
+    (lambda ws: None, ["undo", "--json"]),
+    (lambda ws: None, ["redo"]),
+    (lambda ws: (ws / "pkg2" / "mod.py").unlink(), ["restore", "HEAD", "--", "pkg2/mod.py"]),
+    (lambda ws: None, ["op", "log", "--json"]),
+    (lambda ws: None, ["rewind", "nowhere"]),
+    (lambda ws: None, ["check", "--json"]),
+]
+
+
+def test_served_readers_and_rewinds_print_and_do_what_local_ones_do(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    local, resident = _workspace(tmp_path / "a"), _workspace(tmp_path / "b")
+    for ws in (local, resident):
+        assert run_cli("init", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
+        assert run_cli("snapshot", "-m", "start", cwd=ws, env={"STRATA_SEED": "s"})[0] == 0
+    served(resident)
+
+    def steps(ws: Path) -> list[tuple[int, str, str]]:
+        results = []
+        for n, (change, args) in enumerate(SERVED_STEPS):
+            change(ws)
+            code, out, err = run_cli(*args, cwd=ws, env={"STRATA_SEED": f"x{n}"}, text=False)
+            out, err = out.decode(), err.decode()
+            if args[0] == "status":
+                out = _without_watcher(out)
+            results.append((code, out.replace(str(ws), "WS"), err.replace(str(ws), "WS")))
+        return results
+
+    expected, got = steps(local), steps(resident)
+    assert [code for code, _, _ in expected].count(0) == len(SERVED_STEPS) - 2
+    assert got == expected
+    assert _status(run_cli, resident)["commands_run"] == len(SERVED_STEPS)
+    from conftest import read_manifest
+
+    assert read_manifest(local) == read_manifest(resident)

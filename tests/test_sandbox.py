@@ -408,6 +408,7 @@ def test_host_secrets_in_the_environment_stay_outside(
     assert "DISPLAY" not in env
     assert env["LC_ALL"] == "C.UTF-8"
     assert env["TERM"] == "xterm-256color"
+    assert env["STRATA_NO_DAEMON"] == "1"  # a strata command there starts no watcher
     if passed:
         assert env["SECRET"] == secret
     else:

@@ -267,6 +267,15 @@ def test_only_one_watcher_per_workspace(ws: Path, make_repo: Callable[..., Repos
 # -- the command line ----------------------------------------------------------------
 
 
+#: ``watch --status --json`` when no watcher runs (the suite sets STRATA_NO_DAEMON)
+NOT_RUNNING = {
+    "running": False,
+    "pid": None,
+    "capture": None,
+    "reason": "turned off by STRATA_NO_DAEMON",
+}
+
+
 def _json(out: str) -> Any:
     return json.loads(out)
 
@@ -293,7 +302,7 @@ def test_watch_daemon_status_snapshot_and_stop(ws: Path, run_cli: Any) -> None:
     assert code == 0, err
     assert _json(out) == {"schema": 1, "stopped": True, "pid": started["pid"]}
     code, out, _ = run_cli("watch", "--status", "--json", cwd=ws)
-    assert _json(out) == {"schema": 1, "running": False}
+    assert _json(out) == {**NOT_RUNNING, "schema": 1}
     code, out, _ = run_cli("watch", "--stop", cwd=ws)
     assert code == 0 and "No watcher runs" in out
     code, _, err = run_cli("watch", "--stop", "--status", cwd=ws)
@@ -504,8 +513,8 @@ def test_a_killed_watcher_leaves_a_sound_repository(ws: Path, run_cli: Any) -> N
     code, out, err = run_cli("check", cwd=ws)
     assert code == 0, out + err
     assert _json(run_cli("watch", "--status", "--json", cwd=ws)[1]) == {
+        **NOT_RUNNING,
         "schema": 1,
-        "running": False,
     }
     (ws / "after.txt").write_text("after the kill\n")
     code, out, err = run_cli("snapshot", "--json", cwd=ws)

@@ -1,12 +1,15 @@
-"""Hand ``strata snapshot`` or ``status`` to the workspace's watcher, which has all loaded.
+"""Hand a command to the workspace's watcher, which has all of Strata loaded.
 
-A watcher started with ``strata watch --no-capture`` runs the command itself
+The workspace's watcher (started by the first command, or by ``strata watch``)
+runs the command itself
 (in its own process, with the caller's arguments, folder, environment and
 umask) and sends back what it printed and its exit code, which the caller
 prints byte for byte. The request carries the watcher's key, read from
 ``REPO/watch/watch.key`` (readable by its owner only): a process that cannot
 read the repository (a sandboxed command, another user) is refused. This
-saves the ~150 ms of imports a snapshot needs.
+saves the ~150 ms of imports a snapshot needs. The served commands are those
+whose cost is start-up (:data:`SERVED`); a command that needs the terminal or
+runs a child process (``run``, ``draft run``, ``init``, ``watch``) runs here.
 
 Only the standard library is imported here, before anything else of Strata.
 Whenever there is a doubt (no watcher, another protocol, a busy or dead
@@ -24,12 +27,37 @@ import os
 import socket
 import sys
 
-#: the commands a watcher runs (it refuses any other); anything else runs in the
-#: calling process
-SERVED = ("snapshot", "status")
+#: the commands a watcher runs (it refuses any other; ``strata.store.watch.RUNNABLE``);
+#: anything else runs in the calling process
+SERVED = (
+    "snapshot",
+    "status",
+    "diff",
+    "history",
+    "show",
+    "cat",
+    "check",
+    "rewind",
+    "restore",
+    "undo",
+    "redo",
+    "bookmark",
+    "branch",
+    "checkpoint",
+    "op",
+    "review",
+    "publish",
+    "discard",
+    "draft",
+    "export",
+)
+#: sub-commands of a served command that run here (they start a child process)
+LOCAL_SUB = {"draft": ("run",)}
 #: options whose output depends on the terminal or the process: always run locally
 LOCAL_ONLY = ("-h", "--help", "--debug")
 READY_TIMEOUT = 2.0
+#: how long to wait while the watcher finishes another caller's command
+QUEUE_TIMEOUT = 65.0
 
 
 def _find_socket(cwd: str) -> str | None:
@@ -104,6 +132,8 @@ def _try_resident(argv: list[str]) -> bool:
         return False
     if not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
         return False
+    if len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()):
+        return False
     if os.environ.get("STRATA_DEBUG") == "1" or os.environ.get("STRATA_NO_RESIDENT") == "1":
         return False
     try:
@@ -116,12 +146,15 @@ def _try_resident(argv: list[str]) -> bool:
     key = _read_key(path)
     if key is None:
         return False
+    from strata._version import __version__
+
     umask = os.umask(0o022)
     os.umask(umask)
     body = {
         "v": 1,
         "op": "run",
         "key": key,
+        "version": __version__,
         "argv": argv,
         "cwd": cwd,
         "env": dict(os.environ),
@@ -140,6 +173,10 @@ def _try_resident(argv: list[str]) -> bool:
             sock.connect(path)
             sock.sendall(json.dumps(body).encode() + b"\n")
             ready = _read_line(sock)
+            if ready and ready.get("queued") is True:  # another caller's command runs
+                sock.settimeout(QUEUE_TIMEOUT)
+                ready = _read_line(sock)
+                sock.settimeout(READY_TIMEOUT)
             if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
                 return False
             sock.sendall(b'{"go": true}\n')

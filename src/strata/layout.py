@@ -260,6 +260,13 @@ def load_config(layout: Layout) -> Config:
             f"{layout.config} names an unknown ledger driver {driver!r}",
             hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
         )
+    watch = table("watch")
+    for key in ("auto", "capture"):
+        if not isinstance(watch.get(key, False), bool):
+            raise _bad_config(layout, f"watch.{key} is not true or false")
+    idle = watch.get("idle_timeout", 1)
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or idle <= 0:
+        raise _bad_config(layout, "watch.idle_timeout is not a number of seconds above 0")
     workspace = repo.get("workspace", str(layout.workspace))
     if not isinstance(workspace, str):
         raise _bad_config(layout, "repository.workspace is not a path")

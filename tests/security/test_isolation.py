@@ -333,11 +333,12 @@ def test_the_watcher_socket_serves_only_its_own_command_line(
         for body in ({"v": 1, "op": "status"}, _run_request(["rewind", first], ws)):
             reply = _socket_ask(sock, body)
             assert not (reply or {}).get("ok"), reply
-        # with the key, a command other than snapshot and status is still refused
+        # with the key, a command that starts a child process is still refused
         key = (ws / ".strata" / "watch" / "watch.key").read_text().strip()
         assert stat.S_IMODE((ws / ".strata" / "watch" / "watch.key").stat().st_mode) == 0o600
-        reply = _socket_ask(sock, {**_run_request(["rewind", first], ws), "key": key})
-        assert not (reply or {}).get("ok"), reply
+        for argv in (["run", "--", "true"], ["draft", "run", "--", "true"], ["init"]):
+            reply = _socket_ask(sock, {**_run_request(argv, ws), "key": key})
+            assert not (reply or {}).get("ok"), reply
         assert (ws / "a.txt").read_text() == "two\n"  # nothing was rewound
         assert _socket_ask(sock, {"v": 1, "op": "status", "key": key})["ok"]
         # the command line itself still has its commands served

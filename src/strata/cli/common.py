@@ -4,9 +4,9 @@ This shell is the only layer that reads the environment. ``STRATA_AUTHOR``
 and ``STRATA_AUTHOR_KIND`` set the default author; ``STRATA_NOW`` (milliseconds
 since the epoch) freezes the clock and ``STRATA_SEED`` seeds event ids, so
 output is byte-stable in tests. ``NO_COLOR`` (set, not empty) turns colour off even
-on a terminal. ``STRATA_NO_RESIDENT=1`` keeps a
-``strata snapshot`` or ``status`` from being handed to a ``--no-capture`` watcher
-(``strata._resident``).
+on a terminal. ``STRATA_NO_RESIDENT=1`` keeps a command from being handed
+to the workspace's watcher (``strata._resident``); ``STRATA_NO_DAEMON=1`` keeps
+commands from starting one (:func:`open_repo`).
 """
 
 from __future__ import annotations
@@ -140,13 +140,27 @@ class Progress:
         sys.stderr.flush()
 
 
-def open_repo(author: Author | None = None) -> Repository:
-    """The repository of the workspace containing the current folder."""
+#: False in a watcher: the commands it runs for the command line start no other
+AUTOSTART = True
+
+
+def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Repository:
+    """The repository of the workspace containing the current folder.
+
+    With ``start_watcher``, the workspace's watcher is started in the
+    background when none runs (``strata.cli.watch.autostart``; the command
+    does not wait for it).
+    """
     from strata.repo import Repository
 
-    return Repository.open(
+    repo = Repository.open(
         Path.cwd(), author=author or make_author(None, None), progress=Progress(), **_injected()
     )
+    if start_watcher and AUTOSTART:
+        from strata.cli.watch import autostart
+
+        autostart(repo)
+    return repo
 
 
 def init_repo(

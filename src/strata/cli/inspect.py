@@ -234,16 +234,20 @@ def status(as_json: bool) -> None:
 
     Also the branch HEAD is on ('branch' in --json); after a rewind to a
     point that is not a branch tip, HEAD is detached and the branch the next
-    snapshot starts is named ('next_branch').
+    snapshot starts is named ('next_branch'), and whether a watcher serves
+    the workspace ('watcher'; when none can run, why).
 
     \b
     Example:
       strata status --json
     """
+    from strata.cli.watch import watcher_line, watcher_report
+
     with open_repo() as repo:
         result = repo.status()
+        watcher = watcher_report(repo)
     if as_json:  # the warnings are in the JSON
-        emit_json(result.to_json())
+        emit_json({**result.to_json(), "watcher": watcher})
         return
     for w in result.warnings:
         warn(w)
@@ -263,6 +267,7 @@ def status(as_json: bool) -> None:
             f"HEAD detached (not a branch tip): the next snapshot will start branch "
             f"{result.next_branch}"
         )
+    click.echo(watcher_line(watcher))
     if result.clean:
         click.echo("Working tree matches HEAD.")
         return

@@ -315,6 +315,11 @@ def _run_published(
         Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **_injected()
     )
     with repo:
+        from strata.cli import common
+        from strata.cli.watch import autostart
+
+        if common.AUTOSTART:  # as every command that opens the repository
+            autostart(repo)
         if live is not None and options.enabled:
             from strata.runs.flow import choose_backend
 

@@ -35,10 +35,107 @@ if TYPE_CHECKING:
 
 
 def _status_json(folder: Path) -> dict[str, Any]:
-    from strata.store.watch import watcher_status
+    from strata.store.watch import read_pidfile, watcher_status
 
     status = watcher_status(folder)
-    return {"running": status is not None, **(status or {})}
+    if status is None:
+        return {"running": False}
+    return {"running": True, **(read_pidfile(folder) or {}), **status}
+
+
+#: a self-started watcher exits after this long with no request and no change
+#: (``[watch] idle_timeout`` in config.toml, seconds)
+IDLE_TIMEOUT = 1800.0
+#: after a watcher could not run here, none is started again for this long
+RETRY_AFTER = 600.0
+#: how often a watcher checks that it should still run
+CHECK_EVERY = 0.5
+
+
+def _watch_config(repo: Any) -> dict[str, Any]:
+    table = repo.config.raw.get("watch", {})
+    return table if isinstance(table, dict) else {}
+
+
+def _turned_off(repo: Any) -> str | None:
+    """Why no watcher is started by commands here (None: one is)."""
+    if os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0"):
+        return "turned off by STRATA_NO_DAEMON"
+    if _watch_config(repo).get("auto") is False:
+        return "turned off in config.toml ([watch] auto = false)"
+    return None
+
+
+def autostart(repo: Any) -> None:
+    """Start the workspace's watcher in the background when none runs; never wait for it.
+
+    Called by every command that opens the repository (``open_repo``). The
+    watcher (``strata watch --auto``) serves the command line, exits after
+    ``[watch] idle_timeout`` seconds without a request or a change, and
+    captures live steps only with ``[watch] capture = true``. Nothing is
+    started when it is turned off, when a watcher runs or is starting (the
+    pid file is locked), or when one could not run here lately.
+    """
+    from strata.store.watch import unavailable, watcher_alive
+
+    if _turned_off(repo) is not None:
+        return
+    folder: Path = repo.layout.watch
+    if watcher_alive(folder) or unavailable(folder, within=RETRY_AFTER) is not None:
+        return
+    if not os.access(repo.layout.repo, os.W_OK):  # a read-only view of the repository
+        return
+    try:
+        folder.mkdir(exist_ok=True)
+        log = folder / "watch.log"
+        with contextlib.suppress(OSError):
+            if log.stat().st_size > 1 << 20:
+                log.unlink()
+        os.posix_spawn(
+            sys.executable,
+            [sys.executable, "-m", "strata", "-C", str(repo.root), "watch", "--auto"],
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
+                (os.POSIX_SPAWN_DUP2, 1, 2),
+            ],
+            setsid=True,
+        )
+    except OSError:
+        return  # the command goes on without a watcher
+
+
+def watcher_report(repo: Any) -> dict[str, Any]:
+    """Whether a watcher serves this workspace, and when none does, why (for ``status``).
+
+    ``{"running": bool, "pid": int | None, "capture": bool | None, "reason": str | None}``
+    """
+    from strata.store.watch import read_pidfile, unavailable, unwatchable
+
+    folder: Path = repo.layout.watch
+    info = read_pidfile(folder)
+    if info is not None:
+        pid = info.get("pid")
+        capture = info.get("capture")
+        return {
+            "running": True,
+            "pid": pid if isinstance(pid, int) else None,
+            "capture": capture if isinstance(capture, bool) else None,
+            "reason": None,
+        }
+    reason = unavailable(folder) or unwatchable(repo.root) or _turned_off(repo)
+    return {"running": False, "pid": None, "capture": None, "reason": reason}
+
+
+def watcher_line(report: dict[str, Any]) -> str:
+    """``report`` (:func:`watcher_report`) as one line."""
+    if report["running"]:
+        what = "records live steps and serves" if report["capture"] else "serves"
+        return f"Watcher: pid {report['pid']} {what} this workspace."
+    if report["reason"]:
+        return f"Watcher: none ({report['reason']}); every command reads the whole tree."
+    return "Watcher: none runs yet; the next command starts one."
 
 
 @click.command()
@@ -53,14 +150,12 @@ def _status_json(folder: Path) -> dict[str, Any]:
 @click.option(
     "--no-capture",
     is_flag=True,
-    help=(
-        "Record nothing; only answer 'snapshot', 'status' and 'rewind' (faster scans) "
-        "and run 'snapshot' and 'status' for the command line (no start-up cost)."
-    ),
+    help="Record nothing; only serve the command line (as the self-started watcher does).",
 )
 @click.option("--daemon", is_flag=True, help="Detach and keep watching in the background.")
 @click.option("--stop", is_flag=True, help="Stop the background watcher of this workspace.")
 @click.option("--status", "show_status", is_flag=True, help="Show whether a watcher runs here.")
+@click.option("--auto", is_flag=True, hidden=True, help="Started by a command: exit when idle.")
 @author_options
 @json_option
 def watch(
@@ -70,6 +165,7 @@ def watch(
     daemon: bool,
     stop: bool,
     show_status: bool,
+    auto: bool,
     author: str | None,
     author_kind: str | None,
     as_json: bool,
@@ -78,37 +174,44 @@ def watch(
 
     Each time the workspace has been quiet for --debounce-ms, a snapshot is
     recorded (rationale 'live capture'), whoever made the change: you, your
-    editor, a shell command. While a watcher runs, 'snapshot', 'status' and
-    'rewind' ask it which files changed instead of reading the whole tree;
-    they fall back to reading it whenever the watcher cannot vouch for its
-    answer. The watcher's socket and pid file are in the repository's
-    watch/ folder.
+    editor, a shell command. Every watcher also serves the command line: the
+    commands whose cost is start-up (snapshot, status, diff, history, rewind,
+    ...) run in it, and those that scan ask it which files changed instead of
+    reading the whole tree.
+
+    The first command in a workspace starts a watcher that only serves
+    (it exits after [watch] idle_timeout seconds, default 1800, without a
+    request or a change; [watch] capture = true makes it record steps too;
+    STRATA_NO_DAEMON=1 or [watch] auto = false in config.toml turn it off).
+    'strata watch' takes over from it. The watcher's socket, pid file and log
+    are in the repository's watch/ folder.
 
     \b
     Example:
       strata watch                      # until Ctrl-C
       strata watch --daemon --author alice
-      strata watch --daemon --no-capture   # only make snapshot and status fast
+      strata watch --daemon --no-capture   # only serve the command line
       strata watch --status --json
       strata watch --stop
     """
-    if sum((daemon, stop, show_status)) > 1:
+    if sum((daemon, stop, show_status, auto)) > 1:
         raise click.UsageError("use one of --daemon, --stop and --status")
     who = make_author(author, author_kind)
-    with open_repo(who) as repo:
+    with open_repo(who, start_watcher=False) as repo:
         folder = repo.layout.watch
         root = repo.root
         if show_status:
-            status = _status_json(folder)
+            status = {**_status_json(folder), **watcher_report(repo)}
             if as_json:
                 emit_json(status)
-            elif status["running"]:
+            elif status["running"] and status.get("sequence") is not None:
                 click.echo(
-                    f"A watcher runs for {root} (pid {status.get('pid')}, "
-                    f"{status.get('sequence')} changes seen)"
+                    f"A watcher runs for {printable(str(root))} (pid {status.get('pid')}, "
+                    f"{status.get('sequence')} changes seen"
+                    f"{', recording steps' if status.get('capture') else ''})"
                 )
             else:
-                click.echo(f"No watcher runs for {printable(str(root))}.")
+                click.echo(watcher_line(status))
             return
         if stop:
             from strata.store.watch import stop_watcher
@@ -134,15 +237,72 @@ def watch(
                     "stop: strata watch --stop"
                 )
             return
-        _watch(repo, debounce_ms, message, as_json, record=not no_capture)
+        if auto:
+            _auto(repo, debounce_ms, message)
+            return
+        pid_fd = _claim(repo, capture=not no_capture)
+        _watch(repo, debounce_ms, message, as_json, record=not no_capture, pid_fd=pid_fd)
+
+
+def _claim(repo: Any, *, capture: bool) -> int:
+    """Take the watcher's pid file, stopping a watcher that only serves when this one captures.
+
+    A capturing watcher does all a serving one does, so it takes over;
+    otherwise a running watcher is :class:`WatcherRunning`.
+    """
+    from strata.store.watch import claim_pidfile, read_pidfile, stop_watcher
+
+    folder = repo.layout.watch
+    for _ in range(5):
+        fd = claim_pidfile(folder)
+        if fd is not None:
+            return fd
+        info = read_pidfile(folder)
+        if not capture or (info is not None and info.get("capture") is not False):
+            break
+        stop_watcher(folder)
+    raise WatcherRunning(str(repo.root))
+
+
+def _auto(repo: Any, debounce_ms: int, message: str) -> None:
+    """The self-started watcher: quietly nothing when another runs or none can run here."""
+    from strata.store.watch import claim_pidfile, note_unavailable, unwatchable
+
+    folder = repo.layout.watch
+    pid_fd = claim_pidfile(folder)  # first: a second one started at once stops here
+    if pid_fd is None:
+        return
+    try:
+        reason = unwatchable(repo.root)
+        if reason is not None:
+            note_unavailable(folder, reason)
+            click.echo(f"strata watch: {reason}; no watcher for {repo.root}", err=True)
+            return
+        config = _watch_config(repo)
+        idle = config.get("idle_timeout", IDLE_TIMEOUT)
+        capture = config.get("capture") is True
+        _watch(repo, debounce_ms, message, True, record=capture, pid_fd=pid_fd, idle=idle)
+        pid_fd = None  # the server closed it
+    except WatcherFailed as exc:
+        note_unavailable(folder, exc.reason)
+        click.echo(f"strata watch: {exc.message}", err=True)
+    finally:
+        if pid_fd is not None:
+            os.close(pid_fd)
 
 
 def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
-    """Start ``strata watch OPTIONS`` detached; return once it answers on its socket."""
-    from strata.store.watch import watcher_status
+    """Start ``strata watch OPTIONS`` detached; return once it answers on its socket.
 
-    if watcher_status(folder) is not None:
+    A watcher that only serves is replaced by one that captures (the new
+    one stops it); any other running watcher is :class:`WatcherRunning`.
+    """
+    from strata.store.watch import read_pidfile, watcher_status
+
+    info = read_pidfile(folder)
+    if info is not None and ("--no-capture" in options or info.get("capture") is not False):
         raise WatcherRunning(str(root))
+    before = info.get("pid") if info else None
     folder.mkdir(parents=True, exist_ok=True)
     argv = [sys.executable, "-m", "strata", "-C", str(root), "watch", *options]
     with open(folder / "watch.log", "ab") as log:
@@ -156,7 +316,8 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
         )
     deadline = time.monotonic() + 20
     while time.monotonic() < deadline and proc.poll() is None:
-        if watcher_status(folder) is not None:
+        status = watcher_status(folder)
+        if status is not None and status.get("pid") not in (None, before):
             return
         time.sleep(0.05)
     if proc.poll() is None:
@@ -164,10 +325,109 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
     raise WatcherFailed(str(root), f"the watcher did not start; see {folder / 'watch.log'}")
 
 
+class _Lifetime:
+    """Why a watcher should stop now (:meth:`reason`), checked every :data:`CHECK_EVERY`.
+
+    It stops when its workspace is removed or moved, when its repository is
+    removed or claimed by another workspace, when its monitor died, when the
+    Strata code on disk changed (a new version was installed: the next
+    command starts a new watcher), and, when ``idle`` is set, after that many
+    seconds without a request or a change.
+    """
+
+    def __init__(
+        self, repo: Any, activity: Callable[[], object], idle: float | None = None
+    ) -> None:
+        self.root = Path(repo.root)
+        self.config = Path(repo.layout.config)
+        self.workspace = repo.config.workspace
+        self.idle = idle
+        self.activity = activity
+        self._root_id = _identity(self.root)
+        self._config_id = _stamp(self.config)
+        self._code = _code_fingerprint()
+        self._last = activity()
+        self._since = time.monotonic()
+        self._checks = 0
+
+    def reason(self) -> str | None:
+        """Why to stop, or None."""
+        if _identity(self.root) != self._root_id:
+            return "the workspace was moved or removed"
+        config = _stamp(self.config)
+        if config is None:
+            return "the repository was removed"
+        if config != self._config_id:
+            self._config_id = config
+            if _claimed_workspace(self.config) not in (None, self.workspace):
+                return "the repository was claimed by another workspace"
+        self._checks += 1
+        if self._checks % 4 == 0 and _code_fingerprint() != self._code:
+            return "Strata was updated"
+        now = self.activity()
+        if now != self._last:
+            self._last, self._since = now, time.monotonic()
+        elif self.idle is not None and time.monotonic() - self._since >= self.idle:
+            return f"idle for {self.idle:g} s"
+        return None
+
+
+def _activity(monitor: Any, server: Any) -> object:
+    """What changes whenever the watcher is of use: a change seen, a request, a command running."""
+    return monitor.token(), server.last_request, time.monotonic() if server.busy else 0.0
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _stamp(path: Path) -> tuple[int, int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _claimed_workspace(config: Path) -> str | None:
+    import tomllib
+
+    try:
+        raw = tomllib.loads(config.read_text(encoding="utf-8"))
+        workspace = raw["repository"]["workspace"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return workspace if isinstance(workspace, str) else None
+
+
+def _code_fingerprint() -> tuple[tuple[str, int, int, int], ...]:
+    """Every Python file of the installed Strata: name, inode, size, modification time."""
+    import strata
+
+    found = []
+    base = Path(strata.__file__).parent
+    for folder, _dirs, files in os.walk(base):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    st = os.stat(path)
+                    found.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
+    return tuple(sorted(found))
+
+
 def _wait_until_stopped(
-    repo: Any, stop: Callable[[], None], stopped: Callable[[float], bool], as_json: bool
+    repo: Any,
+    stop: Callable[[], None],
+    stopped: Callable[[float], bool],
+    as_json: bool,
+    lifetime: _Lifetime | None = None,
 ) -> None:
-    """Say that the watcher runs, then wait until Ctrl-C, SIGTERM or ``stop`` ends it.
+    """Say that the watcher runs, then wait until Ctrl-C, SIGTERM, ``stop`` or ``lifetime`` ends it.
 
     Ctrl-C and SIGTERM call ``stop``; ``stopped(timeout)`` waits for it. SIGINT
     is handled explicitly: a process started in the background by a shell
@@ -179,8 +439,11 @@ def _wait_until_stopped(
             f"Watching {printable(str(repo.root))} (pid {os.getpid()}); Ctrl-C to stop.", err=True
         )
     try:
-        while not stopped(0.5):
-            pass
+        while not stopped(CHECK_EVERY):
+            why = lifetime.reason() if lifetime is not None else None
+            if why is not None:
+                click.echo(f"strata watch (pid {os.getpid()}): stopping: {why}", err=True)
+                break
     except KeyboardInterrupt:
         pass
     finally:
@@ -188,20 +451,33 @@ def _wait_until_stopped(
             signal.signal(signum, handler)
 
 
-def _serve_only(repo: Any, as_json: bool) -> None:
+def _preload() -> None:
+    """Load what the commands run for the command line load on first use."""
     import importlib
 
-    from strata.store.watch import ChangeMonitor, MonitorServer
+    from strata.cli import common
 
-    # what the commands it runs for the command line load on first use
+    common.AUTOSTART = False  # a command run here never starts another watcher
     for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
         importlib.import_module(module)
+
+
+def _serve_only(
+    repo: Any, as_json: bool, pid_fd: int | None = None, idle: float | None = None
+) -> None:
+    from strata._version import __version__
+    from strata.store.watch import ChangeMonitor, MonitorServer
+
+    _preload()
     stop = threading.Event()
     with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
-        server = MonitorServer(monitor, on_stop=stop.set, runner=_run_for_asker)
-        server.start({"capture": False})
+        server = MonitorServer(
+            monitor, on_stop=stop.set, runner=_run_for_asker, pid_fd=pid_fd, version=__version__
+        )
+        server.start({"capture": False, "auto": idle is not None})
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
         try:
-            _wait_until_stopped(repo, stop.set, stop.wait, as_json)
+            _wait_until_stopped(repo, stop.set, stop.wait, as_json, lifetime)
         finally:
             server.close()
 
@@ -239,8 +515,8 @@ def _run_for_asker(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
 
     The folder, environment, umask and standard streams are the process's
     own, so they are swapped for the asker's while the command runs; the
-    server runs one such command at a time, and a watcher that records
-    nothing (--no-capture) has no other thread that uses them.
+    server runs one such command at a time, and a capturing watcher records
+    no step meanwhile (``LiveCapture`` takes turns with it).
     """
     from strata.cli import main
 
@@ -286,12 +562,23 @@ def _run_for_asker(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
     return code, output
 
 
-def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: bool) -> None:
+def _watch(
+    repo: Any,
+    debounce_ms: int,
+    message: str,
+    as_json: bool,
+    *,
+    record: bool,
+    pid_fd: int | None = None,
+    idle: float | None = None,
+) -> None:
+    from strata._version import __version__
     from strata.runs.watch import LiveCapture
 
     if not record:
-        _serve_only(repo, as_json)
+        _serve_only(repo, as_json, pid_fd, idle)
         return
+    _preload()
 
     def report(event: Event) -> None:
         if as_json:  # one object per line, as each step is recorded
@@ -313,13 +600,20 @@ def _watch(repo: Any, debounce_ms: int, message: str, as_json: bool, *, record: 
         author=repo.author,
         message=message,
         on_event=report,
-        server_info={"workspace": str(repo.root)},
+        server_info={"workspace": str(repo.root), "capture": True, "auto": idle is not None},
+        runner=_run_for_asker,
+        pid_fd=pid_fd,
+        version=__version__,
         **_injected(),
     )
     with capture:
-        if capture.server is None:
+        server = capture.server
+        if server is None:
             raise WatcherRunning(str(repo.root))
-        _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json)
+        monitor = capture.monitor
+        assert monitor is not None
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
+        _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json, lifetime)
     if not as_json:
         n = len(capture.events)
         click.echo(f"Stopped: {n} step{'s' if n != 1 else ''} recorded.", err=True)

@@ -12,7 +12,10 @@ not wake it.
 While it runs, the capture also serves its monitor on the repository's
 watcher socket (unless another watcher already does), so ``snapshot``,
 ``status`` and ``rewind`` from other processes ask it which paths changed
-instead of walking the tree.
+instead of walking the tree; given a ``runner``, it also runs commands for
+the command line (``strata._resident``). A runner swaps the process's folder,
+environment, umask and standard streams for the asker's, so a command run and
+a recorded step never overlap: they take turns on one lock.
 
 Snapshots are recorded by a second :class:`~strata.core.Core` on the
 same repository, owned by the capture's thread (SQLite connections belong to
@@ -30,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import WatcherRunning
 from strata.ledger.events import EventType
 from strata.store.ignore import IgnoreRules
-from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer
+from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer, Runner
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -63,6 +66,9 @@ class LiveCapture:
         serve: bool = True,
         on_event: Callable[[Event], None] | None = None,
         server_info: dict[str, Any] | None = None,
+        runner: Runner | None = None,
+        pid_fd: int | None = None,
+        version: str = "",
     ) -> None:
         self.repo = repo
         self.debounce = debounce_ms / 1000
@@ -74,6 +80,11 @@ class LiveCapture:
         self.serve = serve
         self.on_event = on_event
         self.server_info = server_info or {}
+        self.runner = runner
+        self._pid_fd = pid_fd
+        self._version = version
+        #: held while a step is recorded or a command runs for an asker
+        self._turn = threading.Lock()
         #: the state events recorded so far
         self.events: list[Event] = []
         #: errors met while recording (the capture goes on; the command is never stopped)
@@ -99,9 +110,14 @@ class LiveCapture:
         self.monitor = ChangeMonitor(self.repo.root, self.repo.layout.watch).start()
         try:
             if self.serve:
+                runner = self._take_turns(self.runner) if self.runner is not None else None
                 try:
                     self.server = MonitorServer(
-                        self.monitor, on_stop=self._stop_requested.set
+                        self.monitor,
+                        on_stop=self._stop_requested.set,
+                        runner=runner,
+                        pid_fd=self._pid_fd,
+                        version=self._version,
                     ).start(self.server_info)
                 except WatcherRunning:
                     self.server = None  # another watcher serves the socket
@@ -115,6 +131,13 @@ class LiveCapture:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _take_turns(self, runner: Runner) -> Runner:
+        def run(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
+            with self._turn:
+                return runner(request)
+
+        return run
 
     def close(self) -> None:
         """Record what is still unsettled, then stop watching."""
@@ -184,7 +207,8 @@ class LiveCapture:
                     if not self._pending:
                         return  # closing, nothing left to record
                     self._pending = False
-                self._capture(writer)
+                with self._turn:  # never while a command runs with the asker's process state
+                    self._capture(writer)
         finally:
             writer.close()
 

@@ -560,6 +560,7 @@ def _environment(spec: SandboxSpec, *, environ: Mapping[str, str], home: Path) -
     env.setdefault("PATH", _DEFAULT_PATH)
     env["HOME"] = str(home)
     env["TMPDIR"] = "/tmp"
+    env["STRATA_NO_DAEMON"] = "1"  # a watcher started in the sandbox would die with it
     return env
 
 

@@ -39,11 +39,14 @@ cannot read the key even when it reaches the socket.
   ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
 * ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
 * ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
-* ``{"v": 1, "op": "run", "argv": [...], ...}`` (a watcher given a *runner*: it
-  runs ``strata snapshot`` or ``strata status`` for the asker, see
-  ``strata._resident``; any other command is refused) ->
-  ``{"v": 1, "ok": true, "ready": true, "pid": N}`` or ``{"v": 1, "ok": false, ...}``
-  (not started: busy, refused); the asker then sends ``{"go": true}`` and gets
+* ``{"v": 1, "op": "run", "argv": [...], "version": V, ...}`` (a watcher given a
+  *runner*: it runs one of :data:`RUNNABLE` for the asker, see
+  ``strata._resident``; any other command, or an asker of another Strata
+  version, is refused) -> ``{"v": 1, "ok": true, "queued": true}`` first when
+  another asker's command runs (the asker then waits up to
+  :data:`QUEUE_TIMEOUT`), then ``{"v": 1, "ok": true, "ready": true, "pid": N}``
+  or ``{"v": 1, "ok": false, ...}`` (not started: refused, stopping); the asker
+  then sends ``{"go": true}`` and gets
   ``{"v": 1, "ok": true, "done": true, "code": C, "output": [[fd, text], ...]}``.
   Nothing runs unless "go" arrives after "ready", so an asker that timed out
   and runs the command itself never has it run twice.
@@ -77,10 +80,39 @@ PROTOCOL = 1
 SOCKET = "watch.sock"
 PIDFILE = "watch.pid"
 KEYFILE = "watch.key"
-#: the only commands a watcher runs for an asker (``strata._resident.SERVED``)
-RUNNABLE = ("snapshot", "status")
+#: the only commands a watcher runs for an asker (``strata._resident.SERVED``): those
+#: whose cost is start-up; a command that needs the terminal or runs a child process
+#: (``run``, ``draft run``, ``init``, ``watch``) always runs in the caller
+RUNNABLE = (
+    "snapshot",
+    "status",
+    "diff",
+    "history",
+    "show",
+    "cat",
+    "check",
+    "rewind",
+    "restore",
+    "undo",
+    "redo",
+    "bookmark",
+    "branch",
+    "checkpoint",
+    "op",
+    "review",
+    "publish",
+    "discard",
+    "draft",
+    "export",
+)
+#: sub-commands of a served command that run in the caller (``strata._resident.LOCAL_SUB``)
+LOCAL_SUB = {"draft": ("run",)}
 #: options that never run in a watcher (``strata._resident.LOCAL_ONLY``)
 LOCAL_ONLY = ("-h", "--help", "--debug")
+#: the file, beside the socket, where a watcher that could not start says why
+UNAVAILABLE = "unavailable.json"
+#: how long an asker waits for a watcher busy with another asker's command
+QUEUE_TIMEOUT = 60.0
 COOKIES = "cookies"
 #: changes remembered; past this the history is dropped and older tokens are refused
 MAX_HISTORY = 200_000
@@ -364,29 +396,35 @@ class MonitorServer:
         *,
         on_stop: Callable[[], None] | None = None,
         runner: Runner | None = None,
+        pid_fd: int | None = None,
+        version: str = "",
     ):
         self.monitor = monitor
+        #: the Strata version of this watcher: an asker of another version is refused
+        self.version = version
         self.runner = runner
         self._running = threading.Lock()  # one "run" request at a time
         self.commands_run = 0
+        #: when the last request was served (``time.monotonic``): a self-started
+        #: watcher exits after an idle time
+        self.last_request = time.monotonic()
         self.folder = monitor.folder
         self.on_stop = on_stop
-        self._pid_fd: int | None = None
+        self._pid_fd: int | None = pid_fd
         self._sock: socket.socket | None = None
         self._thread: threading.Thread | None = None
         self._closing = False
         self._key = ""
 
     def start(self, info: dict[str, Any] | None = None) -> MonitorServer:
-        """Take the pid file, bind the socket and serve in a background thread."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        pid_path = self.folder / PIDFILE
-        fd = os.open(pid_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise WatcherRunning(str(self.monitor.root)) from None
+        """Take the pid file, bind the socket and serve in a background thread.
+
+        The pid file may have been taken beforehand with :func:`claim_pidfile`
+        (``pid_fd``); :class:`~strata.errors.WatcherRunning` when another holds it.
+        """
+        fd = self._pid_fd if self._pid_fd is not None else claim_pidfile(self.folder)
+        if fd is None:
+            raise WatcherRunning(str(self.monitor.root))
         body = json.dumps({"pid": os.getpid(), "instance": self.monitor.instance, **(info or {})})
         os.ftruncate(fd, 0)
         os.pwrite(fd, body.encode(), 0)
@@ -405,9 +443,15 @@ class MonitorServer:
                 os.chmod(short, 0o600)
         sock.listen(16)
         self._sock = sock
+        (self.folder / UNAVAILABLE).unlink(missing_ok=True)  # this one runs
         self._thread = threading.Thread(target=self._serve, name="strata-watch-server", daemon=True)
         self._thread.start()
         return self
+
+    @property
+    def busy(self) -> bool:
+        """True while a command runs for an asker."""
+        return self._running.locked()
 
     def close(self, *, finish_timeout: float = 60.0) -> None:
         """Stop serving, let a command being run finish, remove the socket, release the pid file."""
@@ -441,6 +485,7 @@ class MonitorServer:
             conn.settimeout(ASK_TIMEOUT * 2)
             try:
                 request = json.loads(_read_line(conn))
+                self.last_request = time.monotonic()
                 refused = self._refusal(conn, request)
                 if refused is not None:
                     reply = {"v": PROTOCOL, "ok": False, "reason": refused}
@@ -480,13 +525,8 @@ class MonitorServer:
             send({"ok": False, "reason": "this watcher runs no commands"})
             return
         argv = request.get("argv")
-        if (
-            not isinstance(argv, list)
-            or not argv
-            or argv[0] not in RUNNABLE
-            or any(a in LOCAL_ONLY for a in argv)
-        ):
-            send({"ok": False, "reason": "this watcher runs only 'snapshot' and 'status'"})
+        if not isinstance(argv, list) or not servable([str(a) for a in argv]):
+            send({"ok": False, "reason": "this watcher does not run that command"})
             return
         here = [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()]
         if request.get("fsencoding") != here:
@@ -496,9 +536,14 @@ class MonitorServer:
         if problem is not None:
             send({"ok": False, "reason": problem})
             return
-        if not self._running.acquire(blocking=False):
-            send({"ok": False, "reason": "busy"})
+        if self.version and request.get("version", self.version) != self.version:
+            send({"ok": False, "reason": f"this watcher runs Strata {self.version}"})
             return
+        if not self._running.acquire(blocking=False):
+            send({"ok": True, "queued": True})  # the asker waits instead of starting Strata
+            if not self._running.acquire(timeout=QUEUE_TIMEOUT):
+                send({"ok": False, "reason": "busy"})
+                return
         try:  # held until the result is sent: close() waits for it
             if self._closing:
                 send({"ok": False, "reason": "the watcher is stopping"})
@@ -542,6 +587,28 @@ class MonitorServer:
         if op == "stop":
             return {"v": PROTOCOL, "ok": True, "stopping": True}
         return {"v": PROTOCOL, "ok": False, "reason": f"unknown op {op!r}"}
+
+
+def servable(argv: list[str]) -> bool:
+    """True when a watcher may run ``strata ARGV`` for an asker (see :data:`RUNNABLE`)."""
+    if not argv or argv[0] not in RUNNABLE or any(a in LOCAL_ONLY for a in argv):
+        return False
+    return not (len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()))
+
+
+def claim_pidfile(folder: Path) -> int | None:
+    """Lock ``FOLDER/watch.pid`` for this process: its descriptor, or None when another holds it.
+
+    The lock lasts as long as the descriptor (it dies with the process).
+    """
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / PIDFILE, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def _write_key(path: Path, key: str) -> None:
@@ -676,6 +743,11 @@ def stop_watcher(folder: Path, *, timeout: float = 10.0) -> int | None:
     return pid if isinstance(pid, int) else None
 
 
+def watcher_alive(folder: Path) -> bool:
+    """True while a watcher (or one starting) holds the pid file of ``folder``."""
+    return _pid_locked(folder)
+
+
 def _pid_locked(folder: Path) -> bool:
     try:
         fd = os.open(folder / PIDFILE, os.O_RDONLY | os.O_CLOEXEC)
@@ -716,3 +788,105 @@ def _unservable(request: dict[str, Any], root: Path) -> str | None:
         except LookupError as exc:
             return f"bad request: {exc}"
     return None
+
+
+def read_pidfile(folder: Path) -> dict[str, Any] | None:
+    """What the live watcher of ``folder`` wrote to its pid file; None when none holds it."""
+    if not _pid_locked(folder):
+        return None
+    try:
+        info = json.loads((folder / PIDFILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}  # taken, not written yet: a watcher is starting
+    return info if isinstance(info, dict) else {}
+
+
+#: file systems whose changes inotify does not see (made on another machine) or that
+#: it cannot watch: their workspaces get no watcher
+NETWORK_FILE_SYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smb3",
+        "smbfs",
+        "ncpfs",
+        "afs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "gpfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.s3fs",
+        "fuse.rclone",
+    }
+)
+
+
+def _unescape_mount(field: str) -> str:
+    r"""A /proc/mounts field with its octal escapes (``\040`` for a space) decoded."""
+    import re
+
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def file_system_type(path: Path, mounts: Path = Path("/proc/mounts")) -> str | None:
+    """The type of the file system ``path`` lies on (from ``/proc/mounts``), or None."""
+    target = os.path.realpath(path)
+    best, kind = "", None
+    try:
+        lines = mounts.read_text(encoding="utf-8", errors="surrogateescape").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        point = _unescape_mount(fields[1])
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, kind = point, fields[2]
+    return kind
+
+
+def unwatchable(root: Path, *, mounts: Path = Path("/proc/mounts")) -> str | None:
+    """Why no watcher can watch the workspace ``root`` (None: one can try).
+
+    Checked before watching: no inotify in this kernel, or a network file
+    system (changes made on another machine raise no event here). The limit
+    of watches is met only when watching starts (:class:`WatcherFailed`).
+    """
+    if sys.platform.startswith("linux") and not os.path.exists(
+        "/proc/sys/fs/inotify/max_user_watches"
+    ):
+        return "this kernel has no inotify"
+    kind = file_system_type(root, mounts)
+    if kind in NETWORK_FILE_SYSTEMS:
+        return f"the workspace is on a network file system ({kind})"
+    return None
+
+
+def note_unavailable(folder: Path, reason: str) -> None:
+    """Remember why no watcher can run here (``status`` says it; none is started for a while)."""
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        body = json.dumps({"reason": reason, "time": time.time(), "pid": os.getpid()})
+        tmp = folder / f"{UNAVAILABLE}.{os.getpid()}.tmp"
+        tmp.write_text(body + "\n", encoding="utf-8")
+        os.replace(tmp, folder / UNAVAILABLE)
+
+
+def unavailable(folder: Path, *, within: float | None = None) -> str | None:
+    """Why the last watcher could not run here (None: none failed, or before ``within`` s ago)."""
+    try:
+        note = json.loads((folder / UNAVAILABLE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(note, dict) or not isinstance(note.get("reason"), str):
+        return None
+    when = note.get("time")
+    if within is not None and (not isinstance(when, (int, float)) or time.time() - when > within):
+        return None
+    return str(note["reason"])
