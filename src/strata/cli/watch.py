@@ -191,13 +191,16 @@ def _wait_until_stopped(
 def _serve_only(repo: Any, as_json: bool) -> None:
     import importlib
 
+    from strata.core import watched_folders
     from strata.store.watch import ChangeMonitor, MonitorServer
 
     # what the commands it runs for the command line load on first use
     for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
         importlib.import_module(module)
     stop = threading.Event()
-    with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
+    with ChangeMonitor(
+        repo.root, repo.layout.watch, others=watched_folders(repo.layout)
+    ) as monitor:
         server = MonitorServer(monitor, on_stop=stop.set, runner=_run_for_asker)
         server.start({"capture": False})
         try:

@@ -4,7 +4,7 @@ Feature packages (``runs/``, ``workbench/`` and those to come) build on these
 names only; see ``docs/architecture.md``.
 """
 
-from strata.core.core import MANIFEST_FORMAT, SYSTEM, Core, open_core
+from strata.core.core import MANIFEST_FORMAT, SYSTEM, Core, open_core, watched_folders
 from strata.core.results import (
     BookmarkResult,
     CatResult,
@@ -46,4 +46,5 @@ __all__ = [
     "UndoResult",
     "Workspace",
     "open_core",
+    "watched_folders",
 ]

@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from strata.store.watch import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
+#: the Draft's files, below ``Layout.draft`` (kept between Drafts)
+DRAFT_FILES = "files"
 #: the author of what Strata records on its own (auto-saves)
 SYSTEM = Author("strata", "system")
 
@@ -293,15 +295,19 @@ class Core:
         """The ignore rules at the workspace's root (config defaults and a run's extras)."""
         return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
 
-    def changes_since(self, token: str) -> Answer | None:
-        """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
+    def changes_since(self, token: str, *, root: str = "") -> Answer | None:
+        """Ask the running watcher which paths changed since ``token`` (None: no watcher).
+
+        ``root`` names the folder asked about: ``""`` Published, ``"draft"`` the Draft's
+        (see :func:`watched_folders`).
+        """
         if self.monitor is not None:
-            return self.monitor.query(token)
+            return self.monitor.query(token, root=root)
         if not (self.layout.watch / "watch.sock").exists():
             return None
         from strata.store.watch import ask
 
-        return ask(self.layout.watch, token)
+        return ask(self.layout.watch, token, root=root)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -509,6 +515,15 @@ def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < 1 << 20
+
+
+def watched_folders(layout: Layout) -> dict[str, Path]:
+    """The folders a watcher watches besides the workspace, by the name scans ask with.
+
+    The Draft's folder (``"draft"``), watched once it exists: pass these as
+    ``ChangeMonitor(..., others=watched_folders(layout))``.
+    """
+    return {"draft": layout.draft / DRAFT_FILES}
 
 
 def open_core(path: Path, **kwargs: Any) -> Core:

@@ -96,7 +96,11 @@ class LiveCapture:
     # -- life cycle ------------------------------------------------------------
 
     def __enter__(self) -> LiveCapture:
-        self.monitor = ChangeMonitor(self.repo.root, self.repo.layout.watch).start()
+        from strata.core import watched_folders
+
+        self.monitor = ChangeMonitor(
+            self.repo.root, self.repo.layout.watch, others=watched_folders(self.repo.layout)
+        ).start()
         try:
             if self.serve:
                 try:

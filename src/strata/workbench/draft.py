@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.core import Scan, Workspace
+from strata.core.core import DRAFT_FILES
 from strata.core.lease import Lease
 from strata.errors import (
     CommandNotExecutable,
@@ -80,7 +81,7 @@ if TYPE_CHECKING:
     from strata.workbench.publish import PublishResult, ReviewResult
 
 STATE_FORMAT = 1
-FILES = "files"
+FILES = DRAFT_FILES
 KEPT = "kept.json"
 KEPT_FORMAT = 1
 STATCACHE = "statcache"
@@ -496,12 +497,13 @@ def current_draft(core: Core) -> Draft:
 
 
 def draft_workspace(core: Core) -> Workspace:
-    """The Draft's folder, scanned with its own stat cache and no watcher."""
+    """The Draft's folder, scanned with its own stat cache; the watcher watches it too."""
     return Workspace(
         core.layout.draft / FILES,
         objects=core.objects,
         cache_path=core.layout.draft / STATCACHE,
         rules=core.rules,
+        changes=lambda token: core.changes_since(token, root="draft"),
     )
 
 
