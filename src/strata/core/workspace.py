@@ -23,6 +23,7 @@ from strata.store.materialize import Action, RestoreReport, apply_actions, plan_
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import FileStat, StatCache
+from strata.store.tree import remember_tree, rows_to_entries
 
 if TYPE_CHECKING:
     from strata.store.watch import Answer
@@ -150,6 +151,11 @@ class Workspace:
             result.watcher = answer.reason or "the ignore rules changed"
         self.last_scan = result
         scan = Scan(result, scanner, cache, store, token_before)
+        if not hash_only:
+            # the trees just written: the diff that follows reads them from memory
+            for key, found in result.dirs.items():
+                if cache.dirs.get(key) is not found and found.tree:
+                    remember_tree(store, ObjectId(found.tree), rows_to_entries(found.rows))
         if isinstance(store, OverlayStore):
             store.sources.update(scanner.sources)
             if scan.worth_saving:  # nothing to wait for: it keeps only stored objects
