@@ -385,11 +385,12 @@ class StatCache:
             saved.token = self.token
             saved.base_rules = self.base_rules
             saved.racy = frozenset(racy)
-            # decoded folders stay decoded for the next scan of this process
+            # decoded folders stay decoded for the next scan of this process (not the racy
+            # ones: their blob, not the DirCache, has the impossible mtimes)
             saved.decoded = {
                 k: (dirs[k], v)
                 for k, v in self.dirs.items()
-                if k not in self._unverified and dirs.get(k) is not None
+                if k not in self._unverified and k not in saved.racy and k in dirs
             }
             changed = {k: v for k, v in dirs.items() if loaded.raw.get(k) is not v}
             gone = tuple(k for k in loaded.raw if k not in dirs)

@@ -85,6 +85,8 @@ FILES = DRAFT_FILES
 KEPT = "kept.json"
 KEPT_FORMAT = 1
 STATCACHE = "statcache"
+#: the stat cache's files (its base and its log of saves)
+STATCACHE_FILES = (STATCACHE, STATCACHE + ".log")
 GIT_CLONE = "git-clone"
 GIT_TRASH = "git-trash"
 DAY_MS = 24 * 3600 * 1000
@@ -542,7 +544,7 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
             try:
                 scanned = _update_kept(core, head_tree) if kept else None
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
-                    for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
+                    for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
                     os.mkdir(files, 0o700)
                     _clone_tree(core, scan, head_tree=head_tree, target=files)
@@ -585,7 +587,7 @@ def _write_kept(core: Core) -> None:
 def _clear_leftovers(draft: Path) -> None:
     """Remove what a killed start left beside the kept folder (a clone, temporary files)."""
     for name in os.listdir(draft):
-        if name not in (FILES, STATCACHE, KEPT):
+        if name not in (FILES, *STATCACHE_FILES, KEPT):
             _remove(draft / name)
 
 
