@@ -124,6 +124,9 @@ class Core:
             changes=self.changes_since,
             progress=lambda done, total: self.progress(done, total) if self.progress else None,
         )
+        #: the folders this core scans, by the name the watcher knows them by (``""``:
+        #: Published); a feature adds its own (the Draft's) on first use
+        self.workspaces: dict[str, Workspace] = {"": self.workspace}
         #: why the journal an interrupted command left could not be finished on open
         #: (None: there was none, or it finished). Readers go on; writers raise it again
         #: until 'strata recover' finishes or abandons the journal.

@@ -91,8 +91,12 @@ class Scan:
         """
         unverified: frozenset[str] = frozenset()
         if isinstance(self.store, OverlayStore):
+            # a folder whose tree is the cached one names only stored objects (new stats only)
             unverified = frozenset(
-                key for key, d in self.result.dirs.items() if self.cache.dirs.get(key) is not d
+                key
+                for key, d in self.result.dirs.items()
+                if (cached := self.cache.dirs.get(key)) is not d
+                and (cached is None or cached.tree != d.tree or not cached.tree)
             )
         self.cache.replace(
             self.result.dirs,

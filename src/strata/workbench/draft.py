@@ -500,13 +500,16 @@ def current_draft(core: Core) -> Draft:
 
 def draft_workspace(core: Core) -> Workspace:
     """The Draft's folder, scanned with its own stat cache; the watcher watches it too."""
-    return Workspace(
-        core.layout.draft / FILES,
-        objects=core.objects,
-        cache_path=core.layout.draft / STATCACHE,
-        rules=core.rules,
-        changes=lambda token: core.changes_since(token, root="draft"),
-    )
+    workspace = core.workspaces.get("draft")
+    if workspace is None:
+        workspace = core.workspaces["draft"] = Workspace(
+            core.layout.draft / FILES,
+            objects=core.objects,
+            cache_path=core.layout.draft / STATCACHE,
+            rules=core.rules,
+            changes=lambda token: core.changes_since(token, root="draft"),
+        )
+    return workspace
 
 
 def start_draft(core: Core, *, author: Author | None = None) -> Draft:
