@@ -246,19 +246,23 @@ def test_a_torn_save_leaves_a_cache_that_hides_no_edit(
     repo, _ = watched
     repo.snapshot("token")
     log = repo.layout.statcache.with_name("statcache.log")
-    path = repo.root / "pkg8" / "sub" / "m1.py"
-    path.write_text("value = 'one'\n")
+    one, two, six = (repo.root / f"pkg{i}" / "sub" / "m1.py" for i in (8, 10, 11))
+    one.write_text("value = 'one'\n")
+    _age(one.parent)  # not racy: only the saved rows say what it holds
     repo.snapshot("one")
     size = log.stat().st_size
-    path.write_text("value = 'two'\n")  # same size, right after the save
+    two.write_text("value = 'two'\n")
+    _age(two.parent)
     repo.snapshot("two")
     assert log.stat().st_size > size  # appended, not rewritten
     with open(log, "r+b") as f:  # a crash in the middle of that append
         f.truncate(size + 11)
-    path.write_text("value = 'six'\n")
+    six.write_text("value = 'six'\n")
     event = repo.snapshot("three").event
-    assert event is not None and event.files == ("pkg8/sub/m1.py",)
-    assert repo.show("HEAD", "pkg8/sub/m1.py") == b"value = 'six'\n"
+    assert event is not None and event.files == ("pkg11/sub/m1.py",)
+    assert repo.show("HEAD", "pkg8/sub/m1.py") == b"value = 'one'\n"
+    assert repo.show("HEAD", "pkg10/sub/m1.py") == b"value = 'two'\n"
+    assert repo.show("HEAD", "pkg11/sub/m1.py") == b"value = 'six'\n"
     assert repo.status().clean
 
 
