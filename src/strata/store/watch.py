@@ -20,6 +20,13 @@ the asker walks when no monitor answers in time. watchfiles 1.x does not
 report a kernel queue overflow (``IN_Q_OVERFLOW``), so a batch of
 :data:`BURST` events or more, where one could hide, is treated as an overflow.
 
+A monitor may watch other folders too (the Draft's, ``others``), each with a
+history of its own, asked about with ``root=NAME``. They share the one
+notifier, so a cookie orders their events as well. One that does not exist
+yet, or is deleted or replaced (another inode at its path), is not vouched
+for: the notifier is started again over the folders that exist, and every
+history restarts with it (older tokens are refused).
+
 Noise is dropped: ``.strata``, ``.git`` and a restore's temporary files never
 count as changes. Ignore rules are the scanner's business: an ignored path
 that changes only makes its folder be listed again.
