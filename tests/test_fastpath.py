@@ -280,3 +280,30 @@ def test_a_racy_same_size_edit_is_seen(ws: Path, make_repo: Callable[..., Reposi
     event = repo.snapshot("same size, same mtime").event
     assert event is not None and event.files == ("pkg0/sub/m0.py",)
     assert repo.show("HEAD", "pkg0/sub/m0.py") == b"value = 'bb'\n"
+
+
+def test_a_monitor_in_this_process_answers_without_its_socket(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    """A watcher running commands itself lets their scans ask its monitor directly."""
+    from strata.core import monitor_in_process
+
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    total = _folders(ws)
+    monitor = ChangeMonitor(ws, repo.layout.watch, others=watched_folders(repo.layout)).start()
+    try:
+        with monitor_in_process(monitor):
+            opened = Repository.open(ws)  # as a command run by the watcher opens it
+            try:
+                opened.status()
+                (ws / "pkg0" / "sub" / "m2.py").write_text("asked in-process\n")
+                assert [f.path for f in opened.status().changes] == ["pkg0/sub/m2.py"]
+                _incremental(_last(opened), total, 4)
+            finally:
+                opened.close()
+        repo.status()  # outside: no socket, no watcher to ask
+        assert _last(repo).watcher == "no watcher"
+    finally:
+        monitor.stop()

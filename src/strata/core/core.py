@@ -304,8 +304,9 @@ class Core:
         ``root`` names the folder asked about: ``""`` Published, ``"draft"`` the Draft's
         (see :func:`watched_folders`).
         """
-        if self.monitor is not None:
-            return self.monitor.query(token, root=root)
+        monitor = self.monitor or _in_process_monitor(self.layout.watch)
+        if monitor is not None:
+            return monitor.query(token, root=root)
         if not (self.layout.watch / "watch.sock").exists():
             return None
         from strata.store.watch import ask
@@ -518,6 +519,36 @@ def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < 1 << 20
+
+
+#: change monitors running in this process, by their folder (``REPO/watch``, resolved)
+_MONITORS: dict[Path, ChangeMonitor] = {}
+_MONITORS_LOCK = threading.Lock()
+
+
+@contextmanager
+def monitor_in_process(monitor: ChangeMonitor) -> Iterator[None]:
+    """While inside, every Core of ``monitor``'s repository opened in this process asks it directly.
+
+    For a watcher that runs commands itself: their scans ask the monitor
+    without a round trip through its own socket (same cookie, same answer).
+    """
+    with _MONITORS_LOCK:
+        _MONITORS[monitor.folder] = monitor
+    try:
+        yield
+    finally:
+        with _MONITORS_LOCK:
+            if _MONITORS.get(monitor.folder) is monitor:
+                del _MONITORS[monitor.folder]
+
+
+def _in_process_monitor(folder: Path) -> ChangeMonitor | None:
+    if not _MONITORS:
+        return None
+    with _MONITORS_LOCK:
+        found = _MONITORS.get(folder) or _MONITORS.get(Path(os.path.realpath(folder)))
+    return found if found is not None and found.alive else None
 
 
 def watched_folders(layout: Layout) -> dict[str, Path]:
