@@ -111,11 +111,15 @@ CASES: dict[str, tuple[Callable[[Path], None], bool]] = {
         _config("[repository]\nformat = 1\n[ledger]\ndriver = [1]\n"),
         False,
     ),
-    "stat cache wrong shape": (_statcache({"version": 2, "dirs": {"": b"\x00garbage"}}), True),
+    "stat cache wrong shape": (
+        _statcache({"version": 3, "generation": "g", "dirs": {"": b"\x00garbage"}}),
+        True,
+    ),
     "stat cache wrong types": (
         _statcache(
             {
-                "version": 2,
+                "version": 3,
+                "generation": "g",
                 "dirs": {"": marshal.dumps((("a.txt",), "r", (), {"a.txt": "zz"}, "", ()))},
             }
         ),

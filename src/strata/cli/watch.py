@@ -466,11 +466,15 @@ def _serve_only(
     repo: Any, as_json: bool, pid_fd: int | None = None, idle: float | None = None
 ) -> None:
     from strata._version import __version__
+    from strata.core import monitor_in_process, watched_folders
     from strata.store.watch import ChangeMonitor, MonitorServer
 
     _preload()
     stop = threading.Event()
-    with ChangeMonitor(repo.root, repo.layout.watch) as monitor:
+    with (
+        ChangeMonitor(repo.root, repo.layout.watch, others=watched_folders(repo.layout)) as monitor,
+        monitor_in_process(monitor),
+    ):
         server = MonitorServer(
             monitor, on_stop=stop.set, runner=_run_for_asker, pid_fd=pid_fd, version=__version__
         )

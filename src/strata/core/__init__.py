@@ -4,7 +4,14 @@ Feature packages (``runs/``, ``workbench/`` and those to come) build on these
 names only; see ``docs/architecture.md``.
 """
 
-from strata.core.core import MANIFEST_FORMAT, SYSTEM, Core, open_core
+from strata.core.core import (
+    MANIFEST_FORMAT,
+    SYSTEM,
+    Core,
+    monitor_in_process,
+    open_core,
+    watched_folders,
+)
 from strata.core.results import (
     BookmarkResult,
     CatResult,
@@ -45,5 +52,7 @@ __all__ = [
     "Transaction",
     "UndoResult",
     "Workspace",
+    "monitor_in_process",
     "open_core",
+    "watched_folders",
 ]

@@ -48,7 +48,7 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
         if not need(tree, f"tree of {where}"):
             return
         try:
-            entries = read_tree(core.objects, ObjectId(tree))
+            entries = read_tree(core.objects, ObjectId(tree), cached=False)
         except StrataError as exc:
             problems.append(f"{where}: {exc}")
             return

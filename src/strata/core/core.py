@@ -59,6 +59,8 @@ if TYPE_CHECKING:
     from strata.store.watch import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
+#: the Draft's files, below ``Layout.draft`` (kept between Drafts)
+DRAFT_FILES = "files"
 #: the author of what Strata records on its own (auto-saves)
 SYSTEM = Author("strata", "system")
 
@@ -122,6 +124,9 @@ class Core:
             changes=self.changes_since,
             progress=lambda done, total: self.progress(done, total) if self.progress else None,
         )
+        #: the folders this core scans, by the name the watcher knows them by (``""``:
+        #: Published); a feature adds its own (the Draft's) on first use
+        self.workspaces: dict[str, Workspace] = {"": self.workspace}
         #: why the journal an interrupted command left could not be finished on open
         #: (None: there was none, or it finished). Readers go on; writers raise it again
         #: until 'strata recover' finishes or abandons the journal.
@@ -293,15 +298,20 @@ class Core:
         """The ignore rules at the workspace's root (config defaults and a run's extras)."""
         return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
 
-    def changes_since(self, token: str) -> Answer | None:
-        """Ask the running watcher which paths changed since ``token`` (None: no watcher)."""
-        if self.monitor is not None:
-            return self.monitor.query(token)
+    def changes_since(self, token: str, *, root: str = "") -> Answer | None:
+        """Ask the running watcher which paths changed since ``token`` (None: no watcher).
+
+        ``root`` names the folder asked about: ``""`` Published, ``"draft"`` the Draft's
+        (see :func:`watched_folders`).
+        """
+        monitor = self.monitor or _in_process_monitor(self.layout.watch)
+        if monitor is not None:
+            return monitor.query(token, root=root)
         if not (self.layout.watch / "watch.sock").exists():
             return None
         from strata.store.watch import ask
 
-        return ask(self.layout.watch, token)
+        return ask(self.layout.watch, token, root=root)
 
     # -- reading -----------------------------------------------------------------------
 
@@ -509,6 +519,45 @@ def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:
     except OSError:
         return False
     return st.f_bavail * st.f_frsize < 1 << 20
+
+
+#: change monitors running in this process, by their folder (``REPO/watch``, resolved)
+_MONITORS: dict[Path, ChangeMonitor] = {}
+_MONITORS_LOCK = threading.Lock()
+
+
+@contextmanager
+def monitor_in_process(monitor: ChangeMonitor) -> Iterator[None]:
+    """While inside, every Core of ``monitor``'s repository opened in this process asks it directly.
+
+    For a watcher that runs commands itself: their scans ask the monitor
+    without a round trip through its own socket (same cookie, same answer).
+    """
+    with _MONITORS_LOCK:
+        _MONITORS[monitor.folder] = monitor
+    try:
+        yield
+    finally:
+        with _MONITORS_LOCK:
+            if _MONITORS.get(monitor.folder) is monitor:
+                del _MONITORS[monitor.folder]
+
+
+def _in_process_monitor(folder: Path) -> ChangeMonitor | None:
+    if not _MONITORS:
+        return None
+    with _MONITORS_LOCK:
+        found = _MONITORS.get(folder) or _MONITORS.get(Path(os.path.realpath(folder)))
+    return found if found is not None and found.alive else None
+
+
+def watched_folders(layout: Layout) -> dict[str, Path]:
+    """The folders a watcher watches besides the workspace, by the name scans ask with.
+
+    The Draft's folder (``"draft"``), watched once it exists: pass these as
+    ``ChangeMonitor(..., others=watched_folders(layout))``.
+    """
+    return {"draft": layout.draft / DRAFT_FILES}
 
 
 def open_core(path: Path, **kwargs: Any) -> Core:

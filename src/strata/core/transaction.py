@@ -339,7 +339,7 @@ class Transaction:
             lines=scan.lines,
         )
         result.warnings = scan.warnings
-        if result.event is not None or not scan.result.unchanged:
+        if result.event is not None or scan.worth_saving:
             self.on_commit(scan.save_cache)
         return result, scan
 
@@ -362,7 +362,7 @@ class Transaction:
                 author=SYSTEM,
                 lines=scan.lines,
             ).event
-        if event is not None or not scan.result.unchanged:
+        if event is not None or scan.worth_saving:
             self.on_commit(scan.save_cache)
         return event, scan
 

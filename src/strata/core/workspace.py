@@ -23,6 +23,7 @@ from strata.store.materialize import Action, RestoreReport, apply_actions, plan_
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import FileStat, StatCache
+from strata.store.tree import remember_tree, rows_to_entries
 
 if TYPE_CHECKING:
     from strata.store.watch import Answer
@@ -33,13 +34,28 @@ class Scan:
     """One scan of a workspace: its tree, what it saw of each path, and its stat cache.
 
     The stat cache is not saved until :meth:`save_cache`: a caller saves it
-    only once the scan's blobs are durable (a transaction commits them).
+    only once the scan's blobs are durable (a transaction commits them). A
+    scan that stores nothing (``hash_only``) saves it itself, keeping only
+    what names stored objects (see :meth:`save_cache`).
     """
 
     result: ScanResult
     scanner: Scanner
     cache: StatCache
     store: ObjectStore
+    #: the watcher's token the stat cache held before this scan
+    token_before: str = ""
+
+    @property
+    def worth_saving(self) -> bool:
+        """Whether saving the stat cache changes it: new rows, or a new watcher token.
+
+        A scan that walked everything because the watcher did not know the
+        cache's token is worth saving even when nothing changed: the next
+        scan then asks with a token the watcher knows, and lists only what
+        changed.
+        """
+        return not self.result.unchanged or self.cache.token != self.token_before
 
     @property
     def tree(self) -> ObjectId:
@@ -66,9 +82,27 @@ class Scan:
         return self.result.stat_of(path)
 
     def save_cache(self) -> None:
-        """Keep the stat cache, so the next scan re-reads only what changed."""
+        """Keep the stat cache, so the next scan re-reads only what changed.
+
+        After a scan that stored nothing, the folders it found changed would
+        name objects that are not in the store: they keep what the cache held
+        and are marked to be listed by every later scan, until a scan that
+        stores its objects saves them.
+        """
+        unverified: frozenset[str] = frozenset()
+        if isinstance(self.store, OverlayStore):
+            # a folder whose tree is the cached one names only stored objects (new stats only)
+            unverified = frozenset(
+                key
+                for key, d in self.result.dirs.items()
+                if (cached := self.cache.dirs.get(key)) is not d
+                and (cached is None or cached.tree != d.tree or not cached.tree)
+            )
         self.cache.replace(
-            self.result.dirs, started_ns=self.result.started_ns, inherited=self.result.inherited
+            self.result.dirs,
+            started_ns=self.result.started_ns,
+            inherited=self.result.inherited,
+            unverified=unverified,
         )
         self.cache.save()
 
@@ -110,6 +144,7 @@ class Workspace:
             changed=answer.changed if answer is not None else None,
         )
         result = scanner.scan()
+        token_before = cache.token
         cache.token = answer.token if answer is not None else ""
         result.folders_listed = scanner.folders_listed
         if answer is None:
@@ -119,9 +154,17 @@ class Workspace:
         else:
             result.watcher = answer.reason or "the ignore rules changed"
         self.last_scan = result
+        scan = Scan(result, scanner, cache, store, token_before)
+        if not hash_only:
+            # the trees just written: the diff that follows reads them from memory
+            for key, found in result.dirs.items():
+                if cache.dirs.get(key) is not found and found.tree:
+                    remember_tree(store, ObjectId(found.tree), rows_to_entries(found.rows))
         if isinstance(store, OverlayStore):
             store.sources.update(scanner.sources)
-        return Scan(result, scanner, cache, store)
+            if scan.worth_saving:  # nothing to wait for: it keeps only stored objects
+                scan.save_cache()
+        return scan
 
     def plan(self, scan: Scan, target: ObjectId, *, paths: list[str] | None = None) -> list[Action]:
         """The steps that bring the folder, as ``scan`` saw it, to ``target`` (or its ``paths``)."""

@@ -107,7 +107,11 @@ class LiveCapture:
     # -- life cycle ------------------------------------------------------------
 
     def __enter__(self) -> LiveCapture:
-        self.monitor = ChangeMonitor(self.repo.root, self.repo.layout.watch).start()
+        from strata.core import watched_folders
+
+        self.monitor = ChangeMonitor(
+            self.repo.root, self.repo.layout.watch, others=watched_folders(self.repo.layout)
+        ).start()
         try:
             if self.serve:
                 runner = self._take_turns(self.runner) if self.runner is not None else None
@@ -133,8 +137,12 @@ class LiveCapture:
         self.close()
 
     def _take_turns(self, runner: Runner) -> Runner:
+        from strata.core import monitor_in_process
+
         def run(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
-            with self._turn:
+            monitor = self.monitor
+            assert monitor is not None
+            with self._turn, monitor_in_process(monitor):  # its scans ask the monitor directly
                 return runner(request)
 
         return run

@@ -23,18 +23,41 @@ re-reads only those folders. The token and the rows are written in one file,
 so they always describe the same scan.
 
 The cache is a hint, never the truth: a missing, unreadable or foreign-version
-file is ignored and rebuilt. It is written atomically (temp + rename) with
-``marshal``, the fastest loader for plain tuples and dicts; each folder is a
-marshal blob of its own inside the file, decoded only when a scan uses it, so
-a scan that lists 10 folders of 1,000 decodes and re-encodes only those.
+file is ignored and rebuilt. It is written with ``marshal``, the fastest
+loader for plain tuples and dicts; each folder is a marshal blob of its own,
+decoded only when a scan uses it, so a scan that lists 10 folders of 1,000
+decodes and re-encodes only those.
+
+On disk it is two files. The *base* (``statcache``) holds every folder, a
+random *generation* and the token; it is replaced atomically (temp +
+rename). The *log* (``statcache.log``) holds the saves made since, each one
+record ``length, crc32, marshal(generation, token, base_rules, racy,
+{folder: blob}, [folders gone])``: a save appends only the folders that
+changed, and once the log outgrows half the base (or :data:`LOG_MIN`) the
+base is rewritten and the log emptied. A reader applies the records of the
+base's generation in order and stops at the first torn or foreign one, so
+what it gets is always one whole save (rows and token of the same scan): a
+crash, a torn append or a log left from an older base costs re-reading what
+changed since, never an edit hidden.
+
+Two processes may save at once (a status beside a snapshot): a save holds an
+``flock`` on the log and appends only when the files are still what it
+loaded; otherwise it is dropped (the files hold another whole save). Within
+one process the loaded cache is kept in memory (:data:`_MEMORY`),
+revalidated by the files' ``stat``, so a long-lived process (the watcher
+running commands) reads the files only when another process wrote them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import marshal
 import os
 import stat
+import struct
+import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +65,10 @@ from typing import Any
 
 from strata.atomic import atomic_write
 
-VERSION = 2  # 2: each folder is its own marshal blob, decoded only when used
+VERSION = 3  # 2: each folder is its own marshal blob; 3: a base and a log of saves
+#: the log is folded into the base once it is larger than this and half the base
+LOG_MIN = 256 * 1024
+_RECORD = struct.Struct("<II")  # length, crc32 of the marshal payload that follows
 RACY_NS = 2_000_000_000  # coarse file systems (FAT, some network ones) have 2 s mtimes
 
 # (mode, size, mtime_ns, ctime_ns, inode, object id)
@@ -120,8 +146,108 @@ class DirCache:
         return cls(names, rules, frozenset(ignored), files, tree, rows)
 
 
+class _Loaded:
+    """One whole save as read from (or written to) the files, shared within a process."""
+
+    __slots__ = ("base_rules", "decoded", "generation", "key", "racy", "raw", "token")
+
+    def __init__(self) -> None:
+        self.raw: dict[str, bytes] = {}
+        self.token = ""
+        self.base_rules = ""
+        self.racy: frozenset[str] | None = None
+        self.generation = ""
+        #: :func:`_file_key` of the files this save was read from or written to
+        self.key: tuple[int, ...] = ()
+        #: folder -> (the blob, its DirCache): each blob is decoded once per process
+        self.decoded: dict[str, tuple[bytes, DirCache]] = {}
+
+
+#: cache path -> the save last read or written by this process
+_MEMORY: dict[Path, _Loaded] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+def _log_path(path: Path) -> Path:
+    return path.with_name(path.name + ".log")
+
+
+def _file_key(path: Path) -> tuple[int, ...]:
+    """What says the files are unchanged: the base's stat and the log's size.
+
+    A save either replaces the base (a new inode) or makes the log longer.
+    """
+    try:
+        st = os.stat(path)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (0, 0, -1, 0)
+    try:
+        log_size = os.stat(_log_path(path)).st_size
+    except OSError:
+        log_size = 0
+    return (*key, log_size)
+
+
+def _read(path: Path) -> _Loaded:
+    """The newest whole save in the files (an empty one when there is none)."""
+    loaded = _Loaded()
+    loaded.key = _file_key(path)
+    try:
+        raw = marshal.loads(path.read_bytes())
+    except (OSError, EOFError, ValueError, TypeError):
+        return loaded
+    if not isinstance(raw, dict) or raw.get("version") != VERSION:
+        return loaded
+    dirs = raw.get("dirs")
+    generation = raw.get("generation")
+    if not isinstance(dirs, dict) or not isinstance(generation, str):
+        return loaded
+    loaded.raw = dirs
+    loaded.generation = generation
+    _set_state(loaded, raw.get("token"), raw.get("base_rules"), raw.get("racy"))
+    try:
+        log = _log_path(path).read_bytes()
+    except OSError:
+        log = b""
+    at = 0
+    while at + _RECORD.size <= len(log):
+        length, crc = _RECORD.unpack_from(log, at)
+        body = log[at + _RECORD.size : at + _RECORD.size + length]
+        if len(body) != length or zlib.crc32(body) != crc:
+            break  # torn: everything before it is one whole save
+        try:
+            record = marshal.loads(body)
+            gen, token, base_rules, racy, changed, gone = record
+        except (EOFError, ValueError, TypeError):
+            break
+        if gen != generation or not isinstance(changed, dict) or not isinstance(gone, tuple):
+            break  # left from an older base
+        loaded.raw.update(changed)
+        for folder in gone:
+            loaded.raw.pop(folder, None)
+        _set_state(loaded, token, base_rules, racy)
+        at += _RECORD.size + length
+    return loaded
+
+
+def _set_state(loaded: _Loaded, token: object, base_rules: object, racy: object) -> None:
+    loaded.token = token if isinstance(token, str) else ""
+    loaded.base_rules = base_rules if isinstance(base_rules, str) else ""
+    if isinstance(racy, (list, tuple)) and all(isinstance(k, str) for k in racy):
+        loaded.racy = frozenset(racy)
+    else:
+        loaded.racy = None
+
+
+def forget_memory() -> None:
+    """Drop every stat cache this process keeps in memory (they are read again when used)."""
+    with _MEMORY_LOCK:
+        _MEMORY.clear()
+
+
 class StatCache:
-    """The stat cache of one workspace, loaded from and saved to one file."""
+    """The stat cache of one workspace: what the last saved scan saw, folder by folder."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -137,27 +263,26 @@ class StatCache:
         # saved as the blob it was loaded from, without encoding it again
         self._origin: dict[str, tuple[DirCache, bytes]] = {}
         self._started_ns = 0
+        #: folders whose new rows must not be kept (see :meth:`replace`)
+        self._unverified: frozenset[str] = frozenset()
+        self._loaded = _Loaded()
         if path is not None:
             self._load()
 
     def _load(self) -> None:
         assert self.path is not None
-        try:
-            data = self.path.read_bytes()
-            raw = marshal.loads(data)
-        except (OSError, EOFError, ValueError, TypeError):
-            return
-        if not isinstance(raw, dict) or raw.get("version") != VERSION:
-            return
-        dirs = raw.get("dirs", {})
-        self._raw = dirs if isinstance(dirs, dict) else {}
-        token = raw.get("token", "")
-        self.token = token if isinstance(token, str) else ""
-        base_rules = raw.get("base_rules", "")
-        self.base_rules = base_rules if isinstance(base_rules, str) else ""
-        racy = raw.get("racy")
-        if isinstance(racy, (list, tuple)) and all(isinstance(k, str) for k in racy):
-            self.racy = frozenset(racy)
+        key = _file_key(self.path)
+        with _MEMORY_LOCK:
+            loaded = _MEMORY.get(self.path)
+        if loaded is None or loaded.key != key:
+            loaded = _read(self.path)
+            with _MEMORY_LOCK:
+                _MEMORY[self.path] = loaded
+        self._loaded = loaded
+        self._raw = dict(loaded.raw)
+        self.token = loaded.token
+        self.base_rules = loaded.base_rules
+        self.racy = loaded.racy
 
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
@@ -166,10 +291,15 @@ class StatCache:
             raw = self._raw.get(folder)
             if raw is None:
                 return None
-            try:
-                cached = DirCache.load(marshal.loads(raw))
-            except (TypeError, ValueError, EOFError):
-                return None
+            known = self._loaded.decoded.get(folder)
+            if known is not None and known[0] is raw:
+                cached = known[1]
+            else:
+                try:
+                    cached = DirCache.load(marshal.loads(raw))
+                except (TypeError, ValueError, EOFError):
+                    return None
+                self._loaded.decoded[folder] = (raw, cached)
             self.dirs[folder] = cached
             self._origin[folder] = (cached, raw)
         return cached
@@ -188,13 +318,22 @@ class StatCache:
         *,
         started_ns: int,
         inherited: dict[str, bytes] | None = None,
+        unverified: frozenset[str] = frozenset(),
     ) -> None:
         """Make ``dirs`` (and the still-encoded ``inherited`` folders) the whole content.
 
-        ``started_ns`` is when the scan that found them started.
+        ``started_ns`` is when the scan that found them started. The folders
+        named in ``unverified`` name objects that were never stored (a scan
+        that only hashed): they keep what the cache held before (or are
+        dropped) and are marked racy, so every later scan lists them again.
         """
-        self.dirs = dirs
-        self._raw = dict(inherited or {})
+        before = {k: self._raw.get(k) for k in unverified}
+        self.dirs = {k: v for k, v in dirs.items() if k not in unverified}
+        self._raw = {k: v for k, v in (inherited or {}).items() if k not in unverified}
+        for key, blob in before.items():
+            if blob is not None:
+                self._raw[key] = blob
+        self._unverified = unverified
         self._started_ns = started_ns
 
     def forget(self, folder: str) -> None:
@@ -203,7 +342,11 @@ class StatCache:
         self._raw.pop(folder, None)
 
     def save(self) -> None:
-        """Write the cache atomically; failures are harmless and ignored."""
+        """Keep the cache on disk (and in this process); failures are harmless and ignored.
+
+        Only the folders that differ from what was loaded are appended to the
+        log; the save is dropped when another process saved since.
+        """
         if self.path is None:
             return
         racy_after = self._started_ns - RACY_NS
@@ -219,14 +362,72 @@ class StatCache:
             if any(st[2] == -1 for st in dumped[3].values()):
                 racy.append(key)
         dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
-        racy += [k for k in self._raw if k not in self.dirs and k in (self.racy or ())]
-        body = {
-            "version": VERSION,
-            "dirs": dirs,
-            "token": self.token,
-            "base_rules": self.base_rules,
-            "racy": sorted(racy),
-        }
-        data = marshal.dumps(body)
+        racy += [
+            k
+            for k in self._raw
+            if k not in self.dirs and (k in (self.racy or ()) or k in self._unverified)
+        ]
         with contextlib.suppress(OSError):  # a cache: losing it costs a full walk, nothing more
-            atomic_write(self.path, data, durable=False)
+            self._write(dirs, sorted(set(racy)))
+
+    def _write(self, dirs: dict[str, bytes], racy: list[str]) -> None:
+        assert self.path is not None
+        loaded = self._loaded
+        log_path = _log_path(self.path)
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            key = _file_key(self.path)
+            if loaded.key and key != loaded.key:
+                return  # another process saved since this cache was loaded: its save stands
+            saved = _Loaded()
+            saved.raw = dirs
+            saved.token = self.token
+            saved.base_rules = self.base_rules
+            saved.racy = frozenset(racy)
+            # decoded folders stay decoded for the next scan of this process (not the racy
+            # ones: their blob, not the DirCache, has the impossible mtimes)
+            saved.decoded = {
+                k: (dirs[k], v)
+                for k, v in self.dirs.items()
+                if k not in self._unverified and k not in saved.racy and k in dirs
+            }
+            changed = {k: v for k, v in dirs.items() if loaded.raw.get(k) is not v}
+            gone = tuple(k for k in loaded.raw if k not in dirs)
+            log_size = key[4]
+            if loaded.generation:
+                record = marshal.dumps(
+                    (loaded.generation, self.token, self.base_rules, racy, changed, gone)
+                )
+                base_size = max(key[2], 0)
+                if log_size + len(record) <= max(LOG_MIN, base_size // 2):
+                    os.write(fd, _RECORD.pack(len(record), zlib.crc32(record)) + record)
+                    saved.generation = loaded.generation
+                    self._remember(saved)
+                    return
+            saved.generation = os.urandom(8).hex()
+            body = {
+                "version": VERSION,
+                "generation": saved.generation,
+                "dirs": dirs,
+                "token": self.token,
+                "base_rules": self.base_rules,
+                "racy": racy,
+            }
+            atomic_write(self.path, marshal.dumps(body), durable=False)
+            os.ftruncate(fd, 0)  # a crash before this leaves records of another generation
+            self._remember(saved)
+        finally:
+            os.close(fd)
+
+    def _remember(self, saved: _Loaded) -> None:
+        """Keep what was just written as this process's copy (lock on the log held)."""
+        assert self.path is not None
+        saved.key = _file_key(self.path)
+        self._loaded = saved
+        self._raw = dict(saved.raw)
+        self._origin = {k: (v, b) for k, (b, v) in saved.decoded.items()}
+        self.dirs = {k: v for k, (_, v) in saved.decoded.items()}
+        self.racy = saved.racy
+        with _MEMORY_LOCK:
+            _MEMORY[self.path] = saved

@@ -16,13 +16,15 @@ directory is a tree with no entries.
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Literal
 
 from strata.errors import CorruptRepository
 from strata.ids import ObjectId
-from strata.store.objects import ObjectStore, hash_bytes
+from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore, hash_bytes
 
 Kind = Literal["file", "symlink", "dir"]
 TREE_MAGIC = b"strata-tree 1\n"
@@ -98,11 +100,66 @@ def write_tree(store: ObjectStore, entries: Iterable[TreeEntry]) -> ObjectId:
 EMPTY_TREE = hash_bytes(TREE_MAGIC)
 
 
-def read_tree(store: ObjectStore, oid: ObjectId) -> list[TreeEntry]:
-    """Load a tree from the store (the empty tree needs no stored object)."""
+#: decoded trees most recently read or written, per disk store: (store root, id) -> entries.
+#: A tree id names its content, so an entry never goes stale; a long-lived process (the
+#: watcher running commands) diffs the trees its last snapshot wrote without reading them.
+TREE_CACHE_SIZE = 4096
+_TREES: OrderedDict[tuple[str, str], tuple[TreeEntry, ...]] = OrderedDict()
+_TREES_LOCK = threading.Lock()
+
+
+def _cache_key(store: ObjectStore, oid: str) -> tuple[str, str] | None:
+    """Where ``oid`` of ``store`` is kept in the tree cache (None: not cached)."""
+    if isinstance(store, OverlayStore):
+        if store.top.has(ObjectId(oid)):
+            return None  # only looked at, never stored
+        return _cache_key(store.base, oid)
+    if isinstance(store, DiskObjectStore):
+        return (str(store.root), oid)
+    return None
+
+
+def remember_tree(store: ObjectStore, oid: ObjectId, entries: Iterable[TreeEntry]) -> None:
+    """Keep the decoded entries of a tree just written to ``store`` (see :func:`read_tree`)."""
+    key = _cache_key(store, oid)
+    if key is None or oid == EMPTY_TREE:
+        return
+    with _TREES_LOCK:
+        _TREES[key] = tuple(entries)
+        _TREES.move_to_end(key)
+        while len(_TREES) > TREE_CACHE_SIZE:
+            _TREES.popitem(last=False)
+
+
+def read_tree(store: ObjectStore, oid: ObjectId, *, cached: bool = True) -> list[TreeEntry]:
+    """Load a tree from the store (the empty tree needs no stored object).
+
+    Trees of a disk store recently read or written in this process come
+    from memory; ``cached=False`` reads the stored object whatever (a check
+    that it is there and sound).
+    """
     if oid == EMPTY_TREE:
         return []
-    return decode_tree(store.get(oid), oid)
+    key = _cache_key(store, oid) if cached else None
+    if key is not None:
+        with _TREES_LOCK:
+            hit = _TREES.get(key)
+            if hit is not None:
+                _TREES.move_to_end(key)
+                return list(hit)
+    entries = decode_tree(store.get(oid), oid)
+    if key is not None:
+        remember_tree(store, oid, entries)
+    return entries
+
+
+def rows_to_entries(rows: Iterable[tuple[str, int, int, str, str]]) -> list[TreeEntry]:
+    """Tree entries from rows ``(kind char, mode, size, object id, name)`` (as encode_rows)."""
+    kinds = {"f": "file", "l": "symlink", "d": "dir"}
+    return [
+        TreeEntry(name, kinds[kind], mode, size, ObjectId(child))  # type: ignore[arg-type]
+        for kind, mode, size, child, name in rows
+    ]
 
 
 def walk_tree(

@@ -20,6 +20,13 @@ the asker walks when no monitor answers in time. watchfiles 1.x does not
 report a kernel queue overflow (``IN_Q_OVERFLOW``), so a batch of
 :data:`BURST` events or more, where one could hide, is treated as an overflow.
 
+A monitor may watch other folders too (the Draft's, ``others``), each with a
+history of its own, asked about with ``root=NAME``. They share the one
+notifier, so a cookie orders their events as well. One that does not exist
+yet, or is deleted or replaced (another inode at its path), is not vouched
+for: the notifier is started again over the folders that exist, and every
+history restarts with it (older tokens are refused).
+
 Noise is dropped: ``.strata``, ``.git`` and a restore's temporary files never
 count as changes. Ignore rules are the scanner's business: an ignored path
 that changes only makes its folder be listed again.
@@ -35,7 +42,8 @@ mount namespace (``/proc/PID/ns/mnt``: a sandboxed process has its own);
 any other request is refused. The repository is masked in the sandbox, so code run in a Draft
 cannot read the key even when it reaches the socket.
 
-* ``{"v": 1, "op": "query", "token": T, "cookie": NAME}`` ->
+* ``{"v": 1, "op": "query", "token": T, "cookie": NAME, "root": R}`` (``root``
+  optional: ``"draft"`` asks about the Draft's folder) ->
   ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
 * ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
 * ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
@@ -64,11 +72,12 @@ import json
 import os
 import secrets
 import socket
+import stat
 import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -121,6 +130,8 @@ MAX_HISTORY = 200_000
 BURST = 8192
 #: how long an asker waits for the monitor (cookie seen and answer sent)
 ASK_TIMEOUT = 2.0
+#: watchfiles' change kind of a deleted path
+_DELETED = 3
 
 Listener = Callable[[list[str]], None]
 #: runs a command for an asker (a "run" request): (exit code, [[fd, text], ...]);
@@ -145,12 +156,42 @@ def _noise(rel: str) -> bool:
     return any(p in ALWAYS_IGNORED or p.startswith(TEMP_PREFIX) for p in rel.split("/"))
 
 
+class _Root:
+    """One watched folder's numbered history (lock held by the monitor for every use)."""
+
+    __slots__ = ("base", "identity", "lost", "path", "paths", "prefix", "seqs")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.prefix = str(path) + "/"
+        #: (st_dev, st_ino) of the folder while it is watched; None: not watched
+        self.identity: tuple[int, int] | None = None
+        #: the folder itself was deleted since it was watched (a restart watches it again)
+        self.lost = False
+        self.base = 0  # the history holds every change after this sequence number
+        self.seqs: list[int] = []
+        self.paths: list[str] = []
+
+    def current(self) -> tuple[int, int] | None:
+        """The identity of the folder on disk now (None: no folder there)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
 class ChangeMonitor:
-    """Watches one workspace and remembers every change, numbered.
+    """Watches one workspace (and other folders: the Draft's) and remembers every change, numbered.
 
     ``folder`` is the monitor's own folder (``REPO/watch``); its ``cookies/``
     subfolder is watched too when the repository lies outside the workspace.
-    Start it with :meth:`start` (or ``with``); from then on no change is missed.
+    ``others`` names more folders to watch, each with its own history (asked
+    with ``root=NAME``): one that does not exist yet is watched once it
+    appears, and one deleted or replaced is watched again; in between (and
+    for tokens from before) its answers cannot vouch. One notifier watches
+    them all, so a cookie orders the events of every folder. Start it with
+    :meth:`start` (or ``with``); from then on no change is missed.
     """
 
     def __init__(
@@ -160,6 +201,7 @@ class ChangeMonitor:
         *,
         instance: str | None = None,
         max_history: int = MAX_HISTORY,
+        others: Mapping[str, Path] | None = None,
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.folder = Path(os.path.realpath(folder))
@@ -168,9 +210,10 @@ class ChangeMonitor:
         self.max_history = max_history
         self._cond = threading.Condition()
         self._seq = 0
-        self._base = 0  # the history holds every change after this sequence number
-        self._seqs: list[int] = []
-        self._paths: list[str] = []
+        #: "" is the workspace; the others by the names they were given
+        self._roots: dict[str, _Root] = {"": _Root(self.root)}
+        for name, path in (others or {}).items():
+            self._roots[name] = _Root(Path(os.path.realpath(path)))
         self._seen_cookies: dict[str, None] = {}  # insertion-ordered, trimmed
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
@@ -178,26 +221,53 @@ class ChangeMonitor:
         self._error: BaseException | None = None
         self._cookie_n = 0
         self.overflows = 0
+        #: how many times the notifier was started again (a watched folder appeared or went)
+        self.restarts = 0
 
     # -- life cycle ------------------------------------------------------------
 
     def start(self) -> ChangeMonitor:
         """Start watching; returns once the watches are in place."""
-        from watchfiles._rust_notify import RustNotify
-
         self.cookies.mkdir(parents=True, exist_ok=True)
-        paths = [str(self.root)]
-        if not self.cookies.is_relative_to(self.root):
-            paths.append(str(self.cookies))
-        try:
-            notify = RustNotify(paths, False, False, 300, True, True)
-        except (OSError, RuntimeError) as exc:
-            raise WatcherFailed(str(self.root), str(exc)) from None
+        notify = self._open()
         self._thread = threading.Thread(
             target=self._run, args=(notify,), name="strata-watch", daemon=True
         )
         self._thread.start()
         return self
+
+    def _open(self) -> Any:
+        """A notifier over the workspace, the cookies and every other folder that exists now.
+
+        Every history restarts here (a token from before names a time when
+        some change may have gone unseen).
+        """
+        from watchfiles._rust_notify import RustNotify
+
+        paths = [str(self.root)]
+        if not self.cookies.is_relative_to(self.root):
+            paths.append(str(self.cookies))
+        identities: dict[str, tuple[int, int] | None] = {}
+        for name, other in self._roots.items():
+            if name:
+                identities[name] = other.current()
+                if identities[name] is not None and not other.path.is_relative_to(self.root):
+                    paths.append(str(other.path))
+        try:
+            notify = RustNotify(paths, False, False, 300, True, True)
+        except (OSError, RuntimeError) as exc:
+            raise WatcherFailed(str(self.root), str(exc)) from None
+        with self._cond:
+            for name, other in self._roots.items():
+                if name:
+                    other.identity = identities[name]
+                    other.lost = False
+            if self._thread is not None:  # a restart: changes in between went unseen
+                self._seq += 1
+                for other in self._roots.values():
+                    self._forget(other)
+                self.restarts += 1
+        return notify
 
     def stop(self) -> None:
         """Stop watching (tokens of this instance become unknown)."""
@@ -223,11 +293,17 @@ class ChangeMonitor:
 
     def _run(self, notify: Any) -> None:
         try:
-            with notify:
-                while not self._stop.is_set():
-                    batch = notify.watch(50, 5, 200, self._stop)
-                    if isinstance(batch, set):
-                        self._record(batch)
+            while True:
+                with notify:
+                    while not self._stop.is_set():
+                        batch = notify.watch(50, 5, 200, self._stop)
+                        if isinstance(batch, set):
+                            self._record(batch)
+                        if self._moved():
+                            break
+                if self._stop.is_set():
+                    break
+                notify = self._open()
         except BaseException as exc:  # reported to every asker from now on
             self._error = exc
         finally:
@@ -235,40 +311,55 @@ class ChangeMonitor:
                 self._stop.set()
                 self._cond.notify_all()
 
+    def _moved(self) -> bool:
+        """True when another folder appeared, went or was replaced since it was watched."""
+        for name, other in self._roots.items():
+            if name and (other.lost or other.current() != other.identity):
+                return True
+        return False
+
     def _record(self, batch: set[tuple[int, str]]) -> None:
-        root = str(self.root) + "/"
         cookies = str(self.cookies) + "/"
         changed: list[str] = []
         with self._cond:
-            for _, path in batch:
+            for change, path in batch:
                 if path.startswith(cookies):
                     self._seen_cookies[path[len(cookies) :]] = None
                     if len(self._seen_cookies) > 4096:  # cookies nobody asked about
                         for name in list(self._seen_cookies)[:2048]:
                             del self._seen_cookies[name]
                     continue
-                if not path.startswith(root):
-                    continue
-                rel = path[len(root) :]
-                if not rel or _noise(rel):
-                    continue
-                self._seq += 1
-                self._seqs.append(self._seq)
-                self._paths.append(rel)
-                changed.append(rel)
-            if len(self._seqs) > self.max_history or len(batch) >= BURST:
-                self._overflow()
+                for name, watched in self._roots.items():
+                    if name and path == str(watched.path) and change == _DELETED:
+                        watched.lost = True  # watched again once it is back
+                        continue
+                    if not path.startswith(watched.prefix):
+                        continue
+                    rel = path[len(watched.prefix) :]
+                    if not rel or _noise(rel):
+                        continue
+                    self._seq += 1
+                    watched.seqs.append(self._seq)
+                    watched.paths.append(rel)
+                    if not name:
+                        changed.append(rel)
+            for watched in self._roots.values():
+                if len(watched.seqs) > self.max_history or len(batch) >= BURST:
+                    self._overflow(watched)
             if changed:
                 # before any answer: whoever asks after this batch also finds it told
                 for listener in self._listeners:
                     listener(changed)
             self._cond.notify_all()
 
-    def _overflow(self) -> None:
-        """Forget the history (lock held): tokens from before now are refused."""
-        self._base = self._seq
-        self._seqs.clear()
-        self._paths.clear()
+    def _forget(self, watched: _Root) -> None:
+        """Forget one folder's history (lock held): tokens from before now are refused."""
+        watched.base = self._seq
+        watched.seqs.clear()
+        watched.paths.clear()
+
+    def _overflow(self, watched: _Root) -> None:
+        self._forget(watched)
         self.overflows += 1
 
     # -- questions ---------------------------------------------------------------
@@ -283,17 +374,19 @@ class ChangeMonitor:
         self._cookie_n += 1
         return f"{os.getpid()}-{time.monotonic_ns()}-{self._cookie_n}"
 
-    def query(self, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
-        """The paths changed since ``token``, after a cookie round trip; None on a timeout."""
+    def query(self, token: str, *, root: str = "", timeout: float = ASK_TIMEOUT) -> Answer | None:
+        """What changed in ``root`` since ``token`` (after a cookie round trip); None: timeout."""
         cookie = self.new_cookie()
         path = self.cookies / cookie
         path.write_bytes(b"")
         try:
-            return self.answer(token, cookie, timeout=timeout)
+            return self.answer(token, cookie, root=root, timeout=timeout)
         finally:
             path.unlink(missing_ok=True)
 
-    def answer(self, token: str, cookie: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
+    def answer(
+        self, token: str, cookie: str, *, root: str = "", timeout: float = ASK_TIMEOUT
+    ) -> Answer | None:
         """Answer once the cookie ``cookie`` (a file the asker made) has been seen."""
         deadline = time.monotonic() + timeout
         with self._cond:
@@ -304,6 +397,13 @@ class ChangeMonitor:
                 self._cond.wait(left)
             self._seen_cookies.pop(cookie, None)
             now = f"{self.instance}:{self._seq}"
+            watched = self._roots.get(root)
+            if watched is None:
+                return Answer(now, None, f"this watcher does not watch {root!r}")
+            if root and (
+                watched.identity is None or watched.lost or watched.current() != watched.identity
+            ):
+                return Answer(now, None, "the folder is not watched yet")
             instance, _, number = token.partition(":")
             if not token:
                 return Answer(now, None, "no token: the last scan did not ask this watcher")
@@ -312,10 +412,10 @@ class ChangeMonitor:
             seq = int(number)
             if seq > self._seq:
                 return Answer(now, None, "unknown token")
-            if seq < self._base:
+            if seq < watched.base:
                 return Answer(now, None, "the watcher's history overflowed")
-            start = bisect.bisect_right(self._seqs, seq)
-            return Answer(now, frozenset(self._paths[start:]))
+            start = bisect.bisect_right(watched.seqs, seq)
+            return Answer(now, frozenset(watched.paths[start:]))
 
     def status(self) -> dict[str, Any]:
         """What the monitor is doing, as JSON."""
@@ -326,8 +426,13 @@ class ChangeMonitor:
                 "workspace": str(self.root),
                 "alive": self.alive,
                 "sequence": self._seq,
-                "history": len(self._seqs),
+                "history": len(self._roots[""].seqs),
                 "overflows": self.overflows,
+                "watched": {
+                    name: watched.identity is not None and not watched.lost
+                    for name, watched in self._roots.items()
+                    if name
+                },
                 "error": repr(self._error) if self._error else None,
             }
 
@@ -569,7 +674,9 @@ class MonitorServer:
         op = request.get("op")
         if op == "query":
             answer = self.monitor.answer(
-                str(request.get("token") or ""), str(request.get("cookie") or "")
+                str(request.get("token") or ""),
+                str(request.get("cookie") or ""),
+                root=str(request.get("root") or ""),
             )
             if answer is None:
                 return {"v": PROTOCOL, "ok": False, "reason": "cookie not seen in time"}
@@ -682,8 +789,10 @@ def request(folder: Path, body: dict[str, Any], *, timeout: float = ASK_TIMEOUT)
     return reply
 
 
-def ask(folder: Path, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | None:
+def ask(folder: Path, token: str, *, root: str = "", timeout: float = ASK_TIMEOUT) -> Answer | None:
     """Ask the watcher of ``folder`` (``REPO/watch``) what changed since ``token``.
+
+    ``root`` names another folder the watcher watches (``"draft"``); ``""`` is the workspace.
 
     Returns None when no watcher runs or it does not answer in time.
     """
@@ -696,7 +805,8 @@ def ask(folder: Path, token: str, *, timeout: float = ASK_TIMEOUT) -> Answer | N
     except OSError:
         return None
     try:
-        reply = request(folder, {"op": "query", "token": token, "cookie": cookie}, timeout=timeout)
+        body = {"op": "query", "token": token, "cookie": cookie, **({"root": root} if root else {})}
+        reply = request(folder, body, timeout=timeout)
     except (OSError, ValueError):
         return None
     finally:

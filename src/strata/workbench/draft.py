@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.core import Scan, Workspace
+from strata.core.core import DRAFT_FILES
 from strata.core.lease import Lease
 from strata.errors import (
     CommandNotExecutable,
@@ -80,10 +81,12 @@ if TYPE_CHECKING:
     from strata.workbench.publish import PublishResult, ReviewResult
 
 STATE_FORMAT = 1
-FILES = "files"
+FILES = DRAFT_FILES
 KEPT = "kept.json"
 KEPT_FORMAT = 1
 STATCACHE = "statcache"
+#: the stat cache's files (its base and its log of saves)
+STATCACHE_FILES = (STATCACHE, STATCACHE + ".log")
 GIT_CLONE = "git-clone"
 GIT_TRASH = "git-trash"
 DAY_MS = 24 * 3600 * 1000
@@ -496,13 +499,17 @@ def current_draft(core: Core) -> Draft:
 
 
 def draft_workspace(core: Core) -> Workspace:
-    """The Draft's folder, scanned with its own stat cache and no watcher."""
-    return Workspace(
-        core.layout.draft / FILES,
-        objects=core.objects,
-        cache_path=core.layout.draft / STATCACHE,
-        rules=core.rules,
-    )
+    """The Draft's folder, scanned with its own stat cache; the watcher watches it too."""
+    workspace = core.workspaces.get("draft")
+    if workspace is None:
+        workspace = core.workspaces["draft"] = Workspace(
+            core.layout.draft / FILES,
+            objects=core.objects,
+            cache_path=core.layout.draft / STATCACHE,
+            rules=core.rules,
+            changes=lambda token: core.changes_since(token, root="draft"),
+        )
+    return workspace
 
 
 def start_draft(core: Core, *, author: Author | None = None) -> Draft:
@@ -540,7 +547,7 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
             try:
                 scanned = _update_kept(core, head_tree) if kept else None
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
-                    for name in (FILES, STATCACHE, KEPT, GIT_TRASH):
+                    for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
                     os.mkdir(files, 0o700)
                     _clone_tree(core, scan, head_tree=head_tree, target=files)
@@ -583,7 +590,7 @@ def _write_kept(core: Core) -> None:
 def _clear_leftovers(draft: Path) -> None:
     """Remove what a killed start left beside the kept folder (a clone, temporary files)."""
     for name in os.listdir(draft):
-        if name not in (FILES, STATCACHE, KEPT):
+        if name not in (FILES, *STATCACHE_FILES, KEPT):
             _remove(draft / name)
 
 

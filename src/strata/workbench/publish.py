@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strata.core.lease import active_leases
+from strata.diff.tree import diff_trees
 from strata.errors import DraftChanged, ExternalSymlink, MergeConflict, UsageError, WorkspaceBusy
 from strata.ids import ObjectId, SnapshotId
 from strata.ledger.events import Author, Event, EventType
@@ -128,6 +129,14 @@ def keep_ignored(
     file by ignoring it; the base's version is kept (so a merge keeps
     Published's). Returns the tree and the paths kept.
     """
+    # only what the Draft no longer has can be hidden: the diff descends where trees differ
+    gone = [
+        c.old_path or c.path if c.status == "renamed" else c.path
+        for c in diff_trees(store, base, tree)
+        if c.status in ("deleted", "renamed", "type_changed")
+    ]
+    if not any(os.path.lexists(folder / p) for p in gone):
+        return tree, []
     b_leaves, _ = _flatten(store, base)
     leaves, dirs = _flatten(store, tree)
     hidden = [p for p in sorted(b_leaves.keys() - leaves.keys()) if os.path.lexists(folder / p)]

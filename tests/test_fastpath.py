@@ -1,0 +1,309 @@
+"""Every scanning command asks the watcher, and the stat cache it leaves never hides an edit.
+
+With a watcher running, a snapshot, status, rewind, run, review or publish
+lists only the folders holding a changed path (``ScanResult.folders_listed``,
+``ScanResult.watcher``); the Draft's folder is watched with a history of its
+own. A scan that walked everything because the watcher did not know its
+token saves the new one, so the next scan is incremental. The stat cache is a
+base file and a log of saves: a torn save, or a status that stored nothing,
+leaves a cache the next snapshot still records every edit through.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from strata import Repository
+from strata.core import watched_folders
+from strata.store.scan import ScanResult
+from strata.store.watch import ChangeMonitor, MonitorServer
+
+FOLDERS = 12
+
+
+def _fill(ws: Path) -> None:
+    for i in range(FOLDERS):
+        folder = ws / f"pkg{i}" / "sub"
+        folder.mkdir(parents=True)
+        for j in range(3):
+            (folder / f"m{j}.py").write_text(f"value = {i * 10 + j}\n")
+            old = time.time() - 3600  # older than the scans: no racy entry to read again
+            os.utime(folder / f"m{j}.py", (old, old))
+
+
+def _folders(root: Path) -> int:
+    """How many folders a full walk of ``root`` lists."""
+    return sum(
+        1
+        for folder, _, _ in os.walk(root)
+        if not any(p in (".strata", ".git") for p in Path(folder).relative_to(root).parts)
+    )
+
+
+def _serve(repo: Repository) -> tuple[ChangeMonitor, MonitorServer]:
+    monitor = ChangeMonitor(repo.root, repo.layout.watch, others=watched_folders(repo.layout))
+    monitor.start()
+    return monitor, MonitorServer(monitor).start()
+
+
+@pytest.fixture
+def watched(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> Iterator[tuple[Repository, ChangeMonitor]]:
+    """A filled workspace, its first snapshot, and a watcher of it and of the Draft's folder."""
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    monitor, server = _serve(repo)
+    try:
+        yield repo, monitor
+    finally:
+        server.close()
+        monitor.stop()
+
+
+def _age(root: Path) -> None:
+    """Make every file under ``root`` an hour old (a fresh copy's files are racy for 2 s)."""
+    old = time.time() - 3600
+    for folder, _, names in os.walk(root):
+        for name in names:
+            os.utime(os.path.join(folder, name), (old, old), follow_symlinks=False)
+
+
+def _last(repo: Repository, name: str = "") -> ScanResult:
+    scan = repo.workspaces[name].last_scan
+    assert scan is not None
+    return scan
+
+
+def _wait_watched(monitor: ChangeMonitor, name: str) -> None:
+    deadline = time.monotonic() + 10
+    while not monitor.status()["watched"].get(name):
+        assert time.monotonic() < deadline, monitor.status()
+        time.sleep(0.02)
+
+
+def _incremental(scan: ScanResult, total: int, at_most: int) -> None:
+    assert scan.watcher == "incremental", scan.watcher
+    assert scan.folders_listed <= at_most < total, (scan.folders_listed, total)
+
+
+# -- every command asks ----------------------------------------------------------------
+
+
+def test_snapshot_status_and_rewind_list_only_the_changed_folders(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    repo, _ = watched
+    total = _folders(repo.root)
+    repo.status()  # the first scan of this watcher walks and saves its token
+    (repo.root / "pkg3" / "sub" / "m1.py").write_text("value = 'edited'\n")
+    status = repo.status()
+    assert [f.path for f in status.changes] == ["pkg3/sub/m1.py"]
+    _incremental(_last(repo), total, 4)
+    first = repo.snapshot("edit")
+    assert first.event is not None and first.event.files == ("pkg3/sub/m1.py",)
+    _incremental(_last(repo), total, 4)
+    (repo.root / "pkg5" / "sub" / "m0.py").write_text("unrecorded\n")
+    repo.rewind("HEAD~1")
+    _incremental(_last(repo), total, 4)  # the auto-save before the rewind
+    assert (repo.root / "pkg3" / "sub" / "m1.py").read_text() == "value = 31\n"
+    assert (repo.root / "pkg5" / "sub" / "m0.py").read_text() == "value = 50\n"
+    auto = [e for e in repo.history() if e.action_type == "auto_save"]
+    assert auto and auto[0].files == ("pkg5/sub/m0.py",)  # nothing missed by the auto-save
+
+
+def test_a_run_asks_the_watcher_for_both_its_snapshots(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    repo, _ = watched
+    total = _folders(repo.root)
+    repo.snapshot("token")
+    code = "import pathlib; pathlib.Path('pkg7/sub/m2.py').write_text('by the run\\n')"
+    result = repo.execute_run([sys.executable, "-c", code])
+    _incremental(_last(repo), total, 4)  # the "after" snapshot
+    assert result.ok and result.workspace is not None
+    assert "pkg7/sub/m2.py" in str(result.workspace.diff)
+    assert repo.show("HEAD", "pkg7/sub/m2.py") == b"by the run\n"
+
+
+def test_the_draft_is_watched_and_review_and_publish_list_only_what_changed(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    repo, monitor = watched
+    draft = repo.draft()
+    _wait_watched(monitor, "draft")
+    _age(draft.path)
+    total = _folders(draft.path)
+    draft.review()  # walks once: the folder was watched only after the start
+    edited = draft.path / "pkg2" / "sub" / "m0.py"
+    edited.write_text("value = 'in the draft'\n")  # right before the command: never missed
+    review = draft.review()
+    _incremental(_last(repo, "draft"), total, 4)
+    assert [f.path for f in review.diff.files] == ["pkg2/sub/m0.py"]
+    (draft.path / "pkg9" / "sub" / "new.py").write_text("added\n")
+    result = draft.publish("ship")
+    _incremental(_last(repo, "draft"), total, 4)
+    assert result.files_changed == 2
+    assert (repo.root / "pkg2" / "sub" / "m0.py").read_text() == "value = 'in the draft'\n"
+    assert (repo.root / "pkg9" / "sub" / "new.py").read_text() == "added\n"
+    # the next Draft starts from the kept folder, asking the watcher about it
+    second = repo.draft()
+    _incremental(_last(repo, "draft"), total + 0, 6)
+    assert (second.path / "pkg9" / "sub" / "new.py").read_text() == "added\n"
+
+
+def test_a_replaced_draft_folder_is_never_answered_from_the_old_ones_history(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    repo, monitor = watched
+    draft = repo.draft()
+    _wait_watched(monitor, "draft")
+    draft.review()
+    restarts = monitor.restarts
+    # the folder is swapped for a copy behind the watcher's back, with one file changed
+    files = draft.path
+    os.rename(files, files.with_name("old"))
+    import shutil
+
+    shutil.copytree(files.with_name("old"), files, symlinks=True)
+    (files / "pkg4" / "sub" / "m1.py").write_text("in the copy\n")
+    review = draft.review()
+    assert _last(repo, "draft").watcher != "incremental"
+    assert [f.path for f in review.diff.files] == ["pkg4/sub/m1.py"]
+    deadline = time.monotonic() + 10
+    while monitor.restarts == restarts:  # then the new folder is watched
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    _wait_watched(monitor, "draft")
+
+
+# -- the first scan of a new watcher saves its token -------------------------------------
+
+
+@pytest.mark.parametrize("command", ["status", "snapshot"])
+def test_a_first_no_op_saves_the_new_watchers_token(
+    ws: Path, make_repo: Callable[..., Repository], command: str
+) -> None:
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")  # no watcher: the stat cache holds no token
+    total = _folders(ws)
+    monitor, server = _serve(repo)
+    try:
+        run = repo.status if command == "status" else lambda: repo.snapshot("no-op")
+        run()
+        assert "no token" in _last(repo).watcher
+        assert _last(repo).folders_listed == total
+        run()  # nothing changed, but the first one saved the token
+        _incremental(_last(repo), total, 1)
+    finally:
+        server.close()
+        monitor.stop()
+    # another watcher: the saved token is unknown to it, and the first no-op saves its own
+    monitor, server = _serve(repo)
+    try:
+        repo.status()
+        assert "unknown token" in _last(repo).watcher
+        (ws / "pkg1" / "sub" / "m2.py").write_text("seen\n")
+        event = repo.snapshot("after").event
+        _incremental(_last(repo), total, 4)
+        assert event is not None and event.files == ("pkg1/sub/m2.py",)
+    finally:
+        server.close()
+        monitor.stop()
+
+
+# -- the stat cache never hides an edit ----------------------------------------------------
+
+
+def test_a_status_saves_no_object_id_the_store_lacks(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    """A status stores nothing: the files it found changed must be stored by the next snapshot."""
+    repo, _ = watched
+    repo.status()
+    path = repo.root / "pkg6" / "sub" / "m0.py"
+    path.write_text("content only a status has seen\n")
+    old = time.time() - 60  # not racy: only the stat cache could make it be read again
+    os.utime(path, (old, old))
+    assert [f.path for f in repo.status().changes] == ["pkg6/sub/m0.py"]
+    event = repo.snapshot("after the status").event
+    assert event is not None and event.files == ("pkg6/sub/m0.py",)
+    assert repo.show("HEAD", "pkg6/sub/m0.py") == b"content only a status has seen\n"
+    assert repo.check() == []
+
+
+def test_a_torn_save_leaves_a_cache_that_hides_no_edit(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    repo, _ = watched
+    repo.snapshot("token")
+    log = repo.layout.statcache.with_name("statcache.log")
+    one, two, six = (repo.root / f"pkg{i}" / "sub" / "m1.py" for i in (8, 10, 11))
+    one.write_text("value = 'one'\n")
+    _age(one.parent)  # not racy: only the saved rows say what it holds
+    repo.snapshot("one")
+    size = log.stat().st_size
+    two.write_text("value = 'two'\n")
+    _age(two.parent)
+    repo.snapshot("two")
+    assert log.stat().st_size > size  # appended, not rewritten
+    with open(log, "r+b") as f:  # a crash in the middle of that append
+        f.truncate(size + 11)
+    six.write_text("value = 'six'\n")
+    event = repo.snapshot("three").event
+    assert event is not None and event.files == ("pkg11/sub/m1.py",)
+    assert repo.show("HEAD", "pkg8/sub/m1.py") == b"value = 'one'\n"
+    assert repo.show("HEAD", "pkg10/sub/m1.py") == b"value = 'two'\n"
+    assert repo.show("HEAD", "pkg11/sub/m1.py") == b"value = 'six'\n"
+    assert repo.status().clean
+
+
+def test_a_racy_same_size_edit_is_seen(ws: Path, make_repo: Callable[..., Repository]) -> None:
+    """An edit with the same size and mtime, just after a snapshot, is recorded by the next one."""
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    path = ws / "pkg0" / "sub" / "m0.py"
+    path.write_text("value = 'aa'\n")
+    repo.snapshot("racy")  # the file is as new as the scan
+    st = path.stat()
+    path.write_text("value = 'bb'\n")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    event = repo.snapshot("same size, same mtime").event
+    assert event is not None and event.files == ("pkg0/sub/m0.py",)
+    assert repo.show("HEAD", "pkg0/sub/m0.py") == b"value = 'bb'\n"
+
+
+def test_a_monitor_in_this_process_answers_without_its_socket(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    """A watcher running commands itself lets their scans ask its monitor directly."""
+    from strata.core import monitor_in_process
+
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    total = _folders(ws)
+    monitor = ChangeMonitor(ws, repo.layout.watch, others=watched_folders(repo.layout)).start()
+    try:
+        with monitor_in_process(monitor):
+            opened = Repository.open(ws)  # as a command run by the watcher opens it
+            try:
+                opened.status()
+                (ws / "pkg0" / "sub" / "m2.py").write_text("asked in-process\n")
+                assert [f.path for f in opened.status().changes] == ["pkg0/sub/m2.py"]
+                _incremental(_last(opened), total, 4)
+            finally:
+                opened.close()
+        repo.status()  # outside: no socket, no watcher to ask
+        assert _last(repo).watcher == "no watcher"
+    finally:
+        monitor.stop()
