@@ -61,8 +61,12 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
                 seen.add(e.oid)
                 need(e.oid, f"{where}/{e.name}")
 
+    from strata.core.storage import pruned_snapshots
     from strata.ledger.schemas import problems as schema_problems
 
+    # snapshots 'strata gc' removed on purpose (retention): recorded before they went
+    pruned = pruned_snapshots(core)
+    gone: dict[str, str] = {}  # event id -> its pruned snapshot
     ids: set[str] = set()
     for record in core.ledger.driver.scan(kind="event"):
         found = schema_problems("ChangeEvent", record.body)
@@ -80,6 +84,9 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
         if event.parent_event_id and event.parent_event_id not in ids:
             problems.append(f"event {event.id}: parent {event.parent_event_id} is unknown")
         if event.snapshot_ref:
+            if event.snapshot_ref in pruned and event.snapshot_ref not in stored:
+                gone[event.id] = event.snapshot_ref
+                continue
             if not need(event.snapshot_ref, f"snapshot of event {event.id}"):
                 continue
             try:
@@ -100,6 +107,8 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
     for name, target in named:
         if target is not None and target not in ids:
             problems.append(f"{name} points at unknown event {target}")
+        elif target is not None and target in gone:
+            problems.append(f"{name} points at event {target}, whose snapshot gc removed")
     from strata.store.materialize import Journal
 
     for path, _ in Journal.pending(core.layout.journal):
