@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import SnapshotPruned, StrataError
+from strata.errors import CorruptRepository, ObjectMissing, SnapshotPruned, StrataError
 from strata.ids import ObjectId, short
 from strata.layout import retention_settings
 from strata.ledger.events import Event
@@ -352,13 +352,10 @@ def _mark(store: DiskObjectStore, oid: ObjectId, live: set[str], *, kind: str | 
         live.add(oid)
         if oid == EMPTY_TREE:
             continue
-        if kind is None:  # named in a file: tell a tree or manifest from a blob by its start
-            try:
-                start = store.peek(oid, len(TREE_MAGIC))
-            except StrataError:
-                continue
-            kind = "tree" if start == TREE_MAGIC else "snapshot" if start == b'{"' else "blob"
         try:
+            if kind is None:  # named in a file: tell a tree or manifest from a blob by its start
+                start = store.peek(oid, len(TREE_MAGIC))
+                kind = "tree" if start == TREE_MAGIC else "snapshot" if start == b'{"' else "blob"
             if kind == "snapshot":
                 manifest = json.loads(store.get(oid))
                 tree = manifest.get("tree") if isinstance(manifest, dict) else None
@@ -368,8 +365,14 @@ def _mark(store: DiskObjectStore, oid: ObjectId, live: set[str], *, kind: str | 
                 for entry in read_tree(store, oid):
                     if entry.oid not in live:
                         stack.append((entry.oid, "tree" if entry.kind == "dir" else "blob"))
-        except (StrataError, ValueError, AttributeError):
-            continue  # missing or unreadable: nothing below it can be marked; check says why
+        except ObjectMissing:
+            continue  # already gone: nothing below it can be reached through it
+        except (StrataError, OSError, ValueError, AttributeError) as exc:
+            # what it names is unknown, so nothing may be called unreachable
+            raise CorruptRepository(
+                f"gc cannot read object {oid} ({exc}); nothing was removed",
+                hint="run 'strata check' to list every problem",
+            ) from None
 
 
 def _leftovers(store: DiskObjectStore, wall: float, grace: float) -> dict[Path, int]:
