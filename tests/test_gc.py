@@ -142,7 +142,8 @@ def test_retention_tiers_keep_one_snapshot_per_hour_then_per_day(
     kept_by_day: dict[int, list[str]] = {}
     # day 20 (hourly tier): 3 snapshots in one hour and 1 in the next;
     # day 45 (daily tier): 3 snapshots in one day
-    for day, offsets in ((20, (0, 60_000, 120_000, 3_600_000)), (45, (0, 3_600_000, 7_200_000))):
+    hour, minute = 3_600_000, 60_000
+    for day, offsets in ((20, (0,)), (45, (0, 10 * minute, 20 * minute)), (60, (0, minute, hour))):
         for offset in offsets:
             clock.now = NOW_MS + day * DAY + offset
             (ws / "f.txt").write_text(f"{day} {offset}\n")
@@ -162,13 +163,12 @@ def test_retention_tiers_keep_one_snapshot_per_hour_then_per_day(
             return False
         return True
 
-    day45 = kept_by_day[45]  # 35 days old: hourly tier -> newest of each hour: all three hours
-    day20 = kept_by_day[20]  # 60 days old: past daily_days -> gone
-    assert [alive(e) for e in day45] == [True, True, True]
-    assert [alive(e) for e in day20] == [False, False, False, False]
-    clock.now = NOW_MS + 80 * DAY + 20 * DAY  # day 45 is now 55 days old: daily tier
-    repo.gc(grace_s=0)
-    assert [alive(e) for e in day45] == [False, False, True]
+    # day 60 is 20 days old (hourly tier): the newest of each hour
+    assert [alive(e) for e in kept_by_day[60]] == [False, True, True]
+    # day 45 is 35 days old (daily tier): the newest of the day
+    assert [alive(e) for e in kept_by_day[45]] == [False, False, True]
+    # day 20 is 60 days old: past daily_days, gone
+    assert [alive(e) for e in kept_by_day[20]] == [False]
     assert repo.check() == []
 
 
@@ -177,25 +177,27 @@ def test_gc_keeps_what_undo_and_the_open_draft_need(
 ) -> None:
     clock = Clock()
     repo = make_repo(ws, clock=clock)
-    with_retention(repo, RETENTION.replace("keep_operations = 0", "keep_operations = 3"))
+    # the four newest operations: the rewind, the Draft's start and two revisions
+    with_retention(repo, RETENTION.replace("keep_operations = 0", "keep_operations = 4"))
     states = spread(repo, ws, clock, 5)
     ids = list(states)
-    repo.rewind(ids[0])  # the newest operations name ids[0] and ids[-1]
+    before_rewind = read_manifest(ws)  # unrecorded: the rewind auto-saves it
+    repo.rewind(ids[0])
     draft = repo.draft()
     (draft.path / "draft-only.txt").write_text("made in the draft\n")
     revision = draft.record("work")
     clock.now = NOW_MS + 400 * DAY
-    repo.gc(grace_s=0)
+    result = repo.gc(grace_s=0)
+    # days 1..3; day 0 is HEAD, day 4 the view before the rewind (undo goes back to it)
+    assert len(result.pruned_snapshots) == 3
     assert repo.check() == []
     assert files_of(repo, ids[0], tmp_path) == states[ids[0]]
-    assert files_of(repo, ids[-1], tmp_path) == states[ids[-1]]
-    assert repo.show(revision.event.id, "draft-only.txt") == b"made in the draft\n"
-    undone = repo.undo()  # the rewind: back to ids[-1]'s files
-    assert undone.command == "rewind"
-    assert read_manifest(ws) == states[ids[-1]] | {
-        k: v for k, v in read_manifest(ws).items() if k not in states[ids[-1]]
-    }
+    assert repo.show(revision.id, "draft-only.txt") == b"made in the draft\n"
     draft.discard()
+    undone = repo.undo()  # the discard, then the Draft's start ... then the rewind
+    while undone.command != "rewind":
+        undone = repo.undo()
+    assert read_manifest(ws) == before_rewind
 
 
 def test_dry_run_deletes_nothing(aged: tuple[Repository, Clock, dict]) -> None:
@@ -278,6 +280,9 @@ def test_gc_rewrites_packs_without_their_dead_objects(
     for i in range(100):
         (ws / f"old-{i}.txt").write_text(f"old {i}\n")
     old = repo.snapshot("old, packed").event
+    clock.now = NOW_MS + 50 * DAY
+    (ws / "between.txt").write_text("between\n")
+    repo.snapshot("between")
     clock.now = NOW_MS + 100 * DAY
     for i in range(100):
         (ws / f"old-{i}.txt").unlink()
@@ -299,14 +304,12 @@ def test_gc_rewrites_packs_without_their_dead_objects(
 def test_du_adds_up_to_the_bytes_on_disk(
     aged: tuple[Repository, Clock, dict], run_cli: CliRunner, ws: Path
 ) -> None:
-    repo, clock, _ = aged
+    repo, _, _ = aged
     draft = repo.draft()
     draft.discard()  # leaves the kept Draft folder
     usage = as_json(run_cli("du", "--json", cwd=ws))
     on_disk = sum(
-        p.lstat().st_size
-        for p in repo.layout.repo.rglob("*")
-        if p.is_file() and not p.is_symlink()
+        p.lstat().st_size for p in repo.layout.repo.rglob("*") if p.is_file() and not p.is_symlink()
     )
     assert usage["total"] == on_disk
     assert sum(usage["kinds"].values()) == on_disk
@@ -336,9 +339,7 @@ def test_gc_removes_the_kept_draft_folder_only_when_no_draft_is_open(
     again.discard()
 
 
-def test_cli_pruned_event_and_bad_config_are_one_line_errors(
-    run_cli: CliRunner, ws: Path
-) -> None:
+def test_cli_pruned_event_and_bad_config_are_one_line_errors(run_cli: CliRunner, ws: Path) -> None:
     ok(run_cli("init", cwd=ws))
     config = ws / ".strata" / "config.toml"
     config.write_text(config.read_text() + RETENTION)
@@ -348,7 +349,7 @@ def test_cli_pruned_event_and_bad_config_are_one_line_errors(
         out = as_json(
             run_cli("snapshot", "-m", "x", "--json", cwd=ws, env={"STRATA_NOW": str(NOW_MS + day)})
         )
-        first = first or out["event"]["id"]
+        first = first or out["event_id"]
     later = {"STRATA_NOW": str(NOW_MS + 200 * DAY)}
     dry = as_json(run_cli("gc", "--dry-run", "--grace", "0", "--json", cwd=ws, env=later))
     assert dry["dry_run"] and len(dry["pruned_snapshots"]) == 2
@@ -410,7 +411,8 @@ def test_git_refs_are_undecorated_and_pruned_by_gc(
     git("commit", "-qm", "user commit", cwd=ws)
     ok(run_cli("init", cwd=ws))
     git_env = {"GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull}
-    ok(run_cli("run", "--backend", "git", "--", "sh", "-c", "echo x > made.txt", cwd=ws, env=git_env))
+    argv = ("run", "--strategy", "git", "--", "sh", "-c", "echo x > made.txt")
+    ok(run_cli(*argv, cwd=ws, env=git_env))
     refs = git("for-each-ref", "--format=%(refname)", "refs/strata/", cwd=ws).stdout.decode()
     assert "refs/strata/runs/" in refs
     # git 2.39 decorates only heads, tags, remotes, stash and HEAD by default
@@ -419,7 +421,8 @@ def test_git_refs_are_undecorated_and_pruned_by_gc(
     assert log.count("\n") > 1  # the run's commits are listed by --all while their refs live
     later = {**git_env, "STRATA_NOW": str(NOW_MS + 30 * DAY)}
     out = as_json(run_cli("gc", "--grace", "0", "--json", cwd=ws, env=later))
-    assert out["git_refs_removed"] and all(r.startswith("refs/strata/") for r in out["git_refs_removed"])
+    removed = out["git_refs_removed"]
+    assert removed and all(r.startswith("refs/strata/") for r in removed)
     assert git("for-each-ref", "refs/strata/", cwd=ws).stdout == b""
     log = git("log", "--all", "--oneline", cwd=ws).stdout.decode()
     assert log.splitlines() == [line for line in log.splitlines() if "user commit" in line]
