@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from strata.atomic import fsync_dir
 from strata.errors import CorruptRepository, ObjectMissing, SnapshotPruned, StrataError
 from strata.ids import ObjectId, short
 from strata.layout import retention_settings
@@ -399,9 +400,37 @@ def _leftovers(store: DiskObjectStore, wall: float, grace: float) -> dict[Path, 
             st = path.lstat()
         except FileNotFoundError:
             continue
-        if wall - st.st_mtime >= grace and not path.is_dir():
+        if path.is_dir():
+            continue
+        if wall - st.st_mtime >= grace or _writer_gone(path.name):
             found[path] = st.st_size
     return found
+
+
+#: the writer's process id in a temp file's or a pack's name: ``pack-<pid>-…``,
+#: ``.pack-<pid>-….idx.<pid>.<thread>.tmp``, ``.tmp-<id>.<pid>.<thread>``, ``stream.<pid>.…``
+_WRITER_PID = re.compile(r"(?:^\.?pack-|\.)(\d+)[.-]")
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the process that wrote this temp file or pack has ended (it was killed).
+
+    Such a file is garbage at once: no grace period is needed for a writer that
+    no longer runs. A process of another user still counts as running.
+    """
+    found = _WRITER_PID.search(name)
+    if found is None:
+        return False
+    pid = int(found.group(1))
+    if pid in (0, os.getpid()):
+        return pid == 0
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 # -- collecting ---------------------------------------------------------------------------
@@ -432,17 +461,33 @@ def collect(core: Core, plan: GcPlan, *, dry_run: bool) -> GcResult:
             bytes_freed=plan.bytes,
         ) as tx:
             result.operation_id = tx.id
-    for oid in sorted(plan.dead_loose):
-        store.delete_loose(ObjectId(oid))
+    # The manifests of pruned snapshots go first, durably: a snapshot whose manifest is
+    # gone is plainly pruned, while one whose manifest outlives its blobs reads as
+    # damaged. Then the packs (the new one durable before an old one goes), then the
+    # rest. A kill at any point leaves objects the next gc deletes; nothing kept goes.
+    pruned = set(plan.pruned) | set(pruned_snapshots(core))
+    manifests = sorted(oid for oid in plan.dead_loose if oid in pruned)
+    _delete_loose(store, manifests)
     if plan.dead_packed:
         packs = [p for p in store.packs() if p.idx in plan.dead_packed]
         drop: set[str] = set()
         for dead in plan.dead_packed.values():
             drop |= dead
         store.repack(packs=packs, drop=drop)
+    _delete_loose(store, sorted(set(plan.dead_loose) - set(manifests)))
     for path in plan.leftovers:
         path.unlink(missing_ok=True)
     return result
+
+
+def _delete_loose(store: DiskObjectStore, oids: list[str]) -> None:
+    """Delete loose objects, then make their folders' entries durable."""
+    folders: set[Path] = set()
+    for oid in oids:
+        if store.delete_loose(ObjectId(oid)):
+            folders.add(store.loose_path(ObjectId(oid)).parent)
+    for folder in sorted(folders):
+        fsync_dir(folder)
 
 
 def pruned_snapshots(core: Core) -> dict[str, str]:
@@ -541,8 +586,14 @@ def repack(core: Core) -> RepackResult:
             big += 1
         else:
             loose.append(oid)
+    # what killed writers left (a killed repack: a whole pack without its index)
+    grace = Retention.from_config(core.config.raw).prune_grace_minutes * 60
+    leftovers = _leftovers(store, time.time(), grace)
+    for path in leftovers:
+        path.unlink(missing_ok=True)
     if len(packs) <= 1 and not loose:
-        return RepackResult(None, 0, len(packs), 0, 0, big, before, before, [])
+        after = _tree_bytes(store.root) if leftovers else before
+        return RepackResult(None, 0, len(packs), 0, 0, big, before, after, [])
     outcome = store.repack(packs=packs, loose=loose)
     return RepackResult(
         outcome.pack,
