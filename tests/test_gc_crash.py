@@ -147,8 +147,8 @@ def kill_points(steps: list[Step]) -> list[int]:
     Steps are alike when they call the same function on the same kind of path
     (a loose object, a pack file, the ledger, ...). Of each run of alike steps
     the kill points are its first (none of the run done), its second (one
-    done) and its last (all but one done): killing amid the deletion of 200
-    loose objects at one of them is killing at any of them. Killing at step N
+    done), its middle and its last (all but one done): killing amid the
+    deletion of 200 loose objects at one of them is killing at any of them. Killing at step N
     stops the command just *before* step N. (What fsync guards against, a
     machine losing power, SIGKILL cannot show.)
     """
@@ -165,7 +165,9 @@ def kill_points(steps: list[Step]) -> list[int]:
             runs[-1].append(number)
         else:
             runs.append([number])
-    points = sorted({p for run in runs for p in (run[0], run[1 % len(run)], run[-1])})
+    points = sorted(
+        {p for run in runs for p in (run[0], run[1 % len(run)], run[len(run) // 2], run[-1])}
+    )
     # an fsync changes nothing another process sees: killing just after one is killing
     # just before it, so of the points with the same changes done only the first is kept
     done = list(itertools.accumulate((s.func != "fsync" for s in steps), initial=0))
