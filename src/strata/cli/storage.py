@@ -17,6 +17,10 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover - the loop always returns
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @click.command("gc")
 @click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
 @click.option(
@@ -88,8 +92,9 @@ def repack(as_json: bool) -> None:
         return
     click.echo(
         f"Packed {result.objects} objects into one pack "
-        f"({result.packs_before} packs and {result.loose_packed} loose objects before); "
-        f"{_size(result.bytes_before)} -> {_size(result.bytes_after)}."
+        f"({_count(result.packs_before, 'pack')} and "
+        f"{_count(result.loose_packed, 'loose object')} before); "
+        f"{_size(result.bytes_before)} -> {_size(result.bytes_after)} on disk."
     )
     if result.corrupt:
         click.echo(

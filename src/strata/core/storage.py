@@ -546,6 +546,7 @@ class RepackResult:
     packs_removed: int
     loose_packed: int
     loose_kept: int
+    #: the store's space on disk (allocated blocks) before and after
     bytes_before: int
     bytes_after: int
     corrupt: list[str]
@@ -573,7 +574,7 @@ def repack(core: Core) -> RepackResult:
     """Merge every pack and the loose objects into one pack. The caller holds the lock."""
     store = core.objects
     assert isinstance(store, DiskObjectStore)
-    before = _tree_bytes(store.root)
+    before = _tree_bytes(store.root, allocated=True)
     packs = store.packs()
     loose: list[ObjectId] = []
     big = 0
@@ -592,7 +593,7 @@ def repack(core: Core) -> RepackResult:
     for path in leftovers:
         path.unlink(missing_ok=True)
     if len(packs) <= 1 and not loose:
-        after = _tree_bytes(store.root) if leftovers else before
+        after = _tree_bytes(store.root, allocated=True) if leftovers else before
         return RepackResult(None, 0, len(packs), 0, 0, big, before, after, [])
     outcome = store.repack(packs=packs, loose=loose)
     return RepackResult(
@@ -603,13 +604,17 @@ def repack(core: Core) -> RepackResult:
         outcome.loose_packed,
         big + len(loose) - outcome.loose_packed,
         before,
-        _tree_bytes(store.root),
+        _tree_bytes(store.root, allocated=True),
         outcome.corrupt,
     )
 
 
-def _tree_bytes(folder: Path) -> int:
-    """The bytes of every regular file under ``folder`` (symlinks not followed)."""
+def _tree_bytes(folder: Path, *, allocated: bool = False) -> int:
+    """The bytes of every regular file under ``folder`` (symlinks not followed).
+
+    ``allocated``: the space the files take on disk (whole blocks), which is
+    what merging many small loose files into one pack saves.
+    """
     total = 0
     for dirpath, _dirs, files in os.walk(folder):
         for name in files:
@@ -618,7 +623,7 @@ def _tree_bytes(folder: Path) -> int:
             except OSError:
                 continue
             if not os.path.islink(os.path.join(dirpath, name)):
-                total += st.st_size
+                total += st.st_blocks * 512 if allocated else st.st_size
     return total
 
 
