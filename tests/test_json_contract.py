@@ -95,6 +95,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     tree = s("cat", manifest["tree"])
     s("cat", tree["entries"][0]["id"][:12])
     s("check")
+    s("du")
+    s("gc", "--dry-run")
+    s("repack")
     s("export", "HEAD~1", str(base / "exported"))
 
     s("rewind", first["event_id"], "--branch", "retry")

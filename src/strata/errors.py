@@ -26,6 +26,7 @@ The tree::
     ├── RefError
     │   ├── UnknownRef             a ref that names nothing
     │   ├── AmbiguousRef           a prefix that names more than one thing
+    │   ├── SnapshotPruned         an event whose snapshot 'strata gc' removed (retention)
     │   ├── NameTaken              a branch or bookmark name that is already in use
     │   ├── BookmarkLocked         a locked bookmark asked to move, be renamed or deleted
     │   └── BranchInUse            deleting the branch HEAD is on
@@ -208,6 +209,30 @@ class UnknownRef(RefError):
             "bookmarks, HEAD and HEAD~N; see 'strata history'",
         )
         self.ref = ref
+
+
+class SnapshotPruned(RefError):
+    """The snapshot of an event was removed by ``strata gc`` (the retention policy thinned it)."""
+
+    def __init__(
+        self,
+        snapshot_id: str,
+        *,
+        removed: str,
+        event_id: str | None = None,
+        nearest: str | None = None,
+    ) -> None:
+        what = f"event {event_id[:12]}'s snapshot" if event_id else "snapshot"
+        super().__init__(
+            f"{what} {snapshot_id[:12]} was removed by gc on {removed}; "
+            f"nearest kept: {nearest or 'none'}",
+            hint="the event stays in the history; bookmark events to keep their files "
+            "(see [retention] in config.toml)",
+        )
+        self.snapshot_id = snapshot_id
+        self.removed = removed
+        self.event_id = event_id
+        self.nearest = nearest
 
 
 class AmbiguousRef(RefError):

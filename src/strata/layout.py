@@ -270,6 +270,10 @@ def load_config(layout: Layout) -> Config:
     workspace = repo.get("workspace", str(layout.workspace))
     if not isinstance(workspace, str):
         raise _bad_config(layout, "repository.workspace is not a path")
+    try:
+        retention_settings(raw)
+    except ValueError as exc:
+        raise _bad_config(layout, str(exc)) from None
     return Config(
         format=fmt,
         workspace=workspace,
@@ -286,6 +290,38 @@ def _bad_config(layout: Layout, problem: str) -> RepositoryError:
 
 
 LEDGER_DRIVERS = ("sqlite", "jsonl")
+
+#: ``[retention]`` keys and their defaults (see strata.core.storage.Retention)
+RETENTION_DEFAULTS = {
+    "keep_all_days": 14,
+    "hourly_days": 60,
+    "daily_days": 365,
+    "keep_operations": 100,
+    "prune_grace_minutes": 60,
+    "git_refs_days": 14,
+}
+
+
+def retention_settings(raw: dict[str, Any]) -> dict[str, int]:
+    """The ``[retention]`` table with defaults filled in; ValueError naming a bad key."""
+    table = raw.get("retention", {})
+    if not isinstance(table, dict):
+        raise ValueError("[retention] is not a table")
+    unknown = sorted(set(table) - set(RETENTION_DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"retention.{unknown[0]} is not a setting (known: {', '.join(RETENTION_DEFAULTS)})"
+        )
+    out = {**RETENTION_DEFAULTS, **table}
+    for key, value in out.items():
+        if type(value) is not int or value < 0:
+            raise ValueError(f"retention.{key} must be a whole number >= 0, not {value!r}")
+    if not out["keep_all_days"] <= out["hourly_days"] <= out["daily_days"]:
+        raise ValueError(
+            "retention tiers must grow: keep_all_days <= hourly_days <= daily_days "
+            f"(got {out['keep_all_days']}, {out['hourly_days']}, {out['daily_days']})"
+        )
+    return out
 
 
 def set_ledger_driver(layout: Layout, driver: str) -> None:

@@ -58,6 +58,7 @@ from strata.store.tree import lookup, read_tree
 
 if TYPE_CHECKING:
     from strata.core.restore import Recovery
+    from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoints
@@ -528,3 +529,60 @@ class Repository(Core):
         ``ledger.old/``) until the next conversion.
         """
         return maintenance.convert_ledger(self, to)
+
+    # -- storage: gc, repack, du ------------------------------------------------------
+
+    def gc(self, *, dry_run: bool = False, grace_s: float | None = None) -> GcResult:
+        """Remove the objects nothing the retention policy keeps can reach (``strata gc``).
+
+        Also removes the kept Draft folder when no Draft is open, and the git
+        backend's ``refs/strata/`` refs of runs no longer kept. ``grace_s``
+        overrides ``retention.prune_grace_minutes``. See :mod:`strata.core.storage`.
+        """
+        from strata.core import storage
+        from strata.runs.git import forget_imported, prune_refs
+        from strata.workbench.draft import remove_kept_folder
+
+        with self.writing():
+            # the folder first: its stat cache must not outlive the blobs it names
+            folder = remove_kept_folder(self, dry_run=dry_run)
+            draft_cache = (self.layout.draft / "statcache").exists()
+            if dry_run:
+                draft_cache = self.layout.draft_state.exists()
+            plan = storage.plan_gc(self, grace_s=grace_s, draft_cache=draft_cache)
+            if not dry_run:
+                removed = set(plan.dead_loose).union(*plan.dead_packed.values())
+                forget_imported(self.layout.repo / "gitmap.db", removed)
+            result = storage.collect(self, plan, dry_run=dry_run)
+            result.draft_folder_bytes = folder
+            result.bytes_freed += folder
+            result.git_refs_removed = prune_refs(
+                self,
+                plan.kept_snapshots,
+                now_ms=plan.now_ms,
+                days=plan.retention.git_refs_days,
+                dry_run=dry_run,
+            )
+        return result
+
+    def repack(self) -> RepackResult:
+        """Merge every pack and the loose objects into one pack (``strata repack``)."""
+        from strata.core import storage
+
+        with self.writing():
+            return storage.repack(self)
+
+    def du(self) -> DiskUsage:
+        """The repository's size on disk by kind, and what gc would free now (``strata du``)."""
+        from strata.core import storage
+
+        plan = storage.plan_gc(self, draft_cache=self.layout.draft_state.exists())
+        usage = storage.disk_usage(self, plan)
+        from strata.runs.git import GitWorkspace
+
+        git = GitWorkspace.find(self.root)
+        if git is not None:
+            usage.outside["git_index"] = storage.tree_bytes(git.index)
+            refs = git.git("for-each-ref", "--format=%(refname)", "refs/strata/")
+            usage.counts["git_refs"] = len(refs.splitlines())
+        return usage

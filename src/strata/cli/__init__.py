@@ -62,9 +62,20 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 
 
 def _register() -> None:
-    from strata.cli import draft, inspect, ledger, record, recover, refs, rewind, run, watch
+    from strata.cli import (
+        draft,
+        inspect,
+        ledger,
+        record,
+        recover,
+        refs,
+        rewind,
+        run,
+        storage,
+        watch,
+    )
 
-    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft):
+    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft, storage):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from strata.errors import StrataError
-from strata.ids import ObjectId, short
+from strata.ids import ObjectId, SnapshotId, short
 from strata.ledger.events import Event
 from strata.store.objects import DiskObjectStore
 from strata.store.tree import read_tree
@@ -61,8 +61,31 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
                 seen.add(e.oid)
                 need(e.oid, f"{where}/{e.name}")
 
+    def whole(snapshot: str) -> bool:
+        """Whether every object of a snapshot is stored (its manifest, trees and blobs)."""
+        if snapshot not in stored:
+            return False
+        try:
+            stack = [str(core.manifest(SnapshotId(snapshot))["tree"])]
+            while stack:
+                tree = stack.pop()
+                if tree not in stored:
+                    return False
+                for e in read_tree(core.objects, ObjectId(tree)):
+                    if e.kind == "dir":
+                        stack.append(e.oid)
+                    elif e.oid not in stored:
+                        return False
+        except (StrataError, KeyError, TypeError):
+            return False
+        return True
+
+    from strata.core.storage import pruned_snapshots
     from strata.ledger.schemas import problems as schema_problems
 
+    # snapshots 'strata gc' removed on purpose (retention): recorded before they went
+    pruned = pruned_snapshots(core)
+    gone: dict[str, str] = {}  # event id -> its pruned snapshot
     ids: set[str] = set()
     for record in core.ledger.driver.scan(kind="event"):
         found = schema_problems("ChangeEvent", record.body)
@@ -80,6 +103,10 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
         if event.parent_event_id and event.parent_event_id not in ids:
             problems.append(f"event {event.id}: parent {event.parent_event_id} is unknown")
         if event.snapshot_ref:
+            if event.snapshot_ref in pruned and not whole(event.snapshot_ref):
+                # gone, or partly deleted by a gc that was killed (the next gc finishes it)
+                gone[event.id] = event.snapshot_ref
+                continue
             if not need(event.snapshot_ref, f"snapshot of event {event.id}"):
                 continue
             try:
@@ -100,6 +127,8 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
     for name, target in named:
         if target is not None and target not in ids:
             problems.append(f"{name} points at unknown event {target}")
+        elif target is not None and target in gone:
+            problems.append(f"{name} points at event {target}, whose snapshot gc removed")
     from strata.store.materialize import Journal
 
     for path, _ in Journal.pending(core.layout.journal):

@@ -39,6 +39,7 @@ from strata.errors import (
     DiskFull,
     DraftOpen,
     JournalError,
+    ObjectMissing,
     RepositoryLocked,
     StrataError,
     WorkspaceBusy,
@@ -335,6 +336,13 @@ class Core:
         """The manifest of a snapshot."""
         try:
             data = json.loads(self.objects.get(ObjectId(snapshot_id)))
+        except ObjectMissing:
+            from strata.core.storage import pruned_error
+
+            pruned = pruned_error(self, snapshot_id)
+            if pruned is not None:
+                raise pruned from None
+            raise
         except ValueError:
             raise CorruptRepository(f"snapshot {snapshot_id} is not a manifest") from None
         if not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT:

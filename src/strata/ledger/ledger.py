@@ -392,8 +392,8 @@ class Ledger:
         undone: set[str] = set()
         for op in self.operations():
             details = op.get("details") or {}
-            if op["command"] == "auto_save":
-                continue  # part of the command that needed it; its work stays recorded
+            if op["command"] in ("auto_save", "gc"):
+                continue  # part of the command that needed it; gc moves no ref and no file
             if op["command"] == "undo":
                 undone.add(details["undid"])
                 undone.update(details.get("undid_also", ()))  # the rest of an undone run
@@ -423,8 +423,8 @@ class Ledger:
                 if redone == 0:
                     return op
                 redone -= 1
-            elif op["command"] == "auto_save":
-                continue  # saved by the undo or redo that follows it
+            elif op["command"] in ("auto_save", "gc"):
+                continue  # saved by the undo or redo that follows it; gc changes no view
             else:
                 break
         raise NothingToRedo()

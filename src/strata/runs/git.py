@@ -369,3 +369,82 @@ def resolve_git_ref(repo: Core, rev: str) -> ObjectId:
         raise UnknownRef(f"git:{rev}", hint="the workspace is not the top of a git work tree")
     sha = git.resolve(rev)
     return import_commit(repo.objects, repo.layout.repo / "gitmap.db", git.git_dir, sha)
+
+
+def forget_imported(memo_path: Path, removed: set[str]) -> int:
+    """Drop the ``gitmap.db`` rows naming objects ``strata gc`` is about to delete.
+
+    Called before the objects go: a row must never name an absent object, or
+    the next import would build a tree over it. Returns how many rows went.
+    """
+    if not removed or not memo_path.exists():
+        return 0
+    db = sqlite3.connect(memo_path)
+    try:
+        try:
+            rows = db.execute("SELECT git, strata FROM map").fetchall()
+        except sqlite3.OperationalError:
+            return 0  # no table yet
+        gone = [(git,) for git, strata in rows if str(strata).split(" ")[0] in removed]
+        db.executemany("DELETE FROM map WHERE git = ?", gone)
+        db.commit()
+        return len(gone)
+    finally:
+        db.close()
+
+
+def prune_refs(
+    core: Core, kept_snapshots: set[str], *, now_ms: int, days: int, dry_run: bool
+) -> list[str]:
+    """Delete the ``refs/strata/`` refs gc no longer keeps; return their names.
+
+    A run's ref (``runs/<run id>/<label>``) goes when the snapshot it was
+    imported as is no longer kept, or when the run is older than ``days``
+    (Strata's own store keeps the files as retention says; git may then
+    collect the commit). A rollback's ``safety/<run id>`` goes only with its
+    snapshot. Refs this repository's ledger does not know are left alone.
+    Every namespace under ``refs/`` is listed by ``git log --all`` (measured
+    with git 2.39), so pruning is what keeps that listing short.
+    """
+    from strata.core.storage import DAY_MS, ts_ms
+
+    git = GitWorkspace.find(core.root)
+    if git is None:
+        return []
+    listing = git.git("for-each-ref", "--format=%(refname) %(objectname)", REF_PREFIX)
+    refs = [line.split(" ", 1) for line in listing.splitlines() if " " in line]
+    if not refs:
+        return []
+    states: dict[str, str] = {}  # state event -> its snapshot
+    commits: dict[str, tuple[str, str]] = {}  # commit -> (its state event, when it was taken)
+    for record in core.ledger.driver.scan(kind="event"):
+        body = record.body
+        if body.get("snapshot_ref"):
+            states[str(body.get("id"))] = str(body["snapshot_ref"])
+        data = body.get("data") or {}
+        ref = data.get("ref")
+        if (
+            body.get("action_type") == "workspace_snapshot_taken"
+            and isinstance(ref, str)
+            and ref.startswith("git:")
+            and body.get("anchor_event_id")
+        ):
+            commits[ref[4:]] = (str(body["anchor_event_id"]), str(body.get("ts", "")))
+    removed: list[str] = []
+    for name, sha in refs:
+        anchor, ts = commits.get(sha, ("", ""))
+        snapshot = states.get(anchor)
+        if snapshot is None:
+            continue
+        keep = snapshot in kept_snapshots
+        if keep and name.startswith(REF_PREFIX + "runs/"):
+            try:
+                keep = now_ms - ts_ms(ts) < days * DAY_MS
+            except ValueError:
+                keep = True  # an unreadable time: never guess it old
+        if keep:
+            continue
+        if not dry_run:
+            git.git("update-ref", "-d", name, sha)
+        removed.append(name)
+    return removed

@@ -20,6 +20,7 @@ import io
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -28,7 +29,7 @@ import zstandard
 
 from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
-from strata.store.pack import PackIndex, PackWriter
+from strata.store.pack import PackIndex, PackWriter, remove_pack
 
 COMPRESSION_LEVEL = 1
 LOOSE_LIMIT = 64  # past this many new objects in one batch, the rest go to a pack
@@ -141,12 +142,20 @@ class DiskObjectStore:
             stamp = 0
         if self._packs is not None and stamp == self._packs_stamp:
             return self._packs
-        # a new dict, never the old one grown: another thread may be iterating it
-        packs = dict(self._packs) if self._packs is not None else {}
+        # a new dict, never the old one grown: another thread may be iterating it.
+        # Packs a repack or gc removed are dropped (their objects are in a newer pack).
+        old = self._packs if self._packs is not None else {}
+        packs: dict[str, PackIndex] = {}
         if stamp:
             for idx in sorted(self._pack_dir.glob("*.idx")):
-                if idx.name not in packs:
+                known = old.get(idx.name)
+                if known is not None:
+                    packs[idx.name] = known
+                    continue
+                try:
                     packs[idx.name] = PackIndex(idx)
+                except FileNotFoundError:
+                    continue  # removed by a repack between the listing and the open
         self._packs, self._packs_stamp = packs, stamp
         return packs
 
@@ -201,11 +210,23 @@ class DiskObjectStore:
             frame = pack.read(oid)
             if frame is not None:
                 return frame
-        where = self._in_pack(oid)
-        if where is None:
-            raise ObjectMissing(oid)
-        path, offset, length = where
-        return os.pread(self._pack_fd(path), length, offset)
+        for _ in range(3):
+            where = self._in_pack(oid)
+            if where is None:
+                break
+            path, offset, length = where
+            try:
+                return os.pread(self._pack_fd(path), length, offset)
+            except FileNotFoundError:
+                # a repack removed this pack after the index was read: its objects are
+                # in the pack that replaced it (or loose, for a moment); look again
+                self._packs_stamp = -1
+                try:
+                    with open(self._loose(oid), "rb") as f:
+                        return f.read()
+                except FileNotFoundError:
+                    continue
+        raise ObjectMissing(oid)
 
     def get(self, oid: ObjectId) -> bytes:
         """The object's bytes, verified against its id."""
@@ -304,6 +325,117 @@ class DiskObjectStore:
         """The compressed size of an object as stored (loose or packed)."""
         return len(self._read_frame(oid))
 
+    # -- maintenance: gc, repack, du (the caller holds the repository's write lock) ----------
+
+    def packs(self) -> list[PackIndex]:
+        """The visible packs (those with an index)."""
+        return list(self._load_packs().values())
+
+    def loose_ids(self) -> Iterator[ObjectId]:
+        """The ids of the loose objects."""
+        if self.root.is_dir():
+            yield from self._loose_ids()
+
+    def loose_path(self, oid: ObjectId) -> Path:
+        """Where the loose copy of ``oid`` is (or would be)."""
+        return self._path(oid)
+
+    def peek(self, oid: ObjectId, size: int) -> bytes:
+        """The first ``size`` bytes of an object (unverified): enough to tell its kind."""
+        try:
+            f: IO[bytes] = open(self._loose(oid), "rb")  # noqa: SIM115 - closed below
+        except FileNotFoundError:
+            f = io.BytesIO(self._read_frame(oid))
+        try:
+            with f, _codec.decompressor.stream_reader(f) as reader:
+                return reader.read(size)
+        except zstandard.ZstdError:
+            return b""
+
+    def delete_loose(self, oid: ObjectId) -> int:
+        """Delete the loose copy of ``oid``; the bytes freed (0 if there was none)."""
+        path = self._path(oid)
+        try:
+            size = path.stat().st_size
+            path.unlink()
+        except FileNotFoundError:
+            return 0
+        return size
+
+    def repack(
+        self,
+        *,
+        packs: list[PackIndex],
+        loose: Iterable[ObjectId] = (),
+        drop: set[str] | frozenset[str] = frozenset(),
+    ) -> RepackOutcome:
+        """Write the objects of ``packs`` and ``loose`` minus ``drop`` into one new pack.
+
+        Order, so that a reader never misses an object and a crash at any
+        point loses nothing: every frame is verified (a corrupt one is left
+        where it is, and so is its pack), the new pack is synced and its index
+        written (temp, fsync, rename, fsync folder); only then are the old
+        packs' indexes and packs, and the packed loose files, deleted.
+        """
+        outcome = RepackOutcome()
+        writer: PackWriter | None = None
+        keep_old: set[Path] = set()
+        packed_loose: list[ObjectId] = []
+
+        def add(oid: ObjectId, frame: bytes) -> bool:
+            nonlocal writer
+            try:
+                ok = hash_bytes(decompress(frame)) == oid
+            except zstandard.ZstdError:
+                ok = False
+            if not ok:
+                outcome.corrupt.append(oid)
+                return False
+            if writer is None:
+                writer = PackWriter(self._pack_dir)
+            writer.add(oid, frame)
+            return True
+
+        for index in packs:
+            fd = os.open(index.pack, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                for oid in index.ids():
+                    if oid in drop:
+                        where = index.find(oid)
+                        outcome.dropped += 1
+                        outcome.bytes_dropped += where[1] if where else 0
+                        continue
+                    where = index.find(oid)
+                    assert where is not None
+                    if not add(oid, os.pread(fd, where[1], where[0])):
+                        keep_old.add(index.idx)
+            finally:
+                os.close(fd)
+        for oid in loose:
+            if oid in drop:
+                continue
+            try:
+                with open(self._path(oid), "rb") as f:
+                    frame = f.read()
+            except FileNotFoundError:
+                continue
+            if add(oid, frame):
+                packed_loose.append(oid)
+        if writer is not None:
+            outcome.objects = len(writer.entries)
+            idx = writer.finish(sync=True)
+            outcome.pack = idx.name
+            self._load_packs()
+        for index in packs:
+            if index.idx not in keep_old:
+                remove_pack(index.idx)
+                outcome.packs_removed += 1
+        for oid in packed_loose:
+            self.delete_loose(oid)
+        outcome.loose_packed = len(packed_loose)
+        self._load_packs()
+        return outcome
+
     def pack_problems(self) -> list[str]:
         """Problems with pack indexes (checksums, bounds)."""
         return [p for index in self._load_packs().values() for p in index.verify()]
@@ -344,6 +476,20 @@ class DiskObjectStore:
                 os.fsync(fd)
             finally:
                 os.close(fd)
+
+
+@dataclass
+class RepackOutcome:
+    """What :meth:`DiskObjectStore.repack` did."""
+
+    #: the new pack's index file name (None: nothing was left to pack)
+    pack: str | None = None
+    objects: int = 0
+    packs_removed: int = 0
+    loose_packed: int = 0
+    dropped: int = 0
+    bytes_dropped: int = 0
+    corrupt: list[str] = field(default_factory=list)
 
 
 class _DiskWriter:

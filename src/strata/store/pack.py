@@ -158,3 +158,13 @@ class PackWriter:
         with self._lock:
             self._file.close()
             self.path.unlink(missing_ok=True)
+
+
+def remove_pack(idx: Path) -> None:
+    """Delete a pack: its index first (the pack is then invisible), then the pack itself.
+
+    A crash in between leaves a pack without an index, which readers ignore
+    and ``strata gc`` deletes once it is older than the grace period.
+    """
+    idx.unlink(missing_ok=True)
+    idx.with_suffix(".pack").unlink(missing_ok=True)

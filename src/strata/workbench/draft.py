@@ -575,6 +575,28 @@ def end_draft(state_path: Path) -> None:
         fsync_dir(state_path.parent)
 
 
+def remove_kept_folder(core: Core, *, dry_run: bool = False) -> int:
+    """Delete the Draft folder kept between Drafts (``strata gc``); its bytes (0: none, or open).
+
+    ``kept.json`` goes first (fsync'd), so a crash midway leaves a folder the
+    next ``draft start`` deletes and copies afresh. The caller holds the write lock.
+    """
+    draft = core.layout.draft
+    if core.layout.draft_state.exists() or not draft.is_dir():
+        return 0
+    from strata.core.storage import tree_bytes
+
+    size = tree_bytes(draft)
+    if dry_run:
+        return size
+    kept = draft / KEPT
+    if kept.exists():
+        kept.unlink()
+        fsync_dir(draft)
+    _remove(draft)
+    return size
+
+
 def _write_kept(core: Core) -> None:
     """Mark the Draft's folder as whole and belonging to this workspace."""
     data = json.dumps(
