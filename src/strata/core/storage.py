@@ -46,6 +46,7 @@ from strata.ids import ObjectId, short
 from strata.layout import retention_settings
 from strata.ledger.events import Event
 from strata.store.objects import DiskObjectStore
+from strata.store.statcache import StatCache
 from strata.store.tree import EMPTY_TREE, TREE_MAGIC, read_tree
 
 if TYPE_CHECKING:
@@ -246,13 +247,19 @@ def _protected_events(core: Core, retention: Retention, now_ms: int) -> tuple[se
 def _named_in_files(core: Core, *, draft_cache: bool) -> set[str]:
     """Object ids named by journals, leases, the Draft's record and the stat caches."""
     layout = core.layout
-    files: list[Path] = [layout.statcache, layout.draft_state]
-    if draft_cache:
-        files.append(layout.draft / "statcache")
+    files: list[Path] = [layout.draft_state]
     for folder, pattern in ((layout.journal, "*.json"), (layout.runs, "*.lease")):
         if folder.is_dir():
             files += sorted(folder.glob(pattern))
     found: set[str] = set()
+    # a stat cache as a scan would read it (its base and the saves logged since, not
+    # the rows those saves replaced): a later scan trusts every id it names
+    for path in [layout.statcache, *([layout.draft / "statcache"] if draft_cache else [])]:
+        cache = StatCache(path)
+        for rel in cache.folders():
+            blob = cache.blob(rel)
+            if blob is not None:
+                found.update(m.decode() for m in _OBJECT_ID.findall(blob))
     for path in files:
         try:
             data = path.read_bytes()
