@@ -55,7 +55,7 @@ import blake3
 from strata.ids import ObjectId
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
-from strata.store.statcache import DirCache, FileStat, Row, StatCache
+from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
 READ_ATTEMPTS = 4
@@ -101,11 +101,15 @@ class _Folder:
         "cached",
         "children",
         "clean",
+        "digest",
         "entries",
         "hint",
         "ignored",
+        "keys",
         "names",
+        "order",
         "prefix",
+        "quick",
         "rules",
         "whole",
     )
@@ -126,6 +130,14 @@ class _Folder:
         self.whole = False
         #: with ``whole``: the folder's tree id, as the cache has it
         self.hint = ""
+        #: the names in listing order, joined with "/" (see :mod:`strata.store.statcache`)
+        self.order = ""
+        #: each kept entry's stat key by name (None: no digest for this folder)
+        self.keys: dict[str, object] | None = None
+        #: the digest of ``keys`` (or the cache's, for a folder taken from it)
+        self.digest = b""
+        #: the cache's quick record, when the listing matched it (no row was built)
+        self.quick: Quick | None = None
 
     @property
     def key(self) -> str:
@@ -173,6 +185,15 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def _digest(keys: list[object]) -> bytes:
+    """The digest of a folder's stat keys (marshal version 2 writes no references)."""
+    return blake3.blake3(marshal.dumps(keys, 2)).digest()
+
+
+class _StaleCache(Exception):
+    """A folder the listing matched cannot be decoded from the stat cache."""
+
+
 class Scanner:
     """Scans one workspace into the object store."""
 
@@ -214,12 +235,24 @@ class Scanner:
         #: folders listed by the last scan (all of them without ``changed``)
         self.folders_listed = 0
         self._errors: dict[str, str] = {}
+        #: compare a listed folder with the cache's quick record first (see the module doc)
+        self._fast = True
+        #: the cache lacks quick records a folder now has (a no-op scan still saves it)
+        self._rewrite = False
 
     def scan(self) -> ScanResult:
         """Walk the workspace, store every new blob and tree, return the root tree."""
+        try:
+            return self._scan()
+        except _StaleCache:
+            self._fast = False  # a folder's blob is unreadable: compare every row instead
+            return self._scan()
+
+    def _scan(self) -> ScanResult:
         start_ns = self.clock_ns()
         warnings: list[str] = []
         self._errors = {}
+        self._rewrite = False
         folders = self._walk(warnings)
         jobs = [
             _Job(f, name, f.abs + "/" + name, int(row[2]))  # type: ignore[call-overload]
@@ -232,8 +265,19 @@ class Scanner:
         trees: list[str] = [""] * len(folders)
         seen = 0
         clean = [False] * len(folders)
+        fast: list[str] = []
         for index in range(len(folders) - 1, -1, -1):
             folder = folders[index]
+            quick = folder.quick
+            if quick is not None:
+                if all(clean[i] for i in folder.children.values()):
+                    # the listing matched the cache and nothing below changed
+                    clean[index] = True
+                    trees[index] = quick[4]
+                    seen += quick[5]
+                    fast.append(folder.key)
+                    continue
+                self._from_cache(folder)
             cached = folder.cached
             if folder.whole:
                 clean[index] = True
@@ -242,6 +286,9 @@ class Scanner:
                     dirs[folder.key] = cached
                     seen += len(cached.files)
                 continue
+            digest = folder.digest
+            if folder.keys is not None:
+                digest = self._folder_digest(folder, folder.keys)
             if (
                 cached is not None
                 and folder.clean
@@ -251,13 +298,16 @@ class Scanner:
                 # nothing in or below this folder changed: reuse it whole
                 clean[index] = True
                 trees[index] = cached.tree
+                if digest and (cached.digest != digest or cached.order != folder.order):
+                    self._rewrite = cached.digest == b""  # a cache written without digests
+                    cached.order, cached.digest = folder.order, digest
                 dirs[folder.key] = cached
                 seen += len(cached.files)
                 continue
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
-                kind, mode, size, oid, fstat = row
+                kind, mode, size, oid, fstat = row[:5]
                 if kind == "d":
                     oid = trees[folder.children[name]]
                 elif oid is None:
@@ -280,10 +330,21 @@ class Scanner:
                 self.store.put(data, oid=tree)
             trees[index] = tree
             dirs[folder.key] = DirCache(
-                folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
+                folder.names,
+                folder.rules.fingerprint,
+                folder.ignored,
+                files,
+                tree,
+                row_tuple,
+                folder.order,
+                digest,
             )
         whole = {f.key for f in folders if f.whole}
         inherited: dict[str, bytes] = {}
+        for key in fast:
+            blob = self.cache.blob(key)
+            if blob is not None:
+                inherited[key] = blob
         if whole:
             # a folder taken whole and its subfolders stay as the cache has them, encoded
             for key in self.cache.folders():
@@ -302,8 +363,44 @@ class Scanner:
         result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
         result.inherited = inherited
         result.errors = dict(sorted(self._errors.items()))
-        result.unchanged = clean[0]
+        result.unchanged = clean[0] and not self._rewrite
         return result
+
+    @staticmethod
+    def _folder_digest(folder: _Folder, keys: dict[str, object]) -> bytes:
+        """The digest of a listed folder's stat keys in listing order (b"": not all known)."""
+        ignored = folder.ignored
+        try:
+            return _digest(
+                [keys[n] for n in folder.order.split("/") if n not in ignored]
+                if folder.order
+                else []
+            )
+        except KeyError:
+            return b""  # an entry vanished while listing
+
+    def _from_cache(self, folder: _Folder) -> None:
+        """Give a folder whose listing matched the cache its rows (something below changed)."""
+        cached = self.cache.get(folder.key)
+        if cached is None or any(
+            (r[4] in folder.children) != (r[0] == "d") or (r[0] != "d" and r[4] not in cached.files)
+            for r in cached.rows
+        ):
+            raise _StaleCache(folder.key)
+        if sum(r[0] == "d" for r in cached.rows) != len(folder.children):
+            raise _StaleCache(folder.key)
+        assert folder.quick is not None
+        folder.order, folder.digest = folder.quick[0], folder.quick[3]
+        folder.cached = cached
+        folder.names = cached.names
+        folder.ignored = cached.ignored
+        folder.quick = None
+        folder.clean = True
+        for kind, mode, size, oid, name in cached.rows:
+            if kind == "d":
+                folder.entries[name] = ["d", mode, 0, "", None]
+            else:
+                folder.entries[name] = [kind, mode, size, oid, cached.files[name]]
 
     def _racy_folders(self) -> list[str]:
         """Folders whose cached entries include racy files: they are always listed."""
@@ -342,6 +439,7 @@ class Scanner:
         folder.cached = cached
         folder.names = cached.names
         folder.ignored = cached.ignored
+        folder.order, folder.digest = cached.order, cached.digest
         if key not in plan.above:
             folder.whole = True
             folder.hint = cached.tree
@@ -378,7 +476,7 @@ class Scanner:
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
         try:
             with os.scandir(folder.abs) as it:
-                listing = {e.name: e for e in it}
+                listed = list(it)
         except OSError as exc:
             self._unreadable(folder.key, exc, warnings, folder=True)
             cached = self.cache.get(folder.key)
@@ -390,6 +488,18 @@ class Scanner:
                 folder.whole = True
                 folder.hint = cached.tree
             return
+        order = "/".join([e.name for e in listed])
+        folder.order = order
+        if self._fast:
+            quick = self.cache.quick(folder.key)
+            if (
+                quick is not None
+                and quick[0] == order
+                and quick[3]
+                and self._matches(folder, folders, listed, quick)
+            ):
+                return
+        listing = {e.name: e for e in listed}
         names = tuple(sorted(listing))
         cached = self.cache.get(folder.key)
         folder.cached = cached
@@ -410,6 +520,8 @@ class Scanner:
                 [(n, listing[n].is_dir(follow_symlinks=False)) for n in names],
             )
         folder.ignored = ignored
+        keys: dict[str, object] = {}
+        folder.keys = keys
         cached_files = cached.files if cached is not None else {}
         clean = cached is not None and cached.names == names and cached.rules == rules.fingerprint
         dir_modes: dict[str, int] | None = None
@@ -424,11 +536,13 @@ class Scanner:
                 continue  # vanished between listing and stat
             except OSError as exc:
                 clean = False
+                folder.keys = None
                 self._unreadable(folder.prefix + name, exc, warnings)
                 self._keep(folder, folders, name)
                 continue
             mode = st.st_mode
             if stat.S_ISDIR(mode):
+                keys[name] = mode
                 child = _Folder(folder.prefix + name + "/", entry.path, rules)
                 folder.children[name] = len(folders)
                 folders.append(child)
@@ -439,6 +553,7 @@ class Scanner:
                         dir_modes = {r[4]: r[1] for r in cached.rows if r[0] == "d"}
                     clean = dir_modes.get(name) == mode & 0o777
             elif stat.S_ISREG(mode):
+                keys[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 key = _stat_key(st)
                 hit = cached_files.get(name)
                 if hit is not None and hit[:5] == key:
@@ -454,9 +569,11 @@ class Scanner:
                     continue
                 except OSError as exc:
                     clean = False
+                    folder.keys = None
                     self._unreadable(folder.prefix + name, exc, warnings)
                     self._keep(folder, folders, name)
                     continue
+                keys[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, target)
                 oid = self.store.put(target)
                 key = _stat_key(st)
                 folder.entries[name] = ["l", 0o777, len(target), oid, (*key, oid)]
@@ -474,7 +591,61 @@ class Scanner:
                 )
                 warnings.append(f"skipped {what} {folder.prefix}{name} (not recorded)")
                 clean = False
+                folder.keys = None
         folder.clean = clean
+
+    def _matches(
+        self, folder: _Folder, folders: list[_Folder], listed: list[os.DirEntry[str]], quick: Quick
+    ) -> bool:
+        """True (and the subfolders queued) when ``listed`` is what the cache recorded.
+
+        Nothing is built per entry but its stat key; any surprise (an entry gone, a
+        special file) returns False and the folder is compared row by row.
+        """
+        rules = folder.rules
+        if IGNORE_FILES[0] in quick[0] or IGNORE_FILES[1] in quick[0]:
+            found = [
+                self._read_small(e.path)
+                for n in IGNORE_FILES
+                for e in listed
+                if e.name == n and e.is_file(follow_symlinks=False)
+            ]
+            rules = rules.child(folder.prefix, [c for c in found if c is not None])
+        if rules.fingerprint != quick[1]:
+            return False
+        ignored = frozenset(quick[2])
+        keys: list[object] = []
+        subfolders: list[os.DirEntry[str]] = []
+        add = keys.append
+        is_dir, is_reg, is_lnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
+        for entry in listed:
+            if ignored and entry.name in ignored:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                mode = st.st_mode
+                if is_dir(mode):
+                    add(mode)
+                    subfolders.append(entry)
+                elif is_reg(mode):
+                    add((mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                elif is_lnk(mode):
+                    target = os.readlink(os.fsencode(entry.path))
+                    add((mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, target))
+                else:
+                    return False
+            except OSError:
+                return False
+        if _digest(keys) != quick[3]:
+            return False
+        folder.rules = rules
+        folder.ignored = ignored
+        folder.quick = quick
+        folder.clean = True
+        for entry in subfolders:
+            folder.children[entry.name] = len(folders)
+            folders.append(_Folder(folder.prefix + entry.name + "/", entry.path, rules))
+        return True
 
     def _unreadable(
         self, path: str, exc: OSError, warnings: list[str], *, folder: bool = False
@@ -535,13 +706,23 @@ class Scanner:
             if isinstance(result, OSError):
                 self._unreadable(job.folder.prefix + job.name, result, warnings)
                 row[3] = None
+                job.folder.keys = None
                 self._keep(job.folder, [], job.name)
                 continue
             if isinstance(result, str):
                 warnings.append(result)
                 row[3] = None
+                job.folder.keys = None
                 continue
             oid, st = result
+            if job.folder.keys is not None:
+                job.folder.keys[job.name] = (
+                    st.st_mode,
+                    st.st_size,
+                    st.st_mtime_ns,
+                    st.st_ctime_ns,
+                    st.st_ino,
+                )
             key = _stat_key(st)
             row[1], row[2], row[3], row[4] = key[0], key[1], oid, (*key, oid)
 

@@ -22,6 +22,15 @@ the monitor can then name every path changed since, and the next scan
 re-reads only those folders. The token and the rows are written in one file,
 so they always describe the same scan.
 
+Each folder also has a small "quick" record, kept outside its blob: the
+names in the order the directory listed them, and a BLAKE3 digest of the
+stat of every kept entry in that order (the permission and type bits of a
+subfolder; the mode, size, times and inode of a file; a symlink's target
+too). A scan that lists a folder and finds the same names and the same
+digest knows the folder is as recorded without decoding its blob or
+building a row. A folder holding a racy entry, an unreadable path or a
+special file has no digest, so it is always compared row by row.
+
 The cache is a hint, never the truth: a missing, unreadable or foreign-version
 file is ignored and rebuilt. It is written atomically (temp + rename) with
 ``marshal``, the fastest loader for plain tuples and dicts; each folder is a
@@ -74,6 +83,24 @@ def unchanged(st: os.stat_result | None, expected: Sequence[Any] | None) -> bool
     )
 
 
+#: (listing order, rules, ignored names, stat digest, tree id, files): see the module doc
+Quick = tuple[str, str, tuple[str, ...], bytes, str, int]
+
+
+def _quick_ok(raw: object) -> bool:
+    return (
+        isinstance(raw, tuple)
+        and len(raw) == 6
+        and isinstance(raw[0], str)
+        and isinstance(raw[1], str)
+        and isinstance(raw[2], tuple)
+        and all(isinstance(n, str) for n in raw[2])
+        and isinstance(raw[3], bytes)
+        and isinstance(raw[4], str)
+        and type(raw[5]) is int
+    )
+
+
 # (kind char, mode, size, object id, name): one row of a tree
 Row = tuple[str, int, int, str, str]
 
@@ -88,6 +115,17 @@ class DirCache:
     files: dict[str, FileStat] = field(default_factory=dict)
     tree: str = ""
     rows: tuple[Row, ...] = ()
+    #: the names as the directory listed them, joined with "/" (see the module doc)
+    order: str = ""
+    #: the digest of the kept entries' stats in that order (b"": compare row by row)
+    digest: bytes = b""
+
+    def quick(self, racy_after_ns: int) -> Quick:
+        """The quick record of this folder; racy files (mtime after ``racy_after_ns``) void it."""
+        digest = self.digest
+        if digest and any(st[2] >= racy_after_ns or st[2] < 0 for st in self.files.values()):
+            digest = b""
+        return (self.order, self.rules, tuple(self.ignored), digest, self.tree, len(self.files))
 
     def dump(self, racy_after_ns: int) -> tuple[Any, ...]:
         """A marshal-friendly tuple; racy files (mtime after ``racy_after_ns``) lose their mtime."""
@@ -133,6 +171,7 @@ class StatCache:
         #: folders holding racy entries (None: unknown, a cache written before this was kept)
         self.racy: frozenset[str] | None = None
         self._raw: dict[str, bytes] = {}
+        self._quick: dict[str, Quick] = {}
         # folder -> (the DirCache decoded from it, its marshal blob): an unchanged folder is
         # saved as the blob it was loaded from, without encoding it again
         self._origin: dict[str, tuple[DirCache, bytes]] = {}
@@ -158,6 +197,16 @@ class StatCache:
         racy = raw.get("racy")
         if isinstance(racy, (list, tuple)) and all(isinstance(k, str) for k in racy):
             self.racy = frozenset(racy)
+        quick = raw.get("quick", {})
+        if isinstance(quick, dict):
+            self._quick = quick
+
+    def quick(self, folder: str) -> Quick | None:
+        """The quick record of ``folder`` as the cache file has it, or None."""
+        raw = self._quick.get(folder)
+        if raw is None or folder not in self._raw or not _quick_ok(raw):
+            return None
+        return raw
 
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
@@ -170,6 +219,9 @@ class StatCache:
                 cached = DirCache.load(marshal.loads(raw))
             except (TypeError, ValueError, EOFError):
                 return None
+            quick = self.quick(folder)
+            if quick is not None and quick[4] == cached.tree:
+                cached.order, cached.digest = quick[0], quick[3]
             self.dirs[folder] = cached
             self._origin[folder] = (cached, raw)
         return cached
@@ -208,8 +260,10 @@ class StatCache:
             return
         racy_after = self._started_ns - RACY_NS
         dirs: dict[str, bytes] = {}
+        quick: dict[str, Quick] = {}
         racy: list[str] = []
         for key, value in self.dirs.items():
+            quick[key] = value.quick(racy_after)
             origin = self._origin.get(key)
             if origin is not None and origin[0] is value:
                 dirs[key] = origin[1]  # unchanged and never racy (racy folders are re-read)
@@ -218,7 +272,11 @@ class StatCache:
             dirs[key] = marshal.dumps(dumped)
             if any(st[2] == -1 for st in dumped[3].values()):
                 racy.append(key)
-        dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
+        for k, v in self._raw.items():
+            if k not in dirs:
+                dirs[k] = v
+                if k in self._quick:
+                    quick[k] = self._quick[k]
         racy += [k for k in self._raw if k not in self.dirs and k in (self.racy or ())]
         body = {
             "version": VERSION,
@@ -226,6 +284,7 @@ class StatCache:
             "token": self.token,
             "base_rules": self.base_rules,
             "racy": sorted(racy),
+            "quick": quick,
         }
         data = marshal.dumps(body)
         with contextlib.suppress(OSError):  # a cache: losing it costs a full walk, nothing more
