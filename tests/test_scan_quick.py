@@ -86,7 +86,8 @@ def test_a_mode_change_alone_is_seen_for_files_and_folders(
     make_tree(ws, TREE)  # type: ignore[operator]
     settled(repo, ws)
     os.chmod(ws / "a/two.txt", 0o755)
-    os.chmod(ws / "a/sub", 0o700)
+    assert not repo.snapshot().unchanged
+    os.chmod(ws / "a/sub", 0o700)  # nothing else in "a" changes
     assert not repo.snapshot().unchanged
     repo.export("HEAD", tmp_path / "out")
     assert (tmp_path / "out/a/two.txt").stat().st_mode & 0o777 == 0o755
