@@ -185,6 +185,10 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def _row_name(row: Row) -> str:
+    return row[4]
+
+
 def _digest(keys: list[object]) -> bytes:
     """The digest of a folder's stat keys (marshal version 2 writes no references)."""
     return blake3.blake3(marshal.dumps(keys, 2)).digest()
@@ -317,7 +321,9 @@ class Scanner:
                     assert isinstance(fstat, tuple)
                     files[name] = fstat
                 rows.append((str(kind), int(mode), int(size), str(oid), name))  # type: ignore[call-overload]
-            rows.sort(key=lambda r: os.fsencode(r[4]))
+            rows.sort(key=_row_name)
+            if any(0xDC80 <= ord(c) <= 0xDCFF for r in rows if not r[4].isascii() for c in r[4]):
+                rows.sort(key=lambda r: os.fsencode(r[4]))  # escaped bytes sort as bytes
             row_tuple = tuple(rows)
             if cached is not None and cached.rows == row_tuple and cached.tree:
                 tree = cached.tree
