@@ -220,3 +220,20 @@ def test_folders_and_files_of_every_kind_round_trip_through_the_quick_path(
     repo.snapshot()
     repo.rewind("HEAD~1")
     assert manifest(ws) == want  # type: ignore[operator]
+
+
+def test_trees_list_names_in_byte_order_whatever_their_encoding(tmp_path: Path) -> None:
+    from strata.store.tree import encode_tree, read_tree
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    # "é" is C3 A9 in UTF-8; a raw 0x80 byte sorts before it, though its text does not
+    for name in (b"\x80raw", "é".encode(), b"z", b"A"):
+        (root / os.fsdecode(name)).write_bytes(name)
+    store = MemoryObjectStore()
+    result = Scanner(
+        root, store, rules=IgnoreRules.root(), cache=StatCache(tmp_path / "statcache")
+    ).scan()
+    entries = read_tree(store, result.tree)
+    assert [os.fsencode(e.name) for e in entries] == [b"A", b"z", b"\x80raw", "é".encode()]
+    assert store.get(result.tree) == encode_tree(entries)  # the one canonical tree
