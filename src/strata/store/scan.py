@@ -218,7 +218,7 @@ class Scanner:
         self.store = store
         self.rules = rules
         self.cache = cache
-        self.threads = threads or min(8, os.cpu_count() or 1)
+        self.threads = threads or min(8, available_cpus())
         self.clock_ns = clock_ns
         self.hash_only = hash_only
         #: called with (files read so far, files to read) while hashing
@@ -774,6 +774,14 @@ class Scanner:
                         return writer.commit(), after
                     writer.abort()
         return f"skipped {rel}: it kept changing while being read (not recorded)"
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def count_lines(data: bytes) -> int | None:
