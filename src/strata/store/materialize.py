@@ -28,7 +28,7 @@ import os
 import stat
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -413,8 +413,20 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 def journal_record(actions: list[Action], **extra: Any) -> dict[str, Any]:
-    """The JSON record of a restore plan."""
-    return {"actions": [asdict(a) for a in actions], **extra}
+    """The JSON record of a restore plan (each action as :func:`dataclasses.asdict` has it)."""
+    return {
+        "actions": [
+            {
+                "op": a.op,
+                "path": a.path,
+                "oid": a.oid,
+                "mode": a.mode,
+                "before": None if a.before is None else list(a.before),
+            }
+            for a in actions
+        ],
+        **extra,
+    }
 
 
 _OPS = frozenset({"write", "symlink", "mkdir", "remove", "rmdir", "chmod"})
