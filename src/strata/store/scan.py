@@ -105,7 +105,7 @@ class _Folder:
         "entries",
         "hint",
         "ignored",
-        "keys",
+        "listed",
         "names",
         "order",
         "prefix",
@@ -132,9 +132,9 @@ class _Folder:
         self.hint = ""
         #: the names in listing order, joined with "/" (see :mod:`strata.store.statcache`)
         self.order = ""
-        #: each kept entry's stat key by name (None: no digest for this folder)
-        self.keys: dict[str, object] | None = None
-        #: the digest of ``keys`` (or the cache's, for a folder taken from it)
+        #: listed and compared row by row (its digest is made from its rows)
+        self.listed = False
+        #: the digest of the folder's stat keys (the cache's, for a folder taken from it)
         self.digest = b""
         #: the cache's quick record, when the listing matched it (no row was built)
         self.quick: Quick | None = None
@@ -144,12 +144,14 @@ class _Folder:
         return self.prefix[:-1]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     folder: _Folder
     name: str
-    path: str
-    size: int
+
+    @property
+    def path(self) -> str:
+        return self.folder.abs + "/" + self.name
 
 
 class _Plan:
@@ -190,7 +192,13 @@ def _row_name(row: Row) -> str:
 
 
 def _digest(keys: list[object]) -> bytes:
-    """The digest of a folder's stat keys (marshal version 2 writes no references)."""
+    """The digest of a folder's stat keys, in listing order.
+
+    A kept entry's key is its permission bits (a folder), the first five fields
+    of its :data:`FileStat` (a file) or its whole :data:`FileStat` (a symlink,
+    whose object id names its target). marshal version 2 writes no references,
+    so equal keys always give equal bytes.
+    """
     return blake3.blake3(marshal.dumps(keys, 2)).digest()
 
 
@@ -259,7 +267,7 @@ class Scanner:
         self._rewrite = False
         folders = self._walk(warnings)
         jobs = [
-            _Job(f, name, f.abs + "/" + name, int(row[2]))  # type: ignore[call-overload]
+            _Job(f, name)
             for f in folders
             for name, row in f.entries.items()
             if row[3] is None and row[0] == "f"
@@ -291,8 +299,6 @@ class Scanner:
                     seen += len(cached.files)
                 continue
             digest = folder.digest
-            if folder.keys is not None:
-                digest = self._folder_digest(folder, folder.keys)
             if (
                 cached is not None
                 and folder.clean
@@ -302,6 +308,8 @@ class Scanner:
                 # nothing in or below this folder changed: reuse it whole
                 clean[index] = True
                 trees[index] = cached.tree
+                if folder.listed:
+                    digest = self._folder_digest(folder, cached.rows, cached.files)
                 if digest and (cached.digest != digest or cached.order != folder.order):
                     self._rewrite = cached.digest == b""  # a cache written without digests
                     cached.order, cached.digest = folder.order, digest
@@ -335,6 +343,9 @@ class Scanner:
                 tree = hash_bytes(data)
                 self.store.put(data, oid=tree)
             trees[index] = tree
+            if folder.listed:
+                digest = self._folder_digest(folder, row_tuple, files)
+            folder.entries = {}  # done with: keep only the DirCache
             dirs[folder.key] = DirCache(
                 folder.names,
                 folder.rules.fingerprint,
@@ -373,8 +384,16 @@ class Scanner:
         return result
 
     @staticmethod
-    def _folder_digest(folder: _Folder, keys: dict[str, object]) -> bytes:
-        """The digest of a listed folder's stat keys in listing order (b"": not all known)."""
+    def _folder_digest(folder: _Folder, rows: tuple[Row, ...], files: dict[str, FileStat]) -> bytes:
+        """The digest of a listed folder's rows in listing order (b"": an entry has none)."""
+        keys: dict[str, object] = {}
+        for kind, mode, _size, _oid, name in rows:
+            if kind == "d":
+                keys[name] = mode
+            elif kind == "f":
+                keys[name] = files[name][:5]
+            else:
+                keys[name] = files[name]
         ignored = folder.ignored
         try:
             return _digest(
@@ -383,7 +402,7 @@ class Scanner:
                 else []
             )
         except KeyError:
-            return b""  # an entry vanished while listing
+            return b""  # an entry vanished, was skipped, or is a special file
 
     def _from_cache(self, folder: _Folder) -> None:
         """Give a folder whose listing matched the cache its rows (something below changed)."""
@@ -526,8 +545,7 @@ class Scanner:
                 [(n, listing[n].is_dir(follow_symlinks=False)) for n in names],
             )
         folder.ignored = ignored
-        keys: dict[str, object] = {}
-        folder.keys = keys
+        folder.listed = True
         cached_files = cached.files if cached is not None else {}
         clean = cached is not None and cached.names == names and cached.rules == rules.fingerprint
         dir_modes: dict[str, int] | None = None
@@ -542,13 +560,11 @@ class Scanner:
                 continue  # vanished between listing and stat
             except OSError as exc:
                 clean = False
-                folder.keys = None
                 self._unreadable(folder.prefix + name, exc, warnings)
                 self._keep(folder, folders, name)
                 continue
             mode = st.st_mode
             if stat.S_ISDIR(mode):
-                keys[name] = mode
                 child = _Folder(folder.prefix + name + "/", entry.path, rules)
                 folder.children[name] = len(folders)
                 folders.append(child)
@@ -559,7 +575,6 @@ class Scanner:
                         dir_modes = {r[4]: r[1] for r in cached.rows if r[0] == "d"}
                     clean = dir_modes.get(name) == mode & 0o777
             elif stat.S_ISREG(mode):
-                keys[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                 key = _stat_key(st)
                 hit = cached_files.get(name)
                 if hit is not None and hit[:5] == key:
@@ -575,11 +590,9 @@ class Scanner:
                     continue
                 except OSError as exc:
                     clean = False
-                    folder.keys = None
                     self._unreadable(folder.prefix + name, exc, warnings)
                     self._keep(folder, folders, name)
                     continue
-                keys[name] = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, target)
                 oid = self.store.put(target)
                 key = _stat_key(st)
                 folder.entries[name] = ["l", 0o777, len(target), oid, (*key, oid)]
@@ -597,7 +610,6 @@ class Scanner:
                 )
                 warnings.append(f"skipped {what} {folder.prefix}{name} (not recorded)")
                 clean = False
-                folder.keys = None
         folder.clean = clean
 
     def _matches(
@@ -631,13 +643,22 @@ class Scanner:
                 st = entry.stat(follow_symlinks=False)
                 mode = st.st_mode
                 if is_dir(mode):
-                    add(mode)
+                    add(mode & 0o777)
                     subfolders.append(entry)
                 elif is_reg(mode):
-                    add((mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                    add((mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
                 elif is_lnk(mode):
-                    target = os.readlink(os.fsencode(entry.path))
-                    add((mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, target))
+                    target = hash_bytes(os.readlink(os.fsencode(entry.path)))
+                    add(
+                        (
+                            mode & 0o777,
+                            st.st_size,
+                            st.st_mtime_ns,
+                            st.st_ctime_ns,
+                            st.st_ino,
+                            target,
+                        )
+                    )
                 else:
                     return False
             except OSError:
@@ -696,39 +717,43 @@ class Scanner:
             return f.read(1024 * 1024)
 
     def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
+        """Hash (and store) every job's file; each batch's results are applied as it ends."""
         if len(jobs) > 8 and self.threads > 1:
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-            results: list[tuple[ObjectId, os.stat_result] | str | OSError] = []
+            done = 0
             with ThreadPoolExecutor(self.threads) as pool:
-                for batch in pool.map(lambda b: [self._hash_one(j) for j in b], batches):
-                    results += batch
+                for batch, results in zip(
+                    batches,
+                    pool.map(lambda b: [self._hash_one(j) for j in b], batches),
+                    strict=True,
+                ):
+                    self._apply(batch, results, warnings)
+                    done += len(batch)
                     if self.progress is not None:
-                        self.progress(len(results), len(jobs))
+                        self.progress(done, len(jobs))
         else:
-            results = [self._hash_one(job) for job in jobs]
+            for job in jobs:
+                self._apply([job], [self._hash_one(job)], warnings)
+
+    def _apply(
+        self,
+        jobs: list[_Job],
+        results: list[tuple[ObjectId, os.stat_result] | str | OSError],
+        warnings: list[str],
+    ) -> None:
         for job, result in zip(jobs, results, strict=True):
             row = job.folder.entries[job.name]
             if isinstance(result, OSError):
                 self._unreadable(job.folder.prefix + job.name, result, warnings)
                 row[3] = None
-                job.folder.keys = None
                 self._keep(job.folder, [], job.name)
                 continue
             if isinstance(result, str):
                 warnings.append(result)
                 row[3] = None
-                job.folder.keys = None
                 continue
             oid, st = result
-            if job.folder.keys is not None:
-                job.folder.keys[job.name] = (
-                    st.st_mode,
-                    st.st_size,
-                    st.st_mtime_ns,
-                    st.st_ctime_ns,
-                    st.st_ino,
-                )
             key = _stat_key(st)
             row[1], row[2], row[3], row[4] = key[0], key[1], oid, (*key, oid)
 
