@@ -8,6 +8,14 @@ compressing run on a thread pool (BLAKE3, zstd and file reads release the GIL).
 Trees are then built bottom-up; a folder whose rows equal the cached rows
 reuses the cached tree id without encoding anything.
 
+Before any of that, a listed folder is compared with the cache's quick record
+(:mod:`strata.store.statcache`): the same names in the same listing order and
+the same digest of the kept entries' stats mean the folder is as recorded, so
+its cached rows are not even decoded, and it stays encoded in the saved cache;
+only when something below it changed are its rows taken from the cache to
+build its new tree. The digest is made from the rows a scan records (after
+hashing), never from a listing the rows may not match.
+
 Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
 ``fstat`` after reading: a file that changed while being read is read again,
 so a torn write is never recorded. Sockets, FIFOs and devices are skipped with

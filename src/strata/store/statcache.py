@@ -24,8 +24,8 @@ so they always describe the same scan.
 
 Each folder also has a small "quick" record, kept outside its blob: the
 names in the order the directory listed them, and a BLAKE3 digest of the
-stat of every kept entry in that order (the permission and type bits of a
-subfolder; the mode, size, times and inode of a file; a symlink's target
+stat of every kept entry in that order (the permission bits of a subfolder;
+the permission bits, size, times and inode of a file; a symlink's target id
 too). A scan that lists a folder and finds the same names and the same
 digest knows the folder is as recorded without decoding its blob or
 building a row. A folder holding a racy entry, an unreadable path or a
