@@ -90,16 +90,21 @@ class ScanResult:
     inherited: dict[str, bytes] = field(default_factory=dict)
     #: workspace path -> why the scan could not read it (what it recorded: see the module doc)
     errors: dict[str, str] = field(default_factory=dict)
+    #: inherited folders already decoded by :meth:`stat_of`: folder -> its files
+    _decoded: dict[str, dict[str, FileStat]] = field(default_factory=dict, repr=False)
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
         folder, _, name = path.rpartition("/")
         cached = self.dirs.get(folder)
         if cached is None:
-            blob = self.inherited.get(folder)
-            if blob is None:
-                return None
-            cached = DirCache.load(marshal.loads(blob))
+            files = self._decoded.get(folder)
+            if files is None:
+                blob = self.inherited.get(folder)
+                if blob is None:
+                    return None
+                files = self._decoded[folder] = DirCache.load(marshal.loads(blob)).files
+            return files.get(name)
         return cached.files.get(name)
 
 
