@@ -335,12 +335,15 @@ class Repository(Core):
             return "".join(n + "\n" for n in names_).encode()
         return self.objects.get(entry.oid)
 
-    def export(self, ref: str, target: Path | str) -> int:
-        """Write the files of ``ref`` into an empty or new folder; return how many files."""
+    def export(self, ref: str, target: Path | str, *, threads: int | None = None) -> int:
+        """Write the files of ``ref`` into an empty or new folder; return how many files.
+
+        ``threads`` write the files (default: chosen from the CPUs and the files' sizes).
+        """
         point = self.resolve(ref)
         from strata.store.materialize import export_tree
 
-        return export_tree(self.objects, point.tree, Path(target))
+        return export_tree(self.objects, point.tree, Path(target), threads=threads)
 
     def cat(self, oid: str) -> CatResult:
         """An object by id or unique prefix: ``kind`` tree (entries), snapshot (manifest), blob."""

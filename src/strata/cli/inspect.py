@@ -307,8 +307,14 @@ def _stored_path(repo: object, path: str) -> str:
 @click.command()
 @click.argument("ref")
 @click.argument("directory", type=click.Path(file_okay=False))
+@click.option(
+    "--threads",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Threads that write files (default: one, plus one per further CPU for large files).",
+)
 @json_option
-def export(ref: str, directory: str, as_json: bool) -> None:
+def export(ref: str, directory: str, threads: int | None, as_json: bool) -> None:
     """Write the files of REF into DIRECTORY (new or empty).
 
     \b
@@ -316,7 +322,7 @@ def export(ref: str, directory: str, as_json: bool) -> None:
       strata export HEAD~3 /tmp/before-agent
     """
     with open_repo() as repo:
-        count = repo.export(ref, directory)
+        count = repo.export(ref, directory, threads=threads)
     if as_json:
         emit_json({"ref": ref, "directory": directory, "files_written": count})
     else:

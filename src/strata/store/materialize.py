@@ -28,7 +28,7 @@ import os
 import stat
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -37,6 +37,7 @@ from strata.errors import CorruptRepository, JournalError, StrataError, TargetNo
 from strata.ids import ObjectId
 from strata.store.fsops import TEMP_PREFIX, AsScanned, WorkspaceWriter, sync_filesystem
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
+from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged
 from strata.store.tree import TreeEntry, read_tree
 
@@ -319,19 +320,43 @@ def _holds_target(ws: WorkspaceWriter, act: Action, st: os.stat_result | None) -
     return False
 
 
-def export_tree(store: ObjectStore, tree: ObjectId, target: Path, *, threads: int = 4) -> int:
+#: below this size a blob is read whole (one verified read) and written with one call;
+#: from this size on it is streamed, and may be written by a helper thread
+LARGE = 1024 * 1024
+
+
+def export_threads(sizes: list[int], *, cpus: int | None = None) -> int:
+    """How many threads an export of files of ``sizes`` bytes uses (1: the caller's alone).
+
+    Creating a file is serialised (by the interpreter, and by its folder's lock in
+    the kernel): helpers that create small files only slow each other down, so
+    small files are always written by the calling thread. Large files spend their
+    time decompressing, hashing and writing without the interpreter's lock; each
+    CPU beyond the first this process may run on gets one, while there are any.
+    """
+    if cpus is None:
+        cpus = available_cpus()
+    large = sum(1 for size in sizes if size >= LARGE)
+    return 1 + max(0, min(cpus - 1, large, 7))
+
+
+def export_tree(
+    store: ObjectStore, tree: ObjectId, target: Path, *, threads: int | None = None
+) -> int:
     """Write the tree into ``target`` (absent or an empty folder); return the files written.
 
     Every folder is created by this call (``mkdir`` fails if anything is in the
     way) and every file is opened ``O_CREAT | O_EXCL | O_NOFOLLOW``, so nothing
     outside ``target`` is written even if a name was planted meanwhile.
+    ``threads`` (default: chosen by :func:`export_threads`) write the files: the
+    calling thread writes every small one, the others the large ones.
     """
     if target.exists() or target.is_symlink():
         if not target.is_dir() or target.is_symlink() or any(target.iterdir()):
             raise TargetNotEmpty(str(target))
     else:
         target.mkdir(parents=True)
-    jobs: list[tuple[str, TreeEntry]] = []
+    jobs: list[tuple[str, int, int, ObjectId]] = []
     dirs: list[tuple[str, int]] = []
 
     def walk(oid: ObjectId, folder: str) -> None:
@@ -344,24 +369,35 @@ def export_tree(store: ObjectStore, tree: ObjectId, target: Path, *, threads: in
             elif entry.kind == "symlink":
                 os.symlink(os.fsdecode(store.get(entry.oid)), path)
             else:
-                jobs.append((path, entry))
+                jobs.append((path, entry.mode, entry.size, entry.oid))
 
     walk(tree, str(target))
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
-    def write(job: tuple[str, TreeEntry]) -> None:
-        path, entry = job
-        fd = os.open(
-            path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
-        )
-        with os.fdopen(fd, "wb") as f:
-            if entry.size:
-                for chunk in verified_chunks(store, entry.oid):
-                    f.write(chunk)
-            os.fchmod(f.fileno(), entry.mode)
+    def write(job: tuple[str, int, int, ObjectId]) -> None:
+        path, mode, size, oid = job
+        fd = os.open(path, flags, 0o600)
+        try:
+            if size >= LARGE:
+                for chunk in verified_chunks(store, oid):
+                    _write_all(fd, chunk)
+            elif size:
+                _write_all(fd, store.get(oid))
+            os.fchmod(fd, mode)
+        finally:
+            os.close(fd)
 
-    if len(jobs) > 8 and threads > 1:
-        with ThreadPoolExecutor(threads) as pool:
-            list(pool.map(write, jobs))
+    if threads is None:
+        threads = export_threads([job[2] for job in jobs])
+    if threads > 1:
+        large = [job for job in jobs if job[2] >= LARGE]
+        small = [job for job in jobs if job[2] < LARGE]
+        with ThreadPoolExecutor(threads - 1) as pool:
+            done = [pool.submit(write, job) for job in large]
+            for job in small:
+                write(job)
+            for future in done:
+                future.result()
     else:
         for job in jobs:
             write(job)
@@ -370,9 +406,27 @@ def export_tree(store: ObjectStore, tree: ObjectId, target: Path, *, threads: in
     return len(jobs)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
 def journal_record(actions: list[Action], **extra: Any) -> dict[str, Any]:
-    """The JSON record of a restore plan."""
-    return {"actions": [asdict(a) for a in actions], **extra}
+    """The JSON record of a restore plan (each action as :func:`dataclasses.asdict` has it)."""
+    return {
+        "actions": [
+            {
+                "op": a.op,
+                "path": a.path,
+                "oid": a.oid,
+                "mode": a.mode,
+                "before": None if a.before is None else list(a.before),
+            }
+            for a in actions
+        ],
+        **extra,
+    }
 
 
 _OPS = frozenset({"write", "symlink", "mkdir", "remove", "rmdir", "chmod"})

@@ -8,6 +8,14 @@ compressing run on a thread pool (BLAKE3, zstd and file reads release the GIL).
 Trees are then built bottom-up; a folder whose rows equal the cached rows
 reuses the cached tree id without encoding anything.
 
+Before any of that, a listed folder is compared with the cache's quick record
+(:mod:`strata.store.statcache`): the same names in the same listing order and
+the same digest of the kept entries' stats mean the folder is as recorded, so
+its cached rows are not even decoded, and it stays encoded in the saved cache;
+only when something below it changed are its rows taken from the cache to
+build its new tree. The digest is made from the rows a scan records (after
+hashing), never from a listing the rows may not match.
+
 Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
 ``fstat`` after reading: a file that changed while being read is read again,
 so a torn write is never recorded. Sockets, FIFOs and devices are skipped with
@@ -55,7 +63,7 @@ import blake3
 from strata.ids import ObjectId
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
-from strata.store.statcache import DirCache, FileStat, Row, StatCache
+from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
 READ_ATTEMPTS = 4
@@ -82,16 +90,21 @@ class ScanResult:
     inherited: dict[str, bytes] = field(default_factory=dict)
     #: workspace path -> why the scan could not read it (what it recorded: see the module doc)
     errors: dict[str, str] = field(default_factory=dict)
+    #: inherited folders already decoded by :meth:`stat_of`: folder -> its files
+    _decoded: dict[str, dict[str, FileStat]] = field(default_factory=dict, repr=False)
 
     def stat_of(self, path: str) -> FileStat | None:
         """The stat recorded for a file or symlink path, or None."""
         folder, _, name = path.rpartition("/")
         cached = self.dirs.get(folder)
         if cached is None:
-            blob = self.inherited.get(folder)
-            if blob is None:
-                return None
-            cached = DirCache.load(marshal.loads(blob))
+            files = self._decoded.get(folder)
+            if files is None:
+                blob = self.inherited.get(folder)
+                if blob is None:
+                    return None
+                files = self._decoded[folder] = DirCache.load(marshal.loads(blob)).files
+            return files.get(name)
         return cached.files.get(name)
 
 
@@ -101,11 +114,15 @@ class _Folder:
         "cached",
         "children",
         "clean",
+        "digest",
         "entries",
         "hint",
         "ignored",
+        "listed",
         "names",
+        "order",
         "prefix",
+        "quick",
         "rules",
         "whole",
     )
@@ -126,18 +143,28 @@ class _Folder:
         self.whole = False
         #: with ``whole``: the folder's tree id, as the cache has it
         self.hint = ""
+        #: the names in listing order, joined with "/" (see :mod:`strata.store.statcache`)
+        self.order = ""
+        #: listed and compared row by row (its digest is made from its rows)
+        self.listed = False
+        #: the digest of the folder's stat keys (the cache's, for a folder taken from it)
+        self.digest = b""
+        #: the cache's quick record, when the listing matched it (no row was built)
+        self.quick: Quick | None = None
 
     @property
     def key(self) -> str:
         return self.prefix[:-1]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     folder: _Folder
     name: str
-    path: str
-    size: int
+
+    @property
+    def path(self) -> str:
+        return self.folder.abs + "/" + self.name
 
 
 class _Plan:
@@ -173,6 +200,25 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
 
 
+def _row_name(row: Row) -> str:
+    return row[4]
+
+
+def _digest(keys: list[object]) -> bytes:
+    """The digest of a folder's stat keys, in listing order.
+
+    A kept entry's key is its permission bits (a folder), the first five fields
+    of its :data:`FileStat` (a file) or its whole :data:`FileStat` (a symlink,
+    whose object id names its target). marshal version 2 writes no references,
+    so equal keys always give equal bytes.
+    """
+    return blake3.blake3(marshal.dumps(keys, 2)).digest()
+
+
+class _StaleCache(Exception):
+    """A folder the listing matched cannot be decoded from the stat cache."""
+
+
 class Scanner:
     """Scans one workspace into the object store."""
 
@@ -193,7 +239,7 @@ class Scanner:
         self.store = store
         self.rules = rules
         self.cache = cache
-        self.threads = threads or min(8, os.cpu_count() or 1)
+        self.threads = threads or min(8, available_cpus())
         self.clock_ns = clock_ns
         self.hash_only = hash_only
         #: called with (files read so far, files to read) while hashing
@@ -214,15 +260,27 @@ class Scanner:
         #: folders listed by the last scan (all of them without ``changed``)
         self.folders_listed = 0
         self._errors: dict[str, str] = {}
+        #: compare a listed folder with the cache's quick record first (see the module doc)
+        self._fast = True
+        #: the cache lacks quick records a folder now has (a no-op scan still saves it)
+        self._rewrite = False
 
     def scan(self) -> ScanResult:
         """Walk the workspace, store every new blob and tree, return the root tree."""
+        try:
+            return self._scan()
+        except _StaleCache:
+            self._fast = False  # a folder's blob is unreadable: compare every row instead
+            return self._scan()
+
+    def _scan(self) -> ScanResult:
         start_ns = self.clock_ns()
         warnings: list[str] = []
         self._errors = {}
+        self._rewrite = False
         folders = self._walk(warnings)
         jobs = [
-            _Job(f, name, f.abs + "/" + name, int(row[2]))  # type: ignore[call-overload]
+            _Job(f, name)
             for f in folders
             for name, row in f.entries.items()
             if row[3] is None and row[0] == "f"
@@ -232,8 +290,19 @@ class Scanner:
         trees: list[str] = [""] * len(folders)
         seen = 0
         clean = [False] * len(folders)
+        fast: list[str] = []
         for index in range(len(folders) - 1, -1, -1):
             folder = folders[index]
+            quick = folder.quick
+            if quick is not None:
+                if all(clean[i] for i in folder.children.values()):
+                    # the listing matched the cache and nothing below changed
+                    clean[index] = True
+                    trees[index] = quick[4]
+                    seen += quick[5]
+                    fast.append(folder.key)
+                    continue
+                self._from_cache(folder)
             cached = folder.cached
             if folder.whole:
                 clean[index] = True
@@ -242,6 +311,7 @@ class Scanner:
                     dirs[folder.key] = cached
                     seen += len(cached.files)
                 continue
+            digest = folder.digest
             if (
                 cached is not None
                 and folder.clean
@@ -251,13 +321,18 @@ class Scanner:
                 # nothing in or below this folder changed: reuse it whole
                 clean[index] = True
                 trees[index] = cached.tree
+                if folder.listed:
+                    digest = self._folder_digest(folder, cached.rows, cached.files)
+                if digest and (cached.digest != digest or cached.order != folder.order):
+                    self._rewrite = cached.digest == b""  # a cache written without digests
+                    cached.order, cached.digest = folder.order, digest
                 dirs[folder.key] = cached
                 seen += len(cached.files)
                 continue
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
-                kind, mode, size, oid, fstat = row
+                kind, mode, size, oid, fstat = row[:5]
                 if kind == "d":
                     oid = trees[folder.children[name]]
                 elif oid is None:
@@ -267,7 +342,9 @@ class Scanner:
                     assert isinstance(fstat, tuple)
                     files[name] = fstat
                 rows.append((str(kind), int(mode), int(size), str(oid), name))  # type: ignore[call-overload]
-            rows.sort(key=lambda r: os.fsencode(r[4]))
+            rows.sort(key=_row_name)
+            if any(0xDC80 <= ord(c) <= 0xDCFF for r in rows if not r[4].isascii() for c in r[4]):
+                rows.sort(key=lambda r: os.fsencode(r[4]))  # escaped bytes sort as bytes
             row_tuple = tuple(rows)
             if cached is not None and cached.rows == row_tuple and cached.tree:
                 tree = cached.tree
@@ -279,11 +356,25 @@ class Scanner:
                 tree = hash_bytes(data)
                 self.store.put(data, oid=tree)
             trees[index] = tree
+            if folder.listed:
+                digest = self._folder_digest(folder, row_tuple, files)
+            folder.entries = {}  # done with: keep only the DirCache
             dirs[folder.key] = DirCache(
-                folder.names, folder.rules.fingerprint, folder.ignored, files, tree, row_tuple
+                folder.names,
+                folder.rules.fingerprint,
+                folder.ignored,
+                files,
+                tree,
+                row_tuple,
+                folder.order,
+                digest,
             )
         whole = {f.key for f in folders if f.whole}
         inherited: dict[str, bytes] = {}
+        for key in fast:
+            blob = self.cache.blob(key)
+            if blob is not None:
+                inherited[key] = blob
         if whole:
             # a folder taken whole and its subfolders stay as the cache has them, encoded
             for key in self.cache.folders():
@@ -302,8 +393,52 @@ class Scanner:
         result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
         result.inherited = inherited
         result.errors = dict(sorted(self._errors.items()))
-        result.unchanged = clean[0]
+        result.unchanged = clean[0] and not self._rewrite
         return result
+
+    @staticmethod
+    def _folder_digest(folder: _Folder, rows: tuple[Row, ...], files: dict[str, FileStat]) -> bytes:
+        """The digest of a listed folder's rows in listing order (b"": an entry has none)."""
+        keys: dict[str, object] = {}
+        for kind, mode, _size, _oid, name in rows:
+            if kind == "d":
+                keys[name] = mode
+            elif kind == "f":
+                keys[name] = files[name][:5]
+            else:
+                keys[name] = files[name]
+        ignored = folder.ignored
+        try:
+            return _digest(
+                [keys[n] for n in folder.order.split("/") if n not in ignored]
+                if folder.order
+                else []
+            )
+        except KeyError:
+            return b""  # an entry vanished, was skipped, or is a special file
+
+    def _from_cache(self, folder: _Folder) -> None:
+        """Give a folder whose listing matched the cache its rows (something below changed)."""
+        cached = self.cache.get(folder.key)
+        if cached is None or any(
+            (r[4] in folder.children) != (r[0] == "d") or (r[0] != "d" and r[4] not in cached.files)
+            for r in cached.rows
+        ):
+            raise _StaleCache(folder.key)
+        if sum(r[0] == "d" for r in cached.rows) != len(folder.children):
+            raise _StaleCache(folder.key)
+        assert folder.quick is not None
+        folder.order, folder.digest = folder.quick[0], folder.quick[3]
+        folder.cached = cached
+        folder.names = cached.names
+        folder.ignored = cached.ignored
+        folder.quick = None
+        folder.clean = True
+        for kind, mode, size, oid, name in cached.rows:
+            if kind == "d":
+                folder.entries[name] = ["d", mode, 0, "", None]
+            else:
+                folder.entries[name] = [kind, mode, size, oid, cached.files[name]]
 
     def _racy_folders(self) -> list[str]:
         """Folders whose cached entries include racy files: they are always listed."""
@@ -342,6 +477,7 @@ class Scanner:
         folder.cached = cached
         folder.names = cached.names
         folder.ignored = cached.ignored
+        folder.order, folder.digest = cached.order, cached.digest
         if key not in plan.above:
             folder.whole = True
             folder.hint = cached.tree
@@ -378,7 +514,7 @@ class Scanner:
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
         try:
             with os.scandir(folder.abs) as it:
-                listing = {e.name: e for e in it}
+                listed = list(it)
         except OSError as exc:
             self._unreadable(folder.key, exc, warnings, folder=True)
             cached = self.cache.get(folder.key)
@@ -390,6 +526,18 @@ class Scanner:
                 folder.whole = True
                 folder.hint = cached.tree
             return
+        order = "/".join([e.name for e in listed])
+        folder.order = order
+        if self._fast:
+            quick = self.cache.quick(folder.key)
+            if (
+                quick is not None
+                and quick[0] == order
+                and quick[3]
+                and self._matches(folder, folders, listed, quick)
+            ):
+                return
+        listing = {e.name: e for e in listed}
         names = tuple(sorted(listing))
         cached = self.cache.get(folder.key)
         folder.cached = cached
@@ -410,6 +558,7 @@ class Scanner:
                 [(n, listing[n].is_dir(follow_symlinks=False)) for n in names],
             )
         folder.ignored = ignored
+        folder.listed = True
         cached_files = cached.files if cached is not None else {}
         clean = cached is not None and cached.names == names and cached.rules == rules.fingerprint
         dir_modes: dict[str, int] | None = None
@@ -476,6 +625,68 @@ class Scanner:
                 clean = False
         folder.clean = clean
 
+    def _matches(
+        self, folder: _Folder, folders: list[_Folder], listed: list[os.DirEntry[str]], quick: Quick
+    ) -> bool:
+        """True (and the subfolders queued) when ``listed`` is what the cache recorded.
+
+        Nothing is built per entry but its stat key; any surprise (an entry gone, a
+        special file) returns False and the folder is compared row by row.
+        """
+        rules = folder.rules
+        if IGNORE_FILES[0] in quick[0] or IGNORE_FILES[1] in quick[0]:
+            found = [
+                self._read_small(e.path)
+                for n in IGNORE_FILES
+                for e in listed
+                if e.name == n and e.is_file(follow_symlinks=False)
+            ]
+            rules = rules.child(folder.prefix, [c for c in found if c is not None])
+        if rules.fingerprint != quick[1]:
+            return False
+        ignored = frozenset(quick[2])
+        keys: list[object] = []
+        subfolders: list[os.DirEntry[str]] = []
+        add = keys.append
+        is_dir, is_reg, is_lnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
+        for entry in listed:
+            if ignored and entry.name in ignored:
+                continue
+            try:
+                st = entry.stat(follow_symlinks=False)
+                mode = st.st_mode
+                if is_dir(mode):
+                    add(mode & 0o777)
+                    subfolders.append(entry)
+                elif is_reg(mode):
+                    add((mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+                elif is_lnk(mode):
+                    target = hash_bytes(os.readlink(os.fsencode(entry.path)))
+                    add(
+                        (
+                            mode & 0o777,
+                            st.st_size,
+                            st.st_mtime_ns,
+                            st.st_ctime_ns,
+                            st.st_ino,
+                            target,
+                        )
+                    )
+                else:
+                    return False
+            except OSError:
+                return False
+        if _digest(keys) != quick[3]:
+            return False
+        folder.rules = rules
+        folder.ignored = ignored
+        folder.quick = quick
+        folder.clean = True
+        for entry in subfolders:
+            folder.children[entry.name] = len(folders)
+            folders.append(_Folder(folder.prefix + entry.name + "/", entry.path, rules))
+        return True
+
     def _unreadable(
         self, path: str, exc: OSError, warnings: list[str], *, folder: bool = False
     ) -> None:
@@ -519,17 +730,31 @@ class Scanner:
             return f.read(1024 * 1024)
 
     def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
+        """Hash (and store) every job's file; each batch's results are applied as it ends."""
         if len(jobs) > 8 and self.threads > 1:
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-            results: list[tuple[ObjectId, os.stat_result] | str | OSError] = []
+            done = 0
             with ThreadPoolExecutor(self.threads) as pool:
-                for batch in pool.map(lambda b: [self._hash_one(j) for j in b], batches):
-                    results += batch
+                for batch, results in zip(
+                    batches,
+                    pool.map(lambda b: [self._hash_one(j) for j in b], batches),
+                    strict=True,
+                ):
+                    self._apply(batch, results, warnings)
+                    done += len(batch)
                     if self.progress is not None:
-                        self.progress(len(results), len(jobs))
+                        self.progress(done, len(jobs))
         else:
-            results = [self._hash_one(job) for job in jobs]
+            for job in jobs:
+                self._apply([job], [self._hash_one(job)], warnings)
+
+    def _apply(
+        self,
+        jobs: list[_Job],
+        results: list[tuple[ObjectId, os.stat_result] | str | OSError],
+        warnings: list[str],
+    ) -> None:
         for job, result in zip(jobs, results, strict=True):
             row = job.folder.entries[job.name]
             if isinstance(result, OSError):
@@ -587,6 +812,14 @@ class Scanner:
                         return writer.commit(), after
                     writer.abort()
         return f"skipped {rel}: it kept changing while being read (not recorded)"
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1
 
 
 def count_lines(data: bytes) -> int | None:

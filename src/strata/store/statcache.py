@@ -22,6 +22,15 @@ the monitor can then name every path changed since, and the next scan
 re-reads only those folders. The token and the rows are written in one file,
 so they always describe the same scan.
 
+Each folder also has a small "quick" record, kept outside its blob: the
+names in the order the directory listed them, and a BLAKE3 digest of the
+stat of every kept entry in that order (the permission bits of a subfolder;
+the permission bits, size, times and inode of a file; a symlink's target id
+too). A scan that lists a folder and finds the same names and the same
+digest knows the folder is as recorded without decoding its blob or
+building a row. A folder holding a racy entry, an unreadable path or a
+special file has no digest, so it is always compared row by row.
+
 The cache is a hint, never the truth: a missing, unreadable or foreign-version
 file is ignored and rebuilt. It is written with ``marshal``, the fastest
 loader for plain tuples and dicts; each folder is a marshal blob of its own,
@@ -100,6 +109,24 @@ def unchanged(st: os.stat_result | None, expected: Sequence[Any] | None) -> bool
     )
 
 
+#: (listing order, rules, ignored names, stat digest, tree id, files): see the module doc
+Quick = tuple[str, str, tuple[str, ...], bytes, str, int]
+
+
+def _quick_ok(raw: object) -> bool:
+    return (
+        isinstance(raw, tuple)
+        and len(raw) == 6
+        and isinstance(raw[0], str)
+        and isinstance(raw[1], str)
+        and isinstance(raw[2], tuple)
+        and all(isinstance(n, str) for n in raw[2])
+        and isinstance(raw[3], bytes)
+        and isinstance(raw[4], str)
+        and type(raw[5]) is int
+    )
+
+
 # (kind char, mode, size, object id, name): one row of a tree
 Row = tuple[str, int, int, str, str]
 
@@ -114,6 +141,17 @@ class DirCache:
     files: dict[str, FileStat] = field(default_factory=dict)
     tree: str = ""
     rows: tuple[Row, ...] = ()
+    #: the names as the directory listed them, joined with "/" (see the module doc)
+    order: str = ""
+    #: the digest of the kept entries' stats in that order (b"": compare row by row)
+    digest: bytes = b""
+
+    def quick(self, racy_after_ns: int) -> Quick:
+        """The quick record of this folder; racy files (mtime after ``racy_after_ns``) void it."""
+        digest = self.digest
+        if digest and any(st[2] >= racy_after_ns or st[2] < 0 for st in self.files.values()):
+            digest = b""
+        return (self.order, self.rules, tuple(self.ignored), digest, self.tree, len(self.files))
 
     def dump(self, racy_after_ns: int) -> tuple[Any, ...]:
         """A marshal-friendly tuple; racy files (mtime after ``racy_after_ns``) lose their mtime."""
@@ -149,10 +187,12 @@ class DirCache:
 class _Loaded:
     """One whole save as read from (or written to) the files, shared within a process."""
 
-    __slots__ = ("base_rules", "decoded", "generation", "key", "racy", "raw", "token")
+    __slots__ = ("base_rules", "decoded", "generation", "key", "quick", "racy", "raw", "token")
 
     def __init__(self) -> None:
         self.raw: dict[str, bytes] = {}
+        #: folder -> its quick record (kept only beside the blob it was made with)
+        self.quick: dict[str, Quick] = {}
         self.token = ""
         self.base_rules = ""
         self.racy: frozenset[str] | None = None
@@ -205,6 +245,8 @@ def _read(path: Path) -> _Loaded:
         return loaded
     loaded.raw = dirs
     loaded.generation = generation
+    quick = raw.get("quick")
+    loaded.quick = quick if isinstance(quick, dict) else {}
     _set_state(loaded, raw.get("token"), raw.get("base_rules"), raw.get("racy"))
     try:
         log = _log_path(path).read_bytes()
@@ -218,12 +260,20 @@ def _read(path: Path) -> _Loaded:
             break  # torn: everything before it is one whole save
         try:
             record = marshal.loads(body)
-            gen, token, base_rules, racy, changed, gone = record
+            gen, token, base_rules, racy, changed, gone, quick = record
         except (EOFError, ValueError, TypeError):
             break
-        if gen != generation or not isinstance(changed, dict) or not isinstance(gone, tuple):
+        if (
+            gen != generation
+            or not isinstance(changed, dict)
+            or not isinstance(gone, tuple)
+            or not isinstance(quick, dict)
+        ):
             break  # left from an older base
         loaded.raw.update(changed)
+        for folder in (*changed, *gone):  # a new blob comes with its own quick record, or none
+            loaded.quick.pop(folder, None)
+        loaded.quick.update(quick)
         for folder in gone:
             loaded.raw.pop(folder, None)
         _set_state(loaded, token, base_rules, racy)
@@ -259,6 +309,7 @@ class StatCache:
         #: folders holding racy entries (None: unknown, a cache written before this was kept)
         self.racy: frozenset[str] | None = None
         self._raw: dict[str, bytes] = {}
+        self._quick: dict[str, Quick] = {}
         # folder -> (the DirCache decoded from it, its marshal blob): an unchanged folder is
         # saved as the blob it was loaded from, without encoding it again
         self._origin: dict[str, tuple[DirCache, bytes]] = {}
@@ -280,9 +331,17 @@ class StatCache:
                 _MEMORY[self.path] = loaded
         self._loaded = loaded
         self._raw = dict(loaded.raw)
+        self._quick = dict(loaded.quick)
         self.token = loaded.token
         self.base_rules = loaded.base_rules
         self.racy = loaded.racy
+
+    def quick(self, folder: str) -> Quick | None:
+        """The quick record of ``folder`` as the cache file has it, or None."""
+        raw = self._quick.get(folder)
+        if raw is None or folder not in self._raw or not _quick_ok(raw):
+            return None
+        return raw
 
     def get(self, folder: str) -> DirCache | None:
         """The cached view of ``folder`` (loaded lazily)."""
@@ -300,6 +359,9 @@ class StatCache:
                 except (TypeError, ValueError, EOFError):
                     return None
                 self._loaded.decoded[folder] = (raw, cached)
+            quick = self.quick(folder)
+            if quick is not None and quick[4] == cached.tree:
+                cached.order, cached.digest = quick[0], quick[3]
             self.dirs[folder] = cached
             self._origin[folder] = (cached, raw)
         return cached
@@ -351,8 +413,10 @@ class StatCache:
             return
         racy_after = self._started_ns - RACY_NS
         dirs: dict[str, bytes] = {}
+        quick: dict[str, Quick] = {}
         racy: list[str] = []
         for key, value in self.dirs.items():
+            quick[key] = value.quick(racy_after)
             origin = self._origin.get(key)
             if origin is not None and origin[0] is value:
                 dirs[key] = origin[1]  # unchanged and never racy (racy folders are re-read)
@@ -361,16 +425,20 @@ class StatCache:
             dirs[key] = marshal.dumps(dumped)
             if any(st[2] == -1 for st in dumped[3].values()):
                 racy.append(key)
-        dirs.update({k: v for k, v in self._raw.items() if k not in dirs})
+        for k, v in self._raw.items():
+            if k not in dirs:
+                dirs[k] = v
+                if k in self._quick:
+                    quick[k] = self._quick[k]
         racy += [
             k
             for k in self._raw
             if k not in self.dirs and (k in (self.racy or ()) or k in self._unverified)
         ]
         with contextlib.suppress(OSError):  # a cache: losing it costs a full walk, nothing more
-            self._write(dirs, sorted(set(racy)))
+            self._write(dirs, quick, sorted(set(racy)))
 
-    def _write(self, dirs: dict[str, bytes], racy: list[str]) -> None:
+    def _write(self, dirs: dict[str, bytes], quick: dict[str, Quick], racy: list[str]) -> None:
         assert self.path is not None
         loaded = self._loaded
         log_path = _log_path(self.path)
@@ -382,6 +450,7 @@ class StatCache:
                 return  # another process saved since this cache was loaded: its save stands
             saved = _Loaded()
             saved.raw = dirs
+            saved.quick = quick
             saved.token = self.token
             saved.base_rules = self.base_rules
             saved.racy = frozenset(racy)
@@ -394,10 +463,22 @@ class StatCache:
             }
             changed = {k: v for k, v in dirs.items() if loaded.raw.get(k) is not v}
             gone = tuple(k for k in loaded.raw if k not in dirs)
+            # a changed blob's record, or a record that changed alone (a racy folder settled)
+            quick_changed = {
+                k: q for k, q in quick.items() if k in changed or loaded.quick.get(k) != q
+            }
             log_size = key[4]
             if loaded.generation:
                 record = marshal.dumps(
-                    (loaded.generation, self.token, self.base_rules, racy, changed, gone)
+                    (
+                        loaded.generation,
+                        self.token,
+                        self.base_rules,
+                        racy,
+                        changed,
+                        gone,
+                        quick_changed,
+                    )
                 )
                 base_size = max(key[2], 0)
                 if log_size + len(record) <= max(LOG_MIN, base_size // 2):
@@ -413,6 +494,7 @@ class StatCache:
                 "token": self.token,
                 "base_rules": self.base_rules,
                 "racy": racy,
+                "quick": quick,
             }
             atomic_write(self.path, marshal.dumps(body), durable=False)
             os.ftruncate(fd, 0)  # a crash before this leaves records of another generation
@@ -426,6 +508,7 @@ class StatCache:
         saved.key = _file_key(self.path)
         self._loaded = saved
         self._raw = dict(saved.raw)
+        self._quick = dict(saved.quick)
         self._origin = {k: (v, b) for k, (b, v) in saved.decoded.items()}
         self.dirs = {k: v for k, (_, v) in saved.decoded.items()}
         self.racy = saved.racy

@@ -1,0 +1,239 @@
+"""A full walk that takes an unchanged folder from the stat cache's quick record.
+
+Without a change monitor every scan lists every folder; a folder whose names
+and stats match the cache's digest is taken as recorded without building its
+rows. These tests make the changes that digest must not miss, each after a
+scan that left every folder eligible (old mtimes, so nothing is racy).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import time
+from pathlib import Path
+
+from conftest import Dir, File, Link
+from strata import Repository
+from strata.store.ignore import IgnoreRules
+from strata.store.objects import MemoryObjectStore
+from strata.store.scan import Scanner
+from strata.store.statcache import StatCache
+
+OLD_NS = 10**18  # 2001: never racy
+
+
+def age(root: Path) -> None:
+    """Give every file and folder below ``root`` an old mtime (not racy)."""
+    for folder, dirs, files in os.walk(root):
+        if ".strata" in dirs:
+            dirs.remove(".strata")
+        for name in files + dirs:
+            os.utime(os.path.join(folder, name), ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+
+
+def settled(repo: Repository, root: Path) -> None:
+    """Snapshot twice: the second scan saves the digests of a tree with nothing racy."""
+    age(root)
+    repo.snapshot()
+    assert repo.snapshot().unchanged
+
+
+def quick_records(root: Path) -> dict[str, tuple[object, ...]]:
+    raw = marshal.loads((root / ".strata" / "statcache").read_bytes())
+    quick: dict[str, tuple[object, ...]] = raw["quick"]
+    return quick
+
+
+TREE = {
+    "a/one.txt": "one\n",
+    "a/two.txt": "two\n",
+    "a/sub/deep.txt": "deep\n",
+    "a/sub/x.log": "log\n",
+    "b/link": Link("../a/one.txt"),
+    "b/plain.txt": "plain\n",
+    "top.txt": "top\n",
+}
+
+
+def test_a_settled_tree_has_a_digest_for_every_folder(
+    ws: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    quick = quick_records(ws)
+    assert set(quick) == {"", "a", "a/sub", "b"}
+    assert all(record[3] for record in quick.values())
+    assert repo.snapshot().unchanged
+
+
+def test_a_same_size_edit_that_keeps_the_mtime_is_seen(
+    ws: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    path = ws / "a/sub/deep.txt"
+    path.write_text("DEEP\n")
+    os.utime(path, ns=(OLD_NS, OLD_NS))  # only the ctime says it changed
+    result = repo.snapshot()
+    assert result.to_json()["changed_paths"] == ["a/sub/deep.txt"]
+    assert repo.show("HEAD", "a/sub/deep.txt") == b"DEEP\n"
+
+
+def test_a_mode_change_alone_is_seen_for_files_and_folders(
+    ws: Path, tmp_path: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    os.chmod(ws / "a/two.txt", 0o755)
+    assert not repo.snapshot().unchanged
+    os.chmod(ws / "a/sub", 0o700)  # nothing else in "a" changes
+    assert not repo.snapshot().unchanged
+    repo.export("HEAD", tmp_path / "out")
+    assert (tmp_path / "out/a/two.txt").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "out/a/sub").stat().st_mode & 0o777 == 0o700
+
+
+def test_a_folder_replaced_by_a_file_and_back(
+    ws: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    for name in ("deep.txt", "x.log"):
+        (ws / "a/sub" / name).unlink()
+    (ws / "a/sub").rmdir()
+    (ws / "a/sub").write_text("now a file\n")
+    os.utime(ws / "a/sub", ns=(OLD_NS, OLD_NS))
+    first = repo.snapshot()
+    assert repo.show("HEAD", "a/sub") == b"now a file\n"
+    assert "a/sub/deep.txt" in first.to_json()["changed_paths"]
+    (ws / "a/sub").unlink()
+    (ws / "a/sub").mkdir()
+    (ws / "a/sub/deep.txt").write_text("back\n")
+    age(ws)
+    repo.snapshot()
+    assert repo.show("HEAD", "a/sub/deep.txt") == b"back\n"
+
+
+def test_a_symlink_retargeted_to_a_same_length_target_is_seen(
+    ws: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    link = ws / "b/link"
+    link.unlink()
+    link.symlink_to("../a/two.txt")
+    os.utime(link, ns=(OLD_NS, OLD_NS), follow_symlinks=False)
+    repo.snapshot()
+    assert repo.show("HEAD", "b/link") == b"../a/two.txt"
+
+
+def test_a_parent_ignore_rule_reaches_an_unchanged_subfolder(
+    ws: Path, tmp_path: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    (ws / ".gitignore").write_text("*.log\n")
+    repo.snapshot()
+    repo.export("HEAD", tmp_path / "out")
+    assert (tmp_path / "out/a/sub/deep.txt").exists()
+    assert not (tmp_path / "out/a/sub/x.log").exists()
+    (ws / ".gitignore").unlink()
+    repo.snapshot()
+    assert repo.show("HEAD", "a/sub/x.log") == b"log\n"
+
+
+def scan(root: Path, cache_path: Path, store: MemoryObjectStore, now_ns: int) -> Scanner:
+    cache = StatCache(cache_path)
+    scanner = Scanner(root, store, rules=IgnoreRules.root(), cache=cache, clock_ns=lambda: now_ns)
+    result = scanner.scan()
+    cache.replace(result.dirs, started_ns=result.started_ns, inherited=result.inherited)
+    cache.save()
+    scanner.result = result  # type: ignore[attr-defined]
+    return scanner
+
+
+def test_a_racy_file_is_read_again_by_every_scan_until_it_is_old(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    for name in ("a.txt", "b.txt"):
+        (root / "sub" / name).write_text(name)
+    age(root)
+    racy = root / "sub" / "a.txt"
+    mtime = time.time_ns()
+    os.utime(racy, ns=(mtime, mtime))
+    cache_path = tmp_path / "statcache"
+    store = MemoryObjectStore()
+    assert scan(root, cache_path, store, mtime + 10**8).result.files_hashed == 2  # type: ignore[attr-defined]
+    # still within the racy window: the same-size edit may hide from the stat, so it is read
+    again = scan(root, cache_path, store, mtime + 2 * 10**8)
+    assert again.result.files_hashed == 1  # type: ignore[attr-defined]
+    assert not quick_digest(cache_path, "sub")
+    # long after: the file is settled, the folder gets its digest and nothing is read
+    later = scan(root, cache_path, store, mtime + 10 * 10**9)
+    assert later.result.files_hashed == 1  # type: ignore[attr-defined]
+    assert quick_digest(cache_path, "sub")
+    last = scan(root, cache_path, store, mtime + 11 * 10**9)
+    assert last.result.files_hashed == 0  # type: ignore[attr-defined]
+    assert last.result.unchanged  # type: ignore[attr-defined]
+
+
+def quick_digest(cache_path: Path, folder: str) -> bytes:
+    raw = marshal.loads(cache_path.read_bytes())
+    digest: bytes = raw["quick"][folder][3]
+    return digest
+
+
+def test_a_damaged_folder_blob_behind_a_valid_digest_still_scans_right(
+    ws: Path, make_tree: object, repo: Repository
+) -> None:
+    make_tree(ws, TREE)  # type: ignore[operator]
+    settled(repo, ws)
+    path = ws / ".strata" / "statcache"
+    raw = marshal.loads(path.read_bytes())
+    raw["dirs"]["a"] = b"not a marshal blob"
+    path.write_bytes(marshal.dumps(raw))
+    (ws / "a/sub/deep.txt").write_text("changed below a\n")
+    result = repo.snapshot()
+    assert result.to_json()["changed_paths"] == ["a/sub/deep.txt"]
+    assert repo.show("HEAD", "a/one.txt") == b"one\n"
+    assert repo.show("HEAD", "a/sub/deep.txt") == b"changed below a\n"
+
+
+def test_folders_and_files_of_every_kind_round_trip_through_the_quick_path(
+    ws: Path, make_tree: object, manifest: object, repo: Repository
+) -> None:
+    make_tree(  # type: ignore[operator]
+        ws,
+        {
+            **TREE,
+            "exec.sh": File("#!/bin/sh\n", 0o755),
+            "empty": Dir(0o700),
+            "c/d/e/f.txt": "f\n",
+        },
+    )
+    settled(repo, ws)
+    want = manifest(ws)  # type: ignore[operator]
+    first = repo.snapshot()
+    assert first.unchanged
+    (ws / "c/d/e/f.txt").write_text("edited\n")
+    repo.snapshot()
+    repo.rewind("HEAD~1")
+    assert manifest(ws) == want  # type: ignore[operator]
+
+
+def test_trees_list_names_in_byte_order_whatever_their_encoding(tmp_path: Path) -> None:
+    from strata.store.tree import encode_tree, read_tree
+
+    root = tmp_path / "ws"
+    root.mkdir()
+    # "é" is C3 A9 in UTF-8; a raw 0x80 byte sorts before it, though its text does not
+    for name in (b"\x80raw", "é".encode(), b"z", b"A"):
+        (root / os.fsdecode(name)).write_bytes(name)
+    store = MemoryObjectStore()
+    result = Scanner(
+        root, store, rules=IgnoreRules.root(), cache=StatCache(tmp_path / "statcache")
+    ).scan()
+    entries = read_tree(store, result.tree)
+    assert [os.fsencode(e.name) for e in entries] == [b"A", b"z", b"\x80raw", "é".encode()]
+    assert store.get(result.tree) == encode_tree(entries)  # the one canonical tree
