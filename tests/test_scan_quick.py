@@ -18,7 +18,7 @@ from strata import Repository
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import MemoryObjectStore
 from strata.store.scan import Scanner
-from strata.store.statcache import StatCache
+from strata.store.statcache import StatCache, forget_memory
 
 OLD_NS = 10**18  # 2001: never racy
 
@@ -40,9 +40,11 @@ def settled(repo: Repository, root: Path) -> None:
 
 
 def quick_records(root: Path) -> dict[str, tuple[object, ...]]:
-    raw = marshal.loads((root / ".strata" / "statcache").read_bytes())
-    quick: dict[str, tuple[object, ...]] = raw["quick"]
-    return quick
+    """Every folder's quick record as the next scan reads it."""
+    forget_memory()
+    cache = StatCache(root / ".strata" / "statcache")
+    found = {folder: cache.quick(folder) for folder in cache.folders()}
+    return {folder: quick for folder, quick in found.items() if quick is not None}
 
 
 TREE = {
@@ -179,9 +181,10 @@ def test_a_racy_file_is_read_again_by_every_scan_until_it_is_old(tmp_path: Path)
 
 
 def quick_digest(cache_path: Path, folder: str) -> bytes:
-    raw = marshal.loads(cache_path.read_bytes())
-    digest: bytes = raw["quick"][folder][3]
-    return digest
+    """The folder's stat digest as the next scan reads it (the base and the saves logged since)."""
+    forget_memory()
+    quick = StatCache(cache_path).quick(folder)
+    return quick[3] if quick is not None else b""
 
 
 def test_a_damaged_folder_blob_behind_a_valid_digest_still_scans_right(
