@@ -11,6 +11,12 @@ saves the ~150 ms of imports a snapshot needs. The served commands are those
 whose cost is start-up (:data:`SERVED`); a command that needs the terminal or
 runs a child process (``run``, ``draft run``, ``init``, ``watch``) runs here.
 
+``strata run`` in its plain form (``strata run [--label L] [--author A]
+[--author-kind K] [--] CMD...``) is half served: the watcher *begins* the run
+(its ``before`` snapshot and lease), this process executes CMD as its own
+child, with its terminal, stdin and signals, then the watcher *ends* it
+(see ``strata.runs.thin``); any other form of ``run`` runs here entirely.
+
 Only the standard library is imported here, before anything else of Strata.
 Whenever there is a doubt (no watcher, another protocol, a busy or dead
 watcher, an option that depends on the terminal), :func:`try_resident`
@@ -26,6 +32,7 @@ import json
 import os
 import socket
 import sys
+from typing import NoReturn
 
 #: the commands a watcher runs (it refuses any other; ``strata.store.watch.RUNNABLE``);
 #: anything else runs in the calling process
@@ -127,10 +134,33 @@ def try_resident(argv: list[str]) -> bool:
         sys.exit(130)
 
 
+#: the options of the plain form of ``strata run`` (each takes a value)
+PLAIN_RUN_OPTIONS = ("--label", "--author", "--author-kind")
+
+
+def _plain_run(args: list[str]) -> bool:
+    """True when ``strata run ARGS`` is the plain form: only :data:`PLAIN_RUN_OPTIONS`, then CMD."""
+    i = 0
+    while i < len(args):
+        token = args[i]
+        if token == "--":
+            return i + 1 < len(args)
+        if not token.startswith("-") or token == "-":
+            return True
+        name, eq, _ = token.partition("=")
+        if name not in PLAIN_RUN_OPTIONS:
+            return False
+        i += 1 if eq else 2
+    return False
+
+
 def _try_resident(argv: list[str]) -> bool:
     if sys.stdout is None or sys.stderr is None:
         return False
-    if not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
+    if argv[:1] == ["run"]:
+        if not _plain_run(argv[1:]):
+            return False
+    elif not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
         return False
     if len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()):
         return False
@@ -146,26 +176,9 @@ def _try_resident(argv: list[str]) -> bool:
     key = _read_key(path)
     if key is None:
         return False
-    from strata._version import __version__
-
-    umask = os.umask(0o022)
-    os.umask(umask)
-    body = {
-        "v": 1,
-        "op": "run",
-        "key": key,
-        "version": __version__,
-        "argv": argv,
-        "cwd": cwd,
-        "env": dict(os.environ),
-        "umask": umask,
-        "fsencoding": [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()],
-        "tty": [sys.stdout.isatty(), sys.stderr.isatty()],
-        "encoding": [
-            [sys.stdout.encoding, sys.stdout.errors],
-            [sys.stderr.encoding, sys.stderr.errors],
-        ],
-    }
+    body = _request(argv, key, cwd)
+    if argv[0] == "run":
+        return _thin_run(path, body)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(READY_TIMEOUT)
@@ -190,19 +203,29 @@ def _try_resident(argv: list[str]) -> bool:
             done = None
     finally:
         sock.close()
-    code, output = (done or {}).get("code"), (done or {}).get("output")
+    code = (done or {}).get("code")
     if not done or done.get("done") is not True or not isinstance(code, int):
-        pid = (ready or {}).get("pid")
-        sys.stderr.write(
-            f"error: the watcher (pid {pid}) stopped while running 'strata {argv[0]}'; "
-            "it may or may not have recorded it\n"
-            "hint: see 'strata history' and 'strata check'\n"
-        )
-        sys.stderr.flush()
-        sys.exit(1)
+        _stopped(ready, argv[0])
+    _print(done.get("output"))
+    sys.exit(code)
+
+
+def _stopped(ready: dict[str, object] | None, command: str) -> NoReturn:
+    pid = (ready or {}).get("pid")
+    sys.stderr.write(
+        f"error: the watcher (pid {pid}) stopped while running 'strata {command}'; "
+        "it may or may not have recorded it\n"
+        "hint: see 'strata history' and 'strata check'\n"
+    )
+    sys.stderr.flush()
+    sys.exit(1)
+
+
+def _print(output: object) -> None:
+    """Print what a command wrote, byte for byte, in the order written."""
     streams = {1: sys.stdout, 2: sys.stderr}
     try:
-        for fd, text in output if isinstance(output, list) else []:  # in the order written
+        for fd, text in output if isinstance(output, list) else []:
             stream = streams[1 if fd == 1 else 2]
             data = str(text).encode("latin-1")
             stream.buffer.write(data)
@@ -213,4 +236,148 @@ def _try_resident(argv: list[str]) -> bool:
     except BrokenPipeError:  # as the command line does: the reader went away
         sys.stderr.close()
         sys.exit(1)
-    sys.exit(code)
+
+
+def _request(argv: list[str], key: str, cwd: str) -> dict[str, object]:
+    """A request to run ``strata ARGV`` as this process would (folder, environment, streams)."""
+    from strata._version import __version__
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return {
+        "v": 1,
+        "op": "run",
+        "key": key,
+        "version": __version__,
+        "argv": argv,
+        "cwd": cwd,
+        "env": dict(os.environ),
+        "umask": umask,
+        "fsencoding": [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()],
+        "tty": [sys.stdout.isatty(), sys.stderr.isatty()],
+        "encoding": [
+            [sys.stdout.encoding, sys.stdout.errors],
+            [sys.stderr.encoding, sys.stderr.errors],
+        ],
+    }
+
+
+def _exchange(
+    path: str, body: dict[str, object], fd: int | None = None
+) -> tuple[dict[str, object] | None, list[int]]:
+    """Send ``body`` (with ``fd`` attached), then "go"; the "done" reply and the fds with it.
+
+    The reply is None when the watcher did not say "ready" (nothing done), or
+    stopped after "go" (it may have acted).
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    fds: list[int] = []
+    try:
+        sock.settimeout(READY_TIMEOUT)
+        try:
+            sock.connect(path)
+            data = json.dumps(body).encode() + b"\n"
+            if fd is not None:
+                socket.send_fds(sock, [data[:1]], [fd])
+                data = data[1:]
+            sock.sendall(data)
+            ready = _read_line(sock)
+            if ready and ready.get("queued") is True:  # another caller's command runs
+                sock.settimeout(QUEUE_TIMEOUT)
+                ready = _read_line(sock)
+                sock.settimeout(READY_TIMEOUT)
+            if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
+                return None, fds
+            sock.sendall(b'{"go": true}\n')
+        except (OSError, ValueError):
+            return None, fds
+        sock.settimeout(None)
+        try:
+            done, fds = _read_line_fds(sock)
+        except OSError:
+            done = None
+    finally:
+        sock.close()
+    if done is None or done.get("done") is not True or not isinstance(done.get("code"), int):
+        return None, fds
+    return done, fds
+
+
+def _read_line_fds(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
+    data = b""
+    fds: list[int] = []
+    while not data.endswith(b"\n"):
+        chunk, more, _flags, _addr = socket.recv_fds(sock, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)
+        fds += more
+        if not chunk:
+            return None, fds
+        data += chunk
+    try:
+        reply = json.loads(data)
+    except ValueError:
+        return None, fds
+    return (reply if isinstance(reply, dict) else None), fds
+
+
+def _thin_run(path: str, body: dict[str, object]) -> bool:
+    """``strata run`` begun and ended by the watcher, its command executed here; see the module.
+
+    False (nothing done) when the watcher does not begin it; otherwise this
+    exits with the command's code as ``strata run`` would.
+    """
+    done, fds = _exchange(path, {**body, "op": "run_begin"})
+    for extra in fds[1:]:
+        os.close(extra)
+    if done is None or done.get("thin") is False:
+        if fds:
+            os.close(fds[0])
+        return False  # nothing begun (a run the watcher began and lost is recovered later)
+    _print(done.get("output"))
+    run_id, argv, cwd, env = done.get("run_id"), done.get("argv"), done.get("cwd"), done.get("env")
+    if done.get("begun") is not True:
+        sys.exit(int(done["code"]))  # type: ignore[call-overload]
+    if not (
+        fds
+        and isinstance(run_id, str)
+        and isinstance(argv, list)
+        and isinstance(cwd, str)
+        and isinstance(env, dict)
+    ):
+        sys.stderr.write("error: the watcher began the run but did not hand it over\n")
+        sys.exit(125)
+    lease = fds[0]
+    from strata.runs.process import run_command
+
+    report: dict[str, object] = {}
+    try:
+        outcome = run_command(
+            [str(a) for a in argv],
+            cwd=cwd,
+            env={**os.environ, **{str(k): str(v) for k, v in env.items()}} if env else None,
+        )
+    except FileNotFoundError:
+        report["start_error"] = {"kind": "not_found"}
+    except PermissionError as exc:
+        report["start_error"] = {"kind": "not_executable", "reason": exc.strerror}
+    else:
+        report["outcome"] = {
+            "exit_code": outcome.exit_code,
+            "signal": outcome.signal,
+            "interrupted": outcome.interrupted,
+            "received": outcome.received,
+            "duration_ms": outcome.duration_ms,
+        }
+    end = {**body, "op": "run_end", "run_id": run_id, **report}
+    done, fds = _exchange(path, end, lease)
+    for extra in fds:
+        os.close(extra)
+    if done is None:  # the watcher is gone, or never got it: record it here
+        from strata.cli.run import finish_here
+
+        code = finish_here(lease, report)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.exit(code)
+    os.close(lease)
+    _print(done.get("output"))
+    sys.exit(int(done["code"]))  # type: ignore[call-overload]

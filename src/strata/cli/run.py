@@ -29,6 +29,7 @@ from strata.errors import RunError, StrataError, UsageError
 
 if TYPE_CHECKING:
     from strata.repo import Repository
+    from strata.runs.flow import Begun
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
 
@@ -231,6 +232,16 @@ def run(
             raise
         report_error(type(exc).__name__, exc.message, exc.hint, as_json=as_json)
         ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
+    failed = result.exit_code != 0 and not result.interrupted
+    wanted = (failed and (rollback_on_failure or rollback_git)) or (
+        result.interrupted and rollback_on_interrupt
+    )
+    _report(result, as_json=as_json, rollback_wanted=wanted)
+    ctx.exit(result.exit_code)
+
+
+def _report(result: RunResult, *, as_json: bool, rollback_wanted: bool) -> None:
+    """What ``strata run`` prints once the run is recorded."""
     if as_json:
         emit_json(result.to_json())
     else:
@@ -259,12 +270,7 @@ def run(
             + (f" ('strata diff {result.run_id[:12]}' shows it)" if n else ""),
             err=True,
         )
-    failed = result.exit_code != 0 and not result.interrupted
-    wanted = (failed and (rollback_on_failure or rollback_git)) or (
-        result.interrupted and rollback_on_interrupt
-    )
-    _report_git(result, wanted)
-    ctx.exit(result.exit_code)
+    _report_git(result, rollback_wanted)
 
 
 def _report_git(result: RunResult, rollback_wanted: bool) -> None:
@@ -348,6 +354,105 @@ def _around_execution(
 
     message = f"{RATIONALE}: {label}" if label else RATIONALE
     return LiveCapture(repo, debounce_ms=live, author=author, message=message)
+
+
+class NotPlain(Exception):
+    """A ``strata run`` that is not the plain form: the caller runs the whole command line."""
+
+
+#: the options of the plain form, ``strata run [--label L] [--author A] [--author-kind K] CMD``
+PLAIN_OPTIONS = ("label", "author", "author_kind", "argv")
+
+
+def begin_for_asker(argv: list[str], *, pid: int) -> tuple[Repository, Begun, int] | int:
+    """Begin ``strata ARGV`` (a plain run) whose command process ``pid`` executes.
+
+    Run by the watcher in the asker's folder and environment (see
+    :mod:`strata.runs.thin`). Returns the open repository, the run and its
+    lease's descriptor; or the exit code after printing the error that ends
+    the run before its command starts, as ``strata run`` prints it.
+    :class:`NotPlain` (nothing done) when the arguments are not the plain form.
+    """
+    from click.core import ParameterSource
+
+    from strata.cli.common import Progress
+    from strata.repo import Repository
+    from strata.runs.thin import begin_elsewhere
+
+    if argv[:1] != ["run"]:
+        raise NotPlain
+    try:
+        ctx = run.make_context("run", list(argv[1:]))
+        params = ctx.params
+        for name in params:
+            if name not in PLAIN_OPTIONS and ctx.get_parameter_source(name) not in (
+                ParameterSource.DEFAULT,
+                None,
+            ):
+                raise NotPlain
+        author = make_author(params["author"], params["author_kind"])
+    except (click.ClickException, click.exceptions.Exit) as exc:
+        raise NotPlain from exc
+    try:
+        repo = Repository.open_for_run(
+            Path.cwd(), author=author, progress=Progress(), **_injected()
+        )
+        try:
+            begun, fd = begin_elsewhere(
+                repo,
+                [str(a) for a in params["argv"]],
+                author=author,
+                label=str(params["label"]),
+                cwd=Path.cwd(),
+                pid=pid,
+            )
+        except BaseException:
+            repo.close()
+            raise
+    except StrataError as exc:
+        report_error(type(exc).__name__, exc.message, exc.hint, as_json=False)
+        return exc.exit_code if isinstance(exc, RunError) else OWN_ERROR
+    return repo, begun, fd
+
+
+def end_for_asker(repo: Repository, begun: Begun, fd: int, report: dict[str, Any]) -> int:
+    """End a run :func:`begin_for_asker` began; print what ``strata run`` prints; its exit code.
+
+    ``fd`` is the run's lease, handed back (now owned here); ``report`` is how
+    the command ended (:func:`strata.runs.thin.end_elsewhere`). The repository is closed.
+    """
+    from strata.runs.thin import end_elsewhere
+
+    try:
+        with repo:
+            result = end_elsewhere(repo, begun, fd, report)
+    except StrataError as exc:
+        report_error(type(exc).__name__, exc.message, exc.hint, as_json=False)
+        return exc.exit_code if isinstance(exc, RunError) else OWN_ERROR
+    _report(result, as_json=False, rollback_wanted=False)
+    return result.exit_code
+
+
+def finish_here(fd: int, report: dict[str, Any]) -> int:
+    """End a run begun by a watcher that went away, holding its lease ``fd``; the exit code."""
+    from strata.repo import Repository
+    from strata.runs.thin import finish_from_lease
+
+    try:
+        with Repository.open_for_run(Path.cwd(), **_injected()) as repo:
+            result = finish_from_lease(repo, fd, report)
+    except StrataError as exc:
+        report_error(type(exc).__name__, exc.message, exc.hint, as_json=False)
+        return exc.exit_code if isinstance(exc, RunError) else OWN_ERROR
+    except (KeyError, TypeError, ValueError) as exc:  # a lease this Strata cannot read
+        report_error("RunError", f"cannot record the run: {exc}", None, as_json=False)
+        return OWN_ERROR
+    if result is None:  # recorded meanwhile
+        outcome = report.get("outcome") or {}
+        code = outcome.get("exit_code")
+        return code if isinstance(code, int) else OWN_ERROR
+    _report(result, as_json=False, rollback_wanted=False)
+    return result.exit_code
 
 
 COMMANDS = [run]

@@ -32,6 +32,7 @@ from strata.errors import WatcherFailed, WatcherRunning
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
+    from strata.store.watch import Served
 
 
 def _status_json(folder: Path) -> dict[str, Any]:
@@ -373,8 +374,12 @@ class _Lifetime:
 
 
 def _activity(monitor: Any, server: Any) -> object:
-    """What changes whenever the watcher is of use: a change seen, a request, a command running."""
-    return monitor.token(), server.last_request, time.monotonic() if server.busy else 0.0
+    """What changes whenever the watcher is of use: a change seen, a request, a command running.
+
+    A run it began whose command still executes counts as a command running.
+    """
+    running = server.busy or _runs_executing()
+    return monitor.token(), server.last_request, time.monotonic() if running else 0.0
 
 
 def _identity(path: Path) -> tuple[int, int] | None:
@@ -514,17 +519,131 @@ class _Captured(io.TextIOWrapper):
         return self._tty
 
 
-def _run_for_asker(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
+#: the runs begun for askers that execute their command themselves, by run id:
+#: the repository they were begun with (its clock and ids go on at the end) and the run
+_BEGUN: dict[str, tuple[Any, Any]] = {}
+_BEGUN_LOCK = threading.Lock()
+
+
+def _runs_executing() -> bool:
+    """True while the command of a run begun here may still execute.
+
+    A run whose lease nobody holds any more (its asker was killed, or
+    finished it without this watcher) is forgotten.
+    """
+    import fcntl
+
+    with _BEGUN_LOCK:
+        for run_id, (repo, begun) in list(_BEGUN.items()):
+            try:
+                fd = os.open(begun.lease.path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                held = False
+            else:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    held = False
+                except BlockingIOError:
+                    held = True
+                finally:
+                    os.close(fd)
+            if not held:
+                del _BEGUN[run_id]
+                repo.close()
+        return bool(_BEGUN)
+
+
+def _run_for_asker(request: dict[str, Any]) -> Served:
     """Run ``strata ARGV`` here as the asker would have (see ``strata._resident``).
+
+    A ``run_begin`` or ``run_end`` request begins or ends a ``strata run``
+    whose command the asker executes (:mod:`strata.runs.thin`).
+    """
+    from strata.store.watch import Served
+
+    op = request.get("op")
+    if op == "run_begin":
+        return _begin_for_asker(request)
+    if op == "run_end":
+        return _end_for_asker(request)
+    from strata.cli import main
+
+    argv = [str(a) for a in request["argv"]]
+
+    def body() -> int:
+        main(argv)
+        return 0
+
+    return Served(*_as_asker(request, body))
+
+
+def _begin_for_asker(request: dict[str, Any]) -> Served:
+    from strata.cli.run import NotPlain, begin_for_asker
+    from strata.runs.thin import RUN_ENV
+    from strata.store.watch import Served
+
+    argv = [str(a) for a in request["argv"]]
+    got: dict[str, Any] = {}
+
+    def body() -> int:
+        try:
+            begun = begin_for_asker(argv, pid=int(request["pid"]))
+        except NotPlain:
+            got["plain"] = False
+            return 0
+        if isinstance(begun, int):
+            return begun
+        got["begun"] = begun
+        return 0
+
+    code, output = _as_asker(request, body)
+    if "plain" in got:
+        return Served(0, [], {"thin": False})
+    if "begun" not in got:
+        return Served(code, output, {"begun": False})
+    repo, begun, fd = got["begun"]
+    with _BEGUN_LOCK:
+        _BEGUN[begun.run_id] = (repo, begun)
+    reply = {
+        "begun": True,
+        "run_id": begun.run_id,
+        "argv": begun.what,
+        "cwd": str(begun.cwd),
+        "env": RUN_ENV,
+    }
+    return Served(code, output, reply, [fd])
+
+
+def _end_for_asker(request: dict[str, Any]) -> Served:
+    from strata.cli.run import end_for_asker
+    from strata.store.watch import Served
+
+    with _BEGUN_LOCK:
+        entry = _BEGUN.pop(str(request.get("run_id")), None)
+    if entry is None:
+        raise ValueError("this watcher did not begin that run")
+    repo, begun = entry
+    report = {"outcome": request.get("outcome"), "start_error": request.get("start_error")}
+
+    def body() -> int:
+        fd = request["fds"].pop()  # ours now: the lease, held while the end is recorded
+        return end_for_asker(repo, begun, fd, report)
+
+    try:
+        return Served(*_as_asker(request, body))
+    finally:
+        if request["fds"]:  # never recorded: the run is recorded as interrupted later
+            repo.close()
+
+
+def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, list[list[Any]]]:
+    """Call ``body`` (it returns or exits with a code) as the asker would have; code and output.
 
     The folder, environment, umask and standard streams are the process's
     own, so they are swapped for the asker's while the command runs; the
     server runs one such command at a time, and a capturing watcher records
     no step meanwhile (``LiveCapture`` takes turns with it).
     """
-    from strata.cli import main
-
-    argv = [str(a) for a in request["argv"]]
     encodings = request["encoding"]
     output: list[list[Any]] = []
     streams = [
@@ -543,8 +662,7 @@ def _run_for_asker(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
             os.chdir(str(request["cwd"]))
             sys.stdout, sys.stderr = streams
             try:
-                main(argv)
-                code = 0
+                code = body()
             except SystemExit as exc:
                 if exc.code is None or isinstance(exc.code, int):
                     code = exc.code or 0

@@ -77,6 +77,17 @@ class Lease:
         os.close(self._fd)
         self._fd = None
 
+    def detach(self) -> int:
+        """Give up this object's hold: return the locked file descriptor, which the caller owns.
+
+        The descriptor can be handed to another process (``SCM_RIGHTS``): the
+        lock lasts as long as any copy of it is open, so the run is recorded
+        as interrupted once the last holder dies without releasing it.
+        """
+        assert self._fd is not None
+        fd, self._fd = self._fd, None
+        return fd
+
     def __enter__(self) -> Lease:
         return self
 

@@ -15,7 +15,7 @@ import os
 import shutil
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,7 @@ from strata.runs.git import GitHead, check_rollback_git, index_path, read_head, 
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome, run_command
 from strata.runs.record import (
+    Taken,
     record_finish,
     rollback,
     take_snapshot,
@@ -117,7 +118,29 @@ def check_command(argv: Sequence[str], cwd: Path) -> None:
         raise CommandNotFound(name)
 
 
-def execute_run(
+@dataclass
+class Begun:
+    """A run whose ``before`` snapshot is recorded and whose lease is held: it may execute.
+
+    :func:`begin_run` makes it, :func:`finish_run` records its end. Between the
+    two the command executes, in this process or in another one the lease was
+    handed to (:meth:`strata.core.lease.Lease.detach`).
+    """
+
+    run_id: str
+    backend: str
+    before: Taken
+    what: list[str]
+    cwd: Path
+    label: str
+    options: WorkspaceOptions
+    author: Author
+    head_before: GitHead | None
+    lease: Lease
+    saved_index: Path | None = None
+
+
+def begin_run(
     repo: Core,
     target: Target,
     *,
@@ -125,13 +148,12 @@ def execute_run(
     author: Author | None = None,
     label: str = "",
     cwd: Path | None = None,
-    around: Callable[[], AbstractContextManager[Any]] | None = None,
-) -> RunResult:
-    """Run ``target`` (an argv list or a callable) between two snapshots; see the module.
+    pid: int | None = None,
+) -> Begun:
+    """Check ``target``, record the ``before`` snapshot and take the run's lease.
 
-    ``cwd`` is where a command starts (default: the workspace root).
-    ``around`` makes a context manager entered around the execution only
-    (live capture hooks in here).
+    ``pid`` is the process that executes the command (kept in the lease;
+    default: this one). The workspace options must be enabled.
     """
     opts = workspace or WorkspaceOptions()
     author = author or repo.author
@@ -146,17 +168,7 @@ def execute_run(
         raise UsageError(
             f"the workspace path {opts.path} is not the repository's workspace {repo.root}"
         )
-    if not opts.enabled:
-        outcome, value, error = _execute(target, cwd, around)
-        return RunResult(
-            run_id,
-            outcome.exit_code,
-            outcome.interrupted,
-            outcome.duration_ms,
-            value=value,
-            error=error,
-            signal=outcome.signal,
-        )
+    assert opts.enabled, "a run without snapshots has nothing to begin"
     backend = choose_backend(repo, opts.strategy)
     what = _describe(target)
     head_before = read_head(repo.root)
@@ -172,7 +184,7 @@ def execute_run(
             before = take_snapshot(repo, backend, "before", run_id=run_id, author=author, what=what)
             write_annotations(repo, run_id, author, [before.annotation()])
         info = {
-            "pid": os.getpid(),
+            "pid": pid if pid is not None else os.getpid(),
             "argv": what,
             "cwd": str(cwd),
             "label": label,
@@ -183,8 +195,36 @@ def execute_run(
             "git_head_before": head_before.to_json() if head_before else None,
         }
         lease = Lease.acquire(repo.layout.runs, run_id, info)
+    except BaseException:
+        if saved_index is not None:
+            saved_index.unlink(missing_ok=True)
+        raise
+    finally:
+        repo.extra_ignore = ()
+    return Begun(
+        run_id, backend, before, what, cwd, label, opts, author, head_before, lease, saved_index
+    )
+
+
+def finish_run(
+    repo: Core,
+    begun: Begun,
+    outcome: ProcessOutcome,
+    *,
+    value: Any = None,
+    error: BaseException | None = None,
+) -> RunResult:
+    """Record how ``begun`` ended: the ``after`` snapshot, the diff, the ``run`` event.
+
+    Then the rollback its options ask for, and the lease goes. When recording
+    fails the lease is abandoned: the next command that writes records the
+    run as interrupted.
+    """
+    opts, run_id, before = begun.options, begun.run_id, begun.before
+    head_before = begun.head_before
+    repo.extra_ignore = tuple(opts.ignore)
+    try:
         try:
-            outcome, value, error = _execute(target, cwd, around)
             failed = outcome.exit_code != 0 and not outcome.interrupted
             wants_rollback = (failed and opts.rollback_on_failure) or (
                 outcome.interrupted and opts.rollback_on_interrupt
@@ -199,11 +239,11 @@ def execute_run(
                     repo,
                     run_id,
                     before,
-                    backend=backend,
-                    author=author,
-                    what=what,
-                    cwd=str(cwd),
-                    label=label,
+                    backend=begun.backend,
+                    author=begun.author,
+                    what=begun.what,
+                    cwd=str(begun.cwd),
+                    label=begun.label,
                     outcome=outcome,
                     options=opts,
                     failed=outcome.exit_code != 0,
@@ -215,23 +255,23 @@ def execute_run(
                 kept: list[str] = []
                 if wants_rollback and finish.changed:
                     safety, kept = rollback(
-                        repo, run_id, before, finish.after, finish, backend, author
+                        repo, run_id, before, finish.after, finish, begun.backend, begun.author
                     )
                 git_rollback = None
                 if wants_rollback and opts.rollback_git and head_before != head_after:
                     git_rollback = _rollback_git(
-                        repo.root, run_id, head_before, head_after, saved_index
+                        repo.root, run_id, head_before, head_after, begun.saved_index
                     )
         except BaseException:
-            lease.abandon()  # the next command that writes records the run as interrupted
+            begun.lease.abandon()  # the next command that writes records the run as interrupted
             raise
-        lease.release()
+        begun.lease.release()
     finally:
         repo.extra_ignore = ()
-        if saved_index is not None:
-            saved_index.unlink(missing_ok=True)
+        if begun.saved_index is not None:
+            begun.saved_index.unlink(missing_ok=True)
     ws = WorkspaceResult(
-        backend,
+        begun.backend,
         before.ref,
         finish.after.ref,
         finish.summary,
@@ -254,6 +294,62 @@ def execute_run(
         git_rollback=git_rollback,
         warnings=list(finish.after.warnings),
     )
+
+
+def execute_run(
+    repo: Core,
+    target: Target,
+    *,
+    workspace: WorkspaceOptions | None = None,
+    author: Author | None = None,
+    label: str = "",
+    cwd: Path | None = None,
+    around: Callable[[], AbstractContextManager[Any]] | None = None,
+) -> RunResult:
+    """Run ``target`` (an argv list or a callable) between two snapshots; see the module.
+
+    ``cwd`` is where a command starts (default: the workspace root).
+    ``around`` makes a context manager entered around the execution only
+    (live capture hooks in here).
+    """
+    opts = workspace or WorkspaceOptions()
+    if isinstance(target, str | bytes):
+        raise UsageError("give the command as a list of arguments, e.g. ['make', 'test']")
+    if not opts.enabled:
+        run_id = repo.ledger.new_id()
+        cwd = (cwd or repo.root).resolve()
+        if not callable(target):
+            target = [str(a) for a in target]
+            check_command(target, cwd)
+        if opts.path is not None and Path(opts.path).resolve() != repo.root.resolve():
+            raise UsageError(
+                f"the workspace path {opts.path} is not the repository's workspace {repo.root}"
+            )
+        outcome, value, error = _execute(target, cwd, around)
+        return RunResult(
+            run_id,
+            outcome.exit_code,
+            outcome.interrupted,
+            outcome.duration_ms,
+            value=value,
+            error=error,
+            signal=outcome.signal,
+        )
+    begun = begin_run(repo, target, workspace=opts, author=author, label=label, cwd=cwd)
+    try:
+        if not callable(target):
+            target = begun.what
+        repo.extra_ignore = tuple(begun.options.ignore)
+        try:
+            outcome, value, error = _execute(target, begun.cwd, around)
+        finally:
+            repo.extra_ignore = ()
+    except BaseException:
+        begun.lease.abandon()  # the next command that writes records the run as interrupted
+        if begun.saved_index is not None:
+            begun.saved_index.unlink(missing_ok=True)
+        raise
+    return finish_run(repo, begun, outcome, value=value, error=error)
 
 
 def _rollback_git(

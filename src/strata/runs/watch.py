@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import WatcherRunning
 from strata.ledger.events import EventType
 from strata.store.ignore import IgnoreRules
-from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer, Runner
+from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer, Runner, Served
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -139,7 +139,7 @@ class LiveCapture:
     def _take_turns(self, runner: Runner) -> Runner:
         from strata.core import monitor_in_process
 
-        def run(request: dict[str, Any]) -> tuple[int, list[list[Any]]]:
+        def run(request: dict[str, Any]) -> Served:
             monitor = self.monitor
             assert monitor is not None
             with self._turn, monitor_in_process(monitor):  # its scans ask the monitor directly

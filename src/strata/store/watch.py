@@ -58,6 +58,15 @@ cannot read the key even when it reaches the socket.
   ``{"v": 1, "ok": true, "done": true, "code": C, "output": [[fd, text], ...]}``.
   Nothing runs unless "go" arrives after "ready", so an asker that timed out
   and runs the command itself never has it run twice.
+* ``{"v": 1, "op": "run_begin", "argv": ["run", ...], ...}`` (the fields of a
+  "run" request) and ``{"v": 1, "op": "run_end", "run_id": R, "outcome": {...}, ...}``:
+  a ``strata run`` whose command the asker executes itself (see
+  ``strata.runs.thin``). The same "ready" / "go" / "done" exchange; the "done"
+  of a ``run_begin`` carries ``"begun": true, "run_id": R, "env": {...}`` and
+  the run's lease file descriptor (``SCM_RIGHTS``), or ``"thin": false`` (not
+  the plain form: nothing was done, the asker runs the whole command line);
+  a ``run_end`` must come with that descriptor attached to its request line
+  and name a run this watcher began, else it is refused before "ready".
 
 :func:`ask` is the client side: it returns None whenever no monitor answers.
 """
@@ -78,7 +87,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -133,10 +142,33 @@ ASK_TIMEOUT = 2.0
 #: watchfiles' change kind of a deleted path
 _DELETED = 3
 
+#: the requests that run Strata's command line for an asker
+RUN_OPS = ("run", "run_begin", "run_end")
+#: at most this many file descriptors come with one request
+MAX_FDS = 4
+
 Listener = Callable[[list[str]], None]
-#: runs a command for an asker (a "run" request): (exit code, [[fd, text], ...]);
-#: text is the bytes written, decoded as latin-1
-Runner = Callable[[dict[str, Any]], tuple[int, list[list[Any]]]]
+
+
+@dataclass
+class Served:
+    """What a runner did for an asker: the "done" reply's exit code and output, and more.
+
+    ``output`` is ``[[fd, text], ...]`` in the order written, text being the
+    bytes written decoded as latin-1. ``reply`` holds more fields of the
+    "done" reply; ``fds`` are passed to the asker with it (``SCM_RIGHTS``) and
+    then closed here.
+    """
+
+    code: int
+    output: list[list[Any]]
+    reply: dict[str, Any] = field(default_factory=dict)
+    fds: list[int] = field(default_factory=list)
+
+
+#: runs a command for an asker (a request of :data:`RUN_OPS`; the file descriptors
+#: that came with it are in ``request["fds"]``, owned by the runner)
+Runner = Callable[[dict[str, Any]], Served]
 
 
 @dataclass(frozen=True)
@@ -510,6 +542,9 @@ class MonitorServer:
         self.runner = runner
         self._running = threading.Lock()  # one "run" request at a time
         self.commands_run = 0
+        #: ``strata run`` commands begun for askers that execute the command themselves
+        self.runs_begun = 0
+        self._begun: set[str] = set()
         #: when the last request was served (``time.monotonic``): a self-started
         #: watcher exits after an idle time
         self.last_request = time.monotonic()
@@ -586,21 +621,28 @@ class MonitorServer:
             threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
 
     def _handle(self, conn: socket.socket) -> None:
+        fds: list[int] = []
         with conn:
             conn.settimeout(ASK_TIMEOUT * 2)
             try:
-                request = json.loads(_read_line(conn))
+                line, fds = _read_line_fds(conn)
+                request = json.loads(line)
                 self.last_request = time.monotonic()
                 refused = self._refusal(conn, request)
                 if refused is not None:
                     reply = {"v": PROTOCOL, "ok": False, "reason": refused}
-                elif request.get("op") == "run":
+                elif request.get("op") in RUN_OPS:
+                    request["pid"] = _peer_cred(conn)[0]
+                    request["fds"], fds = fds, []  # the runner owns them from here
                     self._run(conn, request)
                     return
                 else:
                     reply = self._reply(request)
             except (OSError, ValueError) as exc:
                 reply = {"v": PROTOCOL, "ok": False, "reason": f"bad request: {exc}"}
+            finally:
+                for fd in fds:
+                    os.close(fd)
             with contextlib.suppress(OSError):
                 conn.sendall(json.dumps(reply).encode() + b"\n")
         if reply.get("stopping") and self.on_stop is not None:
@@ -623,48 +665,94 @@ class MonitorServer:
     def _run(self, conn: socket.socket, request: dict[str, Any]) -> None:
         """Run a command for the asker: "ready", wait for "go", run, send the result."""
 
-        def send(reply: dict[str, Any]) -> None:
-            conn.sendall(json.dumps({"v": PROTOCOL, **reply}).encode() + b"\n")
+        def send(reply: dict[str, Any], fds: list[int] | None = None) -> None:
+            data = json.dumps({"v": PROTOCOL, **reply}).encode() + b"\n"
+            if fds:
+                socket.send_fds(conn, [data[:1]], fds)
+                data = data[1:]
+            conn.sendall(data)
 
+        fds: list[int] = request["fds"]
+        try:
+            problem = self._unrunnable(request)
+            if problem is not None:
+                send({"ok": False, "reason": problem})
+                return
+            if request["op"] == "run_end":
+                self._begun.discard(str(request["run_id"]))  # ended once, whatever happens next
+            self._take_turn_and_run(conn, request, send)
+        finally:
+            for fd in fds:  # what the runner did not take
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    def _unrunnable(self, request: dict[str, Any]) -> str | None:
+        """Why a request of :data:`RUN_OPS` is refused before "ready" (None: it is served)."""
+        op = request["op"]
         if request.get("v") != PROTOCOL or self.runner is None:
-            send({"ok": False, "reason": "this watcher runs no commands"})
-            return
+            return "this watcher runs no commands"
         argv = request.get("argv")
-        if not isinstance(argv, list) or not servable([str(a) for a in argv]):
-            send({"ok": False, "reason": "this watcher does not run that command"})
-            return
+        if not isinstance(argv, list):
+            return "this watcher does not run that command"
+        argv = [str(a) for a in argv]
+        if (op == "run" and not servable(argv)) or (op != "run" and argv[:1] != ["run"]):
+            return "this watcher does not run that command"
+        if op == "run_end":
+            if request.get("run_id") not in self._begun:
+                return "this watcher did not begin that run"
+            if len(request["fds"]) != 1:
+                return "bad request: the run's lease must come with its end"
+        elif request["fds"]:
+            return "bad request: unexpected file descriptors"
         here = [sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()]
         if request.get("fsencoding") != here:
-            send({"ok": False, "reason": "the asker decodes file names otherwise"})
-            return
+            return "the asker decodes file names otherwise"
         problem = _unservable(request, self.monitor.root)
         if problem is not None:
-            send({"ok": False, "reason": problem})
-            return
+            return problem
         if self.version and request.get("version", self.version) != self.version:
-            send({"ok": False, "reason": f"this watcher runs Strata {self.version}"})
-            return
+            return f"this watcher runs Strata {self.version}"
+        return None
+
+    def _take_turn_and_run(
+        self,
+        conn: socket.socket,
+        request: dict[str, Any],
+        send: Callable[[dict[str, Any], list[int] | None], None],
+    ) -> None:
+        """Wait for the turn, say "ready", wait for "go", run it, send the result."""
+        assert self.runner is not None
         if not self._running.acquire(blocking=False):
-            send({"ok": True, "queued": True})  # the asker waits instead of starting Strata
+            send({"ok": True, "queued": True}, None)  # the asker waits instead of starting Strata
             if not self._running.acquire(timeout=QUEUE_TIMEOUT):
-                send({"ok": False, "reason": "busy"})
+                send({"ok": False, "reason": "busy"}, None)
                 return
         try:  # held until the result is sent: close() waits for it
             if self._closing:
-                send({"ok": False, "reason": "the watcher is stopping"})
+                send({"ok": False, "reason": "the watcher is stopping"}, None)
                 return
-            send({"ok": True, "ready": True, "pid": os.getpid()})
+            send({"ok": True, "ready": True, "pid": os.getpid()}, None)
             go = json.loads(_read_line(conn) or b"null")
             if not isinstance(go, dict) or go.get("go") is not True:
                 return  # the asker gave up: it runs the command itself
             try:
-                code, output = self.runner(request)
+                served = self.runner(request)
             except Exception as exc:  # a bad request must get an answer, not silence
-                send({"ok": False, "done": True, "reason": f"cannot run it: {exc}"})
+                send({"ok": False, "done": True, "reason": f"cannot run it: {exc}"}, None)
                 return
-            self.commands_run += 1
+            if request["op"] == "run":
+                self.commands_run += 1
+            run_id = served.reply.get("run_id")
+            if request["op"] == "run_begin" and isinstance(run_id, str):
+                self.runs_begun += 1
+                self._begun.add(run_id)
             conn.settimeout(None)
-            send({"ok": True, "done": True, "code": code, "output": output})
+            try:
+                reply = {**served.reply, "ok": True, "done": True, "code": served.code}
+                send({**reply, "output": served.output}, served.fds)
+            finally:
+                for fd in served.fds:
+                    os.close(fd)
         finally:
             self._running.release()
 
@@ -689,7 +777,11 @@ class MonitorServer:
                 "reason": answer.reason,
             }
         if op == "status":
-            status = {**self.monitor.status(), "commands_run": self.commands_run}
+            status = {
+                **self.monitor.status(),
+                "commands_run": self.commands_run,
+                "runs_begun": self.runs_begun,
+            }
             return {"v": PROTOCOL, "ok": True, "status": status}
         if op == "stop":
             return {"v": PROTOCOL, "ok": True, "stopping": True}
@@ -761,6 +853,28 @@ def _same_mount_namespace(pid: int) -> bool:
     except OSError:
         return False
     return (theirs.st_dev, theirs.st_ino) == (ours.st_dev, ours.st_ino)
+
+
+def _read_line_fds(conn: socket.socket) -> tuple[bytes, list[int]]:
+    """One line and the file descriptors sent with it (``SCM_RIGHTS``; the caller owns them)."""
+    data = b""
+    fds: list[int] = []
+    try:
+        while not data.endswith(b"\n"):
+            chunk, more, _flags, _addr = socket.recv_fds(
+                conn, 65536, MAX_FDS, socket.MSG_CMSG_CLOEXEC
+            )
+            fds += more
+            if not chunk:
+                break
+            data += chunk
+            if len(data) > 1 << 20:
+                raise ValueError("request too long")
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return data, fds
 
 
 def _read_line(conn: socket.socket) -> bytes:
