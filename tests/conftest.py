@@ -13,9 +13,11 @@ import json
 import os
 import random
 import shutil
+import signal
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -424,3 +426,62 @@ def cli_as(person: Person, home_of: Path) -> CliRunner:
     home.mkdir()
     os.chown(home, person.uid, person.gid)
     return CliRunner(home, prefix=person.prefix())
+
+
+# -- self-started watchers ------------------------------------------------------
+
+#: the environment that lets watchers start themselves (the suite turns them off)
+AUTO = {"STRATA_NO_DAEMON": ""}
+
+
+def watchers_below(folder: Path) -> list[int]:
+    """The pids of the self-started watchers whose workspace lies below ``folder``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--auto" in argv and b"-C" in argv:
+            where = argv[argv.index(b"-C") + 1].decode(errors="replace")
+            if where.startswith(str(folder)):
+                found.append(int(entry))
+    return found
+
+
+def wait_until(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def gone(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return True
+    return state == "Z"
+
+
+@pytest.fixture
+def auto(tmp_path: Path, run_cli: CliRunner) -> Iterator[Callable[..., tuple[int, Any, Any]]]:
+    """``auto(*args, cwd=...)``: the CLI with self-starting watchers; all stopped at the end."""
+
+    def run(*args: str | os.PathLike[str], **kwargs: Any) -> tuple[int, Any, Any]:
+        return run_cli(*args, **{**kwargs, "env": {**AUTO, **kwargs.get("env", {})}})
+
+    yield run
+    for pid in watchers_below(tmp_path):
+        os.kill(pid, signal.SIGTERM)
+    for pid in watchers_below(tmp_path):
+        wait_until(lambda pid=pid: gone(pid), timeout=10)
+    leftover = watchers_below(tmp_path)
+    for pid in leftover:
+        os.kill(pid, signal.SIGKILL)
+    assert not leftover, "a watcher did not stop on SIGTERM"

@@ -14,71 +14,25 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import strata
-from conftest import CliRunner, as_json, assert_user_error, ok
+from conftest import (
+    AUTO,
+    CliRunner,
+    as_json,
+    assert_user_error,
+    gone,
+    ok,
+    wait_until,
+    watchers_below,
+)
 from strata.layout import WriteLock, find_layout
 from strata.store.watch import file_system_type, unwatchable
-
-AUTO = {"STRATA_NO_DAEMON": ""}
-
-
-def _watchers_below(folder: Path) -> list[int]:
-    """The pids of the self-started watchers whose workspace lies below ``folder``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--auto" in argv and b"-C" in argv:
-            where = argv[argv.index(b"-C") + 1].decode(errors="replace")
-            if where.startswith(str(folder)):
-                found.append(int(entry))
-    return found
-
-
-def _wait_until(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
-
-
-def _gone(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
-    except OSError:
-        return True
-    return state == "Z"
-
-
-@pytest.fixture
-def auto(tmp_path: Path, run_cli: CliRunner) -> Iterator[Callable[..., tuple[int, Any, Any]]]:
-    """``auto(*args, cwd=...)``: the CLI with self-starting watchers; all stopped at the end."""
-
-    def run(*args: str | os.PathLike[str], **kwargs: Any) -> tuple[int, Any, Any]:
-        return run_cli(*args, **{**kwargs, "env": {**AUTO, **kwargs.get("env", {})}})
-
-    yield run
-    for pid in _watchers_below(tmp_path):
-        os.kill(pid, signal.SIGTERM)
-    for pid in _watchers_below(tmp_path):
-        _wait_until(lambda pid=pid: _gone(pid), timeout=10)
-    leftover = _watchers_below(tmp_path)
-    for pid in leftover:
-        os.kill(pid, signal.SIGKILL)
-    assert not leftover, "a watcher did not stop on SIGTERM"
 
 
 def _workspace(ws: Path, run_cli: CliRunner, config: str = "") -> Path:
@@ -101,9 +55,9 @@ def test_the_first_command_starts_one_watcher_that_serves_the_next_ones(
     tmp_path: Path, run_cli: CliRunner, auto: Callable[..., tuple[int, Any, Any]]
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
-    assert _watchers_below(tmp_path) == []  # the suite's default: none
+    assert watchers_below(tmp_path) == []  # the suite's default: none
     ok(run_cli("status", cwd=ws))
-    assert _watchers_below(tmp_path) == []
+    assert watchers_below(tmp_path) == []
     # a burst of first commands at once: one watcher in the end
     procs = [
         subprocess.Popen(
@@ -118,10 +72,10 @@ def test_the_first_command_starts_one_watcher_that_serves_the_next_ones(
     for proc in procs:
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
-    status = _wait_until(lambda: _running(run_cli, ws))
+    status = wait_until(lambda: _running(run_cli, ws))
     assert status["capture"] is False and status["commands_run"] == 0
     time.sleep(0.5)  # any watcher started twice has met the pid file by now
-    assert _watchers_below(tmp_path) == [status["pid"]]
+    assert watchers_below(tmp_path) == [status["pid"]]
     (ws / "src" / "b.py").write_text("b = 2\n")
     out = as_json(auto("snapshot", "--json", "-m", "served", cwd=ws))
     assert out["changed_paths"] == ["src/b.py"]
@@ -135,7 +89,7 @@ def test_the_first_command_starts_one_watcher_that_serves_the_next_ones(
     said = as_json(auto("status", "--json", cwd=ws))["watcher"]
     assert said == {"running": True, "pid": status["pid"], "capture": False, "reason": None}
     assert f"Watcher: pid {status['pid']} serves this workspace." in ok(auto("status", cwd=ws))
-    assert _watchers_below(tmp_path) == [status["pid"]]
+    assert watchers_below(tmp_path) == [status["pid"]]
     ok(run_cli("check", cwd=ws))
 
 
@@ -158,7 +112,7 @@ def test_off_switches_and_help_start_no_watcher(
     ok(run_cli("snapshot", cwd=other, env={"STRATA_NO_DAEMON": "1"}))
     assert "STRATA_NO_DAEMON" in ok(run_cli("status", cwd=other))
     time.sleep(1.0)  # a watcher started by any of them would have taken its pid file
-    assert _watchers_below(tmp_path) == []
+    assert watchers_below(tmp_path) == []
     assert not (other / ".strata" / "watch" / "watch.pid").exists()
     # a bad value: one error line, and nothing runs
     bad = _workspace(tmp_path / "bad", run_cli, '\n[watch]\nauto = "yes"\n')
@@ -172,17 +126,17 @@ def test_an_idle_watcher_exits_and_the_next_command_starts_another(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli, "\n[watch]\nidle_timeout = 1.5\n")
     ok(auto("status", cwd=ws))
-    first = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    first = wait_until(lambda: _running(run_cli, ws))["pid"]
     for _ in range(6):  # busy: requests and changes keep it alive
         (ws / "src" / "a.py").write_text(f"a = {time.monotonic()}\n")
         time.sleep(0.5)
-    assert not _gone(first)
-    _wait_until(lambda: _gone(first), timeout=15)
+    assert not gone(first)
+    wait_until(lambda: gone(first), timeout=15)
     watch = ws / ".strata" / "watch"
     assert not (watch / "watch.sock").exists() and not (watch / "watch.key").exists()
     assert "idle" in (watch / "watch.log").read_text()
     ok(auto("status", cwd=ws))
-    second = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    second = wait_until(lambda: _running(run_cli, ws))["pid"]
     assert second != first
 
 
@@ -192,7 +146,7 @@ def test_a_watcher_exits_when_what_it_serves_goes_away(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("status", cwd=ws))
-    pid = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    pid = wait_until(lambda: _running(run_cli, ws))["pid"]
     version_file = Path(strata.__file__).parent / "_version.py"
     before = version_file.stat()
     try:
@@ -206,13 +160,13 @@ def test_a_watcher_exits_when_what_it_serves_goes_away(
             config.write_text(text)
         else:  # a newer Strata installed over this one
             os.utime(version_file, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000_000))
-        _wait_until(lambda: _gone(pid), timeout=15)
+        wait_until(lambda: gone(pid), timeout=15)
     finally:
         os.utime(version_file, ns=(before.st_atime_ns, before.st_mtime_ns))
     if change == "strata-updated":
         assert "Strata was updated" in (ws / ".strata" / "watch" / "watch.log").read_text()
         ok(auto("status", cwd=ws))  # and the next command starts the new one
-        assert _wait_until(lambda: _running(run_cli, ws))["pid"] != pid
+        assert wait_until(lambda: _running(run_cli, ws))["pid"] != pid
 
 
 def test_a_killed_watcher_leaves_nothing_the_next_command_trips_on(
@@ -220,15 +174,15 @@ def test_a_killed_watcher_leaves_nothing_the_next_command_trips_on(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("snapshot", "-m", "first", cwd=ws))
-    pid = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    pid = wait_until(lambda: _running(run_cli, ws))["pid"]
     os.kill(pid, signal.SIGKILL)
-    _wait_until(lambda: _gone(pid))
+    wait_until(lambda: gone(pid))
     watch = ws / ".strata" / "watch"
     assert (watch / "watch.sock").exists()  # what it left behind
     (ws / "src" / "after.py").write_text("after\n")
     out = as_json(auto("snapshot", "--json", cwd=ws))
     assert out["changed_paths"] == ["src/after.py"]
-    second = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    second = wait_until(lambda: _running(run_cli, ws))["pid"]
     assert second != pid
     (ws / "src" / "later.py").write_text("later\n")
     out = as_json(auto("snapshot", "--json", cwd=ws))
@@ -242,18 +196,18 @@ def test_strata_watch_takes_over_and_captures_while_serving(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("status", cwd=ws))
-    served = _wait_until(lambda: _running(run_cli, ws))["pid"]
+    served = wait_until(lambda: _running(run_cli, ws))["pid"]
     try:
         started = as_json(run_cli("watch", "--daemon", "--debounce-ms", "100", "--json", cwd=ws))
         assert started["pid"] != served and started["capture"] is True
-        assert _gone(served) or _wait_until(lambda: _gone(served))
+        assert gone(served) or wait_until(lambda: gone(served))
         (ws / "src" / "live.py").write_text("live\n")
 
         def captured() -> bool:
             events = as_json(run_cli("history", "--json", cwd=ws))
             return any(e["rationale"] == "live capture" for e in events)
 
-        _wait_until(captured)
+        wait_until(captured)
         # the capturing watcher runs commands for the command line too
         (ws / "src" / "served.py").write_text("served\n")
         out = as_json(auto("snapshot", "--json", "-m", "by hand", cwd=ws))
@@ -273,7 +227,7 @@ def test_a_second_asker_waits_for_the_watcher_instead_of_starting_strata(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("snapshot", cwd=ws))
-    _wait_until(lambda: _running(run_cli, ws))
+    wait_until(lambda: _running(run_cli, ws))
     (ws / "src" / "b.py").write_text("b\n")
     layout = find_layout(ws)
 
@@ -322,7 +276,7 @@ def test_strata_run_starts_the_watcher_too(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("run", "--", "true", cwd=ws))
-    status = _wait_until(lambda: _running(run_cli, ws))
+    status = wait_until(lambda: _running(run_cli, ws))
     assert status["capture"] is False
     (ws / "src" / "c.py").write_text("c\n")
     out = as_json(auto("snapshot", "--json", cwd=ws))
@@ -335,7 +289,7 @@ def test_a_capturing_watcher_records_steps_while_it_serves_commands(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli, "\n[watch]\ncapture = true\n")
     ok(auto("status", cwd=ws))
-    assert _wait_until(lambda: _running(run_cli, ws))["capture"] is True
+    assert wait_until(lambda: _running(run_cli, ws))["capture"] is True
     ok(run_cli("watch", "--stop", cwd=ws))
     # steps recorded at once, each while a command runs for the command line
     ok(run_cli("watch", "--daemon", "--debounce-ms", "0", cwd=ws))
@@ -370,7 +324,7 @@ def test_a_capturing_watcher_records_steps_while_it_serves_commands(
             files = {f for e in events for f in e["files"] if "step" in f}
             return files == {f"src/step{i}.py" for i in range(12)} and len(live) >= 8
 
-        _wait_until(all_recorded)
+        wait_until(all_recorded)
     finally:
         ok(run_cli("watch", "--stop", cwd=ws))
     log = (ws / ".strata" / "watch" / "watch.log").read_text()

@@ -14,36 +14,16 @@ import signal
 import socket
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from conftest import CliRunner, Person, as_json, ok
-from test_autostart import _gone, _wait_until, _watchers_below
+from conftest import AUTO, CliRunner, Person, as_json, gone, ok, wait_until, watchers_below
 
-AUTO = {"STRATA_NO_DAEMON": ""}
 FULL = {"STRATA_NO_RESIDENT": "1"}
 Cli = Callable[..., tuple[int, Any, Any]]
-
-
-@pytest.fixture
-def auto(tmp_path: Path, run_cli: CliRunner) -> Iterator[Cli]:
-    """The CLI with self-starting watchers; every watcher stopped at the end."""
-
-    def run(*args: str | os.PathLike[str], **kwargs: Any) -> tuple[int, Any, Any]:
-        return run_cli(*args, **{**kwargs, "env": {**AUTO, **kwargs.get("env", {})}})
-
-    yield run
-    for pid in _watchers_below(tmp_path):
-        os.kill(pid, signal.SIGTERM)
-    for pid in _watchers_below(tmp_path):
-        _wait_until(lambda pid=pid: _gone(pid), timeout=10)
-    leftover = _watchers_below(tmp_path)
-    for pid in leftover:
-        os.kill(pid, signal.SIGKILL)
-    assert not leftover, "a watcher did not stop on SIGTERM"
 
 
 def _workspace(ws: Path, run_cli: CliRunner) -> Path:
@@ -65,7 +45,7 @@ def _twins(tmp_path: Path, run_cli: CliRunner, auto: Cli) -> tuple[Path, Path]:
     thin, full = _workspace(tmp_path / "thin", run_cli), _workspace(tmp_path / "full", run_cli)
     for ws in (thin, full):
         ok(auto("status", cwd=ws))
-        _wait_until(lambda ws=ws: _watcher(run_cli, ws))
+        wait_until(lambda ws=ws: _watcher(run_cli, ws))
     return thin, full
 
 
@@ -226,7 +206,7 @@ def test_sigterm_reaches_the_command_of_a_thin_run_as_it_does_a_full_one(
             stderr=subprocess.PIPE,
             text=True,
         )
-        _wait_until(lambda ws=ws: (ws / "started").exists())
+        wait_until(lambda ws=ws: (ws / "started").exists())
         proc.send_signal(signal.SIGTERM)
         _out, err = proc.communicate(timeout=60)
         assert proc.returncode == 7, err
@@ -275,7 +255,7 @@ def test_the_watcher_begins_and_ends_runs_only_for_its_own_command_line(
 ) -> None:
     ws = _workspace(tmp_path / "ws", run_cli)
     ok(auto("status", cwd=ws))
-    _wait_until(lambda: _watcher(run_cli, ws))
+    wait_until(lambda: _watcher(run_cli, ws))
     sock = ws / ".strata" / "watch" / "watch.sock"
     key = (ws / ".strata" / "watch" / "watch.key").read_text().strip()
     begin = _request(ws, "run_begin", ["run", "--", "true"])
@@ -316,10 +296,10 @@ def test_another_user_cannot_begin_a_run(
     try:
         _another_user_is_refused(base, run_cli, auto, unprivileged)
     finally:
-        for pid in _watchers_below(base):
+        for pid in watchers_below(base):
             os.kill(pid, signal.SIGTERM)
-        for pid in _watchers_below(base):
-            _wait_until(lambda pid=pid: _gone(pid), timeout=10)
+        for pid in watchers_below(base):
+            wait_until(lambda pid=pid: gone(pid), timeout=10)
         shutil.rmtree(base, ignore_errors=True)
 
 
@@ -327,7 +307,7 @@ def _another_user_is_refused(base: Path, run_cli: CliRunner, auto: Cli, other: P
     base.chmod(0o755)
     ws = _workspace(base / "ws", run_cli)
     ok(auto("status", cwd=ws))
-    _wait_until(lambda: _watcher(run_cli, ws))
+    wait_until(lambda: _watcher(run_cli, ws))
     for folder in (ws, ws / ".strata", ws / ".strata" / "watch"):
         folder.chmod(0o755)
     sock = ws / ".strata" / "watch" / "watch.sock"

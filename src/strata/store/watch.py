@@ -91,6 +91,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY: the
+# sub-commands and options that never run in one (the client's own lists, so both agree)
+from strata._resident import LOCAL_ONLY, LOCAL_SUB
+from strata._resident import SERVED as RUNNABLE
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
 
@@ -98,35 +102,6 @@ PROTOCOL = 1
 SOCKET = "watch.sock"
 PIDFILE = "watch.pid"
 KEYFILE = "watch.key"
-#: the only commands a watcher runs for an asker (``strata._resident.SERVED``): those
-#: whose cost is start-up; a command that needs the terminal or runs a child process
-#: (``run``, ``draft run``, ``init``, ``watch``) always runs in the caller
-RUNNABLE = (
-    "snapshot",
-    "status",
-    "diff",
-    "history",
-    "show",
-    "cat",
-    "check",
-    "rewind",
-    "restore",
-    "undo",
-    "redo",
-    "bookmark",
-    "branch",
-    "checkpoint",
-    "op",
-    "review",
-    "publish",
-    "discard",
-    "draft",
-    "export",
-)
-#: sub-commands of a served command that run in the caller (``strata._resident.LOCAL_SUB``)
-LOCAL_SUB = {"draft": ("run",)}
-#: options that never run in a watcher (``strata._resident.LOCAL_ONLY``)
-LOCAL_ONLY = ("-h", "--help", "--debug")
 #: the file, beside the socket, where a watcher that could not start says why
 UNAVAILABLE = "unavailable.json"
 #: how long an asker waits for a watcher busy with another asker's command
