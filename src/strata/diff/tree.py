@@ -91,7 +91,7 @@ def added_leaves(store: ObjectStore, tree: ObjectId, prefix: str = "") -> Iterat
         return
     items = [
         (e.name + "/" if e.kind == "dir" and e.oid != EMPTY_TREE else e.name, e)
-        for e in read_tree(store, tree)
+        for e in read_tree(store, tree, cached=False)  # each is read once: not kept
     ]
     items.sort(key=lambda item: item[0])
     for key, entry in items:
