@@ -9,6 +9,7 @@ interpreter's own start-up cost cancels out.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,22 @@ def test_a_first_snapshot_grows_by_little_memory_per_file(
         assert f'"files_changed": {count}' in ok(run_cli("history", "--json", cwd=ws))
     per_file = (peaks[16_000] - peaks[4_000]) / 12_000
     assert per_file < KB_PER_FILE, f"{per_file:.2f} KB per file ({peaks})"
+
+
+def test_a_first_snapshot_lists_its_paths_in_path_order(tmp_path: Path, run_cli: CliRunner) -> None:
+    # a folder's paths sort after a sibling named like it with a '.' or '-' after its name
+    # (``a-b`` < ``a.txt`` < ``a/b``), an empty folder sorts by its own name
+    ws = tmp_path / "ws"
+    files = ["a.txt", "a-b/x", "a/b", "a/b.c/d", "a/b-c", "a0", "é", "z/y/x"]
+    for name in files:
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(name)
+    (ws / "e").mkdir()
+    (ws / "e.txt").write_text("e")
+    (ws / "a" / "b.c" / "empty").mkdir()
+    ok(run_cli("init", cwd=ws))
+    out = json.loads(ok(run_cli("snapshot", "--json", cwd=ws)))
+    paths = sorted([*files, "e", "e.txt", "a/b.c/empty"])
+    dirs = {"e", "a/b.c/empty"}
+    assert out["changed_paths"] == [p + "/" if p in dirs else p for p in paths]
+    assert out["files_changed"] == len(paths)
