@@ -251,7 +251,7 @@ class Repository(Core):
             )
             if bookmark is not None and result.event is not None:
                 tx.bookmark(bookmark, result.event.id)
-        if result.event is not None:
+        if result.event is not None and not result.event.seq:
             result.event = self.event(result.event.id)  # with its sequence number
         return result
 

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from strata._version import __version__
 from strata.core.refs import resolve_ref
-from strata.core.results import DiffResult, FileDiff, Point, bytes_changed
+from strata.core.results import DiffResult, FileDiff, Point, RecordedDiff, bytes_changed
 from strata.core.workspace import Workspace
-from strata.diff.tree import Change, diff_trees
+from strata.diff.tree import Change, added_leaves, diff_trees
 from strata.errors import (
     CorruptRepository,
     DiskFull,
@@ -383,6 +383,48 @@ class Core:
         changes = diff_trees(store, a, b, paths=paths)
         files = [_file_diff(store, c, lines or {}, stats) for c in changes]
         return DiffResult(store, changes, files)
+
+    def recorded_diff(
+        self, a: ObjectId, b: ObjectId, *, lines: dict[ObjectId, int | None] | None = None
+    ) -> tuple[RecordedDiff, list[str], list[dict[str, Any]]]:
+        """What a state event records of the change from tree ``a`` to tree ``b``.
+
+        The diff's totals, the changed paths (as :attr:`FileDiff.path` shows
+        them) and an artifact impact for each binary file. The changes are
+        looked at one at a time and dropped: from the empty tree (a first
+        snapshot) they are never all in memory. The diff lists them again
+        only if its :attr:`~DiffResult.files` are asked for.
+        """
+        store = self.objects
+        known = lines or {}
+        changes = added_leaves(store, b) if a == EMPTY_TREE else iter(diff_trees(store, a, b))
+        paths: list[str] = []
+        impacts: list[dict[str, Any]] = []
+        insertions = deletions = 0
+        for change in changes:
+            f = _file_diff(store, change, known, True)
+            paths.append(f.path)
+            insertions += f.insertions
+            deletions += f.deletions
+            if f.binary:
+                impacts.append(
+                    {
+                        "path": f.path,
+                        "kind": "binary",
+                        "bytes_changed": f.bytes_changed,
+                        "hash_before": f.hash_before,
+                        "hash_after": f.hash_after,
+                        "summary": f"{f.status}, {f.bytes_changed} bytes changed",
+                    }
+                )
+        diff = RecordedDiff(
+            store,
+            lambda: self.diff_trees(a, b, lines=lines),
+            files_changed=len(paths),
+            insertions=insertions,
+            deletions=deletions,
+        )
+        return diff, paths, impacts
 
     @staticmethod
     def branch_for_new_state(view: View) -> str:

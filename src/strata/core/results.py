@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +156,68 @@ class DiffResult:
         }
 
 
+class RecordedDiff(DiffResult):
+    """The diff a snapshot recorded: its totals kept, its changes listed again when asked.
+
+    A snapshot of 80,000 files keeps three numbers, not 80,000 :class:`FileDiff`
+    objects; ``compute`` makes the whole :class:`DiffResult` on first use of
+    :attr:`changes` or :attr:`files`.
+    """
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        compute: Callable[[], DiffResult],
+        *,
+        files_changed: int,
+        insertions: int,
+        deletions: int,
+    ) -> None:
+        self.store = store
+        self._compute: Callable[[], DiffResult] | None = compute
+        self._whole: DiffResult | None = None
+        self._totals = (files_changed, insertions, deletions)
+
+    def _result(self) -> DiffResult:
+        if self._whole is None:
+            assert self._compute is not None
+            self._whole, self._compute = self._compute(), None
+        return self._whole
+
+    @property
+    def changes(self) -> list[Change]:
+        """Every change, listed on first use."""
+        return self._result().changes
+
+    @changes.setter
+    def changes(self, value: list[Change]) -> None:
+        self._result().changes = value
+
+    @property
+    def files(self) -> list[FileDiff]:
+        """Every changed path's :class:`FileDiff`, made on first use."""
+        return self._result().files
+
+    @files.setter
+    def files(self, value: list[FileDiff]) -> None:
+        self._result().files = value
+
+    @property
+    def files_changed(self) -> int:
+        """How many paths differ."""
+        return self._totals[0]
+
+    @property
+    def insertions(self) -> int:
+        """Lines added over all text files."""
+        return self._totals[1]
+
+    @property
+    def deletions(self) -> int:
+        """Lines removed over all text files."""
+        return self._totals[2]
+
+
 @dataclass
 class SnapshotResult:
     """What ``snapshot`` recorded."""
@@ -191,7 +253,7 @@ class SnapshotResult:
             "files_changed": self.diff.files_changed,
             "insertions": self.diff.insertions,
             "deletions": self.diff.deletions,
-            "changed_paths": [f.path for f in self.diff.files],
+            "changed_paths": list(self.event.files),
             "warnings": self.warnings,
         }
 

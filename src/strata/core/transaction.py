@@ -55,6 +55,8 @@ class Transaction:
         self._journal: Journal | None = None
         self._journal_extra: dict[str, Any] = {}
         self._on_commit: list[Callable[[], object]] = []
+        #: what :meth:`record` returned: their events get a sequence number at commit
+        self._recorded: list[SnapshotResult] = []
         self._state = "new"
 
     # -- life cycle --------------------------------------------------------------------
@@ -281,25 +283,13 @@ class Transaction:
         head_tree = self.core.tree_of(head) if head else EMPTY_TREE
         if head is not None and tree == head_tree:
             return SnapshotResult(None, head.snapshot_ref, None)
-        diff = self.core.diff_trees(head_tree, tree, lines=lines)
-        impacts = tuple(
-            {
-                "path": f.path,
-                "kind": "binary",
-                "bytes_changed": f.bytes_changed,
-                "hash_before": f.hash_before,
-                "hash_after": f.hash_after,
-                "summary": f"{f.status}, {f.bytes_changed} bytes changed",
-            }
-            for f in diff.files
-            if f.binary
-        )
+        diff, paths, impacts = self.core.recorded_diff(head_tree, tree, lines=lines)
         event = self.state_event(
             event_type,
             tree,
             message=message,
             author=author,
-            files=[f.path for f in diff.files],
+            files=paths,
             data={
                 "files_changed": diff.files_changed,
                 "insertions": diff.insertions,
@@ -310,9 +300,12 @@ class Transaction:
             manifest=manifest,
             operation_id=operation_id,
             scope=scope,
-            artifact_impacts=impacts,
         )
-        return SnapshotResult(event, event.snapshot_ref, diff)
+        if impacts:  # the body takes the dicts as they are (no copy of each)
+            self.op.events[-1]["artifact_impacts"] = impacts
+        result = SnapshotResult(event, event.snapshot_ref, diff)
+        self._recorded.append(result)
+        return result
 
     def snapshot(
         self,
@@ -403,6 +396,19 @@ class Transaction:
 
     # -- committing ------------------------------------------------------------------------
 
+    def _number_recorded(self) -> None:
+        """Give the events :meth:`record` returned their sequence numbers, as the ledger has them.
+
+        Made from the bodies just appended, not read back: the caller gets the
+        event as committed (its artifact impacts and ``data`` included).
+        """
+        index = {body["id"]: i for i, body in enumerate(self.op.events)}
+        for result in self._recorded:
+            if result.event is None or result.event.id not in index:
+                continue
+            i = index[result.event.id]
+            result.event = Event.from_json(self.op.events[i], seq=self.op.first_seq + i)
+
     def commit(self) -> None:
         """Flush objects, append the operation, run the callbacks, then drop the journal.
 
@@ -415,6 +421,7 @@ class Transaction:
         self.core.objects.flush()
         if op.events or op.after != op.before or op.details:
             self.core.ledger.commit(op)
+            self._number_recorded()
         self._state = "committed"
         for callback in self._on_commit:
             callback()

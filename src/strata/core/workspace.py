@@ -107,6 +107,10 @@ class Scan:
         self.cache.save()
 
 
+#: a scan that wrote trees of more entries than this leaves them to be read from the store
+REMEMBERED_ENTRIES = 20_000
+
+
 class Workspace:
     """A folder of files: scan it into trees, move it to another tree."""
 
@@ -156,9 +160,15 @@ class Workspace:
         self.last_scan = result
         scan = Scan(result, scanner, cache, store, token_before)
         if not hash_only:
-            # the trees just written: the diff that follows reads them from memory
-            for key, found in result.dirs.items():
-                if cache.dirs.get(key) is not found and found.tree:
+            # the trees just written: the diff that follows reads them from memory (not when
+            # they are many, a first snapshot: its diff reads each once, streaming)
+            new = [
+                found
+                for key, found in result.dirs.items()
+                if cache.dirs.get(key) is not found and found.tree
+            ]
+            if sum(len(found.rows) for found in new) <= REMEMBERED_ENTRIES:
+                for found in new:
                     remember_tree(store, ObjectId(found.tree), rows_to_entries(found.rows))
         if isinstance(store, OverlayStore):
             store.sources.update(scanner.sources)

@@ -79,12 +79,36 @@ def _walk(
             yield path, old, new
 
 
+def added_leaves(store: ObjectStore, tree: ObjectId, prefix: str = "") -> Iterator[Change]:
+    """The changes from the empty tree to ``tree``, one at a time, in :func:`diff_trees` order.
+
+    Every file, symlink and empty folder is ``added``. Nothing is kept but the
+    folders on the way down: a first snapshot of any size costs the memory of
+    its deepest path, not of its every file. Siblings are visited by name, a
+    folder's as ``name/`` (its paths sort there among its siblings' paths).
+    """
+    if tree == EMPTY_TREE:
+        return
+    items = [
+        (e.name + "/" if e.kind == "dir" and e.oid != EMPTY_TREE else e.name, e)
+        for e in read_tree(store, tree, cached=False)  # each is read once: not kept
+    ]
+    items.sort(key=lambda item: item[0])
+    for key, entry in items:
+        if key.endswith("/"):
+            yield from added_leaves(store, entry.oid, prefix + key)
+        else:
+            yield Change(prefix + key, "added", None, entry)
+
+
 def diff_trees(
     store: ObjectStore, a: ObjectId, b: ObjectId, *, paths: list[str] | None = None
 ) -> list[Change]:
     """Changes from tree ``a`` to tree ``b``, sorted by path; restricted to ``paths`` if given."""
     if a == b:
         return []
+    if a == EMPTY_TREE and not paths:
+        return list(added_leaves(store, b))
     raw = list(_walk(store, a, b, ""))
     if paths:
         raw = [r for r in raw if any(_under(r[0], p) for p in paths)]

@@ -96,6 +96,8 @@ class Operation:
     after: View
     events: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    #: once committed: the sequence number of the first of :attr:`events` (the others follow)
+    first_seq: int = field(default=0, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The operation as JSON (kept in a journal until it is committed)."""
@@ -336,6 +338,7 @@ class Ledger:
             },
         )
         self.driver.append(records)
+        op.first_seq = records[0].seq if op.events else 0
         return records[-1]
 
     # -- reading events ------------------------------------------------------------

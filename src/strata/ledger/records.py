@@ -38,24 +38,25 @@ def record_hash(
     seq: int, kind: str, body: dict[str, Any], prev: str, *, body_jcs: bytes | None = None
 ) -> str:
     """The chain hash of one record (``body_jcs``: the body's JCS bytes, when already made)."""
-    return blake3.blake3(_hashed_bytes(seq, kind, body_jcs or canonical(body), prev)).hexdigest()
+    hasher = blake3.blake3()
+    for piece in _hashed_pieces(seq, kind, body_jcs or canonical(body), prev):
+        hasher.update(piece)  # the body is hashed where it is, not copied into one string
+    return hasher.hexdigest()
 
 
-def _hashed_bytes(seq: int, kind: str, body_jcs: bytes, prev: str) -> bytes:
+def _hashed_pieces(seq: int, kind: str, body_jcs: bytes, prev: str) -> tuple[bytes, ...]:
     # JCS of {"body", "kind", "prev", "seq"}, built around the body's own JCS so that a
     # record's body is canonicalized once (JCS orders keys: body < kind < prev < seq)
-    return b"".join(
-        (
-            b'{"body":',
-            body_jcs,
-            b',"kind":',
-            canonical(kind),
-            b',"prev":',
-            canonical(prev),
-            b',"seq":',
-            canonical(seq),
-            b"}",
-        )
+    return (
+        b'{"body":',
+        body_jcs,
+        b',"kind":',
+        canonical(kind),
+        b',"prev":',
+        canonical(prev),
+        b',"seq":',
+        canonical(seq),
+        b"}",
     )
 
 

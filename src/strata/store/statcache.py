@@ -67,12 +67,10 @@ import stat
 import struct
 import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-from strata.atomic import atomic_write
 
 VERSION = 3  # 2: each folder is its own marshal blob; 3: a base and a log of saves
 #: the log is folded into the base once it is larger than this and half the base
@@ -290,6 +288,36 @@ def _set_state(loaded: _Loaded, token: object, base_rules: object, racy: object)
         loaded.racy = None
 
 
+def _marshal_pieces(value: Any) -> Iterator[bytes]:
+    """``marshal.dumps(value)`` in pieces: a dict one item at a time, anything else whole.
+
+    Version 2 writes no back-references, so pieces dumped apart read back as
+    one value: the base is written without a second copy of every folder's blob.
+    """
+    if type(value) is dict:
+        yield b"{"
+        for key, item in value.items():
+            yield marshal.dumps(key, 2)
+            yield from _marshal_pieces(item)
+        yield b"0"
+    else:
+        yield marshal.dumps(value, 2)
+
+
+def _write_base(path: Path, body: dict[str, Any]) -> None:
+    """Replace the base file with ``body`` (temp + rename), writing it piece by piece."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb", buffering=1 << 16) as f:
+            for piece in _marshal_pieces(body):
+                f.write(piece)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def forget_memory() -> None:
     """Drop every stat cache this process keeps in memory (they are read again when used)."""
     with _MEMORY_LOCK:
@@ -496,7 +524,7 @@ class StatCache:
                 "racy": racy,
                 "quick": quick,
             }
-            atomic_write(self.path, marshal.dumps(body), durable=False)
+            _write_base(self.path, body)
             os.ftruncate(fd, 0)  # a crash before this leaves records of another generation
             self._remember(saved)
         finally:

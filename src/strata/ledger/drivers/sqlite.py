@@ -85,7 +85,7 @@ def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Re
         [_event_row(k) for k in keys],
     )
     db.executemany(
-        "INSERT INTO event_files VALUES (?, ?)", [(k.seq, p) for k in keys for p in k.files]
+        "INSERT INTO event_files VALUES (?, ?)", ((k.seq, p) for k in keys for p in k.files)
     )
 
 

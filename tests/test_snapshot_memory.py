@@ -1,0 +1,104 @@
+"""A first snapshot's memory grows slowly with the number of files.
+
+A user snapshots a large tree on a small machine: the peak resident memory
+of the ``strata snapshot`` process must not hold every file's diff, stat and
+event entry several times over. Measured, not timed: the peak RSS of a real
+child process (its ``VmHWM``) at two tree sizes, so the
+interpreter's own start-up cost cancels out.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CliRunner, ok
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads VmHWM from /proc")
+
+#: what each more file may add to the peak (measured: about 1.4 KB; the diff held whole
+#: as Change, TreeEntry and FileDiff objects, and the event read back, make it 1.9 KB)
+KB_PER_FILE = 1.6
+
+
+def make_files(root: Path, count: int) -> None:
+    """``count`` small files, a tenth of them binary, 100 to a folder, two levels deep."""
+    for i in range(count):
+        folder = root / f"pkg{i // 2000:02d}" / f"mod{i // 100 % 20:02d}"
+        if i % 100 == 0:
+            folder.mkdir(parents=True)
+        if i % 10 == 0:
+            (folder / f"blob_{i:06d}.bin").write_bytes(b"\0\1\2" + i.to_bytes(4, "big"))
+        else:
+            (folder / f"source_file_{i:06d}.py").write_text(f"x = {i}\nprint(x)\n")
+
+
+#: runs the CLI, then writes the process's peak resident KB (VmHWM: the peak of this
+#: program's own memory, not of the test process it was forked from, which
+#: ``ru_maxrss`` would count) to the file named in argv[1]
+MEASURED = """
+import sys
+from pathlib import Path
+from strata.cli import main
+out = Path(sys.argv[1])
+sys.argv = ["strata", *sys.argv[2:]]
+try:
+    main()
+finally:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            out.write_text(line.split()[1])
+"""
+
+
+def peak_kb(run_cli: CliRunner, cwd: Path) -> int:
+    """The peak resident KB of one ``strata snapshot`` run in ``cwd``."""
+    peak = cwd.parent / f"{cwd.name}.peak"
+    proc = subprocess.run(
+        [sys.executable, "-c", MEASURED, str(peak), "snapshot", "-m", "first"],
+        cwd=cwd,
+        env=run_cli.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "files changed" in proc.stdout
+    return int(peak.read_text())
+
+
+def test_a_first_snapshot_grows_by_little_memory_per_file(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    peaks = {}
+    for count in (4_000, 16_000):
+        ws = tmp_path / f"ws{count}"
+        make_files(ws, count)
+        ok(run_cli("init", cwd=ws))
+        peaks[count] = peak_kb(run_cli, ws)
+        assert f'"files_changed": {count}' in ok(run_cli("history", "--json", cwd=ws))
+    per_file = (peaks[16_000] - peaks[4_000]) / 12_000
+    assert per_file < KB_PER_FILE, f"{per_file:.2f} KB per file ({peaks})"
+
+
+def test_a_first_snapshot_lists_its_paths_in_path_order(tmp_path: Path, run_cli: CliRunner) -> None:
+    # a folder's paths sort after a sibling named like it with a '.' or '-' after its name
+    # (``a-b`` < ``a.txt`` < ``a/b``), an empty folder sorts by its own name
+    ws = tmp_path / "ws"
+    files = ["a.txt", "a-b/x", "a/b", "a/b.c/d", "a/b-c", "a0", "é", "z/y/x"]
+    for name in files:
+        (ws / name).parent.mkdir(parents=True, exist_ok=True)
+        (ws / name).write_text(name)
+    (ws / "e").mkdir()
+    (ws / "e.txt").write_text("e")
+    (ws / "a" / "b.c" / "empty").mkdir()
+    ok(run_cli("init", cwd=ws))
+    out = json.loads(ok(run_cli("snapshot", "--json", cwd=ws)))
+    paths = sorted([*files, "e", "e.txt", "a/b.c/empty"])
+    dirs = {"e", "a/b.c/empty"}
+    assert out["changed_paths"] == [p + "/" if p in dirs else p for p in paths]
+    assert out["files_changed"] == len(paths)
