@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# A short tour: record, rewind, instrumented runs with rollback, and an agent
-# working in a sandboxed Draft that a person reviews and publishes.
+# A short tour: record, rewind, instrumented runs with rollback, an agent
+# working in a sandboxed Draft that a person reviews and publishes, and the
+# watcher and storage that keep it fast and small.
 set -euo pipefail
 
 ws=$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")
-trap 'rm -rf "$ws"' EXIT
+trap 'strata -C "$ws" watch --stop >/dev/null 2>&1 || true; rm -rf "$ws"' EXIT
 cd "$ws"
 export STRATA_AUTHOR=demo
 
@@ -79,3 +80,10 @@ cp=$(strata checkpoint list --json | python3 -c 'import json,sys; print(json.loa
 run strata checkpoint restore "$cp"
 run cat src/app.py
 run strata check
+
+say "4. Speed by default: the first command started a watcher for this folder; commands ask it what changed instead of reading every file."
+run strata watch --status
+run strata status
+say "The store keeps every version; 'strata du' shows what it holds, 'strata gc' what the [retention] tiers of config.toml let go."
+run strata du
+run strata gc --dry-run

@@ -34,34 +34,9 @@ import socket
 import sys
 from typing import NoReturn
 
-#: the commands a watcher runs (it refuses any other; ``strata.store.watch.RUNNABLE``);
-#: anything else runs in the calling process
-SERVED = (
-    "snapshot",
-    "status",
-    "diff",
-    "history",
-    "show",
-    "cat",
-    "check",
-    "rewind",
-    "restore",
-    "undo",
-    "redo",
-    "bookmark",
-    "branch",
-    "checkpoint",
-    "op",
-    "review",
-    "publish",
-    "discard",
-    "draft",
-    "export",
-)
-#: sub-commands of a served command that run here (they start a child process)
-LOCAL_SUB = {"draft": ("run",)}
-#: options whose output depends on the terminal or the process: always run locally
-LOCAL_ONLY = ("-h", "--help", "--debug")
+# imports nothing, as this module imports only the standard library
+from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED
+
 READY_TIMEOUT = 2.0
 #: how long to wait while the watcher finishes another caller's command
 QUEUE_TIMEOUT = 65.0

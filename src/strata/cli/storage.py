@@ -56,8 +56,9 @@ def gc(dry_run: bool, grace: int | None, as_json: bool) -> None:
         emit_json(result.to_json())
         return
     verb = "Would remove" if dry_run else "Removed"
+    objects_bytes = max(result.bytes_freed - result.draft_folder_bytes, 0)
     click.echo(
-        f"{verb} {result.objects_removed} objects ({_size(result.bytes_freed)}); "
+        f"{verb} {_count(result.objects_removed, 'object')} ({_size(objects_bytes)}); "
         f"{result.kept_snapshots} snapshots kept, {len(result.pruned_snapshots)} thinned."
     )
     if result.spared_recent:

@@ -91,12 +91,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-# RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY: the
-# sub-commands and options that never run in one (the client's own lists, so both agree)
-from strata._resident import LOCAL_ONLY, LOCAL_SUB
-from strata._resident import SERVED as RUNNABLE
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
+
+# RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY: the
+# sub-commands and options that never run in one (the client's own lists, so both agree)
+from strata.store.served import LOCAL_ONLY, LOCAL_SUB
+from strata.store.served import SERVED as RUNNABLE
 
 PROTOCOL = 1
 SOCKET = "watch.sock"

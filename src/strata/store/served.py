@@ -1,0 +1,34 @@
+"""Which commands a watcher runs for the command line (shared by the client and the server).
+
+The client (``strata._resident``) imports only the standard library before
+it hands a command over, so this module imports nothing.
+"""
+
+#: the commands a watcher runs for the command line (it refuses any other): those whose
+#: cost is start-up; anything else (``run``, ``init``, ``watch``) runs in the calling process
+SERVED = (
+    "snapshot",
+    "status",
+    "diff",
+    "history",
+    "show",
+    "cat",
+    "check",
+    "rewind",
+    "restore",
+    "undo",
+    "redo",
+    "bookmark",
+    "branch",
+    "checkpoint",
+    "op",
+    "review",
+    "publish",
+    "discard",
+    "draft",
+    "export",
+)
+#: sub-commands of a served command that run in the calling process (they start a child)
+LOCAL_SUB = {"draft": ("run",)}
+#: options whose output depends on the terminal or the process: always run locally
+LOCAL_ONLY = ("-h", "--help", "--debug")
