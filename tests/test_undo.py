@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -328,6 +329,52 @@ def test_redo_only_follows_an_undo(ws: Path, repo: Repository) -> None:
     record(repo, ws, "another\n")  # a new operation ends the chance to redo
     with pytest.raises(NothingToRedo):
         repo.redo()
+
+
+def test_undo_and_redo_of_a_run_with_live_steps(ws: Path, repo: Repository) -> None:
+    """``run --watch``: undo goes back before the first step, redo brings the files back."""
+    from strata.runs.watch import LiveCapture
+
+    base = record(repo, ws, "orig\n")
+    script = (
+        "import pathlib, time\n"
+        "pathlib.Path('f.txt').write_text('one\\n')\n"
+        "time.sleep(0.6)\n"
+        "pathlib.Path('f.txt').write_text('two\\n')\n"
+        "time.sleep(0.6)\n"
+    )
+    captures: list[LiveCapture] = []
+
+    def around() -> LiveCapture:
+        captures.append(LiveCapture(repo, debounce_ms=100, serve=False))
+        return captures[-1]
+
+    result = repo.execute_run([sys.executable, "-c", script], cwd=ws, around=around)
+    assert result.exit_code == 0
+    assert captures[0].events and captures[0].errors == []  # at least one live step
+    after = state(repo, ws)
+    assert (ws / "f.txt").read_text() == "two\n"
+
+    assert repo.undo().command == "run"
+    assert (ws / "f.txt").read_text() == "orig\n"
+    assert repo.head() == base  # before the run's first step, not on one of them
+    assert repo.status().clean
+
+    assert repo.redo().command == "run"
+    assert (ws / "f.txt").read_text() == "two\n"
+    assert state(repo, ws) == after
+    assert repo.status().clean
+    redo_op = repo.operations(limit=1)[0]
+    assert redo_op.command == "redo" and redo_op.details["tree_after"] is not None
+    redo_event, undo_event = [e for e in repo.history() if e.action_type in ("undo", "redo")]
+    assert undo_event.rationale.startswith("undo to the state before run ")
+    assert redo_event.rationale.startswith("redo to the state after run ")
+
+    # the next undo reverses the redo, the one after goes past the run (its live steps too)
+    repo.undo()
+    assert (ws / "f.txt").read_text() == "orig\n" and repo.head() == base
+    assert repo.undo().command == "snapshot"
+    assert repo.check() == []
 
 
 def test_nothing_to_undo_on_a_fresh_repository(ws: Path, run_cli: CliRunner) -> None:

@@ -43,7 +43,13 @@ def undo(core: Core, *, author: Author | None = None) -> UndoResult:
         tree = target.details.get("tree_before")
         if target.command in ("undo", "redo") and target.details.get("tree_after") is None:
             tree = None  # it moved only refs (its tree_before is what it found, not moved)
-        apply_view(tx, target.view_before, tree, undid=target.id)
+        apply_view(
+            tx,
+            target.view_before,
+            tree,
+            ref=f"the state before {target.command} {target.id}",
+            undid=target.id,
+        )
         return result
 
 
@@ -68,8 +74,16 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
         tree = original.details.get("tree_after")
         refs_only = tree is None
         tree = tree or undo_op.details.get("tree_before")
+        run_id = original.details.get("run_id")
+        what = f"run {run_id}" if run_id else f"{original.command} {original_id}"
         apply_view(
-            tx, original.view_after, tree, refs_only=refs_only, redid=original_id, undo=undo_op.id
+            tx,
+            original.view_after,
+            tree,
+            refs_only=refs_only,
+            ref=f"the state after {what}",
+            redid=original_id,
+            undo=undo_op.id,
         )
         return RedoResult(original_id, original.command, tx.id)
 
@@ -85,9 +99,17 @@ def guard_draft_undo(core: Core, command: str, op: OperationRecord) -> None:
 
 
 def apply_view(
-    tx: Transaction, view: View, tree: str | None, *, refs_only: bool = False, **details: object
+    tx: Transaction,
+    view: View,
+    tree: str | None,
+    *,
+    refs_only: bool = False,
+    ref: str = "",
+    **details: object,
 ) -> None:
     """Set ``view``; bring the files to ``tree`` too when one is given (journaled).
+
+    ``ref`` names where the files go, for the event's rationale (``undo to REF``).
 
     With ``refs_only`` (the redo of an operation that moved only refs), the
     files move only when they hold no unrecorded edit. The files found are
@@ -110,7 +132,7 @@ def apply_view(
     restore_into(
         tx,
         target,
-        command,
+        ref or command,
         paths=None,
         event_type=command,
         after_view=view,

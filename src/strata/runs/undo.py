@@ -24,7 +24,7 @@ from strata.ledger.events import Event, EventType
 from strata.runs.record import rollback_paths
 
 if TYPE_CHECKING:
-    from strata.core import Transaction
+    from strata.core import Core, Transaction
 
 
 def is_finished_run(op: OperationRecord) -> bool:
@@ -62,22 +62,43 @@ def undo_run(tx: Transaction, op: OperationRecord) -> bool:
     recorded_after = next((o for o in ops if after.id in o.events), None)
     if recorded_after is None:
         return False
+    # the steps of a live capture (``run --watch``) are snapshots of their own operations,
+    # recorded after the 'before' mark; the 'after' snapshot may be the last of them.
+    # HEAD goes back to before the first, and they are undone with the run.
+    steps = live_steps(core, ops, before_mark.seq, recorded_after.seq)
+    first = min([recorded_after, *steps], key=lambda o: o.seq)
     before_tree, after_tree = core.tree_of(before), core.tree_of(after)
     changed = rollback_paths(core, before_tree, after_tree)
     if not changed:
         return False
     core.guard_published("undo a run")
-    # every operation of the run from its 'after' snapshot on, and the annotations
-    also = [recorded_after.id] + [
-        o.id for o in ops if o.details.get("run_id") == run_id and o.id != op.id
-    ]
+    # every operation of the run from its first live step (or its 'after' snapshot) on,
+    # and the annotations
+    also = [recorded_after.id] + [s.id for s in steps if s.id != recorded_after.id]
+    also += [o.id for o in ops if o.details.get("run_id") == run_id and o.id != op.id]
     restore_into(
         tx,
         Point(ObjectId(before_tree), before.snapshot_ref, before, "before"),
         f"the state before run {run_id}",
         paths=changed,
         event_type=EventType.UNDO,
-        after_view=recorded_after.view_before,
+        after_view=first.view_before,
         details={"undid": op.id, "undid_also": also, "run_id": run_id},
     )
     return True
+
+
+def live_steps(
+    core: Core, ops: list[OperationRecord], since_seq: int, until_seq: int
+) -> list[OperationRecord]:
+    """The operations recorded in ``(since_seq, until_seq]`` that took a live-capture step."""
+    found = []
+    for o in ops:
+        if not since_seq < o.seq <= until_seq:
+            continue
+        for event_id in o.events:
+            event = core.event(event_id)
+            if event.action_type == EventType.SNAPSHOT and "live_capture" in event.data:
+                found.append(o)
+                break
+    return found
