@@ -82,9 +82,12 @@ def test_the_first_command_starts_one_watcher_that_serves_the_next_ones(
     for args in (
         ["diff", "HEAD~1", "HEAD", "--json"],
         ["history", "--json"],
-        ["show", "HEAD:src/b.py"],
+        ["bookmark", "list"],
     ):
         ok(auto(*args, cwd=ws))
+    assert _running(run_cli, ws)["commands_run"] == 4
+    # a command whose output is a whole file runs in the caller
+    assert ok(auto("show", "HEAD:src/b.py", cwd=ws)) == "b = 2\n"
     assert _running(run_cli, ws)["commands_run"] == 4
     said = as_json(auto("status", "--json", cwd=ws))["watcher"]
     assert said == {"running": True, "pid": status["pid"], "capture": False, "reason": None}

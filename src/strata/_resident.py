@@ -82,7 +82,7 @@ def _read_key(sock_path: str) -> str | None:
 
 
 def _read_line(sock: socket.socket) -> dict[str, object] | None:
-    data = b""
+    data = bytearray()  # grows in place: a command's output may be large
     while not data.endswith(b"\n"):
         chunk = sock.recv(1 << 20)
         if not chunk:
@@ -105,8 +105,19 @@ def try_resident(argv: list[str]) -> bool:
     try:
         return _try_resident(argv)
     except KeyboardInterrupt:
-        sys.stderr.write("error: interrupted\n")
+        if _handed_over:  # the watcher runs it: Ctrl-C ends only this side
+            pid, command = _handed_over
+            sys.stderr.write(
+                f"error: interrupted; the watcher (pid {pid}) finishes 'strata {command}' "
+                "(it may have recorded it)\nhint: see 'strata history' and 'strata status'\n"
+            )
+        else:
+            sys.stderr.write("error: interrupted\n")
         sys.exit(130)
+
+
+#: (watcher pid, command) once a command has been handed to the watcher
+_handed_over: tuple[object, str] | None = None
 
 
 #: the options of the plain form of ``strata run`` (each takes a value)
@@ -170,6 +181,8 @@ def _try_resident(argv: list[str]) -> bool:
             sock.sendall(b'{"go": true}\n')
         except (OSError, ValueError):
             return False
+        global _handed_over
+        _handed_over = (ready.get("pid"), argv[0])
         # From here on the watcher may have started: never fall back.
         sock.settimeout(None)
         try:
@@ -279,7 +292,7 @@ def _exchange(
 
 
 def _read_line_fds(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
-    data = b""
+    data = bytearray()
     fds: list[int] = []
     while not data.endswith(b"\n"):
         chunk, more, _flags, _addr = socket.recv_fds(sock, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)

@@ -5,14 +5,13 @@ it hands a command over, so this module imports nothing.
 """
 
 #: the commands a watcher runs for the command line (it refuses any other): those whose
-#: cost is start-up; anything else (``run``, ``init``, ``watch``) runs in the calling process
+#: cost is start-up; anything else (``run``, ``init``, ``watch``; ``show`` and ``cat``, whose
+#: output may be a whole large file) runs in the calling process
 SERVED = (
     "snapshot",
     "status",
     "diff",
     "history",
-    "show",
-    "cat",
     "check",
     "rewind",
     "restore",
