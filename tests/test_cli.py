@@ -269,6 +269,11 @@ def test_nested_init_and_busy_export(project: Path, tmp_path: Path, run_cli: Cli
     busy.mkdir()
     (busy / "mine").write_text("x")
     assert_user_error(run_cli("export", "HEAD", str(busy), cwd=project), says="not empty")
+    # a file where a folder is needed: one line, not a crash, the file untouched
+    (tmp_path / "afile").write_text("x")
+    target = tmp_path / "afile" / "out"
+    assert_user_error(run_cli("export", "HEAD", str(target), cwd=project), says="Not a directory")
+    assert (tmp_path / "afile").read_text() == "x"
 
 
 @pytest.mark.parametrize("damage", ["flip bytes", "garbage"])

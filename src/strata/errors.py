@@ -34,6 +34,7 @@ The tree::
     │   ├── PathOutsideWorkspace   a path that leaves the workspace
     │   └── PathNotFound           a path absent from a snapshot
     ├── WorkspaceError
+    │   ├── ExportFailed           export could not write into the folder it was given
     │   ├── FolderNotWritable      a rewind or restore would write into a folder it may not
     │   ├── UnsafeWorkspacePath    a symlink or swapped folder met while writing
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
@@ -298,6 +299,16 @@ class PathNotFound(PathError):
 
 class WorkspaceError(StrataError):
     """Writing into the workspace could not be done safely."""
+
+
+class ExportFailed(WorkspaceError):
+    """``strata export`` could not write into the folder it was given."""
+
+    def __init__(self, target: str, reason: str) -> None:
+        super().__init__(
+            f"cannot export into {target}: {reason}",
+            hint="give a new or empty folder you may write into",
+        )
 
 
 class FolderNotWritable(WorkspaceError):

@@ -20,6 +20,7 @@ worker threads for asyncio code.
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -48,7 +49,7 @@ from strata.core import (
 )
 from strata.core import check as _check
 from strata.core.restore import restore_into
-from strata.errors import NameTaken, PathNotFound, UnknownRef, UsageError
+from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
@@ -343,7 +344,12 @@ class Repository(Core):
         point = self.resolve(ref)
         from strata.store.materialize import export_tree
 
-        return export_tree(self.objects, point.tree, Path(target), threads=threads)
+        try:
+            return export_tree(self.objects, point.tree, Path(target), threads=threads)
+        except OSError as exc:  # the folder given: a file in the way, no permission, no parent
+            if exc.errno == errno.ENOSPC or exc.filename is None:
+                raise
+            raise ExportFailed(str(target), exc.strerror or str(exc)) from None
 
     def cat(self, oid: str) -> CatResult:
         """An object by id or unique prefix: ``kind`` tree (entries), snapshot (manifest), blob."""
