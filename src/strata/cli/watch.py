@@ -129,6 +129,10 @@ def watcher_report(repo: Any) -> dict[str, Any]:
     return {"running": False, "pid": None, "capture": None, "reason": reason}
 
 
+def _count(n: object, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def watcher_line(report: dict[str, Any]) -> str:
     """``report`` (:func:`watcher_report`) as one line."""
     if report["running"]:
@@ -136,7 +140,7 @@ def watcher_line(report: dict[str, Any]) -> str:
         return f"Watcher: pid {report['pid']} {what} this workspace."
     if report["reason"]:
         return f"Watcher: none ({report['reason']}); every command reads the whole tree."
-    return "Watcher: none runs yet; the next command starts one."
+    return "Watcher: none answers yet (commands that use the workspace start one)."
 
 
 @click.command()
@@ -208,7 +212,7 @@ def watch(
             elif status["running"] and status.get("sequence") is not None:
                 click.echo(
                     f"A watcher runs for {printable(str(root))} (pid {status.get('pid')}, "
-                    f"{status.get('sequence')} changes seen"
+                    f"{_count(status.get('sequence'), 'change')} seen"
                     f"{', recording steps' if status.get('capture') else ''})"
                 )
             else:
