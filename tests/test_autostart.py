@@ -122,6 +122,10 @@ def test_off_switches_and_help_start_no_watcher(
     assert_user_error(auto("status", cwd=bad), says="watch.auto is not true or false")
     bad2 = _workspace(tmp_path / "bad2", run_cli, "\n[watch]\nidle_timeout = -1\n")
     assert_user_error(auto("status", cwd=bad2), says="watch.idle_timeout")
+    # a misspelt setting is refused, not ignored (it would leave the watcher on)
+    bad3 = _workspace(tmp_path / "bad3", run_cli, "\n[watch]\nauot = false\n")
+    assert_user_error(auto("status", cwd=bad3), says="watch.auot is not a setting")
+    assert watchers_below(tmp_path) == []
 
 
 def test_an_idle_watcher_exits_and_the_next_command_starts_another(

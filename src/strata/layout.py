@@ -227,6 +227,10 @@ def _claim(workspace: Path, repo: Path) -> None:
         return
 
 
+#: the settings of ``[watch]`` in config.toml
+WATCH_SETTINGS = ("auto", "capture", "idle_timeout")
+
+
 def load_config(layout: Layout) -> Config:
     """Parse and check ``config.toml`` (a field of the wrong type: :class:`RepositoryError`)."""
     try:
@@ -261,6 +265,11 @@ def load_config(layout: Layout) -> Config:
             hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
         )
     watch = table("watch")
+    unknown = sorted(set(watch) - set(WATCH_SETTINGS))
+    if unknown:  # a misspelt setting would be ignored without a word
+        raise _bad_config(
+            layout, f"watch.{unknown[0]} is not a setting (known: {', '.join(WATCH_SETTINGS)})"
+        )
     for key in ("auto", "capture"):
         if not isinstance(watch.get(key, False), bool):
             raise _bad_config(layout, f"watch.{key} is not true or false")
