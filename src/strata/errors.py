@@ -227,8 +227,8 @@ class SnapshotPruned(RefError):
         super().__init__(
             f"{what} {snapshot_id[:12]} was removed by gc on {removed}; "
             f"nearest kept: {nearest or 'none'}",
-            hint="the event stays in the history; bookmark events to keep their files "
-            "(see [retention] in config.toml)",
+            hint="the event stays in the history; bookmark events before gc to keep their "
+            "files, or widen [retention] in config.toml",
         )
         self.snapshot_id = snapshot_id
         self.removed = removed

@@ -109,7 +109,7 @@ _KIND_NAMES = {
     "packs": "packs",
     "pack_indexes": "pack indexes",
     "ledger": "ledger",
-    "draft": "kept Draft folder",
+    "draft": "Draft folder",
     "stat_caches": "stat caches",
     "git_map": "git import map",
     "other": "other",
