@@ -337,3 +337,28 @@ def test_a_capturing_watcher_records_steps_while_it_serves_commands(
     log = (ws / ".strata" / "watch" / "watch.log").read_text()
     assert log.count("Recorded ") >= 1  # the steps were reported in the watcher's own log
     ok(run_cli("check", cwd=ws))
+
+
+def test_the_watcher_of_a_git_backed_workspace_exits_once_init_gives_it_a_repository(
+    tmp_path: Path, run_cli: CliRunner, auto: Callable[..., tuple[int, Any, Any]], git: Any
+) -> None:
+    ws = tmp_path / "gitws"
+    ws.mkdir()
+    git("init", "-q", "-b", "main", cwd=ws)
+    (ws / "a.txt").write_text("one\n")
+    git("add", "-A", cwd=ws)
+    git("commit", "-qm", "first", cwd=ws)
+    # a run in a plain git work tree keeps its store in .git/strata and starts a watcher there
+    ok(auto("run", "--", "sh", "-c", "echo two >> a.txt", cwd=ws))
+    old = wait_until(lambda: watchers_below(tmp_path))
+    assert (ws / ".git" / "strata" / "repo").is_dir()
+    # 'strata init' gives the workspace a repository of its own: the old watcher serves
+    # nothing any more and goes; the new one is the only one left
+    ok(auto("init", cwd=ws))
+    ok(auto("status", cwd=ws))
+    wait_until(lambda: all(gone(pid) for pid in old), timeout=15)
+    new = wait_until(lambda: _running(run_cli, ws))["pid"]
+    assert new not in old
+    assert watchers_below(tmp_path) == [new]
+    log = (ws / ".git" / "strata" / "repo" / "watch" / "watch.log").read_text()
+    assert "the workspace now uses another repository" in log

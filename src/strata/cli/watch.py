@@ -345,6 +345,7 @@ class _Lifetime:
     ) -> None:
         self.root = Path(repo.root)
         self.config = Path(repo.layout.config)
+        self.repo = Path(os.path.realpath(repo.layout.repo))
         self.workspace = repo.config.workspace
         self.idle = idle
         self.activity = activity
@@ -369,11 +370,29 @@ class _Lifetime:
         self._checks += 1
         if self._checks % 4 == 0 and _code_fingerprint() != self._code:
             return "Strata was updated"
+        if self._checks % 4 == 2 and _repository_of(self.root) not in (None, self.repo):
+            return "the workspace now uses another repository"
         now = self.activity()
         if now != self._last:
             self._last, self._since = now, time.monotonic()
         elif self.idle is not None and time.monotonic() - self._since >= self.idle:
             return f"idle for {self.idle:g} s"
+        return None
+
+
+def _repository_of(root: Path) -> Path | None:
+    """The repository commands in ``root`` now use (None when that cannot be told).
+
+    A git work tree whose runs were recorded in ``.git/strata`` and that
+    ``strata init`` then gave a ``.strata`` of its own: the old watcher
+    serves no command any more.
+    """
+    from strata.errors import StrataError
+    from strata.layout import find_layout
+
+    try:
+        return Path(os.path.realpath(find_layout(root).repo))
+    except (StrataError, OSError):
         return None
 
 
