@@ -362,3 +362,31 @@ def test_the_watcher_of_a_git_backed_workspace_exits_once_init_gives_it_a_reposi
     assert watchers_below(tmp_path) == [new]
     log = (ws / ".git" / "strata" / "repo" / "watch" / "watch.log").read_text()
     assert "the workspace now uses another repository" in log
+
+
+def test_a_watcher_that_does_not_answer_is_named_and_not_waited_for_twice(
+    tmp_path: Path, run_cli: CliRunner, auto: Callable[..., tuple[int, Any, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws", run_cli)
+    ok(auto("status", cwd=ws))
+    pid = wait_until(lambda: _running(run_cli, ws))["pid"]
+    (ws / "src" / "late.py").write_text("late\n")
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # the command runs by itself, reads the whole tree (the edit is seen) and says why
+        out = as_json(auto("status", "--json", cwd=ws))
+        assert out["watcher"] == {
+            "running": False,
+            "pid": pid,
+            "capture": None,
+            "reason": f"pid {pid} does not answer: stopped or stuck",
+        }
+        assert "src/late.py" in json.dumps(out)
+        said = ok(auto("status", cwd=ws))
+        assert f"Watcher: none (pid {pid} does not answer: stopped or stuck)" in said
+        snap = as_json(auto("snapshot", "--json", cwd=ws))
+        assert snap["changed_paths"] == ["src/late.py"]
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert _running(run_cli, ws)["commands_run"] == 0  # it ran none of them
+    ok(run_cli("check", cwd=ws))

@@ -35,6 +35,7 @@ import sys
 from typing import NoReturn
 
 # imports nothing, as this module imports only the standard library
+from strata.store import served
 from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED
 
 READY_TIMEOUT = 2.0
@@ -179,6 +180,9 @@ def _try_resident(argv: list[str]) -> bool:
             if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
                 return False
             sock.sendall(b'{"go": true}\n')
+        except TimeoutError:  # stopped or stuck: this process asks it nothing more
+            served.silent_watcher = True
+            return False
         except (OSError, ValueError):
             return False
         global _handed_over

@@ -112,10 +112,19 @@ def watcher_report(repo: Any) -> dict[str, Any]:
 
     ``{"running": bool, "pid": int | None, "capture": bool | None, "reason": str | None}``
     """
+    from strata.store import served
     from strata.store.watch import read_pidfile, unavailable, unwatchable
 
     folder: Path = repo.layout.watch
     info = read_pidfile(folder)
+    if info is not None and served.silent_watcher:
+        pid = info.get("pid")
+        return {
+            "running": False,
+            "pid": pid if isinstance(pid, int) else None,
+            "capture": None,
+            "reason": f"pid {pid} does not answer: stopped or stuck",
+        }
     if info is not None:
         pid = info.get("pid")
         capture = info.get("capture")

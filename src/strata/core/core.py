@@ -50,6 +50,7 @@ from strata.ledger.driver import LedgerDriver
 from strata.ledger.events import Author, Event, dumps, format_ts
 from strata.ledger.ledger import Ledger, View
 from strata.sandbox.paths import display_path
+from strata.store import served
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import DiskObjectStore, ObjectStore
 from strata.store.tree import EMPTY_TREE, TreeEntry
@@ -308,8 +309,8 @@ class Core:
         monitor = self.monitor or _in_process_monitor(self.layout.watch)
         if monitor is not None:
             return monitor.query(token, root=root)
-        if not (self.layout.watch / "watch.sock").exists():
-            return None
+        if served.silent_watcher or not (self.layout.watch / "watch.sock").exists():
+            return None  # (silent: it did not answer this process in time; not again)
         from strata.store.watch import ask
 
         return ask(self.layout.watch, token, root=root)

@@ -31,3 +31,8 @@ SERVED = (
 LOCAL_SUB = {"draft": ("run",)}
 #: options whose output depends on the terminal or the process: always run locally
 LOCAL_ONLY = ("-h", "--help", "--debug")
+
+#: set by the client when the watcher did not answer in time and this process runs the
+#: command itself: its scans then read the whole tree instead of waiting for that watcher
+#: again, and ``status`` says the watcher does not answer (this process only)
+silent_watcher = False
