@@ -240,3 +240,31 @@ def test_trees_list_names_in_byte_order_whatever_their_encoding(tmp_path: Path) 
     entries = read_tree(store, result.tree)
     assert [os.fsencode(e.name) for e in entries] == [b"A", b"z", b"\x80raw", "é".encode()]
     assert store.get(result.tree) == encode_tree(entries)  # the one canonical tree
+
+
+def test_an_ignored_folder_replaced_by_a_file_of_its_name_is_recorded(
+    ws: Path, repo: Repository
+) -> None:
+    """``build/`` ignores only a folder: a file called ``build`` is the user's work."""
+    (ws / ".strataignore").write_text("build/\n")
+    (ws / "build").mkdir()
+    (ws / "build" / "x.o").write_text("object\n")
+    (ws / "a.txt").write_text("a\n")
+    settled(repo, ws)  # the root folder has its quick record
+    (ws / "build" / "x.o").unlink()
+    (ws / "build").rmdir()
+    (ws / "build").write_text("the user's file\n")
+    assert repo.status().to_json()["changes"] != []
+    result = repo.snapshot("build is a file now")
+    assert "build" in result.to_json()["changed_paths"]
+    assert repo.show("HEAD", "build") == b"the user's file\n"
+    # and back: a folder of that name is ignored again
+    (ws / "build").unlink()
+    (ws / "build").mkdir()
+    (ws / "build" / "y.o").write_text("object\n")
+    (ws / "a.txt").write_text("a, edited\n")  # the folder is listed row by row this time
+    assert sorted(repo.snapshot("build is a folder").to_json()["changed_paths"]) == [
+        "a.txt",
+        "build",
+    ]
+    assert repo.status().to_json()["changes"] == []

@@ -204,6 +204,23 @@ def _row_name(row: Row) -> str:
     return row[4]
 
 
+def _same_kinds(
+    rules: IgnoreRules, prefix: str, listing: dict[str, os.DirEntry[str]], cached: DirCache
+) -> bool:
+    """True when the cache's ignored names still hold: no entry changed between folder and not.
+
+    A rule like ``build/`` ignores only a folder, so a folder replaced by a file
+    of the same name (or the other way) changes what is ignored though the
+    names and the rules are the same.
+    """
+    folders = {r[4] for r in cached.rows if r[0] == "d"}
+    for name, entry in listing.items():
+        if name not in cached.ignored and entry.is_dir(follow_symlinks=False) != (name in folders):
+            return False
+    kinds = [(n, listing[n].is_dir(follow_symlinks=False)) for n in cached.ignored if n in listing]
+    return rules.ignored_names(prefix, kinds) == cached.ignored
+
+
 def _digest(keys: list[object]) -> bytes:
     """The digest of a folder's stat keys, in listing order.
 
@@ -550,7 +567,12 @@ class Scanner:
         ]
         rules = rules.child(folder.prefix, [c for c in found if c is not None])
         folder.rules = rules
-        if cached is not None and cached.names == names and cached.rules == rules.fingerprint:
+        if (
+            cached is not None
+            and cached.names == names
+            and cached.rules == rules.fingerprint
+            and _same_kinds(rules, folder.prefix, listing, cached)
+        ):
             ignored = cached.ignored
         else:
             ignored = rules.ignored_names(
@@ -645,6 +667,11 @@ class Scanner:
         if rules.fingerprint != quick[1]:
             return False
         ignored = frozenset(quick[2])
+        if ignored and ignored != rules.ignored_names(
+            folder.prefix,
+            [(e.name, e.is_dir(follow_symlinks=False)) for e in listed if e.name in ignored],
+        ):
+            return False  # an ignored folder became a file (``build/`` no longer matches it)
         keys: list[object] = []
         subfolders: list[os.DirEntry[str]] = []
         add = keys.append
