@@ -166,38 +166,14 @@ def _try_resident(argv: list[str]) -> bool:
     body = _request(argv, key, cwd)
     if argv[0] == "run":
         return _thin_run(path, body)
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.settimeout(READY_TIMEOUT)
-        try:
-            sock.connect(path)
-            sock.sendall(json.dumps(body).encode() + b"\n")
-            ready = _read_line(sock)
-            if ready and ready.get("queued") is True:  # another caller's command runs
-                sock.settimeout(QUEUE_TIMEOUT)
-                ready = _read_line(sock)
-                sock.settimeout(READY_TIMEOUT)
-            if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
-                return False
-            sock.sendall(b'{"go": true}\n')
-        except TimeoutError:  # stopped or stuck: this process asks it nothing more
-            served.silent_watcher = True
-            return False
-        except (OSError, ValueError):
-            return False
-        global _handed_over
-        _handed_over = (ready.get("pid"), argv[0])
-        # From here on the watcher may have started: never fall back.
-        sock.settimeout(None)
-        try:
-            done = _read_line(sock)
-        except OSError:
-            done = None
-    finally:
-        sock.close()
+    started, done, fds = _exchange(path, body, command=argv[0])
+    for extra in fds:  # none is expected for a served command
+        os.close(extra)
+    if not started:
+        return False
     code = (done or {}).get("code")
-    if not done or done.get("done") is not True or not isinstance(code, int):
-        _stopped(ready, argv[0])
+    if done is None or not isinstance(code, int):
+        _stopped(started, argv[0])
     _print(done.get("output"))
     sys.exit(code)
 
@@ -255,13 +231,17 @@ def _request(argv: list[str], key: str, cwd: str) -> dict[str, object]:
 
 
 def _exchange(
-    path: str, body: dict[str, object], fd: int | None = None
-) -> tuple[dict[str, object] | None, list[int]]:
-    """Send ``body`` (with ``fd`` attached), then "go"; the "done" reply and the fds with it.
+    path: str, body: dict[str, object], fd: int | None = None, *, command: str | None = None
+) -> tuple[dict[str, object] | None, dict[str, object] | None, list[int]]:
+    """Send ``body`` (with ``fd`` attached), then "go": ("ready" reply, "done" reply, fds).
 
-    The reply is None when the watcher did not say "ready" (nothing done), or
-    stopped after "go" (it may have acted).
+    "ready" is None when the watcher did not start it: nothing was done, the
+    caller runs the command itself (a watcher that timed out is not asked
+    again by this process). "done" is None when the watcher stopped after
+    "go": it may have acted. ``command``: the served command Ctrl-C then names (a
+    thin run's requests name none: the command runs here).
     """
+    global _handed_over
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     fds: list[int] = []
     try:
@@ -279,10 +259,16 @@ def _exchange(
                 ready = _read_line(sock)
                 sock.settimeout(READY_TIMEOUT)
             if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
-                return None, fds
+                return None, None, fds
             sock.sendall(b'{"go": true}\n')
+        except TimeoutError:  # stopped or stuck: this process asks it nothing more
+            served.silent_watcher = True
+            return None, None, fds
         except (OSError, ValueError):
-            return None, fds
+            return None, None, fds
+        if command is not None:
+            _handed_over = (ready.get("pid"), command)
+        # From here on the watcher may have started: never fall back.
         sock.settimeout(None)
         try:
             done, fds = _read_line_fds(sock)
@@ -291,8 +277,8 @@ def _exchange(
     finally:
         sock.close()
     if done is None or done.get("done") is not True or not isinstance(done.get("code"), int):
-        return None, fds
-    return done, fds
+        return ready, None, fds
+    return ready, done, fds
 
 
 def _read_line_fds(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
@@ -317,7 +303,7 @@ def _thin_run(path: str, body: dict[str, object]) -> bool:
     False (nothing done) when the watcher does not begin it; otherwise this
     exits with the command's code as ``strata run`` would.
     """
-    done, fds = _exchange(path, {**body, "op": "run_begin"})
+    _, done, fds = _exchange(path, {**body, "op": "run_begin"})
     for extra in fds[1:]:
         os.close(extra)
     if done is None or done.get("thin") is False:
@@ -360,7 +346,7 @@ def _thin_run(path: str, body: dict[str, object]) -> bool:
             "duration_ms": outcome.duration_ms,
         }
     end = {**body, "op": "run_end", "run_id": run_id, **report}
-    done, fds = _exchange(path, end, lease)
+    _, done, fds = _exchange(path, end, lease)
     for extra in fds:
         os.close(extra)
     if done is None:  # the watcher is gone, or never got it: record it here
