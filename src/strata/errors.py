@@ -57,10 +57,21 @@ The tree::
     ├── SandboxError
     │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
     │   └── SandboxPolicyError     a path the sandbox policy refuses to mount
-    └── RunError                   a run that cannot start or record (exit 125)
-        ├── CommandNotFound        the command does not exist (exit 127)
-        ├── CommandNotExecutable   the command cannot be executed (exit 126)
-        └── GitBackendError        a git command of the git backend failed
+    ├── RunError                   a run that cannot start or record (exit 125)
+    │   ├── CommandNotFound        the command does not exist (exit 127)
+    │   ├── CommandNotExecutable   the command cannot be executed (exit 126)
+    │   └── GitBackendError        a git command of the git backend failed
+    ├── ProviderError              a model provider failed (names the provider)
+    │   ├── ProviderNotConfigured  no provider of that name, or its key is missing
+    │   ├── ProviderUnavailable    unreachable, or still failing after the retries
+    │   ├── ProviderAuthFailed     the provider refused the credentials (401, 403)
+    │   ├── ProviderProtocolError  a malformed response or stream
+    │   ├── ProviderCancelled      the call was cancelled
+    │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
+    └── ReplayError
+        ├── TraceCorrupt           a trace artifact whose hash or format does not match
+        ├── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+        └── ReplayDiverged         a replayed step whose files differ from the recorded ones
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -559,3 +570,88 @@ class CommandNotExecutable(RunError):
 
 class GitBackendError(RunError):
     """A git command of the git backend failed."""
+
+
+class ProviderError(StrataError):
+    """A model provider failed; the message names the provider and what to do."""
+
+    def __init__(self, provider: str, message: str, *, hint: str | None = None) -> None:
+        super().__init__(f"{provider}: {message}", hint=hint)
+        self.provider = provider
+
+
+class ProviderNotConfigured(ProviderError):
+    """No provider of that name is configured, or its API key is missing."""
+
+
+class ProviderUnavailable(ProviderError):
+    """The provider cannot be reached, or still fails after every retry."""
+
+    def __init__(
+        self, provider: str, message: str, *, attempts: int = 1, hint: str | None = None
+    ) -> None:
+        super().__init__(provider, message, hint=hint)
+        self.attempts = attempts
+
+
+class ProviderAuthFailed(ProviderError):
+    """The provider refused the credentials (HTTP 401 or 403)."""
+
+
+class ProviderProtocolError(ProviderError):
+    """The provider answered with something that is not its wire format (a malformed stream)."""
+
+
+class ProviderCancelled(ProviderError):
+    """The call was cancelled before it finished."""
+
+
+class ToolArgumentsInvalid(ProviderError):
+    """A tool call whose arguments are not a JSON object."""
+
+    def __init__(self, provider: str, tool: str, arguments: str) -> None:
+        shown = arguments if len(arguments) <= 80 else arguments[:77] + "..."
+        super().__init__(
+            provider,
+            f"the model called {tool!r} with arguments that are not a JSON object: {shown!r}",
+            hint="the step is not recorded; retry it, or use a model that supports tool calls",
+        )
+        self.tool = tool
+        self.arguments = arguments
+
+
+class ReplayError(StrataError):
+    """A replay that cannot go on."""
+
+
+class TraceCorrupt(ReplayError):
+    """A trace artifact whose hash or format does not match what the ledger names."""
+
+    def __init__(self, trace: str, reason: str) -> None:
+        super().__init__(
+            f"trace {trace} is corrupt: {reason}",
+            hint="run 'strata check'; a trace cannot be replayed once its bytes changed",
+        )
+        self.trace = trace
+
+
+class UnrecordedCall(ReplayError):
+    """A call that a replay found no recording of; the message shows expected and observed."""
+
+    def __init__(self, key: str, *, expected: str, observed: str) -> None:
+        super().__init__(
+            f"unrecorded call {key}: expected {expected}, observed {observed}",
+            hint="the step asked for something it did not ask for when it was recorded",
+        )
+        self.key = key
+        self.expected = expected
+        self.observed = observed
+
+
+class ReplayDiverged(ReplayError):
+    """A replayed step whose files differ from the ones the ledger recorded."""
+
+    def __init__(self, event_id: str, path: str) -> None:
+        super().__init__(f"replay diverged at event {event_id}: {path} differs")
+        self.event_id = event_id
+        self.path = path

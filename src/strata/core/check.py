@@ -102,6 +102,8 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
             problems.append(f"event {event.id}: anchor {event.anchor_event_id} is unknown")
         if event.parent_event_id and event.parent_event_id not in ids:
             problems.append(f"event {event.id}: parent {event.parent_event_id} is unknown")
+        for artifact in event.artifacts:
+            need(artifact, f"artifact of event {event.id}")
         if event.snapshot_ref:
             if event.snapshot_ref in pruned and not whole(event.snapshot_ref):
                 # gone, or partly deleted by a gc that was killed (the next gc finishes it)

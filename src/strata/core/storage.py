@@ -296,10 +296,13 @@ def plan_gc(
         event = by_id.get(eid)
         if event is not None and event.snapshot_ref:
             kept.add(event.snapshot_ref)
+    artifacts: set[str] = set()
     for record in core.ledger.driver.scan(kind="event"):
         data = record.body.get("data") or {}
         if record.body.get("action_type") == "checkpoint" and data.get("snapshot_id"):
             kept.add(str(data["snapshot_id"]))
+        # traces and reports are small and what a replay needs: kept as long as the ledger
+        artifacts.update(str(a) for a in record.body.get("artifacts") or ())
     plan.kept_snapshots = kept
 
     live = plan.live
@@ -307,6 +310,8 @@ def plan_gc(
         _mark(store, ObjectId(snapshot), live, kind="snapshot")
     for tree in trees:
         _mark(store, ObjectId(tree), live, kind="tree")
+    for oid in artifacts:
+        _mark(store, ObjectId(oid), live, kind="blob")
     for oid in _named_in_files(core, draft_cache=draft_cache):
         if oid not in live and store.has(ObjectId(oid)):
             _mark(store, ObjectId(oid), live, kind=None)

@@ -160,6 +160,8 @@ class Transaction:
         parent: EventId | None = None,
         anchor: EventId | None = None,
         scope: str = "project",
+        artifacts: tuple[str, ...] = (),
+        preflight: dict[str, Any] | None = None,
     ) -> Event:
         if scope not in ACTION_SCOPES:
             raise UsageError(f"unknown scope {scope!r}; use one of {', '.join(ACTION_SCOPES)}")
@@ -177,6 +179,8 @@ class Transaction:
             anchor_event_id=anchor,
             operation_id=operation_id or self.op.id,
             action_scope=scope,
+            artifacts=tuple(artifacts),
+            preflight=preflight,
         )
         self.op.add_event(event.to_json())
         return event
@@ -197,6 +201,7 @@ class Transaction:
         operation_id: str | None = None,
         scope: str = "project",
         artifact_impacts: tuple[dict[str, Any], ...] = (),
+        artifacts: tuple[str, ...] = (),
     ) -> Event:
         """Record ``tree`` (already stored) as a state event on ``branch``.
 
@@ -204,6 +209,8 @@ class Transaction:
         branch the next state event belongs on (a new one when HEAD is not its
         tip). The branch's tip moves to the event; HEAD too unless ``move_head``
         is false (a Draft revision moves only the Draft's branch).
+        ``artifacts`` are ids of stored objects the event links (traces of the
+        model and tool calls that made the step): gc keeps them with the ledger.
         """
         self._check_open()
         view = self.view
@@ -222,6 +229,7 @@ class Transaction:
             snapshot_ref=snapshot_id,
             parent=parent.id if parent else None,
             scope=scope,
+            artifacts=artifacts,
         )
         if artifact_impacts:
             self.op.events[-1]["artifact_impacts"] = [dict(i) for i in artifact_impacts]
@@ -243,8 +251,15 @@ class Transaction:
         author: Author | None = None,
         operation_id: str | None = None,
         branch: str | None = None,
+        artifacts: tuple[str, ...] = (),
+        preflight: dict[str, Any] | None = None,
     ) -> Event:
-        """Append an annotation event pointing at the state event ``anchor``."""
+        """Append an annotation event pointing at the state event ``anchor``.
+
+        ``artifacts`` are ids of stored objects the event links (a report, a
+        trace); ``preflight`` is the ``{"ok": …, "report_artifact": …}`` of a
+        preflight check.
+        """
         self._check_open()
         return self._event(
             event_type,
@@ -255,6 +270,8 @@ class Transaction:
             branch=branch or self.view.head_branch,
             operation_id=operation_id,
             anchor=EventId(anchor) if anchor else None,
+            artifacts=artifacts,
+            preflight=preflight,
         )
 
     def update_data(self, event_id: str, **data: Any) -> None:

@@ -66,6 +66,8 @@ class EventType(StrEnum):
     RUN = "run"
     WORKSPACE_SNAPSHOT_TAKEN = "workspace_snapshot_taken"
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
+    PREFLIGHT = "preflight"
+    REPLAY = "replay"
 
     @classmethod
     def parse(cls, value: str) -> EventType:

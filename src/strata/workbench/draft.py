@@ -255,6 +255,7 @@ class Draft:
         always: bool = False,
         scanned: Scan | None = None,
         tx: Transaction | None = None,
+        artifacts: tuple[str, ...] = (),
     ) -> Event | None:
         """Record the Draft's files as a draft revision.
 
@@ -267,7 +268,13 @@ class Draft:
         if tx is None:
             with core.transaction("draft revision", author, draft=self.id) as own:
                 event = self.record(
-                    message, author=author, data=data, always=always, scanned=scanned, tx=own
+                    message,
+                    author=author,
+                    data=data,
+                    always=always,
+                    scanned=scanned,
+                    tx=own,
+                    artifacts=artifacts,
                 )
             return core.event(event.id) if event is not None else None
         if DraftState.load(core.layout.draft_state) != self.state:
@@ -300,6 +307,7 @@ class Draft:
             parent=tip,
             branch=self.branch,
             move_head=False,
+            artifacts=artifacts,
         )
 
     # -- runs --------------------------------------------------------------------------
