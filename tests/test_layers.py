@@ -34,7 +34,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("core", ("strata.core",)),
-    ("features", ("strata.runs", "strata.workbench", "strata.replay", "strata.providers")),
+    (
+        "features",
+        ("strata.runs", "strata.workbench", "strata.replay", "strata.providers", "strata.agent"),
+    ),
     ("facade", ("strata.repo", "strata.aio", "strata")),
     ("front ends", ("strata.cli", "strata._resident", "strata._entry", "strata.__main__")),
 ]

@@ -63,19 +63,34 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 
 def _register() -> None:
     from strata.cli import (
+        agent,
         draft,
         inspect,
         ledger,
         record,
         recover,
         refs,
+        replay,
         rewind,
         run,
         storage,
         watch,
     )
 
-    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft, storage):
+    for module in (
+        record,
+        inspect,
+        rewind,
+        refs,
+        ledger,
+        recover,
+        run,
+        watch,
+        draft,
+        storage,
+        agent,
+        replay,
+    ):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -21,7 +21,9 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: tuple[str, ...] = ("system", "user", "assistant", "tool")
-ToolChoice = Literal["auto", "required", "none"]
+#: "auto", "required", "none", or the name of one tool the model must call
+ToolChoice = str
+TOOL_CHOICES: tuple[str, ...] = ("auto", "required", "none")
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "cancelled"]
 FINISH_REASONS: tuple[str, ...] = ("stop", "tool_calls", "length", "content_filter", "cancelled")
 #: reasoning effort levels of seed 000's request profile (anything else is read as medium)
@@ -109,7 +111,9 @@ class Request:
     """What is asked of a model.
 
     ``tool_choice`` None lets the adapter's profile decide (seed 000: required
-    until a tool result exists in ``messages``, then auto). ``reasoning_effort``
+    until a tool result exists in ``messages``, then auto); a tool's name
+    forces that tool (servers without ``required``, such as llama.cpp's,
+    accept only this form of forcing). ``reasoning_effort``
     None means the profile's default (medium).
     """
 

@@ -1,0 +1,93 @@
+"""``strata agent``: run a model on a task, its edits landing in the Draft, every call recorded."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo, short
+
+
+@click.command("agent")
+@click.argument("prompt")
+@click.option(
+    "--model",
+    "model",
+    default=None,
+    metavar="PROVIDER[:MODEL]",
+    help="The provider (and model) to use; default $STRATA_MODEL or [model] default "
+    "of config.toml ('strata models' lists them).",
+)
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1, max=200),
+    default=8,
+    show_default=True,
+    help="Stop after this many model calls.",
+)
+@click.option("--agent-id", default="agent", show_default=True, help="Names the agent in traces.")
+@json_option
+def agent(prompt: str, model: str | None, max_steps: int, agent_id: str, as_json: bool) -> None:
+    """Run an agent on PROMPT: its file edits land in the Draft, one revision per step.
+
+    Each step is one model call and the tool calls it asks for (list_files,
+    read_file, write_file, edit_file), run on the Draft's files only. Every
+    request, streamed answer, tool call and result is recorded (secrets
+    redacted) as traces linked from the step's Draft revision, so
+    'strata replay' can run the steps again with no network. Review the Draft
+    with 'strata review', then 'strata publish' or 'strata discard'.
+
+    \b
+    Example:
+      strata agent --model local "Add a greeting to README.md"
+      strata review
+      strata replay BASE..DRAFT_TIP   # the ids 'strata history --all' shows
+    """
+    from strata.agent.loop import StepRecord, run_agent
+    from strata.providers.config import open_provider
+
+    with open_repo() as repo:
+        provider = open_provider(model, config=repo.config.raw, environ=os.environ)
+        secrets = tuple(
+            v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v
+        )
+        streamed = not as_json and sys.stdout.isatty()
+
+        def on_text(text: str) -> None:
+            if streamed:
+                click.echo(text, nl=False)
+
+        def on_step(step: StepRecord) -> None:
+            if as_json:
+                return
+            if streamed and step.text:
+                click.echo()
+            calls = ", ".join(step.tool_calls) or "no tool call"
+            click.echo(f"step {step.step + 1}: {calls} -> revision {short(step.event_id)}")
+
+        result = run_agent(
+            repo,
+            provider,
+            prompt,
+            max_steps=max_steps,
+            agent_id=agent_id,
+            secrets=secrets,
+            on_text=on_text,
+            on_step=on_step,
+        )
+    if as_json:
+        emit_json(result.to_json())
+        return
+    if result.text and not streamed:
+        click.echo(result.text)
+    if result.stopped == "max_steps":
+        click.echo(f"Stopped after {max_steps} steps (--max-steps).", err=True)
+    click.echo(
+        f"Draft {result.draft_id}: {len(result.steps)} steps recorded "
+        f"(session {result.session}); review it with 'strata review'."
+    )
+
+
+COMMANDS = [agent]

@@ -1,0 +1,1 @@
+"""Replay and preflight: re-run recorded steps offline; check a proposal before accepting it."""

@@ -1,0 +1,348 @@
+"""Deterministic replay: rebuild the files at A, re-run each recorded step up to B, compare.
+
+``replay(core, "A..B")`` walks the history from A to B (A must be an ancestor
+of B, following each state event's parent). It writes A's files into a
+scratch folder outside the workspace and the repository and hash-verifies the
+rebuild (its tree must be A's). Then, event by event:
+
+- an **agent step** (a ``draft_revision`` with ``data.agent`` and traces, see
+  :mod:`strata.agent.loop`) runs again: its model calls are served from the
+  recorded traces by :class:`~strata.providers.replay.ReplayProvider` (no
+  network: a call that was not recorded, or whose request differs, stops the
+  replay with :class:`~strata.errors.UnrecordedCall`), its tool calls run for
+  real on the scratch files and their results must equal the recorded ones;
+  within one session the conversation is carried from step to step, as the
+  agent built it, so a changed tool result shows up in the next request too;
+- any other state event (a person's snapshot, a run's files) is taken as
+  recorded: the scratch folder is moved to its tree.
+
+After each replayed step the scratch folder's tree must equal the step's
+recorded tree. The first difference ends the replay and is reported: the
+event, the kind (``tree``, ``tool_result``, ``unrecorded_call``), the path and
+a diff. Nothing is written to the repository: a replay only reads it. With
+``dry_run`` the steps are listed and their traces verified, nothing is run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import blake3
+
+from strata.agent.loop import StepOutcome, run_step
+from strata.agent.tools import specs
+from strata.errors import (
+    CorruptRepository,
+    ObjectMissing,
+    ReplayError,
+    TraceCorrupt,
+    UnrecordedCall,
+    UsageError,
+)
+from strata.ids import ObjectId
+from strata.ledger.events import Event
+from strata.providers.base import Message, Request
+from strata.providers.replay import ReplayProvider, first_difference
+from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, Trace
+from strata.store.materialize import export_tree
+
+if TYPE_CHECKING:
+    from strata.core.core import Core
+    from strata.core.workspace import Workspace
+
+#: a divergence's diff is clipped to this many bytes
+DIFF_LIMIT = 8_000
+
+
+@dataclass
+class StepReplay:
+    """What happened to one event of the range."""
+
+    event_id: str
+    action_type: str
+    kind: str  # agent | recorded
+    status: str  # same | diverged | applied | verified (dry run)
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The step as JSON."""
+        return {
+            "event_id": self.event_id,
+            "action_type": self.action_type,
+            "kind": self.kind,
+            "status": self.status,
+            "detail": self.detail,
+        }
+
+
+@dataclass
+class Divergence:
+    """The first place a replay differs from the record."""
+
+    event_id: str
+    kind: str  # tree | tool_result | unrecorded_call | trace
+    path: str | None
+    detail: str
+    diff: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The divergence as JSON."""
+        return {
+            "event_id": self.event_id,
+            "kind": self.kind,
+            "path": self.path,
+            "detail": self.detail,
+            "diff": self.diff,
+        }
+
+
+@dataclass
+class ReplayReport:
+    """The outcome of a replay."""
+
+    start: str
+    end: str
+    dry_run: bool
+    steps: list[StepReplay] = field(default_factory=list)
+    divergence: Divergence | None = None
+    error: ReplayError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when every step reproduced its recorded files."""
+        return self.divergence is None
+
+    @property
+    def replayed(self) -> int:
+        """How many agent steps ran again."""
+        return sum(1 for s in self.steps if s.kind == "agent" and s.status != "verified")
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON."""
+        return {
+            "from": self.start,
+            "to": self.end,
+            "dry_run": self.dry_run,
+            "ok": self.ok,
+            "steps": [s.to_json() for s in self.steps],
+            "first_divergence": self.divergence.to_json() if self.divergence else None,
+        }
+
+
+def parse_range(text: str) -> tuple[str, str]:
+    """``A..B`` (``A..`` means ``A..HEAD``)."""
+    if ".." not in text:
+        raise UsageError(f"{text!r} is not a range; write A..B (e.g. HEAD~3..HEAD)")
+    a, _, b = text.partition("..")
+    if not a or b.startswith("."):
+        raise UsageError(f"{text!r} is not a range; write A..B (e.g. HEAD~3..HEAD)")
+    return a, b or "HEAD"
+
+
+def path_between(core: Core, start: Event, end: Event) -> list[Event]:
+    """The state events after ``start`` up to ``end``, oldest first (following parents)."""
+    chain: list[Event] = []
+    event: Event | None = end
+    while event is not None and event.id != start.id:
+        chain.append(event)
+        event = core.event(event.parent_event_id) if event.parent_event_id else None
+    if event is None:
+        raise UsageError(
+            f"{start.id} is not an ancestor of {end.id}; replay follows history forward"
+        )
+    chain.reverse()
+    return chain
+
+
+def load_traces(core: Core, event: Event) -> list[Trace]:
+    """The traces an event links, hash-verified (:class:`TraceCorrupt` when one is not)."""
+    traces = []
+    for oid in event.artifacts:
+        try:
+            data = core.objects.get(ObjectId(oid))
+        except ObjectMissing:
+            raise TraceCorrupt(oid, f"event {event.id} names it but it is missing") from None
+        except CorruptRepository:
+            raise TraceCorrupt(oid, "its content does not match its id") from None
+        traces.append(Trace.decode(data, name=oid))
+    return traces
+
+
+def is_agent_step(event: Event) -> bool:
+    """True for a state event an agent step recorded (one with traces to replay)."""
+    return isinstance(event.data.get("agent"), dict) and bool(event.artifacts)
+
+
+def replay(
+    core: Core,
+    span: str,
+    *,
+    dry_run: bool = False,
+    scratch: Path | None = None,
+    progress: Callable[[StepReplay], None] | None = None,
+) -> ReplayReport:
+    """Replay the range ``span`` (``A..B``); see the module doc."""
+    a_ref, b_ref = parse_range(span)
+    start, end = core.resolve(a_ref), core.resolve(b_ref)
+    if start.event is None or end.event is None:
+        raise UsageError("both ends of a replay must be recorded events")
+    events = path_between(core, start.event, end.event)
+    report = ReplayReport(start.event.id, end.event.id, dry_run)
+    if dry_run:
+        for event in events:
+            agent = is_agent_step(event)
+            if agent:
+                traces = load_traces(core, event)
+                detail = f"{len(traces)} traces verified"
+            else:
+                detail = "files taken as recorded"
+            step = StepReplay(
+                event.id, event.action_type, "agent" if agent else "recorded", "verified", detail
+            )
+            report.steps.append(step)
+            if progress is not None:
+                progress(step)
+        return report
+    own = scratch is None
+    base = Path(tempfile.mkdtemp(prefix="strata-replay-")) if scratch is None else scratch
+    try:
+        _run(core, start.tree, events, base, report, progress)
+    finally:
+        if own:
+            shutil.rmtree(base, ignore_errors=True)
+    return report
+
+
+def _scratch_workspace(core: Core, base: Path) -> Workspace:
+    from strata.core.workspace import Workspace
+
+    return Workspace(
+        base / "files", objects=core.objects, cache_path=base / "statcache", rules=core.rules
+    )
+
+
+def _run(
+    core: Core,
+    tree: ObjectId,
+    events: list[Event],
+    base: Path,
+    report: ReplayReport,
+    progress: Callable[[StepReplay], None] | None,
+) -> None:
+    files = base / "files"
+    export_tree(core.objects, tree, files)
+    ws = _scratch_workspace(core, base)
+    scan = ws.scan(hash_only=True)
+    if scan.tree != tree:
+        report.divergence = _tree_divergence(core, "(start)", tree, scan)
+        return
+    carried: tuple[str, int, list[Message]] | None = None  # session, step, messages
+    for event in events:
+        expected = core.tree_of(event)
+        if not is_agent_step(event):
+            ws.apply(ws.plan(ws.scan(hash_only=True), expected))
+            step = StepReplay(event.id, event.action_type, "recorded", "applied")
+            carried = None
+        else:
+            info = event.data["agent"]
+            try:
+                traces = load_traces(core, event)
+                messages = None
+                if carried and carried[0] == info.get("session") and carried[1] + 1 == info["step"]:
+                    messages = carried[2]
+                outcome, messages = _replay_step(traces, files, messages)
+            except UnrecordedCall as exc:
+                report.divergence = Divergence(
+                    event.id, "unrecorded_call", None, exc.message, exc.observed
+                )
+                report.error = exc
+                report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
+                return
+            except _ToolDiverged as exc:
+                report.divergence = Divergence(event.id, "tool_result", exc.path, exc.detail)
+                report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
+                return
+            carried = (str(info.get("session")), int(info["step"]), messages)
+            scan = ws.scan(hash_only=True)
+            if scan.tree != expected:
+                report.divergence = _tree_divergence(core, event.id, expected, scan)
+                report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
+                return
+            calls = ", ".join(c.name for c in outcome.response.tool_calls) or "no tool call"
+            step = StepReplay(event.id, event.action_type, "agent", "same", calls)
+        report.steps.append(step)
+        if progress is not None:
+            progress(step)
+
+
+class _ToolDiverged(Exception):
+    def __init__(self, path: str | None, detail: str) -> None:
+        super().__init__(detail)
+        self.path = path
+        self.detail = detail
+
+
+def _replay_step(
+    traces: list[Trace], folder: Path, messages: list[Message] | None
+) -> tuple[StepOutcome, list[Message]]:
+    """Run one recorded step again; return its outcome and the conversation after it."""
+    llm = [t for t in traces if t.event_type == LLM_CALL]
+    recorded_tools = [t for t in traces if t.event_type == TOOL_CALL]
+    if not llm:
+        raise TraceCorrupt("(step)", "an agent step without its model call")
+    first = Request.from_json(llm[0].request)
+    if messages is None:
+        messages = list(first.messages)
+    request = Request(
+        model=first.model,
+        messages=tuple(messages),
+        tools=specs(),
+        tool_choice=first.tool_choice,
+        reasoning_effort=first.reasoning_effort,
+        max_output_tokens=first.max_output_tokens,
+    )
+    provider = ReplayProvider(llm, name=f"replay of {llm[0].provider or llm[0].adapter}")
+    observed = Recorder(
+        put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id
+    )
+    outcome = run_step(provider, request, folder, observed)
+    if len(observed.traces) != len(recorded_tools):
+        raise _ToolDiverged(
+            None,
+            f"{len(observed.traces)} tool calls ran, {len(recorded_tools)} were recorded",
+        )
+    for then, now in zip(recorded_tools, observed.traces, strict=True):
+        if then.response != now.response or then.fingerprint != now.fingerprint:
+            path = then.request.get("arguments", {}).get("path")
+            where = first_difference(
+                {"request": then.request, "response": then.response},
+                {"request": now.request, "response": now.response},
+            )
+            raise _ToolDiverged(
+                path if isinstance(path, str) else None,
+                f"tool {then.tool} (call {then.call_index}) returned something else: {where}",
+            )
+    return outcome, [*messages, *outcome.messages()]
+
+
+def _tree_divergence(core: Core, event_id: str, expected: ObjectId, scan: Any) -> Divergence:
+    diff = core.diff_trees(expected, scan.tree, scan.store)
+    if not diff.files:
+        return Divergence(event_id, "tree", None, "the trees differ")
+    first = diff.files[0]
+    one = core.diff_trees(expected, scan.tree, scan.store, paths=[first.path])
+    text = one.patch().decode("utf-8", "replace")
+    if len(text) > DIFF_LIMIT:
+        text = text[:DIFF_LIMIT] + "\n[diff truncated]\n"
+    return Divergence(
+        event_id,
+        "tree",
+        first.path,
+        f"{first.path} is {first.status} in the replay ({len(diff.files)} paths differ)",
+        text,
+    )
