@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -14,8 +15,24 @@ from strata.cli.common import emit_json, json_option, open_repo, short
 @click.option(
     "--dry-run", is_flag=True, help="List the steps and verify their traces; run nothing."
 )
+@click.option(
+    "--sandbox",
+    type=click.Choice(["bwrap", "none"]),
+    default="bwrap",
+    show_default=True,
+    help="Where recorded commands run again: the bubblewrap sandbox with no network, "
+    "or 'none' (no isolation: the command can reach the network and the host).",
+)
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0.1),
+    default=600.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="Stop a replayed command after this long (a divergence).",
+)
 @json_option
-def replay(span: str, dry_run: bool, as_json: bool) -> None:
+def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool) -> None:
     """Rebuild the files at A, re-run every recorded step up to B, compare each with the record.
 
     A's files are written into a scratch folder and hash-verified. Each agent
@@ -23,16 +40,20 @@ def replay(span: str, dry_run: bool, as_json: bool) -> None:
     network is used: a call that was not recorded stops the replay, showing
     the expected and the observed request) and its tool calls run for real;
     its files must hash to what the step recorded. Other events are taken as
-    recorded. The first divergence is reported (event, path, diff) and the
-    command exits 1. Nothing is written to the repository.
+    recorded. A recorded command ('strata run') runs again in the sandbox
+    with no network, its clock (SOURCE_DATE_EPOCH) and hash seed fixed; its
+    files and exit code must match. The first divergence is reported (event,
+    path, diff) and the command exits 1. Nothing is written to the
+    repository.
 
     \b
     Example:
       strata replay HEAD~3..HEAD
       strata replay 3f2a9c..8b1d04 --dry-run
     """
-    from strata.replay.engine import StepReplay
+    from strata.replay.engine import Commands, StepReplay
     from strata.replay.engine import replay as run_replay
+    from strata.workbench.draft import published_ignored_folders
 
     def progress(step: StepReplay) -> None:
         if not as_json:
@@ -40,15 +61,25 @@ def replay(span: str, dry_run: bool, as_json: bool) -> None:
             click.echo(f"{short(step.event_id)} {step.action_type}: {step.status}{detail}")
 
     with open_repo() as repo:
-        report = run_replay(repo, span, dry_run=dry_run, progress=progress)
+        commands = Commands(
+            environ=dict(os.environ),
+            sandbox=sandbox,
+            timeout_s=timeout,
+            readonly=tuple(published_ignored_folders(repo)),
+        )
+        report = run_replay(repo, span, dry_run=dry_run, commands=commands, progress=progress)
     if as_json:
         emit_json(report.to_json())
     else:
         d = report.divergence
         if d is None:
-            agent_steps = sum(1 for s in report.steps if s.kind == "agent")
-            verb = "verified" if dry_run else "reproduced"
-            click.echo(f"Replay ok: {agent_steps} agent steps {verb}, {len(report.steps)} events.")
+            agents = sum(1 for s in report.steps if s.kind == "agent")
+            runs = sum(1 for s in report.steps if s.kind == "run")
+            verb = "verified (dry run)" if dry_run else "reproduced"
+            click.echo(
+                f"Replay ok: {agents + runs} steps {verb} ({agents} agent steps, "
+                f"{runs} commands) over {len(report.steps)} events."
+            )
         else:
             click.echo(f"Replay diverged at {short(d.event_id)} ({d.kind}): {d.detail}")
             if d.diff:

@@ -13,8 +13,15 @@ rebuild (its tree must be A's). Then, event by event:
   real on the scratch files and their results must equal the recorded ones;
   within one session the conversation is carried from step to step, as the
   agent built it, so a changed tool result shows up in the next request too;
-- any other state event (a person's snapshot, a run's files) is taken as
-  recorded: the scratch folder is moved to its tree.
+- a **run** (a state event a ``strata run`` recorded, with its command) runs
+  its command again on the scratch files in the bubblewrap sandbox with no
+  network (:mod:`strata.sandbox.bwrap`), at the workspace's own path, with
+  ``SOURCE_DATE_EPOCH`` set to the run's recorded time and ``PYTHONHASHSEED``
+  fixed, so a command that honours them sees the same clock and hash seed on
+  every replay; its exit code must be the recorded one. Published's ignored
+  folders (``.venv``…) are shown read-only, as to a Draft's commands;
+- any other state event (a person's snapshot) is taken as recorded: the
+  scratch folder is moved to its tree.
 
 After each replayed step the scratch folder's tree must equal the step's
 recorded tree. The first difference ends the replay and is reported: the
@@ -25,7 +32,9 @@ a diff. Nothing is written to the repository: a replay only reads it. With
 
 from __future__ import annotations
 
+import shlex
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,10 +45,12 @@ import blake3
 
 from strata.agent.loop import StepOutcome, run_step
 from strata.agent.tools import specs
+from strata.core.storage import ts_ms
 from strata.errors import (
     CorruptRepository,
     ObjectMissing,
     ReplayError,
+    SandboxUnavailable,
     TraceCorrupt,
     UnrecordedCall,
     UsageError,
@@ -65,7 +76,7 @@ class StepReplay:
 
     event_id: str
     action_type: str
-    kind: str  # agent | recorded
+    kind: str  # agent | run | recorded
     status: str  # same | diverged | applied | verified (dry run)
     detail: str = ""
 
@@ -85,7 +96,7 @@ class Divergence:
     """The first place a replay differs from the record."""
 
     event_id: str
-    kind: str  # tree | tool_result | unrecorded_call | trace
+    kind: str  # tree | tool_result | unrecorded_call | exit_code
     path: str | None
     detail: str
     diff: str = ""
@@ -178,40 +189,63 @@ def is_agent_step(event: Event) -> bool:
     return isinstance(event.data.get("agent"), dict) and bool(event.artifacts)
 
 
+@dataclass(frozen=True)
+class Commands:
+    """How a replay runs recorded commands: the sandbox, the caller's environment, a timeout."""
+
+    environ: dict[str, str]
+    sandbox: str = "bwrap"  # bwrap | none
+    timeout_s: float = 600.0
+    readonly: tuple[Path, ...] = ()
+
+
 def replay(
     core: Core,
     span: str,
     *,
     dry_run: bool = False,
     scratch: Path | None = None,
+    commands: Commands | None = None,
     progress: Callable[[StepReplay], None] | None = None,
 ) -> ReplayReport:
-    """Replay the range ``span`` (``A..B``); see the module doc."""
+    """Replay the range ``span`` (``A..B``); see the module doc.
+
+    ``commands`` says how recorded runs are run again (default: in the
+    sandbox, with an empty environment).
+    """
     a_ref, b_ref = parse_range(span)
     start, end = core.resolve(a_ref), core.resolve(b_ref)
     if start.event is None or end.event is None:
         raise UsageError("both ends of a replay must be recorded events")
     events = path_between(core, start.event, end.event)
+    runs = run_annotations(core, events)
     report = ReplayReport(start.event.id, end.event.id, dry_run)
     if dry_run:
         for event in events:
-            agent = is_agent_step(event)
-            if agent:
-                traces = load_traces(core, event)
-                detail = f"{len(traces)} traces verified"
+            if is_agent_step(event):
+                kind, detail = "agent", f"{len(load_traces(core, event))} traces verified"
+            elif event.id in runs:
+                kind, detail = "run", shlex.join(runs[event.id].data["argv"])
             else:
-                detail = "files taken as recorded"
-            step = StepReplay(
-                event.id, event.action_type, "agent" if agent else "recorded", "verified", detail
-            )
+                kind, detail = "recorded", "files taken as recorded"
+            step = StepReplay(event.id, event.action_type, kind, "verified", detail)
             report.steps.append(step)
             if progress is not None:
                 progress(step)
         return report
     own = scratch is None
     base = Path(tempfile.mkdtemp(prefix="strata-replay-")) if scratch is None else scratch
+    if runs and (commands is None or commands.sandbox == "bwrap"):
+        from strata.sandbox.bwrap import sandbox_problem
+
+        problem = sandbox_problem()
+        if problem is not None:
+            raise SandboxUnavailable(
+                f"the range holds {len(runs)} recorded commands and the sandbox cannot run: "
+                f"{problem}"
+            )
     try:
-        _run(core, start.tree, events, base, report, progress)
+        _run(core, start.tree, events, runs, commands or Commands({}), base, report, progress)
     finally:
         if own:
             shutil.rmtree(base, ignore_errors=True)
@@ -226,10 +260,33 @@ def _scratch_workspace(core: Core, base: Path) -> Workspace:
     )
 
 
+def run_annotations(core: Core, events: list[Event]) -> dict[str, Event]:
+    """The ``run`` events (with their command) that recorded the state events ``events``.
+
+    A run that changed no file anchors at the state event before it, which it
+    did not make: only a run of the same operation made its anchor.
+    """
+    ops = {e.id: e.operation_id for e in events}
+    found: dict[str, Event] = {}
+    for record in core.ledger.driver.scan(kind="event"):
+        body = record.body
+        anchor = body.get("anchor_event_id")
+        if body.get("action_type") != "run" or anchor not in ops:
+            continue
+        if body.get("operation_id") != ops[anchor]:
+            continue
+        argv = (body.get("data") or {}).get("argv")
+        if isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv):
+            found[str(anchor)] = Event.from_json(body, seq=record.seq)
+    return found
+
+
 def _run(
     core: Core,
     tree: ObjectId,
     events: list[Event],
+    runs: dict[str, Event],
+    commands: Commands,
     base: Path,
     report: ReplayReport,
     progress: Callable[[StepReplay], None] | None,
@@ -244,7 +301,29 @@ def _run(
     carried: tuple[str, int, list[Message]] | None = None  # session, step, messages
     for event in events:
         expected = core.tree_of(event)
-        if not is_agent_step(event):
+        if event.id in runs and not is_agent_step(event):
+            carried = None
+            run = runs[event.id]
+            code, output = _run_command(core, run, files, commands)
+            recorded_code = run.data.get("exit_code")
+            scan = ws.scan(hash_only=True)
+            if scan.tree != expected:
+                report.divergence = _tree_divergence(core, event.id, expected, scan)
+            elif isinstance(recorded_code, int) and code != recorded_code:
+                report.divergence = Divergence(
+                    event.id,
+                    "exit_code",
+                    None,
+                    f"the command exited {code}, recorded {recorded_code}",
+                    output,
+                )
+            if report.divergence is not None:
+                report.steps.append(StepReplay(event.id, event.action_type, "run", "diverged"))
+                return
+            step = StepReplay(
+                event.id, event.action_type, "run", "same", shlex.join(run.data["argv"])
+            )
+        elif not is_agent_step(event):
             ws.apply(ws.plan(ws.scan(hash_only=True), expected))
             step = StepReplay(event.id, event.action_type, "recorded", "applied")
             carried = None
@@ -278,6 +357,72 @@ def _run(
         report.steps.append(step)
         if progress is not None:
             progress(step)
+
+
+#: how much of a replayed command's output a divergence shows
+OUTPUT_TAIL = 4_000
+
+
+def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int, str]:
+    """Run a recorded command again on ``files``; its exit code and the tail of its output."""
+    argv: list[str] = list(run.data["argv"])
+    root = core.root
+    cwd = Path(str(run.data.get("cwd") or root))
+    try:
+        rel = cwd.relative_to(root)
+    except ValueError:
+        rel = Path()
+    env_extra = {
+        "SOURCE_DATE_EPOCH": str(ts_ms(run.ts) // 1000),
+        "PYTHONHASHSEED": "0",
+        "STRATA_REPLAY": "1",
+    }
+    if commands.sandbox == "none":
+        full = argv
+        env = {**commands.environ, **env_extra}
+        where: Path = files / rel
+        made: list[Path] = []
+        spec = None
+    else:
+        from strata.sandbox import bwrap
+
+        spec = bwrap.SandboxSpec(
+            workspace=root,
+            source=files,
+            cwd=root / rel,
+            readonly=tuple((p, p) for p in commands.readonly),
+            env_names=tuple(env_extra),
+            repository=core.layout.repo,
+        )
+        made = bwrap.missing_mount_points(spec)
+        full, env = bwrap.sandbox_command(spec, argv, environ={**commands.environ, **env_extra})
+        where = files
+    try:
+        proc = subprocess.run(
+            full,
+            cwd=where,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=commands.timeout_s,
+            start_new_session=True,
+            check=False,
+        )
+        code, out = proc.returncode, proc.stdout
+    except subprocess.TimeoutExpired as exc:
+        code, out = -1, (exc.output or b"") + b"\n[the replayed command timed out]\n"
+    except FileNotFoundError:
+        code, out = 127, f"command not found: {argv[0]}\n".encode()
+    finally:
+        if spec is not None:
+            from strata.sandbox import bwrap
+
+            bwrap.remove_mount_points(spec, made)
+    if code < 0 and code != -1:
+        code = 128 - code  # killed by a signal, as shells report it
+    text = out.decode("utf-8", "replace")
+    return code, text[-OUTPUT_TAIL:]
 
 
 class _ToolDiverged(Exception):
@@ -343,6 +488,7 @@ def _tree_divergence(core: Core, event_id: str, expected: ObjectId, scan: Any) -
         event_id,
         "tree",
         first.path,
-        f"{first.path} is {first.status} in the replay ({len(diff.files)} paths differ)",
+        f"{first.path} is {first.status} in the replay"
+        + (f" ({len(diff.files)} paths differ)" if len(diff.files) > 1 else ""),
         text,
     )

@@ -425,25 +425,8 @@ class Draft:
         )
 
     def ignored_folders(self) -> list[Path]:
-        """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only.
-
-        Read from Published's stat cache (the ignored names of every folder
-        the last scan walked; a Draft start scans first), outermost only.
-        """
-        from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
-
-        root = self.core.root
-        cache = StatCache(self.core.layout.statcache)
-        found: list[Path] = []
-        for folder in sorted(cache.folders()):
-            cached = cache.get(folder)
-            for name in sorted(cached.ignored if cached else ()):
-                if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
-                    continue
-                path = root / folder / name if folder else root / name
-                if path.is_dir() and not path.is_symlink():
-                    found.append(path)
-        return found
+        """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only."""
+        return published_ignored_folders(self.core)
 
     # -- review, publish, discard -----------------------------------------------------
 
@@ -478,6 +461,29 @@ class Draft:
         from strata.workbench.publish import discard
 
         return discard(self, author=author)
+
+
+def published_ignored_folders(core: Core) -> list[Path]:
+    """Published's ignored folders (``.venv``, ``web/node_modules``…), outermost only.
+
+    Read from Published's stat cache (the ignored names of every folder the
+    last scan walked; a Draft start scans first). A sandboxed command (a
+    Draft's, a replayed run's) is shown them read-only.
+    """
+    from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
+
+    root = core.root
+    cache = StatCache(core.layout.statcache)
+    found: list[Path] = []
+    for folder in sorted(cache.folders()):
+        cached = cache.get(folder)
+        for name in sorted(cached.ignored if cached else ()):
+            if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
+                continue
+            path = root / folder / name if folder else root / name
+            if path.is_dir() and not path.is_symlink():
+                found.append(path)
+    return found
 
 
 def check_sandbox() -> None:
