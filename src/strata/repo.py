@@ -58,8 +58,11 @@ from strata.store.scan import ScanResult
 from strata.store.tree import lookup, read_tree
 
 if TYPE_CHECKING:
+    from strata.agent.loop import AgentResult, StepRecord
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
+    from strata.providers.base import CancelToken, Provider
+    from strata.replay.engine import Commands, ReplayReport, StepReplay
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoints
@@ -521,6 +524,53 @@ class Repository(Core):
         if found is not None:
             return found
         return start_draft(self, author=author) if create else current_draft(self)
+
+    def run_agent(
+        self,
+        provider: Provider,
+        prompt: str,
+        *,
+        max_steps: int = 8,
+        agent_id: str = "agent",
+        tool_choice: str | None = None,
+        secrets: tuple[str, ...] = (),
+        cancel: CancelToken | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_step: Callable[[StepRecord], None] | None = None,
+    ) -> AgentResult:
+        """Run an agent on ``prompt``: its edits land in the Draft, one recorded revision per step.
+
+        Every model and tool call is recorded as a trace linked from its
+        step's revision (see :mod:`strata.agent.loop`); ``tool_choice`` names
+        a tool the first step must call.
+        """
+        from strata.agent.loop import run_agent
+
+        return run_agent(
+            self,
+            provider,
+            prompt,
+            max_steps=max_steps,
+            agent_id=agent_id,
+            tool_choice=tool_choice,
+            secrets=secrets,
+            cancel=cancel,
+            on_text=on_text,
+            on_step=on_step,
+        )
+
+    def replay(
+        self,
+        span: str,
+        *,
+        dry_run: bool = False,
+        commands: Commands | None = None,
+        progress: Callable[[StepReplay], None] | None = None,
+    ) -> ReplayReport:
+        """Replay ``A..B`` offline and report the first divergence (see :mod:`strata.replay`)."""
+        from strata.replay.engine import replay
+
+        return replay(self, span, dry_run=dry_run, commands=commands, progress=progress)
 
     @property
     def checkpoints(self) -> Checkpoints:

@@ -159,6 +159,7 @@ def run_agent(
     max_steps: int = MAX_STEPS,
     agent_id: str = "agent",
     author: Author | None = None,
+    tool_choice: str | None = None,
     secrets: tuple[str, ...] = (),
     cancel: CancelToken | None = None,
     on_text: Callable[[str], None] | None = None,
@@ -166,8 +167,9 @@ def run_agent(
 ) -> AgentResult:
     """Run the agent on ``prompt`` in the Draft (opened when none is), one revision per step.
 
-    ``secrets`` are extra strings redacted from every trace (API keys are
-    redacted by pattern anyway).
+    ``tool_choice`` names a tool the first step must call (later steps leave
+    the choice to the provider's profile). ``secrets`` are extra strings
+    redacted from every trace (API keys are redacted by pattern anyway).
     """
     from strata.workbench.draft import open_draft, start_draft
 
@@ -175,6 +177,9 @@ def run_agent(
         raise UsageError("the prompt is empty")
     if max_steps < 1:
         raise UsageError("max_steps must be at least 1")
+    names = [spec.name for spec in specs()]
+    if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
+        raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
     draft = open_draft(core) or start_draft(core, author=author)
     session = f"ses_{core.new_event_id().removeprefix('evt_')}"
@@ -183,7 +188,12 @@ def run_agent(
     tools = specs()
     for n in range(max_steps):
         recorder = Recorder(put=core.objects.put, agent_id=agent_id, secrets=secrets)
-        request = Request(model=provider.model, messages=tuple(messages), tools=tools)
+        request = Request(
+            model=provider.model,
+            messages=tuple(messages),
+            tools=tools,
+            tool_choice=tool_choice if n == 0 else None,
+        )
         clock_ms = core.now_ms()
         outcome = run_step(
             RecordingProvider(provider, recorder),

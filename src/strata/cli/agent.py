@@ -27,9 +27,23 @@ from strata.cli.common import emit_json, json_option, open_repo, short
     show_default=True,
     help="Stop after this many model calls.",
 )
+@click.option(
+    "--tool-choice",
+    default=None,
+    metavar="TOOL",
+    help="A tool the first step must call (list_files, read_file, write_file, edit_file); "
+    "for servers that cannot force 'some tool' (llama.cpp).",
+)
 @click.option("--agent-id", default="agent", show_default=True, help="Names the agent in traces.")
 @json_option
-def agent(prompt: str, model: str | None, max_steps: int, agent_id: str, as_json: bool) -> None:
+def agent(
+    prompt: str,
+    model: str | None,
+    max_steps: int,
+    tool_choice: str | None,
+    agent_id: str,
+    as_json: bool,
+) -> None:
     """Run an agent on PROMPT: its file edits land in the Draft, one revision per step.
 
     Each step is one model call and the tool calls it asks for (list_files,
@@ -45,7 +59,7 @@ def agent(prompt: str, model: str | None, max_steps: int, agent_id: str, as_json
       strata review
       strata replay BASE..DRAFT_TIP   # the ids 'strata history --all' shows
     """
-    from strata.agent.loop import StepRecord, run_agent
+    from strata.agent.loop import StepRecord
     from strata.providers.config import open_provider
 
     with open_repo() as repo:
@@ -67,12 +81,12 @@ def agent(prompt: str, model: str | None, max_steps: int, agent_id: str, as_json
             calls = ", ".join(step.tool_calls) or "no tool call"
             click.echo(f"step {step.step + 1}: {calls} -> revision {short(step.event_id)}")
 
-        result = run_agent(
-            repo,
+        result = repo.run_agent(
             provider,
             prompt,
             max_steps=max_steps,
             agent_id=agent_id,
+            tool_choice=tool_choice,
             secrets=secrets,
             on_text=on_text,
             on_step=on_step,

@@ -12,7 +12,9 @@ rebuild (its tree must be A's). Then, event by event:
   replay with :class:`~strata.errors.UnrecordedCall`), its tool calls run for
   real on the scratch files and their results must equal the recorded ones;
   within one session the conversation is carried from step to step, as the
-  agent built it, so a changed tool result shows up in the next request too;
+  agent built it, so a changed tool result shows up in the next request too.
+  While a step runs, this process may open no network connection (an audit
+  hook refuses ``socket.connect``, :func:`no_network`);
 - a **run** (a state event a ``strata run`` recorded, with its command) runs
   its command again on the scratch files in the bubblewrap sandbox with no
   network (:mod:`strata.sandbox.bwrap`), at the workspace's own path, with
@@ -35,8 +37,11 @@ from __future__ import annotations
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -425,6 +430,32 @@ def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tup
     return code, text[-OUTPUT_TAIL:]
 
 
+_DENY = threading.local()
+
+
+def _audit(event: str, args: tuple[Any, ...]) -> None:
+    if getattr(_DENY, "on", False) and event in ("socket.connect", "socket.sendto"):
+        where = args[1] if len(args) > 1 else "?"
+        raise ReplayError(f"a replayed step tried to reach the network ({where}); replay denies it")
+
+
+_hooked = False
+
+
+@contextmanager
+def no_network() -> Iterator[None]:
+    """Refuse every socket connection this thread opens while inside the block."""
+    global _hooked
+    if not _hooked:  # an audit hook cannot be removed: install it once, switch it per thread
+        sys.addaudithook(_audit)
+        _hooked = True
+    _DENY.on = True
+    try:
+        yield
+    finally:
+        _DENY.on = False
+
+
 class _ToolDiverged(Exception):
     def __init__(self, path: str | None, detail: str) -> None:
         super().__init__(detail)
@@ -455,7 +486,8 @@ def _replay_step(
     observed = Recorder(
         put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id
     )
-    outcome = run_step(provider, request, folder, observed)
+    with no_network():
+        outcome = run_step(provider, request, folder, observed)
     if len(observed.traces) != len(recorded_tools):
         raise _ToolDiverged(
             None,
