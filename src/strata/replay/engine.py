@@ -161,18 +161,26 @@ def parse_range(text: str) -> tuple[str, str]:
 
 
 def path_between(core: Core, start: Event, end: Event) -> list[Event]:
-    """The state events after ``start`` up to ``end``, oldest first (following parents)."""
-    chain: list[Event] = []
-    event: Event | None = end
-    while event is not None and event.id != start.id:
-        chain.append(event)
-        event = core.event(event.parent_event_id) if event.parent_event_id else None
-    if event is None:
-        raise UsageError(
-            f"{start.id} is not an ancestor of {end.id}; replay follows history forward"
-        )
-    chain.reverse()
-    return chain
+    """The state events after ``start`` up to ``end``, oldest first.
+
+    Each event's parent is followed, except that a publish is reached through
+    the Draft it published (its revisions, the agent's steps, come before it)
+    when ``start`` lies on that way.
+    """
+    for through_drafts in (True, False):
+        chain: list[Event] = []
+        event: Event | None = end
+        while event is not None and event.id != start.id:
+            chain.append(event)
+            via = event.data.get("draft_event_id") if through_drafts else None
+            if event.action_type == "publish" and isinstance(via, str):
+                event = core.event(via)
+            else:
+                event = core.event(event.parent_event_id) if event.parent_event_id else None
+        if event is not None:
+            chain.reverse()
+            return chain
+    raise UsageError(f"{start.id} is not an ancestor of {end.id}; replay follows history forward")
 
 
 def load_traces(core: Core, event: Event) -> list[Trace]:
@@ -334,27 +342,36 @@ def _run(
             carried = None
         else:
             info = event.data["agent"]
+            traces = load_traces(core, event)
+            redacted = sum(t.redactions for t in traces)
+            note = (
+                f" (this step's traces had {redacted} secrets redacted; "
+                "what was redacted cannot be replayed)"
+                if redacted
+                else ""
+            )
+            divergence: Divergence | None = None
+            messages: list[Message] | None = None
             try:
-                traces = load_traces(core, event)
-                messages = None
                 if carried and carried[0] == info.get("session") and carried[1] + 1 == info["step"]:
                     messages = carried[2]
                 outcome, messages = _replay_step(traces, files, messages)
             except UnrecordedCall as exc:
-                report.divergence = Divergence(
-                    event.id, "unrecorded_call", None, exc.message, exc.observed
+                divergence = Divergence(
+                    event.id, "unrecorded_call", None, exc.message + note, exc.observed
                 )
                 report.error = exc
-                report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
-                return
             except _ToolDiverged as exc:
-                report.divergence = Divergence(event.id, "tool_result", exc.path, exc.detail)
-                report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
-                return
-            carried = (str(info.get("session")), int(info["step"]), messages)
-            scan = ws.scan(hash_only=True)
-            if scan.tree != expected:
-                report.divergence = _tree_divergence(core, event.id, expected, scan)
+                divergence = Divergence(event.id, "tool_result", exc.path, exc.detail + note)
+            if divergence is None:
+                assert messages is not None
+                carried = (str(info.get("session")), int(info["step"]), messages)
+                scan = ws.scan(hash_only=True)
+                if scan.tree != expected:
+                    divergence = _tree_divergence(core, event.id, expected, scan)
+                    divergence.detail += note
+            if divergence is not None:
+                report.divergence = divergence
                 report.steps.append(StepReplay(event.id, event.action_type, "agent", "diverged"))
                 return
             calls = ", ".join(c.name for c in outcome.response.tool_calls) or "no tool call"
