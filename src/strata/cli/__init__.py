@@ -66,6 +66,7 @@ def _register() -> None:
         draft,
         inspect,
         ledger,
+        preflight,
         record,
         recover,
         refs,
@@ -75,7 +76,19 @@ def _register() -> None:
         watch,
     )
 
-    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft, storage):
+    for module in (
+        record,
+        inspect,
+        rewind,
+        refs,
+        ledger,
+        recover,
+        run,
+        watch,
+        draft,
+        preflight,
+        storage,
+    ):
         for command in module.COMMANDS:
             cli.add_command(command)
 

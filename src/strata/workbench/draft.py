@@ -427,23 +427,9 @@ class Draft:
     def ignored_folders(self) -> list[Path]:
         """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only.
 
-        Read from Published's stat cache (the ignored names of every folder
-        the last scan walked; a Draft start scans first), outermost only.
+        See :func:`ignored_folders`.
         """
-        from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
-
-        root = self.core.root
-        cache = StatCache(self.core.layout.statcache)
-        found: list[Path] = []
-        for folder in sorted(cache.folders()):
-            cached = cache.get(folder)
-            for name in sorted(cached.ignored if cached else ()):
-                if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
-                    continue
-                path = root / folder / name if folder else root / name
-                if path.is_dir() and not path.is_symlink():
-                    found.append(path)
-        return found
+        return ignored_folders(self.core)
 
     # -- review, publish, discard -----------------------------------------------------
 
@@ -461,6 +447,8 @@ class Draft:
         expect: str | None = None,
         allow_external_symlinks: bool = False,
         author: Author | None = None,
+        preflight: Mapping[str, Any] | None = None,
+        verified_tree: ObjectId | None = None,
     ) -> PublishResult:
         """Publish the Draft into Published (see :func:`strata.workbench.publish.publish`)."""
         from strata.workbench.publish import publish
@@ -471,6 +459,8 @@ class Draft:
             expect=expect,
             allow_external_symlinks=allow_external_symlinks,
             author=author,
+            preflight=preflight,
+            verified_tree=verified_tree,
         )
 
     def discard(self, *, author: Author | None = None) -> Event:
@@ -478,6 +468,29 @@ class Draft:
         from strata.workbench.publish import discard
 
         return discard(self, author=author)
+
+
+def ignored_folders(core: Core) -> list[Path]:
+    """Published's ignored folders (``.venv``, ``web/node_modules``…), outermost only.
+
+    What a sandboxed command in a copy of the workspace is shown read-only.
+    Read from Published's stat cache (the ignored names of every folder the
+    last scan walked; a Draft start scans first).
+    """
+    from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
+
+    root = core.root
+    cache = StatCache(core.layout.statcache)
+    found: list[Path] = []
+    for folder in sorted(cache.folders()):
+        cached = cache.get(folder)
+        for name in sorted(cached.ignored if cached else ()):
+            if name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX):
+                continue
+            path = root / folder / name if folder else root / name
+            if path.is_dir() and not path.is_symlink():
+                found.append(path)
+    return found
 
 
 def check_sandbox() -> None:
