@@ -128,7 +128,8 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("draft run", "--sandbox", "none", "--", "sh", "-c", "echo drafted > d.txt")
     s("run", "--draft", "--sandbox", "none", "--", "sh", "-c", "echo more >> d.txt")
     s("review")
-    published = s("publish")
+    s("preflight", "--sandbox", "none", "--check", "test -f d.txt")
+    published = s("publish", "--preflight")
     s("draft status")  # none open
     s("draft start")
     s("discard")

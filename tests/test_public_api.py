@@ -27,6 +27,7 @@ EXPECTED = ERRORS | {
     "DiffResult",
     "Draft",
     "DraftRun",
+    "PreflightResult",
     "PublishResult",
     "ReviewResult",
     "Event",

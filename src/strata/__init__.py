@@ -45,9 +45,11 @@ if TYPE_CHECKING:
         NothingToRedo,
         NothingToUndo,
         ObjectMissing,
+        PatchDoesNotApply,
         PathError,
         PathNotFound,
         PathOutsideWorkspace,
+        PreflightFailed,
         ProtectedPath,
         RefError,
         RepositoryError,
@@ -72,6 +74,7 @@ if TYPE_CHECKING:
         WorkspaceError,
     )
     from strata.ledger.events import Author, Event
+    from strata.replay.preflight import PreflightResult
     from strata.repo import (
         DiffResult,
         FileDiff,
@@ -118,6 +121,8 @@ _ERRORS = (
     "PathError",
     "PathNotFound",
     "PathOutsideWorkspace",
+    "PatchDoesNotApply",
+    "PreflightFailed",
     "ProtectedPath",
     "RefError",
     "RepositoryError",
@@ -150,6 +155,7 @@ _HOME = {
     "Checkpoints": "strata.workbench.checkpoints",
     "Draft": "strata.workbench.draft",
     "DraftRun": "strata.workbench.draft",
+    "PreflightResult": "strata.replay.preflight",
     "PublishResult": "strata.workbench.publish",
     "ReviewResult": "strata.workbench.publish",
     "DiffResult": "strata.repo",
@@ -205,7 +211,10 @@ __all__ = [
     "PathError",
     "PathNotFound",
     "PathOutsideWorkspace",
+    "PatchDoesNotApply",
     "Point",
+    "PreflightFailed",
+    "PreflightResult",
     "ProtectedPath",
     "PublishResult",
     "RefError",

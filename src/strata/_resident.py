@@ -36,7 +36,7 @@ from typing import NoReturn
 
 # imports nothing, as this module imports only the standard library
 from strata.store import served
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED
+from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option
 
 READY_TIMEOUT = 2.0
 #: how long to wait while the watcher finishes another caller's command
@@ -150,6 +150,8 @@ def _try_resident(argv: list[str]) -> bool:
     elif not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
         return False
     if len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()):
+        return False
+    if has_local_option(argv):
         return False
     if os.environ.get("STRATA_DEBUG") == "1" or os.environ.get("STRATA_NO_RESIDENT") == "1":
         return False

@@ -44,6 +44,7 @@ The tree::
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
     │   ├── DraftChanged           the Draft changed since the review publish expects
+    │   ├── PreflightFailed        a proposal failed its preflight (or changed since): not accepted
     │   ├── ExternalSymlink        a Draft symlink points outside the workspace
     │   ├── WatcherRunning         a watcher already runs for this workspace
     │   ├── WatcherFailed          the file-system watcher could not start
@@ -54,6 +55,7 @@ The tree::
     │   └── NothingToRedo          redo only follows an undo
     ├── MergeConflict              publish: edits of Published and the Draft collide
     ├── DiffError                  a diff that cannot be produced
+    │   └── PatchDoesNotApply      a patch that does not apply to the files it is meant for
     ├── SandboxError
     │   ├── SandboxUnavailable     bubblewrap is missing or cannot create a sandbox here
     │   └── SandboxPolicyError     a path the sandbox policy refuses to mount
@@ -419,6 +421,23 @@ class DraftChanged(WorkspaceError):
         self.actual = actual
 
 
+class PreflightFailed(WorkspaceError):
+    """A proposal failed its preflight, so it was not accepted (nothing was published).
+
+    ``report`` is the object id of the preflight's report (``strata cat ID``
+    prints it), when one was recorded.
+    """
+
+    def __init__(self, reason: str, *, report: str | None = None, hint: str | None = None) -> None:
+        where = f" (report {report[:12]})" if report else ""
+        super().__init__(
+            f"preflight failed: {reason}{where}",
+            hint=hint or (f"read the report with 'strata cat {report}'" if report else None),
+        )
+        self.reason = reason
+        self.report = report
+
+
 class ExternalSymlink(WorkspaceError):
     """The Draft holds symlinks whose targets leave the workspace.
 
@@ -514,6 +533,22 @@ class NothingToRedo(UndoError):
 
 class DiffError(StrataError):
     """A diff that cannot be produced."""
+
+
+class PatchDoesNotApply(DiffError):
+    """A patch that does not apply to the files it is meant for (``preflight --patch``).
+
+    ``path`` is the first file it does not apply to, when git named one.
+    """
+
+    def __init__(self, reason: str, *, path: str | None = None) -> None:
+        super().__init__(
+            f"the patch does not apply: {reason}",
+            hint="make the patch against the workspace's recorded files ('strata diff' "
+            "makes one git accepts), or see 'git apply --check'",
+        )
+        self.reason = reason
+        self.path = path
 
 
 class SandboxError(StrataError):

@@ -4,7 +4,7 @@
 write lock, the clock, :meth:`~strata.core.Core.transaction`) with the
 user-level operations on top: each method here validates its arguments and
 hands over to one function of :mod:`strata.core` or of a feature package
-(``runs/``, ``workbench/``). It also plugs the feature packages into the core:
+(``runs/``, ``workbench/``, ``replay/``). It also plugs the feature packages into the core:
 ``git:<commit>`` refs, the recovery of killed runs and the one-step undo of a
 run. The library reads no environment variable, terminal or home
 configuration: the clock, the random source and the author are arguments.
@@ -21,7 +21,7 @@ worker threads for asyncio code.
 from __future__ import annotations
 
 import errno
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
+    from strata.replay.preflight import PreflightResult
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoints
@@ -571,6 +572,41 @@ class Repository(Core):
         from strata.replay.engine import replay
 
         return replay(self, span, dry_run=dry_run, commands=commands, progress=progress)
+
+    def preflight(
+        self,
+        *,
+        patch: bytes | None = None,
+        patch_name: str = "",
+        check: str | Sequence[str] | None = None,
+        timeout_s: float | None = None,
+        sandbox: str = "bwrap",
+        environ: Mapping[str, str] | None = None,
+        author: Author | None = None,
+        scratch: Path | str | None = None,
+    ) -> PreflightResult:
+        """Rebuild a proposal's base in a scratch folder, apply it, hash-verify it, check it.
+
+        The proposal is ``patch`` (a unified diff applied onto HEAD's files)
+        or, without one, the open Draft as a publish would write it. ``check``
+        (a shell string or an argv) runs in the rebuilt files, in the
+        bubblewrap sandbox with no network unless ``sandbox="none"``, for at
+        most ``timeout_s`` seconds. One ``preflight`` event records the
+        outcome and links the stored report. See :mod:`strata.replay.preflight`.
+        """
+        from strata.replay.preflight import DEFAULT_TIMEOUT_S, preflight
+
+        return preflight(
+            self,
+            patch=patch,
+            patch_name=patch_name,
+            check=check,
+            timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+            sandbox=sandbox,
+            environ=environ,
+            author=author,
+            scratch=Path(scratch) if scratch is not None else None,
+        )
 
     @property
     def checkpoints(self) -> Checkpoints:

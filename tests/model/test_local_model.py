@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from conftest import as_json, ok
 
 pytestmark = pytest.mark.model
@@ -83,7 +84,9 @@ class ModelServer:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"the model server did not start: {log.read_text()}")
+                    raise RuntimeError(
+                        f"the model server did not start: {log.read_text()}"
+                    ) from None
                 time.sleep(0.3)
 
     def stop(self) -> None:
@@ -128,9 +131,9 @@ def workspace(run_cli, ws: Path, model_server: ModelServer) -> Path:
 
 
 def _provider(url: str):
-    from strata.providers.config import open_provider
-
     import tomllib
+
+    from strata.providers.config import open_provider
 
     raw = tomllib.loads(local_config(url))
     return open_provider("local", config=raw, environ={})

@@ -67,6 +67,7 @@ def _register() -> None:
         draft,
         inspect,
         ledger,
+        preflight,
         record,
         recover,
         refs,
@@ -90,6 +91,7 @@ def _register() -> None:
         storage,
         agent,
         replay,
+        preflight,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -26,6 +26,7 @@ from strata.cli.common import (
     short,
     warn,
 )
+from strata.cli.preflight import echo_preflight, sandbox_option, timeout_option
 from strata.diff.display import printable, printable_patch
 
 _LETTER = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T"}
@@ -332,12 +333,28 @@ def review(as_json: bool) -> None:
     is_flag=True,
     help="Publish symlinks whose target leaves the workspace.",
 )
+@click.option(
+    "--preflight",
+    "preflight_check",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[CMD]",
+    help="First rebuild what would be published in a scratch folder, hash-verify it and run "
+    "the shell command CMD there (sandboxed, no network); publish only if all pass. "
+    'Without CMD (or with ""): rebuild and verify only.',
+)
+@timeout_option
+@sandbox_option
 @author_options
 @json_option
 def publish(
     message: str,
     expect: str | None,
     allow_external_symlinks: bool,
+    preflight_check: str | None,
+    timeout_s: float | None,
+    sandbox: str | None,
     author: str | None,
     author_kind: str | None,
     as_json: bool,
@@ -350,19 +367,49 @@ def publish(
     edits merge line by line; real conflicts refuse the publish, naming the
     files, with nothing written.
 
+    With --preflight, 'strata preflight' runs first (--timeout and --sandbox
+    are its check's): when it fails nothing is published, its event and
+    report stay; when it passes, the publish event carries its result, and
+    the publish is refused if the files changed meanwhile.
+
     \b
     Example:
       strata publish -m "agent: fix the parser" --expect 3f2a9c1b
+      strata publish --preflight "pytest -q"
     """
+    if preflight_check is None and (timeout_s is not None or sandbox is not None):
+        raise click.UsageError("--timeout and --sandbox apply to --preflight's check")
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
         from strata.workbench.draft import current_draft
 
-        result = current_draft(repo).publish(
+        draft = current_draft(repo)
+        stamp = verified = None
+        if preflight_check is not None:
+            from strata.errors import PreflightFailed
+
+            checked = repo.preflight(
+                check=preflight_check or None,
+                timeout_s=timeout_s,
+                sandbox=sandbox or "bwrap",
+                environ=dict(os.environ),
+                author=who,
+            )
+            if not as_json:
+                echo_preflight(checked, err=True)
+            if not checked.ok:
+                raise PreflightFailed(
+                    f"{checked.failure()}; nothing was published",
+                    report=checked.report_artifact,
+                )
+            stamp, verified = checked.stamp, checked.expected_tree
+        result = draft.publish(
             message,
             expect=expect,
             allow_external_symlinks=allow_external_symlinks,
             author=who,
+            preflight=stamp,
+            verified_tree=verified,
         )
     if as_json:
         emit_json(result.to_json())

@@ -202,6 +202,7 @@ class Transaction:
         scope: str = "project",
         artifact_impacts: tuple[dict[str, Any], ...] = (),
         artifacts: tuple[str, ...] = (),
+        preflight: dict[str, Any] | None = None,
     ) -> Event:
         """Record ``tree`` (already stored) as a state event on ``branch``.
 
@@ -211,6 +212,8 @@ class Transaction:
         is false (a Draft revision moves only the Draft's branch).
         ``artifacts`` are ids of stored objects the event links (traces of the
         model and tool calls that made the step): gc keeps them with the ledger.
+        ``preflight`` is the ``{"ok": …, "report_artifact": …}`` of the preflight
+        the state passed (a publish made with ``--preflight``).
         """
         self._check_open()
         view = self.view
@@ -230,6 +233,7 @@ class Transaction:
             parent=parent.id if parent else None,
             scope=scope,
             artifacts=artifacts,
+            preflight=preflight,
         )
         if artifact_impacts:
             self.op.events[-1]["artifact_impacts"] = [dict(i) for i in artifact_impacts]

@@ -31,6 +31,17 @@ SERVED = (
 LOCAL_SUB = {"draft": ("run",)}
 #: options whose output depends on the terminal or the process: always run locally
 LOCAL_ONLY = ("-h", "--help", "--debug")
+#: options of a served command that make it start a child (``publish --preflight`` runs a
+#: check): the command then runs in the calling process (``--opt`` or ``--opt=VALUE``)
+LOCAL_OPTIONS = {"publish": ("--preflight",)}
+
+
+def has_local_option(argv: list[str]) -> bool:
+    """True when ``strata ARGV`` gives one of its command's :data:`LOCAL_OPTIONS`."""
+    names = LOCAL_OPTIONS.get(argv[0], ()) if argv else ()
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    return any(a.split("=", 1)[0] in names for a in own[1:])
+
 
 #: set by the client when the watcher did not answer in time and this process runs the
 #: command itself: its scans then read the whole tree instead of waiting for that watcher

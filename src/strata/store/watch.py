@@ -94,9 +94,10 @@ from typing import Any
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
 
-# RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY: the
-# sub-commands and options that never run in one (the client's own lists, so both agree)
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB
+# RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY and
+# has_local_option: the sub-commands and options that never run in one (the client's own
+# lists, so both agree)
+from strata.store.served import LOCAL_ONLY, LOCAL_SUB, has_local_option
 from strata.store.served import SERVED as RUNNABLE
 
 PROTOCOL = 1
@@ -767,6 +768,8 @@ class MonitorServer:
 def servable(argv: list[str]) -> bool:
     """True when a watcher may run ``strata ARGV`` for an asker (see :data:`RUNNABLE`)."""
     if not argv or argv[0] not in RUNNABLE or any(a in LOCAL_ONLY for a in argv):
+        return False
+    if has_local_option(argv):
         return False
     return not (len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()))
 

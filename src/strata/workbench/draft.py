@@ -425,8 +425,11 @@ class Draft:
         )
 
     def ignored_folders(self) -> list[Path]:
-        """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only."""
-        return published_ignored_folders(self.core)
+        """Published's ignored folders (``.venv``, ``web/node_modules``…), shown read-only.
+
+        See :func:`ignored_folders`.
+        """
+        return ignored_folders(self.core)
 
     # -- review, publish, discard -----------------------------------------------------
 
@@ -444,6 +447,8 @@ class Draft:
         expect: str | None = None,
         allow_external_symlinks: bool = False,
         author: Author | None = None,
+        preflight: Mapping[str, Any] | None = None,
+        verified_tree: ObjectId | None = None,
     ) -> PublishResult:
         """Publish the Draft into Published (see :func:`strata.workbench.publish.publish`)."""
         from strata.workbench.publish import publish
@@ -454,6 +459,8 @@ class Draft:
             expect=expect,
             allow_external_symlinks=allow_external_symlinks,
             author=author,
+            preflight=preflight,
+            verified_tree=verified_tree,
         )
 
     def discard(self, *, author: Author | None = None) -> Event:
@@ -463,12 +470,12 @@ class Draft:
         return discard(self, author=author)
 
 
-def published_ignored_folders(core: Core) -> list[Path]:
+def ignored_folders(core: Core) -> list[Path]:
     """Published's ignored folders (``.venv``, ``web/node_modules``…), outermost only.
 
+    What a sandboxed command in a copy of the workspace is shown read-only.
     Read from Published's stat cache (the ignored names of every folder the
-    last scan walked; a Draft start scans first). A sandboxed command (a
-    Draft's, a replayed run's) is shown them read-only.
+    last scan walked; a Draft start scans first).
     """
     from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
 

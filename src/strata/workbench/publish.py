@@ -9,7 +9,8 @@ Publish, in order (the repository's write lock held throughout):
    since the Draft's base, else a three-way merge of the trees (base,
    Published, Draft): different paths combine, same-file edits merge line by
    line with ``merge3``; a true conflict refuses with every conflicting path
-   and nothing written;
+   and nothing written (:func:`proposed_tree`, which a preflight uses too:
+   given the tree a preflight verified, publish refuses any other);
 4. refuse symlinks the Draft adds whose target leaves the workspace (unless
    allowed);
 5. write the journal (the restore plan and the whole ``publish`` operation,
@@ -27,12 +28,20 @@ undo`` puts the checkpoint's files back.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strata.core.lease import active_leases
 from strata.diff.tree import diff_trees
-from strata.errors import DraftChanged, ExternalSymlink, MergeConflict, UsageError, WorkspaceBusy
+from strata.errors import (
+    DraftChanged,
+    ExternalSymlink,
+    MergeConflict,
+    PreflightFailed,
+    UsageError,
+    WorkspaceBusy,
+)
 from strata.ids import ObjectId, SnapshotId
 from strata.ledger.events import Author, Event, EventType
 from strata.sandbox.paths import display_path
@@ -91,6 +100,8 @@ class PublishResult:
     merged_paths: list[str]
     skipped_paths: list[str]
     draft_snapshot_id: SnapshotId
+    #: the passed preflight the publish event carries (``publish --preflight``), or None
+    preflight: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata publish --json`` prints."""
@@ -101,6 +112,7 @@ class PublishResult:
             "merged_paths": self.merged_paths,
             "skipped_paths": self.skipped_paths,
             "draft_snapshot_id": self.draft_snapshot_id,
+            "preflight": self.preflight,
         }
 
 
@@ -137,20 +149,20 @@ def keep_ignored(
     ]
     if not any(os.path.lexists(folder / p) for p in gone):
         return tree, []
-    b_leaves, _ = _flatten(store, base)
-    leaves, dirs = _flatten(store, tree)
+    b_leaves, _ = flatten_tree(store, base)
+    leaves, dirs = flatten_tree(store, tree)
     hidden = [p for p in sorted(b_leaves.keys() - leaves.keys()) if os.path.lexists(folder / p)]
     hidden = [p for p in hidden if p not in dirs and not any(p.startswith(q + "/") for q in leaves)]
     if not hidden:
         return tree, []
-    b_dirs = _flatten(store, base)[1]
+    b_dirs = flatten_tree(store, base)[1]
     for p in hidden:
         leaves[p] = b_leaves[p]
         parts = p.split("/")
         for i in range(1, len(parts)):
             above = "/".join(parts[:i])
             dirs.setdefault(above, b_dirs.get(above, 0o755))
-    return _build(store, leaves, dirs), hidden
+    return build_tree(store, leaves, dirs), hidden
 
 
 def _refuse_while_running(core: Core, command: str) -> None:
@@ -192,12 +204,20 @@ def publish(
     expect: str | None = None,
     allow_external_symlinks: bool = False,
     author: Author | None = None,
+    preflight: Mapping[str, Any] | None = None,
+    verified_tree: ObjectId | None = None,
 ) -> PublishResult:
     """Publish exactly the Draft's current snapshot into Published (see the module docs).
 
     One operation: the auto-save of Published, the ``publish`` checkpoint, the
     ``publish`` state event (and a ``merge`` event when Published moved
     meanwhile) and the journaled writes. Undoing it puts Published back.
+
+    ``preflight`` is the ``{"ok": …, "report_artifact": …}`` of a passed
+    preflight (:mod:`strata.replay.preflight`): the publish event carries it
+    and links the report. ``verified_tree`` is the tree that preflight
+    verified: when the tree to publish is another one (the Draft or Published
+    changed meanwhile), :class:`PreflightFailed` refuses with nothing written.
     """
     from strata.workbench.checkpoints import Checkpoint, record_checkpoint
     from strata.workbench.draft import end_draft
@@ -221,13 +241,16 @@ def publish(
             assert tip.snapshot_ref is not None
             if expect is not None and not tip.snapshot_ref.startswith(expect):
                 raise DraftChanged(expect, tip.snapshot_ref)
-            base_tree = core.tree_of(draft.base)
-            draft_tree, _ = keep_ignored(
-                draft.core.objects, draft.path, base_tree, core.tree_of(tip)
-            )
             _, scan = tx.auto_save("publish")
             published_tree = scan.tree
-            target, merged = merge_trees(core.objects, base_tree, published_tree, draft_tree)
+            target, merged = proposed_tree(draft, tip, published_tree)
+            if verified_tree is not None and target != verified_tree:
+                raise PreflightFailed(
+                    "Published or the Draft changed while the preflight ran, so what it "
+                    "verified is not what would be published; nothing was published",
+                    report=(preflight or {}).get("report_artifact"),
+                    hint="run 'strata publish --preflight' again",
+                )
             if not allow_external_symlinks:
                 bad = external_symlinks(core.objects, published_tree, target)
                 if bad:
@@ -255,6 +278,8 @@ def publish(
                     "deletions": diff.deletions,
                     "merged_paths": merged,
                 },
+                preflight=dict(preflight) if preflight is not None else None,
+                artifacts=_report_of(preflight),
             )
             if head.id != draft.base.id:
                 tx.annotate(
@@ -285,14 +310,34 @@ def publish(
             merged,
             skipped,
             tip.snapshot_ref,
+            dict(preflight) if preflight is not None else None,
         )
+
+
+def _report_of(preflight: Mapping[str, Any] | None) -> tuple[str, ...]:
+    report = (preflight or {}).get("report_artifact")
+    return (str(report),) if report else ()
+
+
+def proposed_tree(draft: Draft, tip: Event, published: ObjectId) -> tuple[ObjectId, list[str]]:
+    """The tree publishing the Draft at ``tip`` onto Published's tree ``published`` writes.
+
+    The Draft's tree (files its own ignore rules hide kept, see
+    :func:`keep_ignored`) merged onto ``published`` from the Draft's base
+    (:func:`merge_trees`); also the paths merged line by line.
+    :class:`MergeConflict` names every path that cannot be merged.
+    """
+    core = draft.core
+    base_tree = core.tree_of(draft.base)
+    draft_tree, _ = keep_ignored(core.objects, draft.path, base_tree, core.tree_of(tip))
+    return merge_trees(core.objects, base_tree, published, draft_tree)
 
 
 # -- the three-way tree merge ------------------------------------------------------
 
 
-def _flatten(store: ObjectStore, oid: ObjectId) -> tuple[dict[str, TreeEntry], dict[str, int]]:
-    """(files and symlinks by path, folders by path with their mode)."""
+def flatten_tree(store: ObjectStore, oid: ObjectId) -> tuple[dict[str, TreeEntry], dict[str, int]]:
+    """(files and symlinks by path, folders by path with their mode) of the tree ``oid``."""
     leaves: dict[str, TreeEntry] = {}
     dirs: dict[str, int] = {}
 
@@ -325,9 +370,9 @@ def merge_trees(
         return right, []
     if right == base:
         return left, []
-    b_leaves, b_dirs = _flatten(store, base)
-    l_leaves, l_dirs = _flatten(store, left)
-    r_leaves, r_dirs = _flatten(store, right)
+    b_leaves, b_dirs = flatten_tree(store, base)
+    l_leaves, l_dirs = flatten_tree(store, left)
+    r_leaves, r_dirs = flatten_tree(store, right)
     result: dict[str, TreeEntry] = {}
     merged: list[str] = []
     conflicts: list[str] = []
@@ -366,7 +411,7 @@ def merge_trees(
             conflicts.append(path)
     if conflicts:
         raise MergeConflict(sorted(set(conflicts)))
-    return _build(store, result, dirs), merged
+    return build_tree(store, result, dirs), merged
 
 
 def _merge_file(
@@ -413,7 +458,11 @@ def _merge_mode(base: int | None, left: int | None, right: int | None) -> int | 
     return None
 
 
-def _build(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int]) -> ObjectId:
+def build_tree(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int]) -> ObjectId:
+    """Write the tree of ``leaves`` (by path) and ``dirs`` (by path, with their mode).
+
+    Every folder above a leaf must be in ``dirs``. Returns the root tree.
+    """
     children: dict[str, list[TreeEntry]] = {"": []}
     for d in dirs:
         children.setdefault(d, [])
