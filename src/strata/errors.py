@@ -72,8 +72,7 @@ The tree::
     │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
     └── ReplayError
         ├── TraceCorrupt           a trace artifact whose hash or format does not match
-        ├── UnrecordedCall         a call a replay found no recording of (expected vs observed)
-        └── ReplayDiverged         a replayed step whose files differ from the recorded ones
+        └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -681,12 +680,3 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
-
-
-class ReplayDiverged(ReplayError):
-    """A replayed step whose files differ from the ones the ledger recorded."""
-
-    def __init__(self, event_id: str, path: str) -> None:
-        super().__init__(f"replay diverged at event {event_id}: {path} differs")
-        self.event_id = event_id
-        self.path = path
