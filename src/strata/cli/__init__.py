@@ -66,6 +66,7 @@ def _register() -> None:
         draft,
         inspect,
         ledger,
+        models,
         record,
         recover,
         refs,
@@ -75,7 +76,19 @@ def _register() -> None:
         watch,
     )
 
-    for module in (record, inspect, rewind, refs, ledger, recover, run, watch, draft, storage):
+    for module in (
+        record,
+        inspect,
+        rewind,
+        refs,
+        ledger,
+        recover,
+        run,
+        watch,
+        draft,
+        storage,
+        models,
+    ):
         for command in module.COMMANDS:
             cli.add_command(command)
 
