@@ -485,3 +485,15 @@ def auto(tmp_path: Path, run_cli: CliRunner) -> Iterator[Callable[..., tuple[int
     for pid in leftover:
         os.kill(pid, signal.SIGKILL)
     assert not leftover, "a watcher did not stop on SIGTERM"
+
+
+# -- model providers -------------------------------------------------------------
+
+
+@pytest.fixture
+def wire() -> Iterator[Any]:
+    """A real HTTP server speaking OpenAI's and Anthropic's wire formats (tests/wire_server.py)."""
+    from wire_server import WireServer
+
+    with WireServer() as server:
+        yield server

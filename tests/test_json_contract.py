@@ -146,6 +146,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger verify")
     s("ledger index rebuild")
     s("ledger convert", "--to", "jsonl")
+    s("models")
     return s.outputs
 
 

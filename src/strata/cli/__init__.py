@@ -67,6 +67,7 @@ def _register() -> None:
         draft,
         inspect,
         ledger,
+        models,
         preflight,
         record,
         recover,
@@ -92,6 +93,7 @@ def _register() -> None:
         agent,
         replay,
         preflight,
+        models,
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -1,0 +1,245 @@
+"""What the HTTP adapters share: retries with backoff, error mapping, tool arguments.
+
+A call is tried again when it failed in a way that may pass (a refused or
+reset connection, a timeout, HTTP 408/409/429 or 5xx, a stream that broke
+or ended early) and nothing of the answer was delivered yet; the delays
+between attempts are :data:`DEFAULT_DELAYS` (10, 20, 40, 80, 160 s: six
+attempts), then :class:`~strata.errors.ProviderUnavailable`. HTTP 401 and 403
+are :class:`~strata.errors.ProviderAuthFailed` at once, a stream that is not
+its wire format :class:`~strata.errors.ProviderProtocolError`, and any other
+refusal (400, 404…) a plain :class:`~strata.errors.ProviderError`: trying
+those again gives the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from strata.errors import (
+    ProviderAuthFailed,
+    ProviderCancelled,
+    ProviderError,
+    ProviderProtocolError,
+    ProviderUnavailable,
+    ToolArgumentsInvalid,
+)
+from strata.providers.base import CancelToken, StreamEvent, TextDelta, ToolCall, ToolCallEvent
+
+#: seconds waited before the 2nd … 6th attempt
+DEFAULT_DELAYS: tuple[float, ...] = (10.0, 20.0, 40.0, 80.0, 160.0)
+
+#: seconds an HTTP adapter waits for the server (to connect, and between two pieces of a stream)
+DEFAULT_TIMEOUT = 600.0
+
+
+@dataclass(frozen=True)
+class Retry:
+    """How failed calls are retried: the delays between attempts and how to wait them.
+
+    ``delays=()`` makes one attempt. ``sleep`` None waits in real time and
+    stops waiting as soon as the call's :class:`CancelToken` is set; tests
+    pass a ``sleep`` that records the waits instead of waiting.
+    """
+
+    delays: tuple[float, ...] = DEFAULT_DELAYS
+    sleep: Callable[[float], None] | None = None
+
+    def wait(self, seconds: float, cancel: CancelToken | None) -> None:
+        """Wait ``seconds`` before the next attempt (less when ``cancel`` is set meanwhile)."""
+        if self.sleep is not None:
+            self.sleep(seconds)
+            return
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            if cancel is not None and cancel.cancelled:
+                return
+            time.sleep(min(left, 0.1))
+
+
+class Transient(Exception):
+    """A failure that another attempt may not meet; the text says what happened."""
+
+
+def with_retries(
+    provider: str,
+    attempt: Callable[[], Iterator[StreamEvent]],
+    *,
+    retry: Retry,
+    cancel: CancelToken | None,
+    hint: str,
+) -> Iterator[StreamEvent]:
+    """Yield ``attempt()``'s events, calling it again after a :class:`Transient` failure.
+
+    ``hint`` is what :class:`ProviderUnavailable` tells the user to do.
+    """
+    last: Transient | None = None
+    attempts = 0
+    for delay in (*retry.delays, None):
+        if cancel is not None and cancel.cancelled:
+            raise ProviderCancelled(provider, "the call was cancelled")
+        attempts += 1
+        delivered = False
+        try:
+            for event in attempt():
+                if isinstance(event, TextDelta | ToolCallEvent):
+                    delivered = True
+                yield event
+            return
+        except Transient as exc:
+            if delivered:
+                # Never retried: the caller already has part of this answer (shown to
+                # a user, recorded in a trace, acted upon); a new attempt would be
+                # another answer whose start need not match, so text would repeat or
+                # contradict what was delivered. The caller decides to ask again.
+                raise ProviderUnavailable(
+                    provider,
+                    f"{exc} after part of the answer had arrived (not retried)",
+                    attempts=attempts,
+                    hint="ask again: the partial answer is incomplete",
+                ) from None
+            last = exc
+        if delay is not None:
+            retry.wait(delay, cancel)
+    raise ProviderUnavailable(
+        provider,
+        f"{last} ({_attempts(attempts)})",
+        attempts=attempts,
+        hint=hint,
+    )
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
+
+
+def check_cancel(provider: str, cancel: CancelToken | None) -> None:
+    """Raise :class:`ProviderCancelled` once ``cancel`` is set."""
+    if cancel is not None and cancel.cancelled:
+        raise ProviderCancelled(provider, "the call was cancelled")
+
+
+def field(obj: Any, name: str, default: Any = None) -> Any:
+    """``obj.name`` of an SDK object or ``obj[name]`` of a dict; ``default`` when absent.
+
+    The SDKs build their objects from the server's JSON without validating it,
+    so a field an OpenAI-compatible server left out is simply missing.
+    """
+    if isinstance(obj, dict):
+        return obj.get(name, default)
+    value = getattr(obj, name, default)
+    return default if value is None else value
+
+
+def tool_call(provider: str, call_id: str, name: str, arguments: str | None) -> ToolCall:
+    """A :class:`ToolCall` from the wire's JSON text of its arguments.
+
+    Empty arguments are an empty object (what a tool without parameters gets
+    from some servers); anything else that is not a JSON object is
+    :class:`ToolArgumentsInvalid`.
+    """
+    text = arguments or ""
+    if not text.strip():
+        return ToolCall(call_id, name, {})
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ToolArgumentsInvalid(provider, name, text) from None
+    if not isinstance(value, dict):
+        raise ToolArgumentsInvalid(provider, name, text)
+    return ToolCall(call_id, name, value)
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _server_message(exc: Any) -> str:
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return _one_line(inner["message"])
+        if isinstance(inner, str):
+            return _one_line(inner)
+    return _one_line(getattr(exc, "message", None) or str(exc) or type(exc).__name__)
+
+
+def _is_http_error(exc: BaseException, name: str) -> bool:
+    """Whether ``exc`` is the HTTP client's ``name`` error (httpx, or httpx2 under openai 3)."""
+    return any(
+        c.__name__ == name and c.__module__.split(".")[0] in ("httpx", "httpx2")
+        for c in type(exc).__mro__
+    )
+
+
+def classify(
+    provider: str,
+    exc: BaseException,
+    *,
+    sdk: ModuleType,
+    where: str,
+    key_env: str | None,
+    timeout: float,
+) -> BaseException:
+    """The error a failure of ``sdk`` (openai or anthropic) or httpx becomes.
+
+    Returns a :class:`Transient` for failures worth another attempt, a
+    :class:`ProviderError` to raise, or ``exc`` itself when it is none of
+    these (a bug, which stays a bug).
+    """
+    if isinstance(exc, ProviderError | Transient):
+        return exc
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, sdk.APIStatusError) and isinstance(status, int):
+        said = _server_message(exc)
+        if status in (401, 403):
+            where_key = f"check {key_env}" if key_env else "set api_key_env for it in config.toml"
+            return ProviderAuthFailed(
+                provider,
+                f"{where} refused the credentials (HTTP {status}: {said})",
+                hint=f"{where_key}; the key may be wrong, expired or lack access to the model",
+            )
+        if status in (408, 409, 429) or status >= 500 or status < 400:
+            # below 400: an error the server sent inside an accepted stream
+            return Transient(f"{where} answered HTTP {status} ({said})")
+        return ProviderError(
+            provider,
+            f"{where} refused the request (HTTP {status}: {said})",
+            hint="check the model name and base_url of this provider ('strata models')",
+        )
+    if isinstance(exc, sdk.APITimeoutError) or _is_http_error(exc, "TimeoutException"):
+        return Transient(f"{where} did not answer within {timeout:g} s")
+    if isinstance(exc, sdk.APIConnectionError):
+        cause = exc.__cause__ or exc.__context__
+        return Transient(f"cannot connect to {where} ({_one_line(str(cause or exc))})")
+    if _is_http_error(exc, "TransportError"):
+        return Transient(f"the connection to {where} broke ({_one_line(str(exc))})")
+    if isinstance(exc, json.JSONDecodeError):
+        return ProviderProtocolError(
+            provider,
+            f"{where} sent a stream event that is not JSON ({exc.msg} at {exc.pos})",
+            hint="the server does not speak this adapter's wire format: check base_url and adapter",
+        )
+    if isinstance(exc, sdk.APIError):  # an error event inside a stream
+        return Transient(f"{where} reported an error mid-stream ({_server_message(exc)})")
+    return exc
+
+
+def unavailable_hint(name: str, base_url: str) -> str:
+    """What to do when ``name`` at ``base_url`` cannot be reached."""
+    return f"check that the server at {base_url} runs, or fix base_url of [providers.{name}]"
+
+
+def protocol_error(provider: str, where: str, what: str) -> ProviderProtocolError:
+    """A stream that does not follow the wire format: ``what`` says how."""
+    return ProviderProtocolError(
+        provider,
+        f"{where} sent a malformed stream: {what}",
+        hint="the server does not speak this adapter's wire format: check base_url and adapter",
+    )
