@@ -57,13 +57,20 @@ def agent(
     Example:
       strata agent --model local "Add a greeting to README.md"
       strata review
-      strata replay BASE..DRAFT_TIP   # the ids 'strata history --all' shows
+      strata replay BASE..TIP         # the ids 'strata history' shows
     """
     from strata.agent.loop import StepRecord
     from strata.providers.config import open_provider
+    from strata.providers.transport import Retry
 
     with open_repo() as repo:
-        provider = open_provider(model, config=repo.config.raw, environ=os.environ)
+        provider = open_provider(
+            model,
+            config=repo.config.raw,
+            environ=os.environ,
+            root=repo.root,
+            retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
+        )
         secrets = tuple(
             v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v
         )

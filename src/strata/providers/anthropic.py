@@ -137,7 +137,12 @@ class Anthropic:
                 for t in request.tools
             ]
             if request.tool_choice is not None:
-                body["tool_choice"] = dict(_TOOL_CHOICE[request.tool_choice])
+                choice = request.tool_choice
+                body["tool_choice"] = (
+                    dict(_TOOL_CHOICE[choice])
+                    if choice in _TOOL_CHOICE
+                    else {"type": "tool", "name": choice}
+                )
         body["stream"] = self.streaming
         return body
 

@@ -53,6 +53,7 @@ SETTINGS: tuple[str, ...] = (
     "reasoning_effort",
     "max_tokens",
     "stream",
+    "tool_choice_required",
 )
 
 #: the keys of the ``[model]`` table
@@ -90,6 +91,7 @@ class ProviderSettings:
     reasoning_effort: str | None = None
     max_tokens: int | None = None
     stream: bool = True
+    tool_choice_required: bool = True
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 
@@ -197,6 +199,13 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
     stream = raw.get("stream", True)
     if not isinstance(stream, bool):
         raise _not_configured(name, f"stream of {where} is not true or false")
+    required = raw.get("tool_choice_required", True)
+    if not isinstance(required, bool):
+        raise _not_configured(name, f"tool_choice_required of {where} is not true or false")
+    if "tool_choice_required" in raw and not adapter.startswith("openai"):
+        raise _not_configured(
+            name, f"tool_choice_required of {where} is only for the openai adapters"
+        )
     script = raw.get("script")
     if adapter == "scripted":
         if script is None:
@@ -230,6 +239,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         reasoning_effort=effort,
         max_tokens=max_tokens,
         stream=stream,
+        tool_choice_required=required,
         source=source,
     )
 
@@ -351,4 +361,8 @@ def build(
     from strata.providers.openai import OpenAIChat, OpenAIResponses
 
     cls = OpenAIResponses if settings.adapter == "openai-responses" else OpenAIChat
-    return cls(**common, reasoning_effort=settings.reasoning_effort)
+    return cls(
+        **common,
+        reasoning_effort=settings.reasoning_effort,
+        tool_choice_required=settings.tool_choice_required,
+    )

@@ -71,12 +71,15 @@ class _OpenAIAdapter:
         retry: Retry | None = None,
         reasoning_effort: str | None = None,
         stream: bool = True,
+        tool_choice_required: bool = True,
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (OpenAI's by default).
 
         ``api_key`` None sends a placeholder (local servers want none);
         ``api_key_env`` only names the key's variable in error hints.
         ``reasoning_effort`` is the default for requests that set none.
+        ``tool_choice_required`` false sends the profile's ``required`` as
+        ``auto`` (for servers that refuse it, such as llama.cpp's).
         """
         self.name = name
         self.model = model
@@ -85,6 +88,7 @@ class _OpenAIAdapter:
         self.retry = retry or Retry()
         self.reasoning_effort = reasoning_effort
         self.streaming = stream
+        self.tool_choice_required = tool_choice_required
         self._api_key = api_key
         self._key_env = api_key_env
         self._client: Any = None
@@ -185,7 +189,13 @@ class OpenAIResponses(_OpenAIAdapter):
         """The exact JSON body sent for ``request`` (profile applied; pure)."""
         request = self._request(request)
         body: dict[str, Any] = {"model": request.model, "input": responses_input(request.messages)}
-        body.update(profile.responses_settings(request, default_effort=self.reasoning_effort))
+        body.update(
+            profile.responses_settings(
+                request,
+                default_effort=self.reasoning_effort,
+                required=self.tool_choice_required,
+            )
+        )
         body["stream"] = self.streaming
         return body
 
@@ -364,7 +374,8 @@ def chat_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
             out.append(
                 {
                     "role": "assistant",
-                    "content": m.content or None,
+                    # a string, even empty: some servers (llama.cpp's) refuse null here
+                    "content": m.content,
                     "tool_calls": [
                         {
                             "id": c.id,
@@ -404,7 +415,13 @@ class OpenAIChat(_OpenAIAdapter):
         """The exact JSON body sent for ``request`` (profile applied; pure)."""
         request = self._request(request)
         body: dict[str, Any] = {"model": request.model, "messages": chat_messages(request.messages)}
-        body.update(profile.chat_settings(request, default_effort=self.reasoning_effort))
+        body.update(
+            profile.chat_settings(
+                request,
+                default_effort=self.reasoning_effort,
+                required=self.tool_choice_required,
+            )
+        )
         body["stream"] = self.streaming
         if self.streaming:
             body["stream_options"] = {"include_usage": True}

@@ -35,7 +35,7 @@ import copy
 import re
 from typing import Any
 
-from strata.providers.base import EFFORTS, Request
+from strata.providers.base import EFFORTS, TOOL_CHOICES, Request
 
 DEFAULT_EFFORT = "medium"
 
@@ -88,11 +88,29 @@ def sampling(model: str, reasoning_effort: str) -> dict[str, Any]:
     return {"temperature": 0, "top_p": 1}
 
 
-def tool_choice(request: Request) -> str:
-    """``required`` until a tool result exists in the messages, then ``auto``; explicit wins."""
+def tool_choice(request: Request, *, required: bool = True) -> str:
+    """``required`` until a tool result exists in the messages, then ``auto``; explicit wins.
+
+    With ``required`` false (a server that cannot force "some tool", such as
+    llama.cpp's), the profile's ``required`` is sent as ``auto``. The result
+    may be a tool's name: see :func:`responses_tool_choice` and
+    :func:`chat_tool_choice` for how each API spells it.
+    """
     if request.tool_choice is not None:
         return request.tool_choice
-    return "auto" if request.has_tool_result() else "required"
+    if request.has_tool_result() or not required:
+        return "auto"
+    return "required"
+
+
+def responses_tool_choice(choice: str) -> str | dict[str, Any]:
+    """The Responses API's ``tool_choice``: a keyword, or one named function."""
+    return choice if choice in TOOL_CHOICES else {"type": "function", "name": choice}
+
+
+def chat_tool_choice(choice: str) -> str | dict[str, Any]:
+    """Chat Completions' ``tool_choice``: a keyword, or one named function."""
+    return choice if choice in TOOL_CHOICES else {"type": "function", "function": {"name": choice}}
 
 
 def strict_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -196,7 +214,9 @@ def chat_tools(request: Request) -> list[dict[str, Any]]:
     ]
 
 
-def responses_settings(request: Request, *, default_effort: str | None = None) -> dict[str, Any]:
+def responses_settings(
+    request: Request, *, default_effort: str | None = None, required: bool = True
+) -> dict[str, Any]:
     """The profile's fields of a Responses API body (everything but model, input and stream)."""
     model = request.model
     chosen = effort(request.reasoning_effort or default_effort)
@@ -206,14 +226,16 @@ def responses_settings(request: Request, *, default_effort: str | None = None) -
     out.update(sampling(model, chosen))
     if request.tools:
         out["tools"] = responses_tools(request)
-        out["tool_choice"] = tool_choice(request)
+        out["tool_choice"] = responses_tool_choice(tool_choice(request, required=required))
         out["parallel_tool_calls"] = False
     if request.max_output_tokens is not None:
         out["max_output_tokens"] = request.max_output_tokens
     return out
 
 
-def chat_settings(request: Request, *, default_effort: str | None = None) -> dict[str, Any]:
+def chat_settings(
+    request: Request, *, default_effort: str | None = None, required: bool = True
+) -> dict[str, Any]:
     """The profile's fields of a Chat Completions body (everything but model, messages, stream).
 
     The output limit is ``max_completion_tokens`` for reasoning models (they
@@ -228,7 +250,7 @@ def chat_settings(request: Request, *, default_effort: str | None = None) -> dic
     out.update(sampling(model, chosen))
     if request.tools:
         out["tools"] = chat_tools(request)
-        out["tool_choice"] = tool_choice(request)
+        out["tool_choice"] = chat_tool_choice(tool_choice(request, required=required))
         out["parallel_tool_calls"] = False
     if request.max_output_tokens is not None:
         key = "max_completion_tokens" if reasons(model) else "max_tokens"

@@ -43,11 +43,14 @@ class Retry:
 
     ``delays=()`` makes one attempt. ``sleep`` None waits in real time and
     stops waiting as soon as the call's :class:`CancelToken` is set; tests
-    pass a ``sleep`` that records the waits instead of waiting.
+    pass a ``sleep`` that records the waits instead of waiting. ``notify``
+    is told, in one line, of each failure about to be retried (a command
+    line prints it, so a user never waits minutes on a silent retry).
     """
 
     delays: tuple[float, ...] = DEFAULT_DELAYS
     sleep: Callable[[float], None] | None = None
+    notify: Callable[[str], None] | None = None
 
     def wait(self, seconds: float, cancel: CancelToken | None) -> None:
         """Wait ``seconds`` before the next attempt (less when ``cancel`` is set meanwhile)."""
@@ -104,6 +107,11 @@ def with_retries(
                 ) from None
             last = exc
         if delay is not None:
+            if retry.notify is not None:
+                retry.notify(
+                    f"{provider}: {last}; attempt {attempts + 1} of {len(retry.delays) + 1} "
+                    f"in {delay:g} s"
+                )
             retry.wait(delay, cancel)
     raise ProviderUnavailable(
         provider,
