@@ -10,16 +10,14 @@ from hypothesis import strategies as st
 
 from strata.errors import ProviderUnavailable, TraceCorrupt, UnrecordedCall
 from strata.providers.base import (
-    Finished,
     Message,
     Request,
     Response,
-    TextDelta,
     ToolCall,
-    ToolCallEvent,
     complete,
 )
 from strata.providers.replay import ReplayProvider
+from strata.providers.scripted import Scripted
 from strata.providers.trace import (
     Recorder,
     RecordingProvider,
@@ -106,23 +104,20 @@ class _Store:
         return oid
 
 
-class _Answers:
-    """A provider that answers from a list (the scripted adapter's job, in a few lines)."""
-
-    name = "answers"
-    adapter = "scripted"
-    model = "m"
-
-    def __init__(self, *responses: Response):
-        self.responses = list(responses)
-
-    def stream(self, request, *, cancel=None):
-        response = self.responses.pop(0)
-        if response.text:
-            yield TextDelta(response.text)
-        for call in response.tool_calls:
-            yield ToolCallEvent(call)
-        yield Finished(response)
+def _answers(*responses: Response):
+    """The scripted adapter serving ``responses`` in order."""
+    return Scripted(
+        [
+            {
+                "text": r.text,
+                "tool_calls": [
+                    {"id": c.id, "name": c.name, "arguments": c.arguments} for c in r.tool_calls
+                ],
+                "finish_reason": r.finish_reason,
+            }
+            for r in responses
+        ]
+    )
 
 
 def _request(text: str) -> Request:
@@ -133,7 +128,7 @@ def test_a_recorded_call_stores_request_chunks_and_response_redacted_under_its_k
     store = _Store()
     recorder = Recorder(put=store.put, agent_id="a1")
     provider = RecordingProvider(
-        _Answers(Response("mail me at bob@example.com", finish_reason="stop")), recorder
+        _answers(Response("mail me at bob@example.com", finish_reason="stop")), recorder
     )
     response = complete(provider, _request("key sk-abcdefghijklmnopqrstuvwx please"))
     assert response.text == "mail me at bob@example.com"  # the caller sees the real answer
@@ -144,8 +139,9 @@ def test_a_recorded_call_stores_request_chunks_and_response_redacted_under_its_k
     assert trace.key.startswith("llm_call:scripted:a1:-:0:")
     assert trace.key.endswith(trace.fingerprint)
     assert [c["kind"] for c in trace.chunks] == ["text", "finished"]
-    # the key in the request; the address in the text chunk, the final chunk and the response
-    assert trace.redactions == 4
+    # the key in the request and in the wire body; the address in the text chunk, the final
+    # chunk and the response
+    assert trace.redactions == 5
 
 
 def test_a_failed_call_is_recorded_with_its_error():
@@ -167,7 +163,7 @@ def test_a_failed_call_is_recorded_with_its_error():
 def _recorded(*responses: Response, prompts=("hi",)):
     store = _Store()
     recorder = Recorder(put=store.put)
-    provider = RecordingProvider(_Answers(*responses), recorder)
+    provider = RecordingProvider(_answers(*responses), recorder)
     for p in prompts:
         complete(provider, _request(p))
     return recorder.traces

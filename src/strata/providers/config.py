@@ -54,6 +54,7 @@ SETTINGS: tuple[str, ...] = (
     "max_tokens",
     "stream",
     "tool_choice_required",
+    "retry_delays",
 )
 
 #: the keys of the ``[model]`` table
@@ -92,6 +93,8 @@ class ProviderSettings:
     max_tokens: int | None = None
     stream: bool = True
     tool_choice_required: bool = True
+    retry_delays: tuple[float, ...] | None = None
+    """Seconds between attempts (default 10, 20, 40, 80, 160); ``[]`` tries once."""
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 
@@ -202,6 +205,15 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
     required = raw.get("tool_choice_required", True)
     if not isinstance(required, bool):
         raise _not_configured(name, f"tool_choice_required of {where} is not true or false")
+    delays = raw.get("retry_delays")
+    if delays is not None and (
+        not isinstance(delays, list)
+        or len(delays) > 10
+        or any(isinstance(d, bool) or not isinstance(d, int | float) or d < 0 for d in delays)
+    ):
+        raise _not_configured(
+            name, f"retry_delays of {where} is not a list of at most 10 numbers of seconds >= 0"
+        )
     if "tool_choice_required" in raw and not adapter.startswith("openai"):
         raise _not_configured(
             name, f"tool_choice_required of {where} is only for the openai adapters"
@@ -240,6 +252,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         max_tokens=max_tokens,
         stream=stream,
         tool_choice_required=required,
+        retry_delays=tuple(float(d) for d in delays) if delays is not None else None,
         source=source,
     )
 
@@ -344,6 +357,8 @@ def build(
         if not path.is_absolute() and root is not None:
             path = root / path
         return Scripted.from_file(path, name=settings.name, model=settings.model)
+    if settings.retry_delays is not None:
+        retry = replace(retry or Retry(), delays=settings.retry_delays)
     common: dict[str, Any] = {
         "name": settings.name,
         "model": settings.model,

@@ -34,6 +34,7 @@ a diff. Nothing is written to the repository: a replay only reads it. With
 
 from __future__ import annotations
 
+import errno
 import shlex
 import shutil
 import subprocess
@@ -453,7 +454,10 @@ _DENY = threading.local()
 def _audit(event: str, args: tuple[Any, ...]) -> None:
     if getattr(_DENY, "on", False) and event in ("socket.connect", "socket.sendto"):
         where = args[1] if len(args) > 1 else "?"
-        raise ReplayError(f"a replayed step tried to reach the network ({where}); replay denies it")
+        # an OSError, as a refused connection is: callers close their socket and report it
+        raise PermissionError(
+            errno.EACCES, f"a replayed step tried to reach the network ({where}); replay denies it"
+        )
 
 
 _hooked = False
@@ -517,9 +521,12 @@ def _replay_step(
                 {"request": then.request, "response": then.response},
                 {"request": now.request, "response": now.response},
             )
+            result = str((now.response or {}).get("result", ""))
+            shown = result if len(result) <= 160 else result[:157] + "..."
             raise _ToolDiverged(
                 path if isinstance(path, str) else None,
-                f"tool {then.tool} (call {then.call_index}) returned something else: {where}",
+                f"tool {then.tool} (call {then.call_index}) returned something else: {where}"
+                + ("" if shown in where else f"; it returned {shown!r}"),
             )
     return outcome, [*messages, *outcome.messages()]
 
