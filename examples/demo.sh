@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A short tour: record, rewind, instrumented runs with rollback, an agent
-# working in a sandboxed Draft that a person reviews and publishes, and the
-# watcher and storage that keep it fast and small.
+# working in a sandboxed Draft that a person reviews and publishes, the
+# watcher and storage that keep it fast and small, and a model-driven agent
+# whose every call is recorded and replayed offline.
 set -euo pipefail
 
 ws=$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")
@@ -87,3 +88,31 @@ run strata status
 say "The store keeps every version; 'strata du' shows what it holds, 'strata gc' what the [retention] tiers of config.toml let go."
 run strata du
 run strata gc --dry-run
+
+say "5. A model-driven agent: 'strata agent' sends the task to a provider of config.toml; its tool calls edit the Draft, one revision per step, every call recorded."
+say "(a scripted provider answers here, so the demo needs no network or key; 'strata models' lists real ones: OpenAI, Anthropic, Ollama, llama.cpp)"
+cat > agent-script.yaml <<'YAML'
+responses:
+  - tool_calls:
+      - {name: read_file, arguments: {path: src/app.py}}
+  - tool_calls:
+      - name: edit_file
+        arguments: {path: src/app.py, old: "return f\"hello, {name}!\"", new: "return f\"Hello, {name}!\""}
+      - name: write_file
+        arguments: {path: CHANGELOG.md, content: "- greet() says Hello\n"}
+  - text: "Capitalised the greeting and noted it in CHANGELOG.md."
+YAML
+printf '\n[providers.demo]\nadapter = "scripted"\nscript = "agent-script.yaml"\n' >> .strata/config.toml
+run strata models
+run strata agent --model demo "Capitalise the greeting and note it in the changelog (questions: ops@example.com)"
+run strata review
+say "Each step's revision links its traces (in 'artifacts'); secrets are redacted before anything is written:"
+tip=$(strata history --json --limit 1 --action draft_revision | python3 -c 'import json,sys; d=json.load(sys.stdin); print((d["events"] if isinstance(d, dict) else d)[0]["id"])')
+first=$(strata history --json --limit 3 --action draft_revision | python3 -c 'import json,sys; d=json.load(sys.stdin); print((d["events"] if isinstance(d, dict) else d)[-1]["artifacts"][0])')
+strata cat "$first" | grep -o '"content": "Capitalise[^"]*"' | head -1
+base=$(strata draft status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["base_event_id"])')
+say "Replay: rebuild the files at the Draft's base, answer each model call from its trace, run the tools again, compare every step's files."
+run strata replay "$base..$tip"
+say "Publish with a preflight: the result is rebuilt in a scratch folder and a check runs on it (sandboxed, no network) before your files change."
+run strata publish --preflight "grep -q Hello src/app.py" -m "agent: capitalised greeting"
+run cat src/app.py
