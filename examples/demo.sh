@@ -109,7 +109,7 @@ run strata review
 say "Each step's revision links its traces (in 'artifacts'); secrets are redacted before anything is written:"
 tip=$(strata history --json --limit 1 --action draft_revision | python3 -c 'import json,sys; d=json.load(sys.stdin); print((d["events"] if isinstance(d, dict) else d)[0]["id"])')
 first=$(strata history --json --limit 3 --action draft_revision | python3 -c 'import json,sys; d=json.load(sys.stdin); print((d["events"] if isinstance(d, dict) else d)[-1]["artifacts"][0])')
-strata cat "$first" | grep -o '"content": "Capitalise[^"]*"' | head -1
+strata cat "$first" | python3 -c 'import re, sys; print(re.search(r"\"content\": \"Capitalise[^\"]*\"", sys.stdin.read()).group(0))'
 base=$(strata draft status --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["base_event_id"])')
 say "Replay: rebuild the files at the Draft's base, answer each model call from its trace, run the tools again, compare every step's files."
 run strata replay "$base..$tip"
