@@ -142,6 +142,19 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("watch", "--stop")
     s("recover")  # nothing to recover: an empty list
 
+    (ws / "agent.yaml").write_text(
+        "responses:\n"
+        "  - tool_calls: [{name: write_file, arguments: {path: e.txt, content: 'e'}}]\n"
+        "  - text: done\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[providers.demo]\nadapter = "scripted"\nscript = "agent.yaml"\n')
+    agent = s("agent", "--model", "demo", "write e.txt")
+    span = f"{s('draft status')['base_event_id']}..{agent['steps'][-1]['event_id']}"
+    s("replay", span)
+    s("replay", span, "--dry-run")
+    s("discard")
+
     s("ledger head")
     s("ledger verify")
     s("ledger index rebuild")
