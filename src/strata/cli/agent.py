@@ -98,6 +98,7 @@ def agent(
             on_text=on_text,
             on_step=on_step,
         )
+        base = repo.draft(create=False).base.id
     if as_json:
         emit_json(result.to_json())
         return
@@ -105,9 +106,11 @@ def agent(
         click.echo(result.text)
     if result.stopped == "max_steps":
         click.echo(f"Stopped after {max_steps} steps (--max-steps).", err=True)
+    span = f"{short(base)}..{short(result.steps[-1].event_id)}"
     click.echo(
-        f"Draft {result.draft_id}: {len(result.steps)} steps recorded "
-        f"(session {result.session}); review it with 'strata review'."
+        f"Draft {result.draft_id}: {len(result.steps)} steps recorded (session "
+        f"{result.session}); 'strata review' shows them, 'strata replay {span}' runs them "
+        "again offline."
     )
 
 

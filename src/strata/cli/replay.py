@@ -49,7 +49,7 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
     \b
     Example:
       strata replay HEAD~3..HEAD
-      strata replay 3f2a9c..8b1d04 --dry-run
+      strata replay kqxwsh..hjwmmsq --dry-run   # event ids, as 'strata history' shows
     """
     from strata.replay.engine import Commands, StepReplay
     from strata.replay.engine import replay as run_replay

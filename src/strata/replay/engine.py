@@ -517,9 +517,12 @@ def _replay_step(
     for then, now in zip(recorded_tools, observed.traces, strict=True):
         if then.response != now.response or then.fingerprint != now.fingerprint:
             path = then.request.get("arguments", {}).get("path")
-            where = first_difference(
-                {"request": then.request, "response": then.response},
-                {"request": now.request, "response": now.response},
+            where = (
+                first_difference(
+                    {"request": then.request, "response": then.response},
+                    {"request": now.request, "response": now.response},
+                )
+                or "their canonical forms differ"
             )
             result = str((now.response or {}).get("result", ""))
             shown = result if len(result) <= 160 else result[:157] + "..."
