@@ -1,0 +1,141 @@
+"""The change monitor's own inotify notifier: nothing made before a question is missing from it.
+
+The monitor answers from the kernel's queue, read empty when the question
+comes (no cookie file, no delay): these tests ask right after each change,
+without sleeping, from this process and from others.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from strata.store.watch import Answer, ChangeMonitor
+
+
+@pytest.fixture
+def monitor(tmp_path: Path) -> Iterator[ChangeMonitor]:
+    ws = tmp_path / "ws"
+    for i in range(6):
+        (ws / f"pkg{i}" / "sub").mkdir(parents=True)
+        (ws / f"pkg{i}" / "sub" / "m.py").write_text("x\n")
+    (tmp_path / "repo" / "watch").mkdir(parents=True)
+    with ChangeMonitor(ws, tmp_path / "repo" / "watch") as found:
+        yield found
+
+
+def _ask(monitor: ChangeMonitor, token: str) -> Answer:
+    answer = monitor.query(token)
+    assert answer is not None and answer.changed is not None, answer
+    return answer
+
+
+def test_every_change_made_before_a_question_is_in_its_answer(monitor: ChangeMonitor) -> None:
+    ws = monitor.root
+    rng = random.Random(7)
+    token = _ask(monitor, monitor.token()).token
+    for n in range(300):
+        folder = ws / f"pkg{rng.randrange(6)}" / "sub"
+        path = folder / f"f{rng.randrange(4)}.txt"
+        op = rng.choice(["write", "write", "chmod", "delete", "touch"])
+        if op == "delete" and path.exists():
+            path.unlink()
+        elif op == "chmod" and path.exists():
+            path.chmod(rng.choice([0o644, 0o600]))
+        elif op == "touch" and path.exists():
+            os.utime(path, (n, n))
+        else:
+            path.write_bytes(b"x" * (n % 5))  # often the same size as before
+        answer = _ask(monitor, token)
+        assert path.relative_to(ws).as_posix() in answer.changed, (n, op)
+        token = answer.token
+    # made by other processes, each asked right after it exits
+    for n in range(5):
+        rel = f"pkg{n}/sub/m.py"
+        code = f"open({str(ws / rel)!r}, 'a').write('by another process {n}\\n')"
+        subprocess.run([sys.executable, "-c", code], check=True)
+        answer = _ask(monitor, token)
+        assert answer.changed == {rel}
+        token = answer.token
+
+
+def test_folders_made_moved_or_replaced_are_watched_at_once(
+    monitor: ChangeMonitor, tmp_path: Path
+) -> None:
+    ws = monitor.root
+    token = _ask(monitor, monitor.token()).token
+
+    def changed() -> frozenset[str]:
+        nonlocal token
+        answer = _ask(monitor, token)
+        token = answer.token
+        assert answer.changed is not None
+        return answer.changed
+
+    # a new tree: its own name covers what was made in it before it was watched
+    (ws / "a" / "b" / "c").mkdir(parents=True)
+    (ws / "a" / "b" / "c" / "f").write_text("1\n")
+    assert "a" in changed()
+    (ws / "a" / "b" / "c" / "f").write_text("2\n")  # watched now, deep down
+    assert changed() == {"a/b/c/f"}
+    # moved within the workspace: reported under its new name only
+    (ws / "a").rename(ws / "pkg0" / "z")
+    assert changed() == {"a", "pkg0/z"}
+    (ws / "pkg0" / "z" / "b" / "c" / "f").write_text("3\n")
+    assert changed() == {"pkg0/z/b/c/f"}
+    # moved out: its changes are no longer the workspace's
+    outside = tmp_path / "outside"
+    (ws / "pkg0" / "z").rename(outside)
+    assert changed() == {"pkg0/z"}
+    (outside / "b" / "c" / "f").write_text("4\n")
+    (outside / "b" / "new").mkdir()
+    assert changed() == frozenset()
+    # moved in from outside, with files made in it since
+    outside.rename(ws / "back")
+    assert changed() == {"back"}
+    (ws / "back" / "b" / "new" / "g").write_text("5\n")
+    assert changed() == {"back/b/new/g"}
+    # a folder replaced by another of its name (renamed over it)
+    (ws / "spare" / "deep").mkdir(parents=True)
+    shutil.rmtree(ws / "pkg3")
+    (ws / "spare").rename(ws / "pkg3")
+    assert {"pkg3", "spare"} <= changed()
+    (ws / "pkg3" / "deep" / "h").write_text("6\n")
+    assert changed() == {"pkg3/deep/h"}
+    # noise: the repository's folder and git's are not watched, nor counted
+    watches = monitor.status()["watches"]
+    (ws / ".git" / "objects" / "ab").mkdir(parents=True)
+    (ws / ".git" / "objects" / "ab" / "cd").write_text("blob\n")
+    assert changed() == frozenset()  # the folder's own name is noise too
+    assert monitor.status()["watches"] == watches
+
+
+def test_a_kernel_queue_overflow_is_reported_and_every_folder_watched_again(
+    monitor: ChangeMonitor,
+) -> None:
+    ws = monitor.root
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    token = _ask(monitor, monitor.token()).token
+    flood = ws / "flood"
+    flood.mkdir()
+    assert _ask(monitor, token).changed == {"flood"}
+    token = monitor.token()
+    # nobody reads while the kernel's queue fills past its limit (3 events per file)
+    with monitor._cond:
+        for n in range(limit // 3 + 200):
+            (flood / f"{n}.txt").write_text("x")
+        (ws / "late" / "deep").mkdir(parents=True)  # its event is among those dropped
+    answer = monitor.query(token)
+    assert answer is not None and answer.changed is None
+    assert "overflowed" in answer.reason
+    assert monitor.status()["overflows"] == 1
+    # every folder is watched again, the one whose event was dropped too
+    (ws / "late" / "deep" / "x").write_text("seen\n")
+    assert _ask(monitor, answer.token).changed == {"late/deep/x"}
