@@ -139,3 +139,80 @@ def test_a_kernel_queue_overflow_is_reported_and_every_folder_watched_again(
     # every folder is watched again, the one whose event was dropped too
     (ws / "late" / "deep" / "x").write_text("seen\n")
     assert _ask(monitor, answer.token).changed == {"late/deep/x"}
+
+
+#: a child that changes the workspace as fast as it can: files, folders made, moved, removed
+_CHURN = """
+import os, random, shutil, sys, time
+ws, seed, seconds = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+rng = random.Random(seed)
+end = time.monotonic() + seconds
+n = 0
+def folders():
+    found = [ws]
+    for folder, dirs, _ in os.walk(ws):
+        dirs[:] = [d for d in dirs if d != ".strata"]
+        found += [os.path.join(folder, d) for d in dirs]
+    return found
+while time.monotonic() < end:
+    n += 1
+    where = rng.choice(folders())
+    op = rng.choice(["write"] * 4 + ["mkdir", "move", "rmtree", "delete"])
+    try:
+        if op == "write":
+            with open(os.path.join(where, f"f{rng.randrange(5)}"), "w") as f:
+                f.write(str(n) * rng.randrange(3))
+        elif op == "mkdir":
+            deep = os.path.join(where, f"d{n}", "in")
+            os.makedirs(deep)
+            open(os.path.join(deep, "x"), "w").write(str(n))
+        elif op == "move" and where != ws:
+            target = rng.choice(folders())
+            if not (target + "/").startswith(where + "/"):
+                os.rename(where, os.path.join(target, f"m{n}"))
+        elif op == "rmtree" and where != ws:
+            shutil.rmtree(where)
+        elif op == "delete":
+            names = [e for e in os.scandir(where) if e.is_file()]
+            if names:
+                os.unlink(rng.choice(names).path)
+    except OSError:
+        pass
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_snapshots_taken_while_another_process_churns_miss_nothing(
+    seed: int, tmp_path: Path
+) -> None:
+    from strata import Repository
+    from strata.store.ignore import IgnoreRules
+    from strata.store.objects import MemoryObjectStore
+    from strata.store.scan import Scanner
+    from strata.store.statcache import StatCache
+    from strata.store.watch import MonitorServer
+
+    ws = tmp_path / "ws"
+    for i in range(4):
+        (ws / f"pkg{i}" / "sub").mkdir(parents=True)
+    repo = Repository.init(ws)
+    repo.snapshot("start")
+    with ChangeMonitor(ws, repo.layout.watch) as monitor:
+        server = MonitorServer(monitor).start()
+        try:
+            repo.snapshot("token")
+            child = subprocess.Popen([sys.executable, "-c", _CHURN, str(ws), str(seed), "1.5"])
+            while child.poll() is None:  # snapshots in the middle of the churn
+                repo.snapshot("during")
+                assert repo.last_scan is not None
+                assert repo.last_scan.watcher == "incremental", repo.last_scan.watcher
+            assert child.returncode == 0
+            repo.snapshot("after")
+            assert repo.last_scan is not None and repo.last_scan.watcher == "incremental"
+            rules = IgnoreRules.root(defaults=repo.config.ignore_defaults)
+            full = Scanner(ws, MemoryObjectStore(), rules=rules, cache=StatCache(None)).scan()
+            assert repo.last_scan.tree == full.tree
+            assert monitor.status()["overflows"] == 0
+        finally:
+            server.close()
+            repo.close()

@@ -683,6 +683,23 @@ def _end_for_asker(request: dict[str, Any]) -> Served:
             repo.close()
 
 
+def _set_environ(env: dict[str, str]) -> None:
+    """Make the process's environment ``env``, changing only the variables that differ.
+
+    (Clearing and refilling it costs a ``putenv`` per variable; an asker's
+    environment is most often the watcher's own.) The time zone is read
+    again when ``TZ`` changed.
+    """
+    tz = os.environ.get("TZ")
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    if os.environ.get("TZ") != tz:
+        time.tzset()
+
+
 def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, list[list[Any]]]:
     """Call ``body`` (it returns or exits with a code) as the asker would have; code and output.
 
@@ -701,9 +718,7 @@ def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, li
     saved_streams = sys.stdout, sys.stderr
     code: int = 1
     try:
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-        time.tzset()
+        _set_environ({str(k): str(v) for k, v in request["env"].items()})
         saved_umask = os.umask(int(request["umask"]))
         try:
             os.chdir(str(request["cwd"]))
@@ -724,9 +739,7 @@ def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, li
             sys.stdout, sys.stderr = saved_streams
             os.umask(saved_umask)
     finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        time.tzset()
+        _set_environ(saved_env)
         os.chdir(saved_cwd)
     return code, output
 
