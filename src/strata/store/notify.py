@@ -128,6 +128,8 @@ class Notifier:
         self._at: dict[int, list[tuple[str, str]]] = {}
         #: root -> folder relative to it -> watch descriptor
         self._wds: dict[str, dict[str, int]] = {}
+        #: root -> folder -> its watched subfolders (a subtree is dropped without a scan)
+        self._kids: dict[str, dict[str, set[str]]] = {}
         self._paths: dict[str, str] = {}
 
     def close(self) -> None:
@@ -137,6 +139,7 @@ class Notifier:
             self.fd = -1
         self._at.clear()
         self._wds.clear()
+        self._kids.clear()
 
     @property
     def watches(self) -> int:
@@ -153,6 +156,7 @@ class Notifier:
         """
         self._paths[name] = str(path)
         self._wds[name] = {}
+        self._kids[name] = {}
         self._watch_tree(name, "", top=True)
 
     def remove_root(self, name: str) -> None:
@@ -160,6 +164,7 @@ class Notifier:
         if name in self._wds:
             self._unwatch(name, "")
             del self._wds[name]
+            del self._kids[name]
             del self._paths[name]
 
     def _watch_tree(self, root: str, rel: str, *, top: bool = False) -> None:
@@ -167,6 +172,7 @@ class Notifier:
         base = self._paths[root]
         lib = _lib()
         wds = self._wds[root]
+        kids = self._kids[root]
         stack = [rel]
         while stack:
             folder = stack.pop()
@@ -182,6 +188,8 @@ class Notifier:
             if old is not None and old != wd:
                 self._drop(old, root, folder)
             wds[folder] = wd
+            if folder:
+                kids.setdefault(folder.rpartition("/")[0], set()).add(folder)
             places = self._at.setdefault(wd, [])
             if (root, folder) not in places:
                 places.append((root, folder))
@@ -212,16 +220,20 @@ class Notifier:
 
     def _unwatch(self, root: str, rel: str) -> None:
         """Stop watching folder ``rel`` of ``root`` and every folder below it."""
-        wds = self._wds.get(root)
-        if not wds:
+        wds, kids = self._wds.get(root), self._kids.get(root)
+        if wds is None or kids is None:
             return
         if rel:
-            prefix = rel + "/"
-            below = [f for f in wds if f == rel or f.startswith(prefix)]
-        else:
-            below = list(wds)
-        for folder in below:
-            self._drop(wds.pop(folder), root, folder)
+            siblings = kids.get(rel.rpartition("/")[0])
+            if siblings is not None:
+                siblings.discard(rel)
+        stack = [rel]
+        while stack:
+            folder = stack.pop()
+            wd = wds.pop(folder, None)
+            if wd is not None:
+                self._drop(wd, root, folder)
+            stack.extend(kids.pop(folder, ()))
 
     # -- reading ---------------------------------------------------------------------
 
@@ -260,7 +272,7 @@ class Notifier:
                 for root, folder in at.pop(wd):
                     wds = self._wds.get(root)
                     if wds is not None and wds.get(folder) == wd:
-                        del wds[folder]
+                        self._unwatch(root, folder)  # (what is left below it)
                     if not folder:
                         batch.lost.add(root)
                 continue
