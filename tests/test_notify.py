@@ -216,3 +216,56 @@ def test_snapshots_taken_while_another_process_churns_miss_nothing(
         finally:
             server.close()
             repo.close()
+
+
+_LIMITED = """
+import os, sys
+from pathlib import Path
+with open("/proc/sys/user/max_inotify_watches", "w") as f:
+    f.write("20")  # in this user namespace only
+from strata.errors import WatcherFailed
+from strata.store.watch import ChangeMonitor
+
+big, small, folder = (Path(p) for p in sys.argv[1:4])
+try:
+    ChangeMonitor(big, folder).start()
+    print("started over", big)
+except WatcherFailed as exc:
+    print("refused:", exc.reason)
+monitor = ChangeMonitor(small, folder).start()
+token = monitor.query("").token
+for n in range(30):
+    (small / f"new{n}").mkdir()  # past the limit: no longer watched
+answer = monitor.query(token)
+print("answer:", answer)
+print("alive:", monitor.alive)
+print("error:", monitor.error.reason if isinstance(monitor.error, WatcherFailed) else monitor.error)
+monitor.stop()
+"""
+
+
+def test_the_limit_of_watches_stops_the_monitor_and_says_why(tmp_path: Path) -> None:
+    # a user namespace of its own has its own limit (fs.inotify.max_user_watches is global)
+    if shutil.which("unshare") is None:
+        pytest.skip("unshare is not installed")
+    big, small, folder = tmp_path / "big", tmp_path / "small", tmp_path / "repo" / "watch"
+    for n in range(40):
+        (big / f"d{n}").mkdir(parents=True)
+    for n in range(5):
+        (small / f"d{n}").mkdir(parents=True)
+    folder.mkdir(parents=True)
+    unshare = ["unshare", "--user", "--map-root-user"]
+    proc = subprocess.run(
+        [*unshare, sys.executable, "-c", _LIMITED, str(big), str(small), str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if "Permission denied" in proc.stderr or "unshare failed" in proc.stderr:
+        pytest.skip(f"no user namespaces here: {proc.stderr.strip()}")
+    assert proc.returncode == 0, proc.stderr
+    limit = "the limit of inotify watches is reached"
+    assert f"refused: {limit}" in proc.stdout
+    assert "answer: None" in proc.stdout  # it cannot vouch: the asker walks
+    assert "alive: False" in proc.stdout
+    assert f"error: {limit}" in proc.stdout
