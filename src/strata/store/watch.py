@@ -119,6 +119,9 @@ MAX_HISTORY = 200_000
 ASK_TIMEOUT = 2.0
 #: how often (seconds) the reading thread looks whether the other folders appeared or went
 CHECK_OTHERS = 0.2
+#: how long (seconds) the reading thread lets events gather before it reads them (a
+#: question never waits for it: it reads the queue itself)
+GATHER = 0.005
 
 #: the requests that run Strata's command line for an asker
 RUN_OPS = ("run", "run_begin", "run_end")
@@ -347,7 +350,10 @@ class ChangeMonitor:
                 poller = select.poll()
                 poller.register(wake, select.POLLIN)
                 poller.register(notifier.fd, select.POLLIN)
-                poller.poll(int(CHECK_OTHERS * 1000))
+                if poller.poll(int(CHECK_OTHERS * 1000)):
+                    # let a burst gather: it is then read in a few large reads, each a turn
+                    # at the interpreter's lock taken from a command running here
+                    self._stop.wait(GATHER)
                 with contextlib.suppress(OSError):
                     os.read(wake, 64)
                 with self._cond:
