@@ -119,6 +119,25 @@ def test_a_resident_snapshot_prints_and_records_what_a_local_one_does(
     assert run_cli("check", cwd=resident)[0] == 0
 
 
+def test_a_served_command_loads_only_what_starts_fast(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    served(ws)
+    (ws / "new.txt").write_text("new\n")
+    code, out, err = run_cli(
+        "snapshot", "-m", "timed", cwd=ws, env={"PYTHONPROFILEIMPORTTIME": "1"}
+    )
+    assert code == 0 and "Recorded" in out, err
+    assert _status(run_cli, ws)["commands_run"] == 1  # the watcher ran it
+    loaded = {line.rpartition("|")[2].strip() for line in err.splitlines() if "|" in line}
+    assert "strata._resident" in loaded and "json" in loaded
+    # socket's enums, typing and the rest of Strata cost milliseconds the client never spends
+    slow = {"socket", "typing", "array", "selectors", "click", "strata.cli", "strata.store.watch"}
+    assert loaded & slow == set()
+
+
 def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(
     tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
 ) -> None:

@@ -17,7 +17,11 @@ runs a child process (``run``, ``draft run``, ``init``, ``watch``) runs here.
 child, with its terminal, stdin and signals, then the watcher *ends* it
 (see ``strata.runs.thin``); any other form of ``run`` runs here entirely.
 
-Only the standard library is imported here, before anything else of Strata.
+Only the standard library is imported here, before anything else of Strata,
+and of it only what starts fast (the pip launcher has loaded ``re`` already):
+``_socket`` rather than ``socket`` (whose enums cost 2 ms), no ``typing``;
+once the command's output is printed, the process ends without the
+interpreter's tear-down (nothing but the standard library ran here).
 Whenever there is a doubt (no watcher, another protocol, a busy or dead
 watcher, an option that depends on the terminal), :func:`try_resident`
 returns False and the command runs in this process as usual. A command is
@@ -28,15 +32,18 @@ ready, and once it has said "go" it never falls back (see
 
 from __future__ import annotations
 
+import _socket
 import json
 import os
-import socket
 import sys
-from typing import NoReturn
 
 # imports nothing, as this module imports only the standard library
 from strata.store import served
 from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option
+
+TYPE_CHECKING = False  # (not typing's: importing typing costs 2 ms)
+if TYPE_CHECKING:
+    from typing import NoReturn
 
 READY_TIMEOUT = 2.0
 #: how long to wait while the watcher finishes another caller's command
@@ -82,7 +89,7 @@ def _read_key(sock_path: str) -> str | None:
         return None
 
 
-def _read_line(sock: socket.socket) -> dict[str, object] | None:
+def _read_line(sock: _socket.socket) -> dict[str, object] | None:
     data = bytearray()  # grows in place: a command's output may be large
     while not data.endswith(b"\n"):
         chunk = sock.recv(1 << 20)
@@ -177,7 +184,17 @@ def _try_resident(argv: list[str]) -> bool:
     if done is None or not isinstance(code, int):
         _stopped(started, argv[0])
     _print(done.get("output"))
-    sys.exit(code)
+    _exit(code)
+
+
+def _exit(code: int) -> NoReturn:
+    """End the process at once, its output flushed (only the standard library ran here)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BrokenPipeError:
+        code = code or 1
+    os._exit(code)
 
 
 def _stopped(ready: dict[str, object] | None, command: str) -> NoReturn:
@@ -244,7 +261,7 @@ def _exchange(
     thin run's requests name none: the command runs here).
     """
     global _handed_over
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     fds: list[int] = []
     try:
         sock.settimeout(READY_TIMEOUT)
@@ -252,7 +269,7 @@ def _exchange(
             sock.connect(path)
             data = json.dumps(body).encode() + b"\n"
             if fd is not None:
-                socket.send_fds(sock, [data[:1]], [fd])
+                _send_fds(sock, data[:1], [fd])
                 data = data[1:]
             sock.sendall(data)
             ready = _read_line(sock)
@@ -283,11 +300,34 @@ def _exchange(
     return ready, done, fds
 
 
-def _read_line_fds(sock: socket.socket) -> tuple[dict[str, object] | None, list[int]]:
+#: the size of a C ``int`` (a file descriptor in ``SCM_RIGHTS``) on Linux
+_INT = 4
+
+
+def _send_fds(sock: _socket.socket, data: bytes, fds: list[int]) -> None:
+    """Send ``data`` with ``fds`` attached (``SCM_RIGHTS``), as ``socket.send_fds`` does."""
+    rights = b"".join(fd.to_bytes(_INT, sys.byteorder, signed=True) for fd in fds)
+    sock.sendmsg([data], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, rights)])
+
+
+def _recv_fds(sock: _socket.socket, size: int, most: int) -> tuple[bytes, list[int]]:
+    """Bytes and the descriptors sent with them, as ``socket.recv_fds`` (close-on-exec)."""
+    data, ancillary, _flags, _addr = sock.recvmsg(
+        size, _socket.CMSG_LEN(most * _INT), _socket.MSG_CMSG_CLOEXEC
+    )
+    fds: list[int] = []
+    for level, kind, payload in ancillary:
+        if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
+            whole = len(payload) - len(payload) % _INT
+            fds += memoryview(payload[:whole]).cast("i").tolist()
+    return data, fds
+
+
+def _read_line_fds(sock: _socket.socket) -> tuple[dict[str, object] | None, list[int]]:
     data = bytearray()
     fds: list[int] = []
     while not data.endswith(b"\n"):
-        chunk, more, _flags, _addr = socket.recv_fds(sock, 1 << 20, 4, socket.MSG_CMSG_CLOEXEC)
+        chunk, more = _recv_fds(sock, 1 << 20, 4)
         fds += more
         if not chunk:
             return None, fds

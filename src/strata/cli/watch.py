@@ -343,15 +343,22 @@ class _Lifetime:
     """Why a watcher should stop now (:meth:`reason`), checked every :data:`CHECK_EVERY`.
 
     It stops when its workspace is removed or moved, when its repository is
-    removed or claimed by another workspace, when its monitor died, when the
+    removed or claimed by another workspace, when its ``monitor`` stopped
+    (the limit of inotify watches reached: noted as why none runs), when the
     Strata code on disk changed (a new version was installed: the next
     command starts a new watcher), and, when ``idle`` is set, after that many
     seconds without a request or a change.
     """
 
     def __init__(
-        self, repo: Any, activity: Callable[[], object], idle: float | None = None
+        self,
+        repo: Any,
+        activity: Callable[[], object],
+        idle: float | None = None,
+        monitor: Any = None,
     ) -> None:
+        self.monitor = monitor
+        self.folder = Path(repo.layout.watch)
         self.root = Path(repo.root)
         self.config = Path(repo.layout.config)
         self.repo = Path(os.path.realpath(repo.layout.repo))
@@ -367,6 +374,14 @@ class _Lifetime:
 
     def reason(self) -> str | None:
         """Why to stop, or None."""
+        if self.monitor is not None and self.monitor.error is not None:
+            from strata.errors import WatcherFailed
+            from strata.store.watch import note_unavailable
+
+            error = self.monitor.error
+            why = error.reason if isinstance(error, WatcherFailed) else repr(error)
+            note_unavailable(self.folder, why)  # status says it; none restarts for a while
+            return f"the change monitor stopped: {why}"
         if _identity(self.root) != self._root_id:
             return "the workspace was moved or removed"
         config = _stamp(self.config)
@@ -516,7 +531,7 @@ def _serve_only(
             monitor, on_stop=stop.set, runner=_run_for_asker, pid_fd=pid_fd, version=__version__
         )
         server.start({"capture": False, "auto": idle is not None})
-        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle, monitor)
         try:
             _wait_until_stopped(repo, stop.set, stop.wait, as_json, lifetime)
         finally:
@@ -668,6 +683,23 @@ def _end_for_asker(request: dict[str, Any]) -> Served:
             repo.close()
 
 
+def _set_environ(env: dict[str, str]) -> None:
+    """Make the process's environment ``env``, changing only the variables that differ.
+
+    (Clearing and refilling it costs a ``putenv`` per variable; an asker's
+    environment is most often the watcher's own.) The time zone is read
+    again when ``TZ`` changed.
+    """
+    tz = os.environ.get("TZ")
+    for name in [name for name in os.environ if name not in env]:
+        del os.environ[name]
+    for name, value in env.items():
+        if os.environ.get(name) != value:
+            os.environ[name] = value
+    if os.environ.get("TZ") != tz:
+        time.tzset()
+
+
 def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, list[list[Any]]]:
     """Call ``body`` (it returns or exits with a code) as the asker would have; code and output.
 
@@ -686,9 +718,7 @@ def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, li
     saved_streams = sys.stdout, sys.stderr
     code: int = 1
     try:
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in request["env"].items()})
-        time.tzset()
+        _set_environ({str(k): str(v) for k, v in request["env"].items()})
         saved_umask = os.umask(int(request["umask"]))
         try:
             os.chdir(str(request["cwd"]))
@@ -709,9 +739,7 @@ def _as_asker(request: dict[str, Any], body: Callable[[], int]) -> tuple[int, li
             sys.stdout, sys.stderr = saved_streams
             os.umask(saved_umask)
     finally:
-        os.environ.clear()
-        os.environ.update(saved_env)
-        time.tzset()
+        _set_environ(saved_env)
         os.chdir(saved_cwd)
     return code, output
 
@@ -766,7 +794,7 @@ def _watch(
             raise WatcherRunning(str(repo.root))
         monitor = capture.monitor
         assert monitor is not None
-        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle)
+        lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle, monitor)
         _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json, lifetime)
     if not as_json:
         n = len(capture.events)

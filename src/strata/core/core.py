@@ -42,6 +42,7 @@ from strata.errors import (
     ObjectMissing,
     RepositoryLocked,
     StrataError,
+    UnsupportedFormat,
     WorkspaceBusy,
 )
 from strata.ids import EventId, ObjectId, SnapshotId, new_event_id
@@ -170,11 +171,15 @@ class Core:
         try:
             if path.stat().st_size == 0:
                 raise sqlite3.DatabaseError("the file is empty")
-            if ledger_format(path) == 1:
+            try:
+                driver = SqliteDriver(path)  # it reads the format: no connection only for that
+            except UnsupportedFormat:
+                if ledger_format(path) != 1:
+                    raise
                 with self.lock:
                     if ledger_format(path) == 1:
                         migrate_v1(path)
-            driver = SqliteDriver(path)
+                driver = SqliteDriver(path)
             driver.last()
         except sqlite3.DatabaseError as exc:
             if disk_full(exc, path.parent):

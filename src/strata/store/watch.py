@@ -1,31 +1,31 @@
 """The change monitor: which workspace paths changed, without walking the tree.
 
-A :class:`ChangeMonitor` watches the workspace with ``watchfiles`` (the Rust
-``notify`` crate: inotify on Linux) in a background thread and numbers every
-change it sees. A *token* ``"<instance>:<sequence>"`` names a point in that
-numbering; :meth:`ChangeMonitor.query` answers "which paths changed since this
-token" and hands out a new token, as git's fsmonitor hook does.
+A :class:`ChangeMonitor` watches the workspace with inotify
+(:mod:`strata.store.notify`) and numbers every change it sees. A *token*
+``"<instance>:<sequence>"`` names a point in that numbering;
+:meth:`ChangeMonitor.query` answers "which paths changed since this token"
+and hands out a new token, as git's fsmonitor hook does.
 
-A write made just before the question must never be missed, and file-system
-events arrive with a delay. So every question comes with a **cookie**: the
-asker creates a file in the monitor's ``cookies/`` folder, and the monitor
-answers only once it has seen that file's event. Events are delivered in
-order, so by then every earlier write has been seen too.
+A write made just before the question must never be missed. The kernel
+queues a change's event before the system call that made it returns, so the
+monitor reads its queue empty before it answers: every change made before
+the question is counted, at the cost of one ``read`` (an asker once had to
+write a *cookie* file and wait for its event; the protocol still carries the
+cookie's name, which is no longer needed). A thread reads the events as they
+come too, so that listeners (live capture) hear of changes without a question.
 
 The monitor cannot vouch for an answer (the answer's ``changed`` is None, and
 the asker walks the whole tree) when the token is empty, names another
 instance (the monitor restarted, or the token predates it), lies before the
-oldest change it still remembers (its history overflowed), or is unknown; and
-the asker walks when no monitor answers in time. watchfiles 1.x does not
-report a kernel queue overflow (``IN_Q_OVERFLOW``), so a batch of
-:data:`BURST` events or more, where one could hide, is treated as an overflow.
+oldest change it still remembers (its history overflowed, or the kernel's
+queue did: ``IN_Q_OVERFLOW``, after which every folder is watched anew), or
+is unknown; and the asker walks when no monitor answers in time.
 
 A monitor may watch other folders too (the Draft's, ``others``), each with a
-history of its own, asked about with ``root=NAME``. They share the one
-notifier, so a cookie orders their events as well. One that does not exist
+history of its own, asked about with ``root=NAME``. One that does not exist
 yet, or is deleted or replaced (another inode at its path), is not vouched
-for: the notifier is started again over the folders that exist, and every
-history restarts with it (older tokens are refused).
+for: it is watched anew once it is there, and its history restarts then
+(older tokens are refused); the other folders' histories go on.
 
 Noise is dropped: ``.strata``, ``.git`` and a restore's temporary files never
 count as changes. Ignore rules are the scanner's business: an ignored path
@@ -42,8 +42,9 @@ mount namespace (``/proc/PID/ns/mnt``: a sandboxed process has its own);
 any other request is refused. The repository is masked in the sandbox, so code run in a Draft
 cannot read the key even when it reaches the socket.
 
-* ``{"v": 1, "op": "query", "token": T, "cookie": NAME, "root": R}`` (``root``
-  optional: ``"draft"`` asks about the Draft's folder) ->
+* ``{"v": 1, "op": "query", "token": T, "root": R}`` (``root`` optional:
+  ``"draft"`` asks about the Draft's folder; a ``"cookie"`` field, sent by
+  older askers, is ignored) ->
   ``{"v": 1, "ok": true, "token": T2, "changed": [paths] | null, "reason": R}``
 * ``{"v": 1, "op": "status"}`` -> ``{"v": 1, "ok": true, "status": {...}}``
 * ``{"v": 1, "op": "stop"}`` -> ``{"v": 1, "ok": true}``, then the watcher ends.
@@ -75,11 +76,13 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import hmac
 import json
 import os
 import secrets
+import select
 import socket
 import stat
 import struct
@@ -93,6 +96,7 @@ from typing import Any
 
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
+from strata.store.notify import Notifier, WatchLimit
 
 # RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY and
 # has_local_option: the sub-commands and options that never run in one (the client's own
@@ -108,16 +112,17 @@ KEYFILE = "watch.key"
 UNAVAILABLE = "unavailable.json"
 #: how long an asker waits for a watcher busy with another asker's command
 QUEUE_TIMEOUT = 60.0
+#: where askers of older versions wrote their cookies (removed when a watcher starts)
 COOKIES = "cookies"
 #: changes remembered; past this the history is dropped and older tokens are refused
 MAX_HISTORY = 200_000
-#: a batch this large may hide a kernel queue overflow (watchfiles 1.x does not report
-#: IN_Q_OVERFLOW, samuelcolvin/watchfiles#348): the history is dropped as if it overflowed
-BURST = 8192
-#: how long an asker waits for the monitor (cookie seen and answer sent)
+#: how long an asker waits for the monitor's answer
 ASK_TIMEOUT = 2.0
-#: watchfiles' change kind of a deleted path
-_DELETED = 3
+#: how often (seconds) the reading thread looks whether the other folders appeared or went
+CHECK_OTHERS = 0.2
+#: how long (seconds) the reading thread lets events gather before it reads them (a
+#: question never waits for it: it reads the queue itself)
+GATHER = 0.005
 
 #: the requests that run Strata's command line for an asker
 RUN_OPS = ("run", "run_begin", "run_end")
@@ -168,18 +173,22 @@ def _noise(rel: str) -> bool:
 class _Root:
     """One watched folder's numbered history (lock held by the monitor for every use)."""
 
-    __slots__ = ("base", "identity", "lost", "path", "paths", "prefix", "seqs")
+    __slots__ = ("base", "forgotten", "identity", "lost", "path", "paths", "recent", "seqs")
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.prefix = str(path) + "/"
         #: (st_dev, st_ino) of the folder while it is watched; None: not watched
         self.identity: tuple[int, int] | None = None
-        #: the folder itself was deleted since it was watched (a restart watches it again)
+        #: the folder itself was deleted or moved away since it was watched
         self.lost = False
         self.base = 0  # the history holds every change after this sequence number
+        #: why tokens from before :attr:`base` are refused
+        self.forgotten = "unknown token: the watcher restarted since"
         self.seqs: list[int] = []
         self.paths: list[str] = []
+        #: the paths numbered since a token was last handed out: numbering one again
+        #: would tell no asker more (every token out there predates the first number)
+        self.recent: set[str] = set()
 
     def current(self) -> tuple[int, int] | None:
         """The identity of the folder on disk now (None: no folder there)."""
@@ -193,14 +202,12 @@ class _Root:
 class ChangeMonitor:
     """Watches one workspace (and other folders: the Draft's) and remembers every change, numbered.
 
-    ``folder`` is the monitor's own folder (``REPO/watch``); its ``cookies/``
-    subfolder is watched too when the repository lies outside the workspace.
-    ``others`` names more folders to watch, each with its own history (asked
-    with ``root=NAME``): one that does not exist yet is watched once it
-    appears, and one deleted or replaced is watched again; in between (and
-    for tokens from before) its answers cannot vouch. One notifier watches
-    them all, so a cookie orders the events of every folder. Start it with
-    :meth:`start` (or ``with``); from then on no change is missed.
+    ``folder`` is the monitor's own folder (``REPO/watch``). ``others`` names
+    more folders to watch, each with its own history (asked with
+    ``root=NAME``): one that does not exist yet is watched once it appears,
+    and one deleted or replaced is watched again; in between (and for tokens
+    from before) its answers cannot vouch. Start it with :meth:`start` (or
+    ``with``); from then on no change is missed.
     """
 
     def __init__(
@@ -214,7 +221,6 @@ class ChangeMonitor:
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self.folder = Path(os.path.realpath(folder))
-        self.cookies = self.folder / COOKIES
         self.instance = instance or os.urandom(6).hex()
         self.max_history = max_history
         self._cond = threading.Condition()
@@ -223,67 +229,90 @@ class ChangeMonitor:
         self._roots: dict[str, _Root] = {"": _Root(self.root)}
         for name, path in (others or {}).items():
             self._roots[name] = _Root(Path(os.path.realpath(path)))
-        self._seen_cookies: dict[str, None] = {}  # insertion-ordered, trimmed
+        self._notifier: Notifier | None = None
         self._listeners: list[Listener] = []
         self._stop = threading.Event()
+        self._wake: tuple[int, int] | None = None  # a pipe that wakes the reading thread
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
-        self._cookie_n = 0
         self.overflows = 0
-        #: how many times the notifier was started again (a watched folder appeared or went)
+        #: how many times a watched folder was watched again from scratch (it appeared,
+        #: went or was replaced; or the kernel's queue overflowed and every folder was)
         self.restarts = 0
 
     # -- life cycle ------------------------------------------------------------
 
     def start(self) -> ChangeMonitor:
         """Start watching; returns once the watches are in place."""
-        self.cookies.mkdir(parents=True, exist_ok=True)
-        notify = self._open()
-        self._thread = threading.Thread(
-            target=self._run, args=(notify,), name="strata-watch", daemon=True
-        )
+        with self._cond:
+            self._notifier = self._open()
+        self._wake = os.pipe2(os.O_CLOEXEC | os.O_NONBLOCK)
+        self._thread = threading.Thread(target=self._run, name="strata-watch", daemon=True)
         self._thread.start()
         return self
 
-    def _open(self) -> Any:
-        """A notifier over the workspace, the cookies and every other folder that exists now.
+    def _open(self) -> Notifier:
+        """A notifier over the workspace and every other folder that exists now (lock held).
 
-        Every history restarts here (a token from before names a time when
-        some change may have gone unseen).
+        :class:`WatcherFailed` when the workspace cannot be watched (no
+        inotify, the limit of watches or instances reached).
         """
-        from watchfiles._rust_notify import RustNotify
-
-        paths = [str(self.root)]
-        if not self.cookies.is_relative_to(self.root):
-            paths.append(str(self.cookies))
-        identities: dict[str, tuple[int, int] | None] = {}
-        for name, other in self._roots.items():
-            if name:
-                identities[name] = other.current()
-                if identities[name] is not None and not other.path.is_relative_to(self.root):
-                    paths.append(str(other.path))
         try:
-            notify = RustNotify(paths, False, False, 300, True, True)
-        except (OSError, RuntimeError) as exc:
-            raise WatcherFailed(str(self.root), str(exc)) from None
-        with self._cond:
-            for name, other in self._roots.items():
+            notifier = Notifier(_skipped)
+        except OSError as exc:
+            raise WatcherFailed(str(self.root), _why(exc)) from None
+        try:
+            notifier.add_root("", self.root)
+            for name in self._roots:
                 if name:
-                    other.identity = identities[name]
-                    other.lost = False
-            if self._thread is not None:  # a restart: changes in between went unseen
-                self._seq += 1
-                for other in self._roots.values():
-                    self._forget(other)
-                self.restarts += 1
-        return notify
+                    self._watch_other(notifier, name)
+        except OSError as exc:
+            notifier.close()
+            raise WatcherFailed(str(self.root), _why(exc)) from None
+        return notifier
+
+    def _watch_other(self, notifier: Notifier, name: str) -> None:
+        """Watch another folder anew when it exists (lock held); its history starts now.
+
+        Its identity is read before it is watched: a folder replaced in
+        between differs from it, and is watched again.
+        """
+        other = self._roots[name]
+        notifier.remove_root(name)
+        other.identity = other.current()
+        other.lost = False
+        if other.identity is not None:
+            try:
+                notifier.add_root(name, other.path)
+            except WatchLimit:
+                raise
+            except OSError:
+                other.identity = None  # gone again: tried once more later
+        self._forget(other, "the folder was replaced or created since")
 
     def stop(self) -> None:
         """Stop watching (tokens of this instance become unknown)."""
         self._stop.set()
+        self._wake_up()
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        with self._cond:  # whoever wakes the thread holds the lock
+            wake, self._wake = self._wake, None
+        for fd in wake or ():
+            os.close(fd)
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        """What made the monitor stop, as :class:`WatcherFailed` when it is the system's."""
+        if isinstance(exc, OSError) and not isinstance(exc, WatcherFailed):
+            return WatcherFailed(str(self.root), _why(exc))
+        return exc
+
+    def _wake_up(self) -> None:
+        """Make the reading thread look again now (stopping, or a new notifier to poll)."""
+        if self._wake is not None:
+            with contextlib.suppress(OSError):
+                os.write(self._wake[1], b"x")
 
     def __enter__(self) -> ChangeMonitor:
         return self.start()
@@ -294,124 +323,176 @@ class ChangeMonitor:
     @property
     def alive(self) -> bool:
         """True while the watching thread runs."""
-        return self._thread is not None and self._thread.is_alive()
+        return self._thread is not None and self._thread.is_alive() and not self._stop.is_set()
+
+    @property
+    def error(self) -> BaseException | None:
+        """Why the monitor stopped on its own (None: it did not)."""
+        return self._error
 
     def add_listener(self, listener: Listener) -> None:
-        """Call ``listener(paths)`` from the watching thread with each batch of changed paths."""
+        """Call ``listener(paths)`` with each batch of changed workspace paths.
+
+        It is called with the monitor's lock held, before any answer that
+        counts those changes: whoever asks afterwards finds them told.
+        """
         self._listeners.append(listener)
 
-    def _run(self, notify: Any) -> None:
+    def _run(self) -> None:
+        """Read the events as they come, so listeners hear of them without a question."""
+        assert self._wake is not None
+        wake = self._wake[0]
         try:
-            while True:
-                with notify:
-                    while not self._stop.is_set():
-                        batch = notify.watch(50, 5, 200, self._stop)
-                        if isinstance(batch, set):
-                            self._record(batch)
-                        if self._moved():
-                            break
-                if self._stop.is_set():
+            while not self._stop.is_set():
+                with self._cond:
+                    notifier = self._notifier
+                if notifier is None:
                     break
-                notify = self._open()
+                poller = select.poll()
+                poller.register(wake, select.POLLIN)
+                poller.register(notifier.fd, select.POLLIN)
+                if poller.poll(int(CHECK_OTHERS * 1000)):
+                    # let a burst gather: it is then read in a few large reads, each a turn
+                    # at the interpreter's lock taken from a command running here
+                    self._stop.wait(GATHER)
+                with contextlib.suppress(OSError):
+                    os.read(wake, 64)
+                with self._cond:
+                    if self._stop.is_set():
+                        break
+                    self._catch_up()
         except BaseException as exc:  # reported to every asker from now on
-            self._error = exc
+            self._error = self._failure(exc)
         finally:
             with self._cond:
                 self._stop.set()
+                if self._notifier is not None:
+                    self._notifier.close()
+                    self._notifier = None
                 self._cond.notify_all()
 
-    def _moved(self) -> bool:
-        """True when another folder appeared, went or was replaced since it was watched."""
+    def _catch_up(self) -> None:
+        """Read every queued event and watch the other folders again where needed (lock held).
+
+        Raises what makes the monitor stop (the limit of watches reached).
+        """
+        notifier = self._notifier
+        assert notifier is not None
+        batch = notifier.read()
+        if batch.overflowed:  # events were dropped: every history restarts, watched anew
+            notifier.close()
+            self._notifier = None
+            self._notifier = self._open()
+            for watched in self._roots.values():
+                self._forget(watched, "the kernel's queue of changes overflowed")
+            self.overflows += 1
+            self.restarts += 1
+            self._wake_up()  # the reading thread polls the closed instance
+            told = [rel for name, rel in batch.changes if not name and not _noise(rel)]
+            if told:
+                for listener in self._listeners:
+                    listener(told)
+            return
+        for name in batch.lost:
+            if name:
+                self._roots[name].lost = True
+        if batch.changes:
+            self._record(batch.changes)
         for name, other in self._roots.items():
             if name and (other.lost or other.current() != other.identity):
-                return True
-        return False
+                self._watch_other(notifier, name)
+                self.restarts += 1
 
-    def _record(self, batch: set[tuple[int, str]]) -> None:
-        cookies = str(self.cookies) + "/"
-        changed: list[str] = []
-        with self._cond:
-            for change, path in batch:
-                if path.startswith(cookies):
-                    self._seen_cookies[path[len(cookies) :]] = None
-                    if len(self._seen_cookies) > 4096:  # cookies nobody asked about
-                        for name in list(self._seen_cookies)[:2048]:
-                            del self._seen_cookies[name]
-                    continue
-                for name, watched in self._roots.items():
-                    if name and path == str(watched.path) and change == _DELETED:
-                        watched.lost = True  # watched again once it is back
-                        continue
-                    if not path.startswith(watched.prefix):
-                        continue
-                    rel = path[len(watched.prefix) :]
-                    if not rel or _noise(rel):
-                        continue
-                    self._seq += 1
-                    watched.seqs.append(self._seq)
-                    watched.paths.append(rel)
-                    if not name:
-                        changed.append(rel)
-            for watched in self._roots.values():
-                if len(watched.seqs) > self.max_history or len(batch) >= BURST:
-                    self._overflow(watched)
-            if changed:
-                # before any answer: whoever asks after this batch also finds it told
-                for listener in self._listeners:
-                    listener(changed)
-            self._cond.notify_all()
+    def _record(self, changes: list[tuple[str, str]]) -> None:
+        """Number the changes (lock held) and tell the listeners of the workspace's."""
+        told: list[str] = []
+        roots = self._roots
+        for name, rel in changes:
+            if _noise(rel):
+                continue
+            if not name:
+                told.append(rel)  # every one: a listener waits for quiet
+            watched = roots[name]
+            if rel in watched.recent:
+                continue
+            watched.recent.add(rel)
+            self._seq += 1
+            watched.seqs.append(self._seq)
+            watched.paths.append(rel)
+        for watched in roots.values():
+            if len(watched.seqs) > self.max_history:
+                self._trim(watched)
+        if told:
+            for listener in self._listeners:
+                listener(told)
+        self._cond.notify_all()
 
-    def _forget(self, watched: _Root) -> None:
-        """Forget one folder's history (lock held): tokens from before now are refused."""
+    def _forget(self, watched: _Root, why: str) -> None:
+        """Forget one folder's history (lock held): tokens from before now are refused.
+
+        The sequence moves on first, so a token handed out just before is
+        refused too (changes in between may have gone unseen).
+        """
+        self._seq += 1
         watched.base = self._seq
+        watched.forgotten = why
         watched.seqs.clear()
         watched.paths.clear()
+        watched.recent.clear()
 
-    def _overflow(self, watched: _Root) -> None:
-        self._forget(watched)
+    def _trim(self, watched: _Root) -> None:
+        """Drop the older half of a history grown past :attr:`max_history` (lock held).
+
+        Tokens from before the newest dropped change are refused from now on.
+        """
+        drop = len(watched.seqs) - self.max_history // 2
+        watched.base = watched.seqs[drop - 1]
+        watched.forgotten = "the watcher's history overflowed"
+        del watched.seqs[:drop]
+        del watched.paths[:drop]
+        watched.recent.clear()
         self.overflows += 1
 
     # -- questions ---------------------------------------------------------------
 
     def token(self) -> str:
-        """A token naming now (without a cookie: only for a caller that saw no write since)."""
+        """A token naming now (without a question: only for a caller that saw no write since)."""
         with self._cond:
-            return f"{self.instance}:{self._seq}"
+            return self._hand_out()
 
-    def new_cookie(self) -> str:
-        """A cookie name unique to this process."""
-        self._cookie_n += 1
-        return f"{os.getpid()}-{time.monotonic_ns()}-{self._cookie_n}"
+    def _hand_out(self) -> str:
+        """The token naming now (lock held): later changes are numbered after it."""
+        for watched in self._roots.values():
+            if watched.recent:
+                watched.recent.clear()
+        return f"{self.instance}:{self._seq}"
 
-    def query(self, token: str, *, root: str = "", timeout: float = ASK_TIMEOUT) -> Answer | None:
-        """What changed in ``root`` since ``token`` (after a cookie round trip); None: timeout."""
-        cookie = self.new_cookie()
-        path = self.cookies / cookie
-        path.write_bytes(b"")
-        try:
-            return self.answer(token, cookie, root=root, timeout=timeout)
-        finally:
-            path.unlink(missing_ok=True)
+    def query(self, token: str, *, root: str = "") -> Answer | None:
+        """What changed in ``root`` since ``token``; the same as :meth:`answer`."""
+        return self.answer(token, root=root)
 
-    def answer(
-        self, token: str, cookie: str, *, root: str = "", timeout: float = ASK_TIMEOUT
-    ) -> Answer | None:
-        """Answer once the cookie ``cookie`` (a file the asker made) has been seen."""
-        deadline = time.monotonic() + timeout
+    def answer(self, token: str, *, root: str = "") -> Answer | None:
+        """What changed in ``root`` since ``token``, every change made so far counted.
+
+        The kernel's queue is read empty first (see :mod:`strata.store.notify`):
+        any change whose system call returned before this call is in the
+        answer. None when the monitor has stopped.
+        """
         with self._cond:
-            while cookie not in self._seen_cookies:
-                left = deadline - time.monotonic()
-                if left <= 0 or self._stop.is_set():
-                    return None
-                self._cond.wait(left)
-            self._seen_cookies.pop(cookie, None)
-            now = f"{self.instance}:{self._seq}"
+            if self._stop.is_set() or self._notifier is None:
+                return None
+            try:
+                self._catch_up()
+            except Exception as exc:  # the limit of watches: the monitor cannot vouch again
+                self._error = self._failure(exc)
+                self._stop.set()
+                self._wake_up()
+                return None
+            now = self._hand_out()
             watched = self._roots.get(root)
             if watched is None:
                 return Answer(now, None, f"this watcher does not watch {root!r}")
-            if root and (
-                watched.identity is None or watched.lost or watched.current() != watched.identity
-            ):
+            if root and (watched.identity is None or watched.lost):
                 return Answer(now, None, "the folder is not watched yet")
             instance, _, number = token.partition(":")
             if not token:
@@ -422,7 +503,7 @@ class ChangeMonitor:
             if seq > self._seq:
                 return Answer(now, None, "unknown token")
             if seq < watched.base:
-                return Answer(now, None, "the watcher's history overflowed")
+                return Answer(now, None, watched.forgotten)
             start = bisect.bisect_right(watched.seqs, seq)
             return Answer(now, frozenset(watched.paths[start:]))
 
@@ -437,6 +518,7 @@ class ChangeMonitor:
                 "sequence": self._seq,
                 "history": len(self._roots[""].seqs),
                 "overflows": self.overflows,
+                "watches": self._notifier.watches if self._notifier is not None else 0,
                 "watched": {
                     name: watched.identity is not None and not watched.lost
                     for name, watched in self._roots.items()
@@ -444,6 +526,20 @@ class ChangeMonitor:
                 },
                 "error": repr(self._error) if self._error else None,
             }
+
+
+def _skipped(name: str) -> bool:
+    """True for a folder name never watched: its paths are noise (see :func:`_noise`)."""
+    return name in ALWAYS_IGNORED or name.startswith(TEMP_PREFIX)
+
+
+def _why(exc: OSError) -> str:
+    """Why a folder could not be watched, for the user."""
+    if isinstance(exc, WatchLimit):
+        return "the limit of inotify watches is reached (fs.inotify.max_user_watches)"
+    if exc.errno == errno.EMFILE:
+        return "the limit of inotify instances is reached (fs.inotify.max_user_instances)"
+    return str(exc.strerror or exc)
 
 
 class IgnoreFilter:
@@ -546,9 +642,7 @@ class MonitorServer:
         os.ftruncate(fd, 0)
         os.pwrite(fd, body.encode(), 0)
         self._pid_fd = fd
-        for stale in self.monitor.cookies.iterdir():  # left by askers that were killed
-            with contextlib.suppress(OSError):
-                stale.unlink()
+        _remove_cookies(self.folder / COOKIES)
         self._key = secrets.token_hex(32)
         _write_key(self.folder / KEYFILE, self._key)  # before the socket: askers need it
         sock_path = self.folder / SOCKET
@@ -739,12 +833,10 @@ class MonitorServer:
         op = request.get("op")
         if op == "query":
             answer = self.monitor.answer(
-                str(request.get("token") or ""),
-                str(request.get("cookie") or ""),
-                root=str(request.get("root") or ""),
+                str(request.get("token") or ""), root=str(request.get("root") or "")
             )
             if answer is None:
-                return {"v": PROTOCOL, "ok": False, "reason": "cookie not seen in time"}
+                return {"v": PROTOCOL, "ok": False, "reason": "the monitor has stopped"}
             changed = sorted(answer.changed) if answer.changed is not None else None
             return {
                 "v": PROTOCOL,
@@ -800,6 +892,15 @@ def _write_key(path: Path, key: str) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, path)
+
+
+def _remove_cookies(folder: Path) -> None:
+    """Remove the cookie files of older watchers' askers (and their folder)."""
+    with contextlib.suppress(OSError):
+        for stale in folder.iterdir():
+            with contextlib.suppress(OSError):
+                stale.unlink()
+        folder.rmdir()
 
 
 def read_key(folder: Path) -> str:
@@ -891,19 +992,11 @@ def ask(folder: Path, token: str, *, root: str = "", timeout: float = ASK_TIMEOU
     """
     if not (folder / SOCKET).exists():
         return None
-    cookie = f"{os.getpid()}-{threading.get_ident()}-{time.monotonic_ns()}"
-    cookie_path = folder / COOKIES / cookie
     try:
-        cookie_path.write_bytes(b"")
-    except OSError:
-        return None
-    try:
-        body = {"op": "query", "token": token, "cookie": cookie, **({"root": root} if root else {})}
+        body = {"op": "query", "token": token, **({"root": root} if root else {})}
         reply = request(folder, body, timeout=timeout)
     except (OSError, ValueError):
         return None
-    finally:
-        cookie_path.unlink(missing_ok=True)
     if not reply.get("ok") or not isinstance(reply.get("token"), str):
         return None
     changed = reply.get("changed")
@@ -1061,9 +1154,9 @@ def unwatchable(root: Path, *, mounts: Path = Path("/proc/mounts")) -> str | Non
     system (changes made on another machine raise no event here). The limit
     of watches is met only when watching starts (:class:`WatcherFailed`).
     """
-    if sys.platform.startswith("linux") and not os.path.exists(
-        "/proc/sys/fs/inotify/max_user_watches"
-    ):
+    if not sys.platform.startswith("linux"):
+        return "no inotify on this system (the watcher needs Linux)"
+    if not os.path.exists("/proc/sys/fs/inotify/max_user_watches"):
         return "this kernel has no inotify"
     kind = file_system_type(root, mounts)
     if kind in NETWORK_FILE_SYSTEMS:
