@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import stat
 import sys
@@ -78,6 +79,9 @@ def temp_leftovers(folder: Path) -> list[str]:
 
 
 def open_fds() -> int:
+    # what earlier tests left for the garbage collector is closed first, so that it is not
+    # closed while this is counted
+    gc.collect()
     return len(os.listdir("/proc/self/fd"))
 
 

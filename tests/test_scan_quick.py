@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import marshal
 import os
-import time
 from pathlib import Path
+
+import pytest
 
 from conftest import Dir, File, Link
 from strata import Repository
@@ -155,27 +156,37 @@ def scan(root: Path, cache_path: Path, store: MemoryObjectStore, now_ns: int) ->
     return scanner
 
 
-def test_a_racy_file_is_read_again_by_every_scan_until_it_is_old(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("mtime", "window"),
+    [
+        # a fraction of a second: a fine file system (ext4, tmpfs…), racy for 100 ms
+        (1_795_000_000_123_456_789, 10**8),
+        # a whole second: maybe a coarse one (FAT writes 2 s steps), racy for 2 s
+        (1_795_000_000_000_000_000, 2 * 10**9),
+    ],
+)
+def test_a_racy_file_is_read_again_by_every_scan_until_it_is_old(
+    tmp_path: Path, mtime: int, window: int
+) -> None:
     root = tmp_path / "ws"
     (root / "sub").mkdir(parents=True)
     for name in ("a.txt", "b.txt"):
         (root / "sub" / name).write_text(name)
     age(root)
     racy = root / "sub" / "a.txt"
-    mtime = time.time_ns()
     os.utime(racy, ns=(mtime, mtime))
     cache_path = tmp_path / "statcache"
     store = MemoryObjectStore()
-    assert scan(root, cache_path, store, mtime + 10**8).result.files_hashed == 2  # type: ignore[attr-defined]
+    assert scan(root, cache_path, store, mtime + window // 4).result.files_hashed == 2  # type: ignore[attr-defined]
     # still within the racy window: the same-size edit may hide from the stat, so it is read
-    again = scan(root, cache_path, store, mtime + 2 * 10**8)
+    again = scan(root, cache_path, store, mtime + window // 2)
     assert again.result.files_hashed == 1  # type: ignore[attr-defined]
     assert not quick_digest(cache_path, "sub")
-    # long after: the file is settled, the folder gets its digest and nothing is read
-    later = scan(root, cache_path, store, mtime + 10 * 10**9)
+    # just past the window: the file is settled, the folder gets its digest, nothing is read
+    later = scan(root, cache_path, store, mtime + window + 10**6)
     assert later.result.files_hashed == 1  # type: ignore[attr-defined]
     assert quick_digest(cache_path, "sub")
-    last = scan(root, cache_path, store, mtime + 11 * 10**9)
+    last = scan(root, cache_path, store, mtime + window + 2 * 10**6)
     assert last.result.files_hashed == 0  # type: ignore[attr-defined]
     assert last.result.unchanged  # type: ignore[attr-defined]
 

@@ -19,9 +19,9 @@ a symlink at the path is replaced, never written through.
 A caller that planned a write from a scan passes what the scan saw there
 (:class:`AsScanned`): immediately before the rename (or unlink) the entry is
 compared with it once more (permission bits, size, mtime, ctime, inode) and,
-when its times are racy (within :data:`~strata.store.statcache.RACY_NS` of
-now, so a same-size edit may have kept the same stat within the file
-system's timestamp granularity), its content is hashed and compared with the
+when its times are racy (:func:`~strata.store.statcache.is_racy`: within
+the file system's timestamp granularity of now, so a same-size edit may
+have kept the same stat), its content is hashed and compared with the
 object the scan recorded. An entry that changed raises
 :class:`~strata.errors.WorkspaceChanged` and is left as it is: an edit made
 between a scan and its write is never overwritten.
@@ -51,7 +51,7 @@ import blake3
 from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath, WorkspaceChanged
 from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
-from strata.store.statcache import RACY_NS, unchanged
+from strata.store.statcache import is_racy, unchanged
 
 __all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "sync_filesystem"]
 
@@ -73,7 +73,8 @@ class AsScanned:
             return False
         if st is None or self.seen is None or not stat.S_ISREG(st.st_mode):
             return True
-        if max(st.st_mtime_ns, st.st_ctime_ns) < time.time_ns() - RACY_NS:
+        now = time.time_ns()
+        if not is_racy(st.st_mtime_ns, now) and not is_racy(st.st_ctime_ns, now):
             return True  # its stat has not moved since long before: no edit can hide in it
         if len(self.seen) < 6 or not self.seen[5]:
             return False  # racy and nothing to compare the content with

@@ -10,10 +10,14 @@ Per folder (workspace path, ``""`` for the root) the cache keeps
   regular files and symlinks;
 * ``tree``: the folder's tree id and the entry rows it was made from.
 
-Racy entries follow git's rule: a file whose mtime is within
-:data:`RACY_NS` of the scan's start may still change inside the file
-system's timestamp granularity without its stat changing, so it is stored
-with an impossible mtime and hashed again by the next scan.
+Racy entries follow git's rule: a file whose mtime is within the file
+system's timestamp granularity of the scan's start may still change without
+its stat changing, so it is stored with an impossible mtime and hashed again
+by the next scan (:func:`is_racy`: :data:`RACY_NS`, 2 s, for a whole-second
+mtime, which is all a coarse file system such as FAT or ext3 records;
+:data:`FINE_RACY_NS`, 100 ms, for an mtime with a fraction of a second, which
+only a file system with fine timestamps writes: the kernel stamps it from a
+clock that ticks every 1-10 ms).
 
 With a change monitor running (:mod:`strata.store.watch`), the cache also
 keeps the monitor's ``token`` obtained just before the scan that wrote it
@@ -77,6 +81,22 @@ VERSION = 3  # 2: each folder is its own marshal blob; 3: a base and a log of sa
 LOG_MIN = 256 * 1024
 _RECORD = struct.Struct("<II")  # length, crc32 of the marshal payload that follows
 RACY_NS = 2_000_000_000  # coarse file systems (FAT, some network ones) have 2 s mtimes
+#: the racy window of an mtime with a fraction of a second (a fine file system: ext4, xfs,
+#: btrfs, tmpfs stamp files from the kernel's coarse clock, which ticks every 1-10 ms)
+FINE_RACY_NS = 100_000_000
+
+
+def is_racy(mtime_ns: int, started_ns: int) -> bool:
+    """Whether a file of this mtime, seen by a scan started at ``started_ns``, is racy.
+
+    It is when its mtime lies within its file system's timestamp granularity
+    of the scan's start: an edit made after the scan read it could then keep
+    the same mtime. A whole-second mtime may come from a coarse file system
+    (2 s on FAT), any other from a fine one.
+    """
+    window = RACY_NS if mtime_ns % 1_000_000_000 == 0 else FINE_RACY_NS
+    return mtime_ns >= started_ns - window
+
 
 # (mode, size, mtime_ns, ctime_ns, inode, object id)
 FileStat = tuple[int, int, int, int, int, str]
@@ -144,17 +164,17 @@ class DirCache:
     #: the digest of the kept entries' stats in that order (b"": compare row by row)
     digest: bytes = b""
 
-    def quick(self, racy_after_ns: int) -> Quick:
-        """The quick record of this folder; racy files (mtime after ``racy_after_ns``) void it."""
+    def quick(self, started_ns: int) -> Quick:
+        """The quick record of this folder; racy files (:func:`is_racy`) void it."""
         digest = self.digest
-        if digest and any(st[2] >= racy_after_ns or st[2] < 0 for st in self.files.values()):
+        if digest and any(st[2] < 0 or is_racy(st[2], started_ns) for st in self.files.values()):
             digest = b""
         return (self.order, self.rules, tuple(self.ignored), digest, self.tree, len(self.files))
 
-    def dump(self, racy_after_ns: int) -> tuple[Any, ...]:
-        """A marshal-friendly tuple; racy files (mtime after ``racy_after_ns``) lose their mtime."""
+    def dump(self, started_ns: int) -> tuple[Any, ...]:
+        """A marshal-friendly tuple; racy files (:func:`is_racy`) lose their mtime."""
         files = {
-            name: st if st[2] < racy_after_ns else (st[0], st[1], -1, st[3], st[4], st[5])
+            name: st if not is_racy(st[2], started_ns) else (st[0], st[1], -1, st[3], st[4], st[5])
             for name, st in self.files.items()
         }
         return (self.names, self.rules, tuple(self.ignored), files, self.tree, self.rows)
@@ -439,17 +459,17 @@ class StatCache:
         """
         if self.path is None:
             return
-        racy_after = self._started_ns - RACY_NS
+        started = self._started_ns
         dirs: dict[str, bytes] = {}
         quick: dict[str, Quick] = {}
         racy: list[str] = []
         for key, value in self.dirs.items():
-            quick[key] = value.quick(racy_after)
+            quick[key] = value.quick(started)
             origin = self._origin.get(key)
             if origin is not None and origin[0] is value:
                 dirs[key] = origin[1]  # unchanged and never racy (racy folders are re-read)
                 continue
-            dumped = value.dump(racy_after)
+            dumped = value.dump(started)
             dirs[key] = marshal.dumps(dumped)
             if any(st[2] == -1 for st in dumped[3].values()):
                 racy.append(key)
