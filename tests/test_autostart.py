@@ -117,14 +117,21 @@ def test_off_switches_and_help_start_no_watcher(
     time.sleep(1.0)  # a watcher started by any of them would have taken its pid file
     assert watchers_below(tmp_path) == []
     assert not (other / ".strata" / "watch" / "watch.pid").exists()
-    # a bad value: one error line, and nothing runs
-    bad = _workspace(tmp_path / "bad", run_cli, '\n[watch]\nauto = "yes"\n')
-    assert_user_error(auto("status", cwd=bad), says="watch.auto is not true or false")
-    bad2 = _workspace(tmp_path / "bad2", run_cli, "\n[watch]\nidle_timeout = -1\n")
-    assert_user_error(auto("status", cwd=bad2), says="watch.idle_timeout")
-    # a misspelt setting is refused, not ignored (it would leave the watcher on)
-    bad3 = _workspace(tmp_path / "bad3", run_cli, "\n[watch]\nauot = false\n")
-    assert_user_error(auto("status", cwd=bad3), says="watch.auot is not a setting")
+    # a bad value: no watcher starts, status says why, the watcher command refuses in one
+    # line; recording goes on (a mistake in [watch] must not leave a change unrecorded)
+    for name, setting, says in (
+        ("bad", 'auto = "yes"', "watch.auto is not true or false"),
+        ("bad2", "idle_timeout = -1", "watch.idle_timeout"),
+        # a misspelt setting is refused, not ignored (it would leave the watcher on)
+        ("bad3", "auot = false", "watch.auot is not a setting"),
+    ):
+        bad = _workspace(tmp_path / name, run_cli, f"\n[watch]\n{setting}\n")
+        reason = as_json(auto("status", "--json", cwd=bad))["watcher"]["reason"]
+        assert reason.startswith("not started: config.toml: ") and says in reason
+        (bad / "new.txt").write_text("recorded all the same\n")
+        ok(auto("snapshot", "-m", "still recorded", cwd=bad))
+        assert_user_error(auto("watch", "--auto", cwd=bad), says=says)
+    time.sleep(1.0)
     assert watchers_below(tmp_path) == []
 
 

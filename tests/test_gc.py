@@ -363,6 +363,11 @@ def test_cli_pruned_event_and_bad_config_are_one_line_errors(run_cli: CliRunner,
     assert " gc " in log
     config.write_text(config.read_text().replace("daily_days = 60", "daily_days = 5"))
     assert_user_error(run_cli("gc", cwd=ws), says="retention")
+    assert_user_error(run_cli("du", cwd=ws), says="retention")
+    # the policy's mistake refuses only the commands that use the policy: changes are recorded
+    (ws / "f").write_text("recorded all the same\n")
+    assert as_json(run_cli("snapshot", "-m", "after the typo", "--json", cwd=ws))["event_id"]
+    ok(run_cli("status", cwd=ws))
 
 
 def test_gc_with_an_unreadable_tree_removes_nothing(

@@ -264,25 +264,11 @@ def load_config(layout: Layout) -> Config:
             f"{layout.config} names an unknown ledger driver {driver!r}",
             hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
         )
-    watch = table("watch")
-    unknown = sorted(set(watch) - set(WATCH_SETTINGS))
-    if unknown:  # a misspelt setting would be ignored without a word
-        raise _bad_config(
-            layout, f"watch.{unknown[0]} is not a setting (known: {', '.join(WATCH_SETTINGS)})"
-        )
-    for key in ("auto", "capture"):
-        if not isinstance(watch.get(key, False), bool):
-            raise _bad_config(layout, f"watch.{key} is not true or false")
-    idle = watch.get("idle_timeout", 1)
-    if isinstance(idle, bool) or not isinstance(idle, int | float) or idle <= 0:
-        raise _bad_config(layout, "watch.idle_timeout is not a number of seconds above 0")
     workspace = repo.get("workspace", str(layout.workspace))
     if not isinstance(workspace, str):
         raise _bad_config(layout, "repository.workspace is not a path")
-    try:
-        retention_settings(raw)
-    except ValueError as exc:
-        raise _bad_config(layout, str(exc)) from None
+    # [watch] and [retention] are checked by the commands that use them (watch_problem,
+    # retention_settings): a mistake there must not stop the recording of a change
     return Config(
         format=fmt,
         workspace=workspace,
@@ -290,6 +276,28 @@ def load_config(layout: Layout) -> Config:
         ledger_driver=driver,
         raw=raw,
     )
+
+
+def watch_problem(raw: dict[str, Any]) -> str | None:
+    """What is wrong with the ``[watch]`` table of a parsed ``config.toml`` (None: nothing)."""
+    watch = raw.get("watch", {})
+    if not isinstance(watch, dict):
+        return "[watch] is not a table"
+    unknown = sorted(set(watch) - set(WATCH_SETTINGS))
+    if unknown:  # a misspelt setting would be ignored without a word
+        return f"watch.{unknown[0]} is not a setting (known: {', '.join(WATCH_SETTINGS)})"
+    for key in ("auto", "capture"):
+        if not isinstance(watch.get(key, False), bool):
+            return f"watch.{key} is not true or false"
+    idle = watch.get("idle_timeout", 1)
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or idle <= 0:
+        return "watch.idle_timeout is not a number of seconds above 0"
+    return None
+
+
+def bad_config(layout: Layout, problem: str) -> RepositoryError:
+    """The error of a ``config.toml`` setting that cannot be used (a hint to fix it by hand)."""
+    return _bad_config(layout, problem)
 
 
 def _bad_config(layout: Layout, problem: str) -> RepositoryError:

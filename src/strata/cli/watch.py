@@ -29,6 +29,7 @@ from strata.cli.common import (
 )
 from strata.diff.display import printable
 from strata.errors import WatcherFailed, WatcherRunning
+from strata.layout import bad_config, watch_problem
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
@@ -54,6 +55,10 @@ CHECK_EVERY = 0.5
 
 
 def _watch_config(repo: Any) -> dict[str, Any]:
+    """The ``[watch]`` table; a bad one refuses the watcher (never the other commands)."""
+    problem = watch_problem(repo.config.raw)
+    if problem is not None:
+        raise bad_config(repo.layout, problem)
     table = repo.config.raw.get("watch", {})
     return table if isinstance(table, dict) else {}
 
@@ -62,6 +67,9 @@ def _turned_off(repo: Any) -> str | None:
     """Why no watcher is started by commands here (None: one is)."""
     if os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0"):
         return "turned off by STRATA_NO_DAEMON"
+    problem = watch_problem(repo.config.raw)
+    if problem is not None:
+        return f"not started: config.toml: {problem}"
     if _watch_config(repo).get("auto") is False:
         return "turned off in config.toml ([watch] auto = false)"
     return None

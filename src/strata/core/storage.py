@@ -41,9 +41,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.atomic import fsync_dir
-from strata.errors import CorruptRepository, ObjectMissing, SnapshotPruned, StrataError
+from strata.errors import (
+    CorruptRepository,
+    ObjectMissing,
+    RepositoryError,
+    SnapshotPruned,
+    StrataError,
+)
 from strata.ids import ObjectId, short
-from strata.layout import retention_settings
+from strata.layout import Layout, bad_config, retention_settings
 from strata.ledger.events import Event
 from strata.store.objects import DiskObjectStore
 from strata.store.statcache import StatCache
@@ -75,9 +81,15 @@ class Retention:
     git_refs_days: int = 14
 
     @classmethod
-    def from_config(cls, raw: dict[str, Any]) -> Retention:
-        """The policy of a parsed ``config.toml`` (validated by ``load_config``)."""
-        return cls(**retention_settings(raw))
+    def from_config(cls, raw: dict[str, Any], layout: Layout | None = None) -> Retention:
+        """The policy of a parsed ``config.toml``; a bad ``[retention]`` is a RepositoryError."""
+        try:
+            return cls(**retention_settings(raw))
+        except ValueError as exc:
+            problem = str(exc)
+            if layout is not None:
+                raise bad_config(layout, problem) from None
+            raise RepositoryError(f"config.toml: {problem}") from None
 
     def to_json(self) -> dict[str, int]:
         """As printed by ``strata gc --json``."""
@@ -281,7 +293,7 @@ def plan_gc(
     ``grace_s`` overrides ``prune_grace_minutes``; ``draft_cache=False`` leaves
     out the kept Draft folder's stat cache (gc removes that folder first).
     """
-    retention = Retention.from_config(core.config.raw)
+    retention = Retention.from_config(core.config.raw, core.layout)
     now_ms = core.clock() if now_ms is None else now_ms
     plan = GcPlan(retention, now_ms)
     store = core.objects
@@ -600,7 +612,7 @@ def repack(core: Core) -> RepackResult:
         else:
             loose.append(oid)
     # what killed writers left (a killed repack: a whole pack without its index)
-    grace = Retention.from_config(core.config.raw).prune_grace_minutes * 60
+    grace = Retention.from_config(core.config.raw, core.layout).prune_grace_minutes * 60
     leftovers = _leftovers(store, time.time(), grace)
     for path in leftovers:
         path.unlink(missing_ok=True)
