@@ -393,6 +393,10 @@ def test_a_watcher_that_does_not_answer_is_named_and_not_waited_for_twice(
         assert f"Watcher: none (pid {pid} does not answer: stopped or stuck)" in said
         snap = as_json(auto("snapshot", "--json", cwd=ws))
         assert snap["changed_paths"] == ["src/late.py"]
+        # 'watch --status' says the same (it called the stopped watcher running)
+        asked = as_json(auto("watch", "--status", "--json", cwd=ws))
+        assert asked["running"] is False
+        assert asked["reason"] == f"pid {pid} does not answer: stopped or stuck"
     finally:
         os.kill(pid, signal.SIGCONT)
     assert _running(run_cli, ws)["commands_run"] == 0  # it ran none of them

@@ -223,7 +223,14 @@ def watch(
         folder = repo.layout.watch
         root = repo.root
         if show_status:
-            status = {**_status_json(folder), **watcher_report(repo)}
+            answer = _status_json(folder)
+            if not answer["running"]:
+                from strata.store import served
+                from strata.store.watch import read_pidfile
+
+                # its pid file is held, yet it did not answer: stopped (SIGSTOP) or stuck
+                served.silent_watcher = read_pidfile(folder) is not None
+            status = {**answer, **watcher_report(repo)}
             if as_json:
                 emit_json(status)
             elif status["running"] and status.get("sequence") is not None:
