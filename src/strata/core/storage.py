@@ -765,7 +765,7 @@ def _kind_of(repo: Path, objects: Path, path: Path) -> str:
     if top.startswith("ledger"):
         return "ledger"  # ledger.db (+ -wal, -shm, .old) or the JSONL ledger/ folder
     if top == "draft":
-        return "stat_caches" if rel.parts[-1] == "statcache" and len(rel.parts) == 2 else "draft"
+        return "draft"  # its stat cache too: gc removes the folder whole, du counts it so
     if top == "statcache":
         return "stat_caches"
     if top == "gitmap.db":
