@@ -72,7 +72,12 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
         emit_json(report.to_json())
     else:
         d = report.divergence
-        if d is None:
+        if d is None and not report.steps:
+            click.echo(
+                f"Nothing to replay: {short(report.end)} is {short(report.start)} "
+                "(a Draft's steps are on its own branch: 'strata agent' prints their range)."
+            )
+        elif d is None:
             agents = sum(1 for s in report.steps if s.kind == "agent")
             runs = sum(1 for s in report.steps if s.kind == "run")
             verb = "verified (dry run)" if dry_run else "reproduced"
