@@ -15,9 +15,9 @@ and errors work as in :mod:`strata.providers.openai`.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 from strata.providers.base import (
@@ -36,14 +36,11 @@ from strata.providers.base import (
 from strata.providers.transport import (
     DEFAULT_TIMEOUT,
     Retry,
-    Transient,
+    SdkAdapter,
     check_cancel,
-    classify,
     field,
     protocol_error,
     tool_call,
-    unavailable_hint,
-    with_retries,
 )
 
 ANTHROPIC_BASE_URL = "https://api.anthropic.com"
@@ -62,10 +59,11 @@ _FINISH: dict[str, FinishReason] = {
 _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {"type": "none"}}
 
 
-class Anthropic:
+class Anthropic(SdkAdapter):
     """Anthropic's Messages API (``POST /v1/messages``), adapter ``anthropic``."""
 
     adapter = "anthropic"
+    default_base_url = ANTHROPIC_BASE_URL
 
     def __init__(
         self,
@@ -84,40 +82,33 @@ class Anthropic:
 
         ``base_url`` is the server's root, without ``/v1``.
         """
-        self.name = name
-        self.model = model
-        self.base_url = (base_url or ANTHROPIC_BASE_URL).rstrip("/")
-        self.timeout = float(timeout)
-        self.retry = retry or Retry()
+        super().__init__(
+            name=name,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            retry=retry,
+            stream=stream,
+        )
         self.max_tokens = max_tokens
-        self.streaming = stream
-        self._api_key = api_key
-        self._key_env = api_key_env
-        self._client: Any = None
-        self._lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"Anthropic(name={self.name!r}, model={self.model!r})"
+    def _sdk(self) -> ModuleType:
+        import anthropic
 
-    def _sdk_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import anthropic
+        return anthropic
 
-                self._client = anthropic.Anthropic(
-                    api_key=self._api_key or "none",
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            return self._client
+    def _make_client(self) -> Any:
+        return self._sdk().Anthropic(
+            api_key=self._api_key or "none",
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+        )
 
-    def close(self) -> None:
-        """Close the HTTP connections (the adapter opens new ones if used again)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+    def _send(self, client: Any, body: dict[str, Any]) -> Any:
+        return client.messages.create(**body)
 
     def wire_request(self, request: Request) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (pure)."""
@@ -145,47 +136,6 @@ class Anthropic:
                 )
         body["stream"] = self.streaming
         return body
-
-    def stream(
-        self, request: Request, *, cancel: CancelToken | None = None
-    ) -> Iterator[StreamEvent]:
-        """Ask the model; yields text deltas and tool calls, then one Finished."""
-        body = self.wire_request(request)
-        return with_retries(
-            self.name,
-            lambda: self._attempt(body, cancel),
-            retry=self.retry,
-            cancel=cancel,
-            hint=unavailable_hint(self.name, self.base_url),
-        )
-
-    def _failure(self, exc: BaseException) -> BaseException:
-        import anthropic
-
-        return classify(
-            self.name,
-            exc,
-            sdk=anthropic,
-            where=self.base_url,
-            key_env=self._key_env,
-            timeout=self.timeout,
-        )
-
-    def _attempt(self, body: dict[str, Any], cancel: CancelToken | None) -> Iterator[StreamEvent]:
-        check_cancel(self.name, cancel)
-        try:
-            answer = self._sdk_client().messages.create(**body)
-        except Exception as exc:
-            raise self._failure(exc) from exc
-        if not body.get("stream"):
-            yield from self._whole(answer)
-            return
-        try:
-            yield from self._events(answer, cancel)
-        except Exception as exc:
-            raise self._failure(exc) from exc
-        finally:
-            answer.close()
 
     def _whole(self, answer: Any) -> Iterator[StreamEvent]:
         texts: list[str] = []
@@ -290,7 +240,7 @@ class Anthropic:
             elif kind == "message_stop":
                 stopped = True
         if not stopped:
-            raise Transient(f"the stream from {self.base_url} ended before the answer was complete")
+            raise self._ended_early()
         yield Finished(
             Response(
                 text="".join(texts),

@@ -19,9 +19,9 @@ set (a server that sends nothing is given up after ``timeout`` seconds).
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
 from strata.providers import profile
@@ -41,23 +41,21 @@ from strata.providers.base import (
 from strata.providers.transport import (
     DEFAULT_TIMEOUT,
     Retry,
+    SdkAdapter,
     Transient,
     check_cancel,
-    classify,
     field,
     protocol_error,
     tool_call,
-    unavailable_hint,
-    with_retries,
 )
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 
 
-class _OpenAIAdapter:
-    """What both OpenAI adapters share: the client, retries and error mapping."""
+class _OpenAIAdapter(SdkAdapter):
+    """What both OpenAI adapters share: the client and the profile's settings."""
 
-    adapter = ""
+    default_base_url = OPENAI_BASE_URL
 
     def __init__(
         self,
@@ -75,109 +73,40 @@ class _OpenAIAdapter:
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (OpenAI's by default).
 
-        ``api_key`` None sends a placeholder (local servers want none);
-        ``api_key_env`` only names the key's variable in error hints.
         ``reasoning_effort`` is the default for requests that set none.
         ``tool_choice_required`` false sends the profile's ``required`` as
         ``auto`` (for servers that refuse it, such as llama.cpp's).
         """
-        self.name = name
-        self.model = model
-        self.base_url = (base_url or OPENAI_BASE_URL).rstrip("/")
-        self.timeout = float(timeout)
-        self.retry = retry or Retry()
+        super().__init__(
+            name=name,
+            model=model,
+            base_url=base_url,
+            api_key=api_key,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            retry=retry,
+            stream=stream,
+        )
         self.reasoning_effort = reasoning_effort
-        self.streaming = stream
         self.tool_choice_required = tool_choice_required
-        self._api_key = api_key
-        self._key_env = api_key_env
-        self._client: Any = None
-        self._lock = threading.Lock()
 
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+    def _sdk(self) -> ModuleType:
+        import openai
 
-    def _sdk_client(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                import openai
+        return openai
 
-                self._client = openai.OpenAI(
-                    api_key=self._api_key or "none",
-                    base_url=self.base_url,
-                    organization=None,
-                    timeout=self.timeout,
-                    max_retries=0,
-                )
-            return self._client
-
-    def close(self) -> None:
-        """Close the HTTP connections (the adapter opens new ones if used again)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None:
-            client.close()
+    def _make_client(self) -> Any:
+        return self._sdk().OpenAI(
+            api_key=self._api_key or "none",
+            base_url=self.base_url,
+            organization=None,
+            timeout=self.timeout,
+            max_retries=0,
+        )
 
     def _request(self, request: Request) -> Request:
         """``request`` with this provider's model when it names none."""
         return request if request.model else replace(request, model=self.model)
-
-    def wire_request(self, request: Request) -> dict[str, Any]:
-        """The exact JSON body sent for ``request`` (profile applied)."""
-        raise NotImplementedError
-
-    def _send(self, client: Any, body: dict[str, Any]) -> Any:
-        raise NotImplementedError
-
-    def _events(self, stream: Any, cancel: CancelToken | None) -> Iterator[StreamEvent]:
-        raise NotImplementedError
-
-    def _whole(self, answer: Any) -> Iterator[StreamEvent]:
-        raise NotImplementedError
-
-    def stream(
-        self, request: Request, *, cancel: CancelToken | None = None
-    ) -> Iterator[StreamEvent]:
-        """Ask the model; yields text deltas and tool calls, then one Finished."""
-        body = self.wire_request(request)
-        return with_retries(
-            self.name,
-            lambda: self._attempt(body, cancel),
-            retry=self.retry,
-            cancel=cancel,
-            hint=unavailable_hint(self.name, self.base_url),
-        )
-
-    def _failure(self, exc: BaseException) -> BaseException:
-        import openai
-
-        return classify(
-            self.name,
-            exc,
-            sdk=openai,
-            where=self.base_url,
-            key_env=self._key_env,
-            timeout=self.timeout,
-        )
-
-    def _attempt(self, body: dict[str, Any], cancel: CancelToken | None) -> Iterator[StreamEvent]:
-        check_cancel(self.name, cancel)
-        try:
-            answer = self._send(self._sdk_client(), body)
-        except Exception as exc:
-            raise self._failure(exc) from exc
-        if not body.get("stream"):
-            yield from self._whole(answer)
-            return
-        try:
-            yield from self._events(answer, cancel)
-        except Exception as exc:
-            raise self._failure(exc) from exc
-        finally:
-            answer.close()  # also when cancelled or abandoned: the server sees the stream end
-
-    def _ended_early(self) -> Transient:
-        return Transient(f"the stream from {self.base_url} ended before the answer was complete")
 
 
 class OpenAIResponses(_OpenAIAdapter):

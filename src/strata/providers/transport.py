@@ -14,7 +14,9 @@ those again gives the same answer.
 from __future__ import annotations
 
 import json
+import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
@@ -28,7 +30,14 @@ from strata.errors import (
     ProviderUnavailable,
     ToolArgumentsInvalid,
 )
-from strata.providers.base import CancelToken, StreamEvent, TextDelta, ToolCall, ToolCallEvent
+from strata.providers.base import (
+    CancelToken,
+    Request,
+    StreamEvent,
+    TextDelta,
+    ToolCall,
+    ToolCallEvent,
+)
 
 #: seconds waited before the 2nd … 6th attempt
 DEFAULT_DELAYS: tuple[float, ...] = (10.0, 20.0, 40.0, 80.0, 160.0)
@@ -251,3 +260,126 @@ def protocol_error(provider: str, where: str, what: str) -> ProviderProtocolErro
         f"{where} sent a malformed stream: {what}",
         hint="the server does not speak this adapter's wire format: check base_url and adapter",
     )
+
+
+class SdkAdapter(ABC):
+    """What the adapters on an official SDK share: the client, retries, error mapping.
+
+    A subclass says which SDK (:meth:`_sdk`), how to make its client
+    (:meth:`_make_client`), the body of a request (:meth:`wire_request`), how
+    to send it (:meth:`_send`) and how to read a stream (:meth:`_events`) or a
+    whole answer (:meth:`_whole`).
+    """
+
+    adapter = ""
+    default_base_url = ""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        api_key_env: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retry: Retry | None = None,
+        stream: bool = True,
+    ) -> None:
+        """A provider named ``name`` serving ``model`` at ``base_url`` (the vendor's by default).
+
+        ``api_key`` None sends a placeholder (local servers want none);
+        ``api_key_env`` only names the key's variable in error hints.
+        """
+        self.name = name
+        self.model = model
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.timeout = float(timeout)
+        self.retry = retry or Retry()
+        self.streaming = stream
+        self._api_key = api_key
+        self._key_env = api_key_env
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
+
+    @abstractmethod
+    def _sdk(self) -> ModuleType:
+        """The SDK module (imported on the first call only)."""
+
+    @abstractmethod
+    def _make_client(self) -> Any:
+        """A new SDK client for this provider (its own retries off)."""
+
+    @abstractmethod
+    def wire_request(self, request: Request) -> dict[str, Any]:
+        """The exact JSON body sent for ``request`` (pure)."""
+
+    @abstractmethod
+    def _send(self, client: Any, body: dict[str, Any]) -> Any:
+        """Send ``body``: a stream to read, or the whole answer."""
+
+    @abstractmethod
+    def _events(self, stream: Any, cancel: CancelToken | None) -> Iterator[StreamEvent]:
+        """The events of a streamed answer."""
+
+    @abstractmethod
+    def _whole(self, answer: Any) -> Iterator[StreamEvent]:
+        """The events of a whole (not streamed) answer."""
+
+    def _sdk_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = self._make_client()
+            return self._client
+
+    def close(self) -> None:
+        """Close the HTTP connections (the adapter opens new ones if used again)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
+
+    def stream(
+        self, request: Request, *, cancel: CancelToken | None = None
+    ) -> Iterator[StreamEvent]:
+        """Ask the model; yields text deltas and tool calls, then one Finished."""
+        body = self.wire_request(request)
+        return with_retries(
+            self.name,
+            lambda: self._attempt(body, cancel),
+            retry=self.retry,
+            cancel=cancel,
+            hint=unavailable_hint(self.name, self.base_url),
+        )
+
+    def _failure(self, exc: BaseException) -> BaseException:
+        return classify(
+            self.name,
+            exc,
+            sdk=self._sdk(),
+            where=self.base_url,
+            key_env=self._key_env,
+            timeout=self.timeout,
+        )
+
+    def _attempt(self, body: dict[str, Any], cancel: CancelToken | None) -> Iterator[StreamEvent]:
+        check_cancel(self.name, cancel)
+        try:
+            answer = self._send(self._sdk_client(), body)
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        if not body.get("stream"):
+            yield from self._whole(answer)
+            return
+        try:
+            yield from self._events(answer, cancel)
+        except Exception as exc:
+            raise self._failure(exc) from exc
+        finally:
+            answer.close()  # also when cancelled or abandoned: the server sees the stream end
+
+    def _ended_early(self) -> Transient:
+        return Transient(f"the stream from {self.base_url} ended before the answer was complete")
