@@ -366,3 +366,47 @@ def test_the_json_of_a_session(run_cli, ws):
         "steps",
     }
     assert json.dumps(result)  # plain JSON throughout
+
+
+def test_a_step_interrupted_between_its_tool_calls_leaves_the_draft_as_it_was(
+    run_cli, ws, monkeypatch
+):
+    script = {
+        "responses": [
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": "one.txt", "content": "1"}}
+                ]
+            },
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": "two.txt", "content": "2"}},
+                    {
+                        "name": "edit_file",
+                        "arguments": {"path": "README.md", "old": "#", "new": "##"},
+                    },
+                ]
+            },
+        ]
+    }
+    _workspace(run_cli, ws, script=script)
+    spec, _ = agent_tools.TOOLS["edit_file"]
+
+    def interrupted(folder, arguments):
+        raise KeyboardInterrupt  # Ctrl-C after the step's first write
+
+    monkeypatch.setitem(agent_tools.TOOLS, "edit_file", (spec, interrupted))
+    from strata.providers.config import open_provider
+
+    with Repository.open(ws) as repo:
+        provider = open_provider("demo", config=repo.config.raw, environ={}, root=ws)
+        steps = []
+        with pytest.raises(KeyboardInterrupt):
+            repo.run_agent(provider, "write", on_step=steps.append)
+        assert [s.tool_calls for s in steps] == [("write_file",)]  # the first step only
+        draft = repo.draft(create=False)
+        assert (draft.path / "one.txt").read_text() == "1"
+        assert not (draft.path / "two.txt").exists()  # the half step's write is undone
+        assert draft.tip().id == steps[0].event_id
+        review = draft.review()  # records the Draft: nothing unrecorded was left behind
+        assert [f.path for f in review.diff.files] == ["one.txt"]

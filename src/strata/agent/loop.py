@@ -6,8 +6,9 @@ Draft's files. Every step is recorded as a ``draft_revision`` event whose
 call, see :mod:`strata.providers.trace`) and whose ``data.agent`` says which
 session, step, provider, model, seed and clock it ran with. The traces are
 written before the event, so an event never names a call that was not
-recorded; a step whose model call fails records nothing (the steps before it
-stay recorded).
+recorded; a step that fails (its model call, or a Ctrl-C between its tool
+calls) records nothing and leaves the Draft's files as its last revision has
+them (the steps before it stay recorded).
 
 The loop ends when the model answers without a tool call, or after
 ``max_steps``. :func:`run_step` is the part a replay runs again
@@ -39,6 +40,8 @@ from strata.providers.trace import Recorder, RecordingProvider
 
 if TYPE_CHECKING:
     from strata.core.core import Core
+    from strata.ids import ObjectId
+    from strata.workbench.draft import Draft
 
 SYSTEM_PROMPT = (
     "You are an agent editing the files of a workspace. The files are available through "
@@ -150,6 +153,12 @@ class AgentResult:
         }
 
 
+def _put_back(draft: Draft, tree: ObjectId) -> None:
+    """Bring the Draft's files back to ``tree`` (its last revision), writing only what differs."""
+    workspace = draft.workspace
+    workspace.apply(workspace.plan(workspace.scan(), tree))
+
+
 def run_agent(
     core: Core,
     provider: Provider,
@@ -195,14 +204,22 @@ def run_agent(
             tool_choice=tool_choice if n == 0 else None,
         )
         clock_ms = core.now_ms()
-        outcome = run_step(
-            RecordingProvider(provider, recorder),
-            request,
-            draft.path,
-            recorder,
-            cancel=cancel,
-            on_text=on_text,
-        )
+        before = core.tree_of(draft.tip())
+        try:
+            outcome = run_step(
+                RecordingProvider(provider, recorder),
+                request,
+                draft.path,
+                recorder,
+                cancel=cancel,
+                on_text=on_text,
+            )
+        except BaseException:
+            # a step is recorded whole or not at all: the writes of its tool calls so far
+            # (a Ctrl-C, a failure between two calls) are undone, so the next step does
+            # not record them as its own
+            _put_back(draft, before)
+            raise
         response = outcome.response
         calls = tuple(c.name for c in response.tool_calls)
         summary = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
