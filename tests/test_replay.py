@@ -154,3 +154,15 @@ def test_a_run_that_changed_nothing_is_not_taken_for_the_snapshot_before_it(run_
     ok(run_cli("run", "--", "sh", "-c", "echo not replayed > /dev/null", cwd=ws))
     report = as_json(run_cli("replay", "HEAD~1..HEAD", "--json", cwd=ws))
     assert [(s["kind"], s["status"]) for s in report["steps"]] == [("recorded", "applied")]
+
+
+def test_a_replayed_command_that_hangs_is_stopped_at_the_timeout(run_cli, ws):
+    _workspace(run_cli, ws)
+    marker = ws.parent / "host-only"
+    marker.write_text("x")
+    # quick when recorded (the marker is on the host), stuck in the sandbox (it is not)
+    script = f"test -e {marker} || sleep 60; echo done > f.txt"
+    ok(run_cli("run", "--", "sh", "-c", script, cwd=ws))
+    code, out, _ = run_cli("replay", "HEAD~1..HEAD", "--timeout", "1", "--json", cwd=ws, timeout=30)
+    d = json.loads(out)["first_divergence"]
+    assert code == 1 and d["kind"] == "exit_code" and "did not end within 1 s" in d["detail"]

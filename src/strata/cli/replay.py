@@ -53,7 +53,6 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
     """
     from strata.replay.engine import Commands, StepReplay
     from strata.replay.engine import replay as run_replay
-    from strata.workbench.draft import ignored_folders
 
     def progress(step: StepReplay) -> None:
         if not as_json:
@@ -65,7 +64,6 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
             environ=dict(os.environ),
             sandbox=sandbox,
             timeout_s=timeout,
-            readonly=tuple(ignored_folders(repo)),
         )
         report = run_replay(repo, span, dry_run=dry_run, commands=commands, progress=progress)
     if as_json:

@@ -37,7 +37,6 @@ from __future__ import annotations
 import errno
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -210,7 +209,6 @@ class Commands:
     environ: dict[str, str]
     sandbox: str = "bwrap"  # bwrap | none
     timeout_s: float = 600.0
-    readonly: tuple[Path, ...] = ()
 
 
 def replay(
@@ -321,7 +319,16 @@ def _run(
             code, output = _run_command(core, run, files, commands)
             recorded_code = run.data.get("exit_code")
             scan = ws.scan(hash_only=True)
-            if scan.tree != expected:
+            if code is None:  # it did not end: what it left half-written says less than that
+                report.divergence = Divergence(
+                    event.id,
+                    "exit_code",
+                    None,
+                    f"the command did not end within {commands.timeout_s:g} s "
+                    f"(recorded: exit {recorded_code})",
+                    output,
+                )
+            elif scan.tree != expected:
                 report.divergence = _tree_divergence(core, event.id, expected, scan)
             elif isinstance(recorded_code, int) and code != recorded_code:
                 report.divergence = Divergence(
@@ -382,70 +389,32 @@ def _run(
             progress(step)
 
 
-#: how much of a replayed command's output a divergence shows
-OUTPUT_TAIL = 4_000
+def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int | None, str]:
+    """Run a recorded command again on ``files``: its exit code (None: it timed out), its output."""
+    from strata.replay.preflight import run_in_copy
 
-
-def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int, str]:
-    """Run a recorded command again on ``files``; its exit code and the tail of its output."""
-    argv: list[str] = list(run.data["argv"])
-    root = core.root
-    cwd = Path(str(run.data.get("cwd") or root))
+    cwd = Path(str(run.data.get("cwd") or core.root))
     try:
-        rel = cwd.relative_to(root)
+        rel = cwd.relative_to(core.root).as_posix()
     except ValueError:
-        rel = Path()
-    env_extra = {
-        "SOURCE_DATE_EPOCH": str(ts_ms(run.ts) // 1000),
-        "PYTHONHASHSEED": "0",
-        "STRATA_REPLAY": "1",
-    }
-    if commands.sandbox == "none":
-        full = argv
-        env = {**commands.environ, **env_extra}
-        where: Path = files / rel
-        made: list[Path] = []
-        spec = None
-    else:
-        from strata.sandbox import bwrap
-
-        spec = bwrap.SandboxSpec(
-            workspace=root,
-            source=files,
-            cwd=root / rel,
-            readonly=tuple((p, p) for p in commands.readonly),
-            env_names=tuple(env_extra),
-            repository=core.layout.repo,
-        )
-        made = bwrap.missing_mount_points(spec)
-        full, env = bwrap.sandbox_command(spec, argv, environ={**commands.environ, **env_extra})
-        where = files
-    try:
-        proc = subprocess.run(
-            full,
-            cwd=where,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            timeout=commands.timeout_s,
-            start_new_session=True,
-            check=False,
-        )
-        code, out = proc.returncode, proc.stdout
-    except subprocess.TimeoutExpired as exc:
-        code, out = -1, (exc.output or b"") + b"\n[the replayed command timed out]\n"
-    except FileNotFoundError:
-        code, out = 127, f"command not found: {argv[0]}\n".encode()
-    finally:
-        if spec is not None:
-            from strata.sandbox import bwrap
-
-            bwrap.remove_mount_points(spec, made)
-    if code < 0 and code != -1:
-        code = 128 - code  # killed by a signal, as shells report it
-    text = out.decode("utf-8", "replace")
-    return code, text[-OUTPUT_TAIL:]
+        rel = ""
+    result = run_in_copy(
+        core,
+        list(run.data["argv"]),
+        files=files,
+        sandbox=commands.sandbox,
+        environ=commands.environ,
+        timeout_s=commands.timeout_s,
+        cwd="" if rel == "." else rel,
+        extra_env={
+            "SOURCE_DATE_EPOCH": str(ts_ms(run.ts) // 1000),
+            "PYTHONHASHSEED": "0",
+            "STRATA_REPLAY": "1",
+        },
+    )
+    if result.timed_out:
+        return None, result.output_tail
+    return result.exit_code, result.output_tail
 
 
 _DENY = threading.local()

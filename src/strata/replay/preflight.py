@@ -351,7 +351,7 @@ def preflight(
             outcome: CheckResult | None = None
             if argv is not None:
                 if divergence is None:
-                    outcome = _run_check(
+                    outcome = run_in_copy(
                         core,
                         argv,
                         files=folder / "files",
@@ -689,7 +689,7 @@ class _Tail:
         )
 
 
-def _run_check(
+def run_in_copy(
     core: Core,
     argv: list[str],
     *,
@@ -697,26 +697,58 @@ def _run_check(
     sandbox: str,
     environ: Mapping[str, str],
     timeout_s: float,
+    cwd: str = "",
+    extra_env: Mapping[str, str] | None = None,
 ) -> CheckResult:
-    """Run ``argv`` in the rebuilt files (sandboxed, no network) and keep how it ended."""
+    """Run ``argv`` in ``files``, a copy of the workspace (sandboxed, no network); how it ended.
+
+    In the sandbox the copy is seen at the workspace's own path, Published's
+    ignored folders read-only beside it; ``cwd`` is the workspace path the
+    command starts in; ``extra_env`` is set for it on top of what the sandbox
+    (or, with ``sandbox="none"``, the unsandboxed environment) passes. The
+    command's whole session is killed when it ends, times out or is
+    interrupted; only the tail of its output is kept. Used by preflight's
+    check and by replay's recorded commands.
+    """
     from strata.sandbox import bwrap
 
+    extra = dict(extra_env or {})
+    made: list[Path] = []
+    spec: bwrap.SandboxSpec | None = None
     if sandbox == "none":
-        full, cwd = argv, files
-        env = bwrap.unsandboxed_environment(files, environ=environ)
+        full, where = argv, files / cwd if cwd else files
+        env = {**bwrap.unsandboxed_environment(files, environ=environ), **extra}
     else:
         from strata.workbench.draft import ignored_folders
 
         spec = bwrap.SandboxSpec(
             workspace=core.root,
             source=files,
-            cwd=core.root,
+            cwd=core.root / cwd if cwd else core.root,
             net=False,
             readonly=tuple((p, p) for p in ignored_folders(core)),
+            env_names=tuple(extra),
             repository=core.layout.repo,
         )
-        full, env = bwrap.sandbox_command(spec, argv, environ=environ)
-        cwd = files
+        made = bwrap.missing_mount_points(spec)
+        full, env = bwrap.sandbox_command(spec, argv, environ={**environ, **extra})
+        where = files
+    try:
+        return _run_copy(argv, full, where, env, sandbox=sandbox, timeout_s=timeout_s)
+    finally:
+        if spec is not None:  # the empty mount points bubblewrap made are not the command's
+            bwrap.remove_mount_points(spec, made)
+
+
+def _run_copy(
+    argv: list[str],
+    full: list[str],
+    cwd: Path,
+    env: Mapping[str, str],
+    *,
+    sandbox: str,
+    timeout_s: float,
+) -> CheckResult:
     start = time.monotonic()
     try:
         proc = subprocess.Popen(
