@@ -5,6 +5,7 @@ Real git repositories and real child processes throughout.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from conftest import AUTO, as_json, wait_until
 from strata import Repository, RunResult, WorkspaceOptions
 from strata.core.lease import active_leases, stale_leases
 from strata.errors import NotARepository, UsageError
@@ -603,4 +605,60 @@ def test_undo_after_a_run_puts_back_what_the_command_changed_and_redo_reapplies_
     code, out, err = run_cli("undo", cwd=ws)
     assert code == 0 and "Undid snapshot" in out, (out, err)
     assert manifest(ws) == before
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+ORPHAN = (
+    "import os, pathlib, sys, time\n"
+    "if os.fork():\n"
+    "    os.wait()\n"  # the command ends when its child does
+    "else:\n"
+    "    pathlib.Path('ready').write_text('')\n"
+    "    while not pathlib.Path('go').exists():\n"
+    "        time.sleep(0.02)\n"
+    "    pathlib.Path('late.txt').write_text('written after strata died\\n')\n"
+)
+
+
+@pytest.mark.parametrize("watcher", [False, True], ids=["full", "thin"])
+def test_a_command_that_outlives_a_killed_strata_keeps_the_workspace_guarded(
+    ws: Path, run_cli: Any, auto: Any, watcher: bool
+) -> None:
+    assert run_cli("init", cwd=ws)[0] == 0
+    (ws / "f.txt").write_text("one\n")
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    if watcher:  # the thin client runs the command; the watcher began the run
+        assert auto("status", cwd=ws)[0] == 0
+        wait_until(lambda: as_json(run_cli("watch", "--status", "--json", cwd=ws))["running"])
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "run", "--", sys.executable, "-c", ORPHAN],
+        cwd=ws,
+        env=run_cli.env(AUTO if watcher else None),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,  # the command keeps inherited pipes open after strata dies
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        wait_for(ws / "ready")
+        os.kill(proc.pid, signal.SIGKILL)  # strata alone: its command goes on
+        proc.wait()
+        # the command still holds the lease: the run is not over, nothing may move the files
+        code, _, err = run_cli("rewind", "HEAD", cwd=ws)
+        assert code == 1 and "run is in progress" in err and "processes still running" in err
+        assert run_cli("snapshot", "-m", "meanwhile", cwd=ws)[0] == 0
+        assert events(run_cli, ws, "run") == []  # not recorded while its command runs
+        (ws / "go").write_text("")
+        deadline = time.monotonic() + 30
+        while active_leases(ws / ".strata" / "runs") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (ws / "late.txt").exists()
+    finally:
+        (ws / "go").write_text("")
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert run_cli("snapshot", "-m", "after", cwd=ws)[0] == 0  # records the run now
+    runs = events(run_cli, ws, "run")
+    assert len(runs) == 1 and runs[0]["data"]["recovered"] is True
+    assert "late.txt" in runs[0]["data"]["workspace"]["changed_paths"]
     assert run_cli("check", cwd=ws)[0] == 0

@@ -374,6 +374,7 @@ def _thin_run(path: str, body: dict[str, object]) -> bool:
             [str(a) for a in argv],
             cwd=cwd,
             env={**os.environ, **{str(k): str(v) for k, v in env.items()}} if env else None,
+            pass_fds=(lease,),  # the command holds the lease too, should this process die
         )
     except FileNotFoundError:
         report["start_error"] = {"kind": "not_found"}

@@ -369,13 +369,25 @@ class TargetNotEmpty(WorkspaceError):
 class WorkspaceBusy(WorkspaceError):
     """A run in progress holds the workspace lease."""
 
-    def __init__(self, command: str, runs: list[str], *, hint: str | None = None) -> None:
+    def __init__(
+        self,
+        command: str,
+        runs: list[str],
+        *,
+        pids: list[int] | None = None,
+        hint: str | None = None,
+    ) -> None:
+        # the pids say which processes still run: after strata itself was killed, its
+        # command may go on writing, and it is the command the user has to wait for
+        held = f"; processes still running it: {', '.join(map(str, pids))}" if pids else ""
         super().__init__(
-            f"refusing to {command}: a run is in progress in this workspace ({', '.join(runs)})",
+            f"refusing to {command}: a run is in progress in this workspace "
+            f"({', '.join(runs)}{held})",
             hint=hint or "wait for the run to finish, or pass --force",
         )
         self.command = command
         self.runs = runs
+        self.pids = pids or []
 
 
 class DraftOpen(WorkspaceError):

@@ -273,11 +273,15 @@ class Core:
         if self.layout.draft_state.exists():
             raise DraftOpen(command)
         if not force:
-            from strata.core.lease import active_leases
+            from strata.core.lease import active_leases, holders
 
             held = active_leases(self.layout.runs)
             if held:
-                raise WorkspaceBusy(command, [str(h.get("run_id")) for h in held])
+                raise WorkspaceBusy(
+                    command,
+                    [str(h.get("run_id")) for h in held],
+                    pids=sorted({p for h in held for p in holders(h["path"])}),
+                )
 
     def write_snapshot(self, tree: ObjectId, base: Event | None, **extra: Any) -> SnapshotId:
         """Store a snapshot manifest of ``tree`` (not yet durable: a transaction flushes it)."""

@@ -8,6 +8,12 @@ held. A lease file nobody holds a lock on belongs to a strata that was killed:
 :func:`stale_leases` returns it, so the next command can record that run as
 interrupted. ``flock`` is released by the kernel when the process dies, so a
 reused pid never makes a dead run look alive.
+
+The run's command inherits the locked descriptor (:meth:`Lease.fileno`), and
+so do its own children: when strata is killed but the command goes on writing,
+the lease stays held, the workspace stays guarded, and the run is recorded only
+once the last of them has ended, with the files as they left them.
+:func:`holders` names the processes that still hold a lease.
 """
 
 from __future__ import annotations
@@ -52,6 +58,11 @@ class Lease:
             temp.unlink(missing_ok=True)
             raise
         return cls(path, {"run_id": run_id, **info}, fd)
+
+    def fileno(self) -> int:
+        """The locked descriptor, for a run's command to inherit (``pass_fds``)."""
+        assert self._fd is not None
+        return self._fd
 
     def update(self, **info: Any) -> None:
         """Rewrite the lease's content (the lock is kept)."""
@@ -129,3 +140,33 @@ def active_leases(folder: Path) -> list[dict[str, Any]]:
 def stale_leases(folder: Path) -> list[dict[str, Any]]:
     """Leases whose run died without releasing them (nobody holds the lock)."""
     return list(_leases(folder, held=False))
+
+
+def holders(path: Path | str) -> list[int]:
+    """The pids of the processes that have ``path`` open (a lease's holders), as far as visible.
+
+    Read from ``/proc/*/fd``: processes of other users are not visible to a
+    non-root caller, so the list may be incomplete, never wrong.
+    """
+    try:
+        target = os.stat(path)
+    except OSError:
+        return []
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            fds = os.scandir(f"/proc/{entry.name}/fd")
+        except OSError:
+            continue
+        with fds:
+            for fd in fds:
+                try:
+                    st = os.stat(fd.path)
+                except OSError:
+                    continue
+                if (st.st_dev, st.st_ino) == (target.st_dev, target.st_ino):
+                    found.append(int(entry.name))
+                    break
+    return sorted(found)

@@ -325,7 +325,7 @@ def execute_run(
             raise UsageError(
                 f"the workspace path {opts.path} is not the repository's workspace {repo.root}"
             )
-        outcome, value, error = _execute(target, cwd, around)
+        outcome, value, error = _execute(target, cwd, around, None)
         return RunResult(
             run_id,
             outcome.exit_code,
@@ -341,7 +341,7 @@ def execute_run(
             target = begun.what
         repo.extra_ignore = tuple(begun.options.ignore)
         try:
-            outcome, value, error = _execute(target, begun.cwd, around)
+            outcome, value, error = _execute(target, begun.cwd, around, begun.lease.fileno())
         finally:
             repo.extra_ignore = ()
     except BaseException:
@@ -391,13 +391,19 @@ def _execute(
     target: Target,
     cwd: Path,
     around: Callable[[], AbstractContextManager[Any]] | None,
+    lease_fd: int | None,
 ) -> tuple[ProcessOutcome, Any, BaseException | None]:
+    """Run ``target``; a command inherits ``lease_fd``, so it holds the lease while it lives."""
     import time
 
     with around() if around is not None else nullcontext():
         if not callable(target):
             try:
-                return run_command(target, cwd=cwd), None, None
+                return (
+                    run_command(target, cwd=cwd, pass_fds=() if lease_fd is None else (lease_fd,)),
+                    None,
+                    None,
+                )
             except FileNotFoundError:
                 raise CommandNotFound(target[0]) from None
             except PermissionError as exc:

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from strata.core.lease import active_leases
+from strata.core.lease import active_leases, holders
 from strata.diff.tree import diff_trees
 from strata.errors import (
     DraftChanged,
@@ -172,6 +172,7 @@ def _refuse_while_running(core: Core, command: str) -> None:
         raise WorkspaceBusy(
             command,
             [str(h.get("run_id")) for h in held],
+            pids=sorted({p for h in held for p in holders(h["path"])}),
             hint=f"wait for the run to finish (or stop it), then {command} again",
         )
 
