@@ -507,3 +507,16 @@ def test_human_output_of_snapshot_and_rewind(project: Path, run_cli: CliRunner) 
         "snapshot",
         "snapshot",
     ]
+
+
+def test_json_before_the_command_is_the_commands_own_json(
+    ws: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    make_tree(ws, {"a.txt": "1\n"})
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert as_json(run_cli("status", "--json", cwd=ws)) == as_json(
+        run_cli("--json", "status", cwd=ws)
+    )
+    code, out, err = run_cli("--json", "rewind", "nope", cwd=ws)
+    assert code == 1 and out == ""
+    assert json.loads(err)["error"]["type"] == "UnknownRef"

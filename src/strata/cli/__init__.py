@@ -25,7 +25,7 @@ from typing import NoReturn
 import click
 
 from strata._version import __version__
-from strata.cli.common import State, report_error
+from strata.cli.common import State, remember_json, report_error
 from strata.errors import CorruptRepository, DiskFull, StrataError
 
 
@@ -38,6 +38,14 @@ from strata.errors import CorruptRepository, DiskFull, StrataError
     help="Run as if strata was started in this folder.",
 )
 @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+@click.option(
+    "--json",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=remember_json,
+    help="Print machine-readable JSON, as the command's own --json does.",
+)
 @click.pass_context
 def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
     """Strata: a time machine and safety layer for an agent's workspace.

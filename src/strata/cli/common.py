@@ -46,12 +46,12 @@ class State:
     """``--json`` was given: an error is then printed as JSON too."""
 
 
-def _remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    if value:
-        state = ctx.find_object(State)
-        if state is not None:
-            state.json = True
-    return value
+def remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    """``--json`` given here or before the command (``strata --json status``): remember it."""
+    state = ctx.find_object(State)
+    if value and state is not None:
+        state.json = True
+    return value or (state is not None and state.json)
 
 
 #: the largest ``--limit`` passed on (SQLite's integers are 64-bit): a larger one means "all"
@@ -64,7 +64,7 @@ def json_option(func: F) -> F:
         "--json",
         "as_json",
         is_flag=True,
-        callback=_remember_json,
+        callback=remember_json,
         help="Print machine-readable JSON (errors too, on stderr).",
     )(func)
 
