@@ -32,7 +32,7 @@ def json_commands() -> dict[str, click.Command]:
     found: dict[str, click.Command] = {}
 
     def visit(prefix: str, command: click.Command) -> None:
-        if any("--json" in p.opts for p in command.params):
+        if prefix and any("--json" in p.opts for p in command.params):  # not strata --json
             found[prefix] = command
         if isinstance(command, click.Group):
             for name, sub in command.commands.items():
