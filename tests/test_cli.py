@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -520,3 +522,22 @@ def test_json_before_the_command_is_the_commands_own_json(
     code, out, err = run_cli("--json", "rewind", "nope", cwd=ws)
     assert code == 1 and out == ""
     assert json.loads(err)["error"]["type"] == "UnknownRef"
+
+
+def test_diff_name_only_to_a_pipe_gives_names_that_are_not_utf8_as_their_bytes(
+    ws: Path, run_cli: CliRunner
+) -> None:
+    name = b"caf\xe9.txt"  # Latin-1: not UTF-8
+    (ws / os.fsdecode(name)).write_bytes(b"one\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    (ws / os.fsdecode(name)).write_bytes(b"two\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "strata", "diff", "--name-only", "HEAD"],
+        cwd=ws,
+        env=run_cli.env(),
+        capture_output=True,
+        check=True,
+    )
+    assert done.stdout == name + b"\n"  # what xargs needs to open the file
+    assert "caf\\xe9.txt" in as_json(run_cli("diff", "HEAD", "--json", cwd=ws))["files"][0]["path"]

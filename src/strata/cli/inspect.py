@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -187,8 +188,15 @@ def diff(
         # written out; a text file gone binary as text); to a file or pipe, exact bytes
         terminal = sys.stdout.isatty()
         if name_only:
-            for f in result.files:
-                click.echo(printable(f.path) if terminal else f.path)
+            if terminal:
+                for f in result.files:
+                    click.echo(printable(f.path))
+            else:  # a name that is not UTF-8 as its own bytes, for xargs and the like
+                sys.stdout.flush()
+                sys.stdout.buffer.write(
+                    b"".join(os.fsencode(f.name or f.path) + b"\n" for f in result.files)
+                )
+                sys.stdout.buffer.flush()
         elif stat:
             _print_stat(result.files)
         else:

@@ -492,6 +492,7 @@ def _file_diff(
         hash_after=new.oid if new else None,
         mode_before=old.mode if old else None,
         mode_after=new.mode if new else None,
+        name=c.path,
     )
 
 

@@ -47,6 +47,9 @@ class FileDiff:
     hash_after: str | None
     mode_before: int | None = None
     mode_after: int | None = None
+    name: str = ""
+    """The path as stored (a byte that is not UTF-8 kept as a surrogate escape; ``path``
+    writes it as ``\\xNN``): ``os.fsencode(name)`` is the file's real name."""
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata diff --json`` prints for each file."""
