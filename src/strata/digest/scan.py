@@ -125,9 +125,13 @@ _LINT_NAMES = re.compile(
     r"(?i)(^|[:_-])(lint|format|fmt|typecheck|mypy|ruff|eslint|style)($|[:_-])"
 )
 _TEST_COMMANDS = re.compile(
-    r"(?i)\b(pytest|tox|nox|unittest|jest|vitest|mocha|go test|cargo test)\b"
+    r"(?i)\b(pytest|tox|nox|unittest|jest|vitest|mocha|go test|cargo test|npm test"
+    r"|make (?:-C \S+ )?(?:test|check))\b"
 )
-_BUILD_COMMANDS = re.compile(r"(?i)(\bpython3? -m build\b|\bcargo build\b|\bgo build\b|\btsc\b)")
+_BUILD_COMMANDS = re.compile(
+    r"(?i)(\bpython3? -m build\b|\bcargo build\b|\bgo build\b|\btsc\b"
+    r"|\bmake (?:-C \S+ )?build\b|\buv build\b)"
+)
 _MAKE_TARGET = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_./-]*)\s*:(?!=)")
 
 
