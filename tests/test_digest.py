@@ -183,7 +183,7 @@ def test_unreadable_configs_are_warnings_not_crashes(ws, make_repo, monkeypatch)
     scan = make_repo(ws).digest().scan()
     assert scan.commands == [] and scan.readme is None
     assert scan.warnings == [
-        ".gitlab-ci.yml: cannot be parsed (while parsing a flow sequence)",
+        ".gitlab-ci.yml: cannot be parsed (YAML error at line 2)",
         "Makefile: binary, not read",
         "README.md: larger than 0 KiB, not read",
         "package.json: cannot be parsed (not a JSON object)",

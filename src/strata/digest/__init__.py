@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from strata.digest.optimize import OptimizationResult, optimize
 from strata.digest.scan import WorkspaceScan, scan_tree, scan_workspace
 from strata.digest.store import (
     DEFAULT_KEY,
@@ -41,6 +40,7 @@ from strata.errors import UsageError
 
 if TYPE_CHECKING:
     from strata.core.core import Core
+    from strata.digest.optimize import OptimizationResult
     from strata.ledger.events import Author
     from strata.providers.base import Provider
 
@@ -169,6 +169,8 @@ class WorkspaceDigest:
         secrets: tuple[str, ...] = (),
     ) -> OptimizationResult:
         """Ask ``provider`` for the digest (see :func:`strata.digest.optimize.optimize`)."""
+        from strata.digest.optimize import optimize
+
         return optimize(
             self.core,
             provider,
@@ -181,6 +183,15 @@ class WorkspaceDigest:
             author=author,
             secrets=secrets,
         )
+
+
+def __getattr__(name: str) -> object:
+    # the optimizer (and the providers it needs) is loaded when used: 'digest scan' stays light
+    if name == "OptimizationResult":
+        from strata.digest.optimize import OptimizationResult
+
+        return OptimizationResult
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def digest_context_item(
