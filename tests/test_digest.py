@@ -424,3 +424,23 @@ def test_the_digest_is_a_context_item(demo, tmp_path):
         "live",
     )
     assert optimization_sections(demo.digest().scan())[1][0] == TITLE
+
+
+def test_concurrent_session_writes_lose_nothing(demo, ws, make_repo):
+    import threading
+
+    def writer(name: str) -> None:
+        repo = Repository.open(ws)
+        try:
+            for i in range(10):
+                repo.digest().set(f"{name} {i}", key=f"{name}-{i}")
+        finally:
+            repo.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b", "c")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    keys = {e.key for e in SessionDigests(demo.layout.repo).entries()}
+    assert keys == {f"{n}-{i}" for n in "abc" for i in range(10)}

@@ -246,7 +246,8 @@ def optimize(
         override_path = overrides.set_override(
             NAMESPACE, prompt_key_for(core.root), tag, key, digest, workspace=str(core.root)
         )
-    sessions.set(DigestEntry(key, digest, "optimize", stamp, event.id))
+    with core.writing(finish_journals=False):  # the session file: one writer at a time
+        sessions.set(DigestEntry(key, digest, "optimize", stamp, event.id))
     return OptimizationResult(
         response,
         digest,

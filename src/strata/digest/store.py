@@ -20,7 +20,9 @@ when the session has none; otherwise the placeholder, and the warning.
 
 Every write is atomic (:func:`strata.atomic.atomic_write`: temporary file,
 fsync, rename, fsync of the folder), so a reader sees the old digest or the
-new one, never a mix.
+new one, never a mix. A session file is read, changed and written back:
+:class:`~strata.digest.WorkspaceDigest` does that under the repository's
+write lock, so two writers never lose each other's entry.
 """
 
 from __future__ import annotations
