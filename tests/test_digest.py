@@ -444,3 +444,54 @@ def test_concurrent_session_writes_lose_nothing(demo, ws, make_repo):
         t.join()
     keys = {e.key for e in SessionDigests(demo.layout.repo).entries()}
     assert keys == {f"{n}-{i}" for n in "abc" for i in range(10)}
+
+
+def test_optimize_may_read_the_recorded_files_with_read_only_tools(demo):
+    base = demo.snapshot("base").event
+    assert base is not None
+    (demo.root / "notes.txt").write_text("unrecorded until optimize auto-saves it\n")
+    calls = [
+        {"tool_calls": [{"name": "list_files", "arguments": {}}]},
+        {
+            "expect": "notes.txt",  # the listing is of the auto-saved tree
+            "tool_calls": [
+                {"name": "read_file", "arguments": {"path": "README.md"}},
+                {"name": "read_file", "arguments": {"path": ".strata/config.toml"}},
+                {"name": "read_file", "arguments": {"path": "../outside"}},
+                {"name": "write_file", "arguments": {"path": "x", "content": "y"}},
+            ],
+        },
+        {"expect": "unknown tool 'write_file'", "text": "# From the files"},
+    ]
+    before = sorted(p.name for p in demo.root.iterdir())
+    result = demo.digest().optimize(Scripted(calls, name="demo"))
+    assert result.digest == "# From the files"
+    assert sorted(p.name for p in demo.root.iterdir()) == before  # nothing was written
+    traces = [Trace.decode(demo.objects.get(t), name=t) for t in result.traces]
+    assert [(t.event_type, t.tool) for t in traces] == [
+        ("llm_call", "-"),
+        ("tool_call", "list_files"),
+        ("llm_call", "-"),
+        ("tool_call", "read_file"),
+        ("tool_call", "read_file"),
+        ("tool_call", "read_file"),
+        ("tool_call", "write_file"),
+        ("llm_call", "-"),
+    ]
+    results = [t.response for t in traces if t.event_type == "tool_call"]
+    assert "notes.txt" in results[0]["result"] and not results[0]["is_error"]
+    assert results[1] == {"result": FILES["README.md"], "is_error": False}
+    assert results[2]["is_error"] and ".strata or .git" in results[2]["result"]
+    assert results[3]["is_error"] and results[4]["is_error"]
+    # and the whole conversation replays offline
+    report = demo.replay(f"{base.id}..{result.anchor_event_id}")
+    assert report.ok, report.divergence
+    assert [s.kind for s in report.steps][-1] == "digest"
+
+
+def test_an_optimize_that_never_stops_asking_for_tools_persists_nothing(demo):
+    endless = [{"tool_calls": [{"name": "list_files", "arguments": {}}]}] * 8
+    with pytest.raises(ProviderProtocolError, match="no digest after 8 model calls"):
+        demo.digest().optimize(Scripted(endless, name="demo"))
+    assert demo.digest().show().source == "placeholder"
+    assert not any(e.action_type == "digest_optimize" for e in _events(demo))

@@ -143,7 +143,8 @@ class WorkspaceDigest:
                 NAMESPACE, self.prompt_key, tag, key, text, workspace=str(self.core.root)
             )
         sessions = self.sessions
-        sessions.set(DigestEntry(key, text, "set", self.core.now_ms()))
+        with self.core.writing(finish_journals=False):  # one read-modify-write at a time
+            sessions.set(DigestEntry(key, text, "set", self.core.now_ms()))
         return sessions.path
 
     def clear(
@@ -155,7 +156,8 @@ class WorkspaceDigest:
         if target is not None:
             store, tag = target
             return int(store.delete(NAMESPACE, self.prompt_key, tag, key))
-        return self.sessions.clear(key)
+        with self.core.writing(finish_journals=False):
+            return self.sessions.clear(key)
 
     def optimize(
         self,

@@ -7,7 +7,10 @@ section key the answer is for; its current body is left out, so the prompt
 is restricted to what the tree says), then the injected **Optimization
 Goal** and **Expectations** sections and, when the caller gives them,
 **Focus Areas**. Nothing of a user's task enters it: the digest is task
-agnostic.
+agnostic. The model may read files with two read-only tools,
+``list_files`` and ``read_file`` (:mod:`strata.digest.tools`), which answer
+from the scanned tree; the conversation goes on until an answer without a
+tool call (at most :data:`MAX_CALLS` model calls).
 
 The model's answer is parsed as structured output when it is a JSON object
 holding the section key (``{"workspace-digest": "..."}``), else its text is
@@ -30,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,11 +53,12 @@ from strata.digest.store import (
     normalize_key,
     prompt_key_for,
 )
+from strata.digest.tools import run_tree_tool, tool_specs
 from strata.errors import ProviderProtocolError, UsageError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, Event, EventType
 from strata.providers.base import Message, Provider, Request, Response, complete
-from strata.providers.trace import LLM_CALL, Recorder, RecordingProvider, Trace
+from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, RecordingProvider, Trace
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -74,6 +79,8 @@ INSTRUCTIONS = (
 )
 #: the agent id an optimize call's trace carries
 AGENT_ID = "digest"
+#: the most model calls one optimization makes (each answer with tool calls asks again)
+MAX_CALLS = 8
 _FENCE = re.compile(r"^```(?:json)?\s*\n(.*)\n```\s*$", re.DOTALL)
 
 
@@ -96,12 +103,62 @@ def optimization_sections(
 def optimization_request(
     scan: WorkspaceScan, *, model: str, key: str = DEFAULT_KEY, focus: str | None = None
 ) -> Request:
-    """The model request of an optimization: the system prompt, then the sections as markdown."""
+    """The first request of an optimization: the system prompt, the sections, the read-only tools.
+
+    ``tool_choice`` is ``auto``: the model may answer at once from the scan,
+    or read files first.
+    """
     body = "\n\n".join(
         f"## {title}\n\n{text}" for title, text in optimization_sections(scan, key=key, focus=focus)
     )
     return Request(
-        model=model, messages=(Message("system", OPTIMIZE_SYSTEM), Message("user", body + "\n"))
+        model=model,
+        messages=(Message("system", OPTIMIZE_SYSTEM), Message("user", body + "\n")),
+        tools=tool_specs(),
+        tool_choice="auto",
+    )
+
+
+def converse(
+    provider: Provider,
+    request: Request,
+    store: ObjectStore,
+    tree: ObjectId,
+    recorder: Recorder,
+    *,
+    max_calls: int = MAX_CALLS,
+) -> Response:
+    """Ask until the model answers without a tool call; its tool calls run on ``tree``.
+
+    Each tool call is recorded with ``recorder`` (the model calls are, by a
+    :class:`RecordingProvider` around ``provider``). Raises
+    :class:`ProviderProtocolError` when ``max_calls`` calls end without an answer.
+    """
+    messages = list(request.messages)
+    for _ in range(max_calls):
+        ask = Request(
+            model=request.model,
+            messages=tuple(messages),
+            tools=request.tools,
+            tool_choice=request.tool_choice,
+            reasoning_effort=request.reasoning_effort,
+            max_output_tokens=request.max_output_tokens,
+        )
+        response = complete(provider, ask)
+        if not response.tool_calls:
+            return response
+        messages.append(response.message())
+        for call in response.tool_calls:
+            result = run_tree_tool(store, tree, call.name, call.arguments)
+            recorder.tool_call(
+                tool=call.name,
+                arguments=call.arguments,
+                result=result.text,
+                is_error=result.is_error,
+            )
+            messages.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+    raise ProviderProtocolError(
+        provider.name, f"no digest after {max_calls} model calls (each asked for tools)"
     )
 
 
@@ -211,7 +268,9 @@ def optimize(
     scan = scan_tree(core.objects, tree)
     request = optimization_request(scan, model=provider.model, key=key, focus=focus)
     recorder = Recorder(put=core.objects.put, agent_id=AGENT_ID, secrets=secrets)
-    response = complete(RecordingProvider(provider, recorder), request)
+    response = converse(
+        RecordingProvider(provider, recorder), request, core.objects, tree, recorder
+    )
     digest = parse_digest(response.text, key)
     if not digest:
         raise ProviderProtocolError(provider.name, "the model answered with an empty digest")
@@ -334,14 +393,25 @@ def replay_optimize(
     model = str(llm[0].request.get("model", ""))
     request = optimization_request(scan, model=model, key=str(info["key"]), focus=info.get("focus"))
     provider = ReplayProvider(llm, name=f"replay of {llm[0].provider or llm[0].adapter}")
+    observed = Recorder(
+        put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id
+    )
     try:
-        if guard is not None:
-            with guard():
-                response = complete(provider, request)
-        else:
-            response = complete(provider, request)
+        with guard() if guard is not None else nullcontext():
+            response = converse(provider, request, store, tree, observed)
     except UnrecordedCall as exc:
         return OptimizeReplay(event.id, False, "unrecorded_call", exc.message, exc.observed)
+    except ProviderProtocolError as exc:
+        return OptimizeReplay(event.id, False, "unrecorded_call", exc.message)
+    if not provider.exhausted:
+        return OptimizeReplay(
+            event.id, False, "unrecorded_call", f"the replay made fewer model calls than {len(llm)}"
+        )
+    recorded_tools = [t for t in traces if t.event_type == TOOL_CALL]
+    if [(t.fingerprint, t.response) for t in observed.traces] != [
+        (t.fingerprint, t.response) for t in recorded_tools
+    ]:
+        return OptimizeReplay(event.id, False, "digest", "a tool call returned something else")
     digest = parse_digest(response.text, str(info["key"]))
     if _digest_hash(digest) != info.get("digest"):
         return OptimizeReplay(
