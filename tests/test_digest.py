@@ -9,6 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from strata import Repository
 from strata.digest import (
@@ -495,3 +497,39 @@ def test_an_optimize_that_never_stops_asking_for_tools_persists_nothing(demo):
         demo.digest().optimize(Scripted(endless, name="demo"))
     assert demo.digest().show().source == "placeholder"
     assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+
+
+CONFIG_NAMES = (
+    "README.md",
+    "README.rst",
+    "pyproject.toml",
+    "setup.cfg",
+    "package.json",
+    "Makefile",
+    ".gitlab-ci.yml",
+    ".github/workflows/ci.yml",
+    ".ci/run",
+)
+TEXTISH = st.one_of(
+    st.binary(max_size=400),
+    st.text(alphabet=st.sampled_from('[]{}":=#\n\t -abcxyz01\\${}'), max_size=400).map(str.encode),
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(files=st.dictionaries(st.sampled_from(CONFIG_NAMES), TEXTISH, min_size=1))
+def test_any_bytes_in_the_files_it_reads_never_crash_the_scan(ws, make_repo, files):
+    repo = make_repo(ws) if not (ws / ".strata").exists() else Repository.open(ws)
+    try:
+        for name in CONFIG_NAMES:
+            (ws / name).unlink(missing_ok=True)
+        _write(ws, dict(files))
+        first = repo.digest().scan()
+        assert repo.digest().scan().to_bytes() == first.to_bytes()
+        first.to_markdown()
+    finally:
+        repo.close()
