@@ -177,6 +177,7 @@ def test_unreadable_configs_are_warnings_not_crashes(ws, make_repo, monkeypatch)
         {
             "pyproject.toml": "[project\nname = ",
             "package.json": "[1, 2]",
+            "setup.cfg": "key = a value outside any section\n",
             "Makefile": b"\x00\x01binary",
             ".gitlab-ci.yml": "a: [unclosed\n",
             "README.md": "# Big\n\n" + "x" * 2000,
@@ -189,8 +190,8 @@ def test_unreadable_configs_are_warnings_not_crashes(ws, make_repo, monkeypatch)
         "Makefile: binary, not read",
         "README.md: larger than 0 KiB, not read",
         "package.json: cannot be parsed (not a JSON object)",
-        "pyproject.toml: cannot be parsed (Expected ']' at the end of a table declaration "
-        "(at line 1, column 9))",
+        "pyproject.toml: cannot be parsed (TOML error at line 1)",
+        "setup.cfg: cannot be parsed (INI error)",
     ]
     assert "Not read:" in scan.to_markdown()
 

@@ -592,10 +592,25 @@ def _command_order(c: Command) -> tuple[int, str, str, str]:
     return (_KIND_ORDER.get(c.kind, 9), c.source, c.name, c.command)
 
 
+_AT_LINE = re.compile(r"\bat line (\d+)")
+
+
 def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, yaml.YAMLError):  # the loaders word their messages differently
+    """What a parse error says in the scan: its kind and line, worded the same by every version.
+
+    The parsers' own messages change between Python and library versions; the
+    scan's bytes must not (a replay compares them).
+    """
+    if isinstance(exc, yaml.YAMLError):  # libyaml and PyYAML word their messages differently
         mark = getattr(exc, "problem_mark", None)
         return f"YAML error at line {mark.line + 1}" if mark is not None else "YAML error"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"JSON error at line {exc.lineno}"
+    if isinstance(exc, tomllib.TOMLDecodeError):
+        found = _AT_LINE.search(str(exc))
+        return f"TOML error at line {found.group(1)}" if found else "TOML error"
+    if isinstance(exc, configparser.Error):
+        return "INI error"
     text = str(exc).strip().split("\n")[0]
     return text[:120] or type(exc).__name__
 
