@@ -155,6 +155,20 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("replay", span, "--dry-run")
     s("discard")
 
+    # the workspace digest
+    (ws / "digest.yaml").write_text("responses:\n  - text: '# Digest'\n")
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[providers.digester]\nadapter = "scripted"\nscript = "digest.yaml"\n')
+    s("digest scan")
+    s("digest show")
+    store = str(base / "overrides")
+    s("digest set", "--scope", "global", "--tag", "team", "--store", store, "curated")
+    optimized = s("digest optimize", "--model", "digester")
+    s("replay", f"{optimized['anchor_event_id']}~1..{optimized['anchor_event_id']}")
+    s("digest show", "--tag", "team", "--store", store)
+    s("digest clear")
+    s("digest show", "--tag", "team", "--store", store)
+
     s("ledger head")
     s("ledger verify")
     s("ledger index rebuild")

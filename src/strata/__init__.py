@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         CommandNotFound,
         CorruptRepository,
         DiffError,
+        DigestError,  # the workspace digest
         DiskFull,
         DraftChanged,
         DraftExists,
@@ -164,6 +165,7 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    "DigestError",  # the workspace digest
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +277,7 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    "DigestError",  # the workspace digest
 ]
 
 

@@ -73,6 +73,7 @@ The tree::
     └── ReplayError
         ├── TraceCorrupt           a trace artifact whose hash or format does not match
         └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    DigestError                    a digest session file or override that cannot be read (digest)
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -692,3 +693,10 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
+
+
+# -- the workspace digest (strata.digest) --------------------------------------------------
+
+
+class DigestError(StrataError):
+    """A digest file (a session's slice, an override) that cannot be read or written."""

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
+    from strata.digest import WorkspaceDigest
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
     from strata.replay.preflight import PreflightResult
@@ -681,3 +682,23 @@ class Repository(Core):
             refs = git.git("for-each-ref", "--format=%(refname)", "refs/strata/")
             usage.counts["git_refs"] = len(refs.splitlines())
         return usage
+
+    # -- the workspace digest (strata.digest) ----------------------------------------------
+
+    def digest(
+        self,
+        *,
+        session: str = "default",
+        overrides: Path | str | None = None,
+        tag: str | None = None,
+    ) -> WorkspaceDigest:
+        """The workspace digest: scan, show, set, clear, optimize (see :mod:`strata.digest`).
+
+        ``session`` names the session slice; ``overrides`` is the overrides
+        store's folder (None: overrides are neither read nor written) and
+        ``tag`` the override :meth:`~strata.digest.WorkspaceDigest.show` reads.
+        """
+        from strata.digest import OverridesStore, WorkspaceDigest
+
+        store = OverridesStore(Path(overrides)) if overrides is not None else None
+        return WorkspaceDigest(self, session, store, tag)

@@ -72,6 +72,7 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
 def _register() -> None:
     from strata.cli import (
         agent,
+        digest,  # the workspace digest
         draft,
         inspect,
         ledger,
@@ -102,6 +103,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        digest,  # the workspace digest
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

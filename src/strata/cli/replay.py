@@ -78,10 +78,13 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
         elif d is None:
             agents = sum(1 for s in report.steps if s.kind == "agent")
             runs = sum(1 for s in report.steps if s.kind == "run")
+            digests = sum(1 for s in report.steps if s.kind == "digest")  # digest optimizations
             verb = "verified (dry run)" if dry_run else "reproduced"
             click.echo(
-                f"Replay ok: {agents + runs} steps {verb} ({agents} agent steps, "
-                f"{runs} commands) over {len(report.steps)} events."
+                f"Replay ok: {agents + runs + digests} steps {verb} ({agents} agent steps, "
+                f"{runs} commands"
+                + (f", {digests} digest optimizations" if digests else "")
+                + f") over {len(report.steps)} events."
             )
         else:
             click.echo(f"Replay diverged at {short(d.event_id)} ({d.kind}): {d.detail}")

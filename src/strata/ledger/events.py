@@ -68,6 +68,8 @@ class EventType(StrEnum):
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
     PREFLIGHT = "preflight"
     REPLAY = "replay"
+    # the workspace digest (strata.digest): an optimize call, its traces in ``artifacts``
+    DIGEST_OPTIMIZE = "digest_optimize"
 
     @classmethod
     def parse(cls, value: str) -> EventType:

@@ -23,11 +23,15 @@ rebuild (its tree must be A's). Then, event by event:
   every replay; its exit code must be the recorded one. Published's ignored
   folders (``.venv``…) are shown read-only, as to a Draft's commands;
 - any other state event (a person's snapshot) is taken as recorded: the
-  scratch folder is moved to its tree.
+  scratch folder is moved to its tree;
+- a **digest optimization** (a ``digest_optimize`` annotation anchored at
+  one of the range's state events, see :mod:`strata.digest.optimize`) runs
+  again once its anchor's files are rebuilt: the same scan, the same prompt,
+  the recorded answer (no network), and the digest must be the recorded one.
 
 After each replayed step the scratch folder's tree must equal the step's
 recorded tree. The first difference ends the replay and is reported: the
-event, the kind (``tree``, ``tool_result``, ``unrecorded_call``), the path and
+event, the kind (``tree``, ``tool_result``, ``unrecorded_call``, ``digest``…), the path and
 a diff. Nothing is written to the repository: a replay only reads it. With
 ``dry_run`` the steps are listed and their traces verified, nothing is run.
 """
@@ -51,6 +55,7 @@ import blake3
 from strata.agent.loop import StepOutcome, run_step
 from strata.agent.tools import specs
 from strata.core.storage import ts_ms
+from strata.digest.optimize import optimize_annotations, replay_optimize
 from strata.errors import (
     CorruptRepository,
     ObjectMissing,
@@ -231,6 +236,7 @@ def replay(
         raise UsageError("both ends of a replay must be recorded events")
     events = path_between(core, start.event, end.event)
     runs = run_annotations(core, events)
+    digests = optimize_annotations(core, [e.id for e in events])
     report = ReplayReport(start.event.id, end.event.id, dry_run)
     if dry_run:
         for event in events:
@@ -244,6 +250,12 @@ def replay(
             report.steps.append(step)
             if progress is not None:
                 progress(step)
+            for optimized in digests.get(event.id, ()):  # the digest optimizations made here
+                detail = f"{len(load_traces(core, optimized))} traces verified"
+                step = StepReplay(optimized.id, optimized.action_type, "digest", "verified", detail)
+                report.steps.append(step)
+                if progress is not None:
+                    progress(step)
         return report
     own = scratch is None
     base = Path(tempfile.mkdtemp(prefix="strata-replay-")) if scratch is None else scratch
@@ -257,7 +269,17 @@ def replay(
                 f"{problem}"
             )
     try:
-        _run(core, start.tree, events, runs, commands or Commands({}), base, report, progress)
+        _run(
+            core,
+            start.tree,
+            events,
+            runs,
+            commands or Commands({}),
+            base,
+            report,
+            progress,
+            digests,
+        )
     finally:
         if own:
             shutil.rmtree(base, ignore_errors=True)
@@ -302,6 +324,7 @@ def _run(
     base: Path,
     report: ReplayReport,
     progress: Callable[[StepReplay], None] | None,
+    digests: dict[str, list[Event]] | None = None,
 ) -> None:
     files = base / "files"
     export_tree(core.objects, tree, files)
@@ -387,6 +410,29 @@ def _run(
         report.steps.append(step)
         if progress is not None:
             progress(step)
+        for optimized in (digests or {}).get(event.id, ()):
+            # a digest optimization anchored here: the same scan of these files, the same
+            # prompt, the recorded answer (no network), the same digest
+            scan = ws.scan(hash_only=True)
+            again = replay_optimize(
+                optimized, load_traces(core, optimized), scan.store, scan.tree, guard=no_network
+            )
+            if not again.same:
+                report.divergence = Divergence(
+                    optimized.id,
+                    "unrecorded_call" if again.kind == "unrecorded_call" else "digest",
+                    None,
+                    again.detail,
+                    again.observed,
+                )
+                report.steps.append(
+                    StepReplay(optimized.id, optimized.action_type, "digest", "diverged")
+                )
+                return
+            step = StepReplay(optimized.id, optimized.action_type, "digest", "same", again.detail)
+            report.steps.append(step)
+            if progress is not None:
+                progress(step)
 
 
 def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int | None, str]:
