@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         FolderNotWritable,
         GitBackendError,
         JournalError,
+        ManifestUnavailable,  # the Workshop's file context (issue 13)
         MergeConflict,
         NameTaken,
         NestedRepository,
@@ -164,6 +165,7 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    "ManifestUnavailable",  # the Workshop's file context (issue 13)
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +277,7 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    "ManifestUnavailable",  # the Workshop's file context (issue 13)
 ]
 
 
