@@ -48,7 +48,7 @@ SNIFF_BYTES = 64 * 1024
 #: files larger than this get no map (their type and size only)
 MAP_MAX_BYTES = 64 * 1024 * 1024
 #: how many lines a map lists of one kind (headings, slides, sheets...)
-MAP_MAX_ITEMS = 60
+MAP_MAX_ITEMS = 500
 #: maps kept in memory (keyed by content hash)
 CACHE_ENTRIES = 20_000
 
@@ -329,7 +329,7 @@ def _csv_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
     for column in columns[:MAP_MAX_ITEMS]:
         lines.append(f"  {column[0]}: {column[1]}")
     if len(columns) > MAP_MAX_ITEMS:
-        lines.append(f"  [{len(columns) - MAP_MAX_ITEMS} more columns]")
+        lines.append(f"  [truncated: {len(columns) - MAP_MAX_ITEMS} more columns]")
     if sample:
         lines.append("first rows:")
         lines.extend("  " + " | ".join(_cell(v) for v in row[:20]) for row in sample)
@@ -360,7 +360,7 @@ def _xlsx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
             if header and any(header):
                 lines.append("  header: " + " | ".join(header))
         if len(names) > MAP_MAX_ITEMS:
-            lines.append(f"[{len(names) - MAP_MAX_ITEMS} more sheets]")
+            lines.append(f"[truncated: {len(names) - MAP_MAX_ITEMS} more sheets]")
     finally:
         book.close()
     return FileMap(kind, tuple(lines))
@@ -392,7 +392,7 @@ def _docx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
         lines.append("outline:")
         lines.extend(outline[:MAP_MAX_ITEMS])
         if len(outline) > MAP_MAX_ITEMS:
-            lines.append(f"[{len(outline) - MAP_MAX_ITEMS} more headings]")
+            lines.append(f"[truncated: {len(outline) - MAP_MAX_ITEMS} more headings]")
     return FileMap(kind, tuple(lines))
 
 
@@ -429,7 +429,7 @@ def _pptx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
     for number, slide in enumerate(slides[:MAP_MAX_ITEMS], 1):
         lines.append(f"  {number}. {_cell(slide_title(slide)) or '(untitled)'}")
     if len(slides) > MAP_MAX_ITEMS:
-        lines.append(f"  [{len(slides) - MAP_MAX_ITEMS} more slides]")
+        lines.append(f"  [truncated: {len(slides) - MAP_MAX_ITEMS} more slides]")
     return FileMap(kind, tuple(lines))
 
 
@@ -514,7 +514,7 @@ def _text_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
         lines.append(f"{label}:")
         lines.extend(found[:MAP_MAX_ITEMS])
         if len(found) > MAP_MAX_ITEMS:
-            lines.append(f"  [{len(found) - MAP_MAX_ITEMS} more]")
+            lines.append(f"  [truncated: {len(found) - MAP_MAX_ITEMS} more]")
     small = len(text) <= INLINE_MAX_CHARS and len(lines_of) <= INLINE_MAX_LINES
     return FileMap(kind, tuple(lines), inline=text if small else None)
 

@@ -268,12 +268,17 @@ def run_query(
     sql: str,
     *,
     max_rows: int = MAX_RESULT_ROWS,
-    timeout: float = TIMEOUT_S,
+    timeout: float | None = None,
     params: Sequence[Any] = (),
 ) -> QueryResult:
-    """Run ``sql`` (already checked, or Strata's own) with a timeout; at most ``max_rows`` rows."""
+    """Run ``sql`` (already checked, or Strata's own) with a timeout; at most ``max_rows`` rows.
+
+    ``timeout`` defaults to :data:`TIMEOUT_S` (5 s).
+    """
     import duckdb
 
+    if timeout is None:
+        timeout = TIMEOUT_S
     timer = threading.Timer(timeout, con.interrupt)
     timer.daemon = True
     timer.start()

@@ -287,6 +287,10 @@ class ToolBox(Mapping[str, tuple[ToolSpec, Handler]]):
             return ToolResult(f"{name}: {arguments.get('path')} is not text in its encoding", True)
         except (StrataError, ValueError, OSError) as exc:
             return ToolResult(f"{name}: {exc}", True)
+        except Exception as exc:  # a parser failing on a corrupt file: the model reads why
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            return ToolResult(f"{name}: {arguments.get('path')} could not be read ({what})", True)
 
     def _recall(self, args: dict[str, Any]) -> ToolResult:
         index = args["index"]
