@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from strata.errors import ManifestUnavailable
 from strata.providers.base import Message, ToolCall
 from strata.store.ignore import IgnoreRules
 from strata.workshop import filemaps
-from strata.workshop.context import LIMITS, build_manifest, build_prompt, map_of
+from strata.workshop.context import LIMITS, Limits, build_manifest, build_prompt, map_of
 from strata.workshop.filemaps import file_map, make_map
 from workshop_fixtures import csv_bytes, pdf_bytes, write_all
 
@@ -300,3 +303,28 @@ def test_a_big_workspace_stays_within_24k_characters(tmp_path: Path) -> None:
 def test_an_empty_workspace_says_so(tmp_path: Path) -> None:
     prompt = build_prompt(tmp_path, [], user_text="hi")
     assert "(no files: the workspace is empty)" in prompt.system
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=3000), min_size=1, max_size=25),
+    item=st.integers(min_value=0, max_value=5000),
+    total=st.integers(min_value=3000, max_value=8000),
+)
+def test_the_system_text_never_exceeds_the_total_limit(
+    tmp_path: Path, sizes: list[int], item: int, total: int
+) -> None:
+    root = Path(tempfile.mkdtemp(dir=tmp_path))
+    for i, size in enumerate(sizes):
+        if i % 3 == 0:
+            text = "a,b\n" + "".join(f"{j},{'v' * (j % 40)}\n" for j in range(size // 20))
+            (root / f"t{i}.csv").write_text(text)
+        else:
+            (root / f"f{i}.md").write_text("".join(f"# h{j}\n" for j in range(size // 5)))
+    limits = Limits(total_chars=total, file_chars=total // 3, file_lines=40)
+    prompt = build_prompt(
+        root, [], user_text="t0.csv", context_items=[("Digest", "d\n" * item)], limits=limits
+    )
+    assert len(prompt.system) <= total

@@ -458,7 +458,8 @@ def build_prompt(
         *(e for e in files if e.path not in first and e.type not in STRUCTURED and e.readable),
     ]
     for index, entry in enumerate(candidates):
-        if room() < 300:
+        made = _file_section(folder, entry, limits, room()) if room() >= 300 else None
+        if made is None:
             left = len(candidates) - index
             marker = (
                 f"[truncated: {left} more files have maps or content not shown here; "
@@ -468,7 +469,7 @@ def build_prompt(
             used += len(marker)
             notes.append(f"files: {left} not shown")
             break
-        section, note = _file_section(folder, entry, limits, room())
+        section, note = made
         if note:
             notes.append(f"{entry.path}: {note}")
         parts.append(section)
@@ -483,30 +484,42 @@ def build_prompt(
     )
 
 
-def _file_section(folder: Path, entry: FileEntry, limits: Limits, room: int) -> tuple[str, str]:
+#: room kept for a [truncated: ...] marker after a cut section
+_MARKER_ROOM = 200
+
+
+def _file_section(
+    folder: Path, entry: FileEntry, limits: Limits, room: int
+) -> tuple[str, str] | None:
+    """The section of one file, at most ``room`` characters (None: it does not fit)."""
     made = map_of(folder, entry)
-    chars = min(limits.file_chars, room - len(entry.path) - 60)
     title = f"### {entry.path} ({entry.type}, {entry.size} bytes)"
-    if made.inline is not None and made.error is None:
-        fence = _fence(made.inline)
-        text = made.inline.rstrip("\n")
-        if made.lines and entry.type in TABULAR:  # the table's reading first, then its text
-            title += "\n" + "\n".join(made.lines)
-        body, note = clip(
-            text,
-            chars=chars - 2 * len(fence) - 4,
-            lines=limits.file_lines,
-            hint=f'read_file path="{entry.path}" start_line=N reads on',
-        )
-        if note is None:
-            return f"{title}: whole content\n{fence}\n{body}\n{fence}", ""
-        return f"{title}: content (cut)\n{fence}\n{body}\n{fence}", note
     if made.error is not None:
-        return f"{title}\n{made.render()[:chars]}", ""
+        section = f"{title}\n{made.render()}"
+        return (section, "") if len(section) <= room else None
+    if made.inline is not None:
+        fence = _fence(made.inline)
+        head = title
+        if made.lines and entry.type in TABULAR:  # the table's reading first, then its text
+            head += "\n" + "\n".join(made.lines)
+        budget = min(limits.file_chars, room - _MARKER_ROOM) - len(head) - 2 * len(fence) - 40
+        if budget >= 100:
+            body, note = clip(
+                made.inline.rstrip("\n"),
+                chars=budget,
+                lines=limits.file_lines,
+                hint=f'read_file path="{entry.path}" start_line=N reads on',
+            )
+            label = "whole content" if note is None else "content (cut)"
+            return f"{head}\n{label}:\n{fence}\n{body}\n{fence}", note or ""
+    head = f"{title}: map"
+    budget = min(limits.file_chars, room - _MARKER_ROOM) - len(head) - 1
+    if budget < 100:
+        return None
     body, note = clip(
         made.render(),
-        chars=chars,
+        chars=budget,
         lines=limits.file_lines,
         hint=f'get_file_map path="{entry.path}" shows it all',
     )
-    return f"{title}: map\n{body}", note or ""
+    return f"{head}\n{body}", note or ""
