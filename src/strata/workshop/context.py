@@ -219,9 +219,15 @@ def _list_folder(
         if entry.name in ignored:
             continue
         path = prefix + entry.name
-        st = entry.stat(follow_symlinks=False)
+        try:
+            st = entry.stat(follow_symlinks=False)
+        except FileNotFoundError:
+            continue  # removed since the listing: it is not part of the folder any more
         if stat.S_ISDIR(st.st_mode):
-            sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            try:
+                sub = os.open(entry.name, _DIR_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                continue
             stack.append((sub, path + "/", rules))
         elif stat.S_ISLNK(st.st_mode):
             try:
