@@ -306,21 +306,23 @@ def test_an_empty_workspace_says_so(tmp_path: Path) -> None:
 
 
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=3000), min_size=1, max_size=25),
+    columns=st.integers(min_value=1, max_value=60),
     item=st.integers(min_value=0, max_value=5000),
     total=st.integers(min_value=3000, max_value=8000),
 )
 def test_the_system_text_never_exceeds_the_total_limit(
-    tmp_path: Path, sizes: list[int], item: int, total: int
+    tmp_path: Path, sizes: list[int], columns: int, item: int, total: int
 ) -> None:
     root = Path(tempfile.mkdtemp(dir=tmp_path))
+    header = ",".join(f"column_number_{c}" for c in range(columns))
     for i, size in enumerate(sizes):
-        if i % 3 == 0:
-            text = "a,b\n" + "".join(f"{j},{'v' * (j % 40)}\n" for j in range(size // 20))
-            (root / f"t{i}.csv").write_text(text)
+        if i % 3 == 0:  # a CSV: its map (one line per column) comes before its text
+            row = ",".join(str(c) for c in range(columns))
+            (root / f"t{i}.csv").write_text(header + "\n" + (row + "\n") * (size // 50))
         else:
             (root / f"f{i}.md").write_text("".join(f"# h{j}\n" for j in range(size // 5)))
     limits = Limits(total_chars=total, file_chars=total // 3, file_lines=40)

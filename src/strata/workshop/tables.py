@@ -251,16 +251,8 @@ class QueryResult:
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(self.columns)
-        writer.writerows([[_plain(v) for v in row] for row in self.rows])
+        writer.writerows([["" if v is None else v for v in row] for row in self.rows])
         return out.getvalue()
-
-
-def _plain(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
-        return value
-    return value
 
 
 def run_query(
