@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import io
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,10 @@ from typing import Any
 import jsonschema
 import pytest
 
+from strata import Repository
 from strata.providers.profile import strict_schema
 from strata.workshop import tables
+from strata.workshop.context import build_prompt
 from strata.workshop.tables import QueryRefused, check_query, open_table, run_query
 from strata.workshop.tools import (
     PLAN_TOOLS,
@@ -336,3 +340,36 @@ def test_a_query_is_stopped_by_the_memory_limit() -> None:
         sql = check_query(con, "select list(a.s || b.s) from t a, t b")
         with pytest.raises(QueryRefused, match="needs more than 512MB of memory"):
             run_query(con, sql)
+
+
+# -- on a real repository ----------------------------------------------------------------------
+
+
+def test_a_turn_reads_published_and_writes_only_the_draft(repo: Repository, ws: Path) -> None:
+    write_all(ws)
+    (ws / "node_modules").mkdir()
+    (ws / "node_modules" / "dep.js").write_text("x")
+    repo.snapshot("base")
+    prompt = build_prompt(ws, [], user_text="Total units per region", rules=repo.rules())
+    assert "- data/sales.csv (csv, " in prompt.system
+    assert "node_modules" not in prompt.system and ".strata" not in prompt.system
+    draft = repo.draft()
+    box = workshop_tools()
+    sql = "select region, sum(units) as units from t group by region order by region"
+    call(box, draft.path, "table_export", path="data/sales.csv", sql=sql, output="totals.csv")
+    call(box, draft.path, "edit_file", path="README.md", old="Intro.", new="Totals added.")
+    assert (draft.path / "totals.csv").read_text().startswith("region,units\neast,3\n")
+    assert not (ws / "totals.csv").exists()
+    assert "Intro." in (ws / "README.md").read_text()
+    review = draft.review()
+    assert sorted(f.path for f in review.diff.files) == ["README.md", "totals.csv"]
+
+
+def test_importing_the_workshop_loads_no_heavy_library() -> None:
+    code = (
+        "import sys, strata.workshop.tools, strata.workshop.context; "
+        "heavy = {'duckdb', 'openpyxl', 'docx', 'pptx', 'pypdf', 'charset_normalizer'}; "
+        "print(sorted(heavy & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
