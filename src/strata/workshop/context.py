@@ -97,6 +97,16 @@ class Limits:
 LIMITS = Limits()
 
 
+def shown_path(path: str) -> str:
+    """``path`` as the prompt shows it, control characters escaped (``\\n``).
+
+    So no file name can start a line of its own in the system text.
+    """
+    if path.isprintable():
+        return path
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
+
+
 @dataclass(frozen=True)
 class FileEntry:
     """One file of the manifest."""
@@ -117,7 +127,7 @@ class FileEntry:
     def row(self) -> str:
         """The entry as one manifest line."""
         tail = self.availability + (f": {self.reason}" if self.reason else "")
-        return f"- {self.path} ({self.type}, {self.size} bytes, {tail})"
+        return f"- {shown_path(self.path)} ({self.type}, {self.size} bytes, {tail})"
 
     def to_json(self) -> dict[str, Any]:
         """The entry as JSON."""
@@ -499,7 +509,7 @@ def _file_section(
 ) -> tuple[str, str] | None:
     """The section of one file, at most ``room`` characters (None: it does not fit)."""
     made = map_of(folder, entry)
-    title = f"### {entry.path} ({entry.type}, {entry.size} bytes)"
+    title = f"### {shown_path(entry.path)} ({entry.type}, {entry.size} bytes)"
     if made.error is not None:
         section = f"{title}\n{made.render()}"
         return (section, "") if len(section) <= room else None
@@ -514,7 +524,7 @@ def _file_section(
                 made.inline.rstrip("\n"),
                 chars=budget,
                 lines=limits.file_lines,
-                hint=f'read_file path="{entry.path}" start_line=N reads on',
+                hint=f'read_file path="{shown_path(entry.path)}" start_line=N reads on',
             )
             label = "whole content" if note is None else "content (cut)"
             return f"{head}\n{label}:\n{fence}\n{body}\n{fence}", note or ""
@@ -526,6 +536,6 @@ def _file_section(
         made.render(),
         chars=budget,
         lines=limits.file_lines,
-        hint=f'get_file_map path="{entry.path}" shows it all',
+        hint=f'get_file_map path="{shown_path(entry.path)}" shows it all',
     )
     return f"{head}\n{body}", note or ""
