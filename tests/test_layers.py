@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.providers",
             "strata.agent",
             "strata.digest",  # the workspace digest
+            "strata.workshop",  # issue 13
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),

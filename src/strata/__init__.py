@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         FolderNotWritable,
         GitBackendError,
         JournalError,
+        ManifestUnavailable,  # the Workshop's file context (issue 13)
         MergeConflict,
         NameTaken,
         NestedRepository,
@@ -166,6 +167,7 @@ _ERRORS = (
     "WorkspaceChanged",
     "WorkspaceError",
     "DigestError",  # the workspace digest
+    "ManifestUnavailable",  # the Workshop's file context (issue 13)
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -278,6 +280,7 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceOptions",
     "DigestError",  # the workspace digest
+    "ManifestUnavailable",  # the Workshop's file context (issue 13)
 ]
 
 

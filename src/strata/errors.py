@@ -49,7 +49,8 @@ The tree::
     │   ├── WatcherRunning         a watcher already runs for this workspace
     │   ├── WatcherFailed          the file-system watcher could not start
     │   ├── EntryInTheWay          a file, folder or symlink is not the kind a write expects
-    │   └── ProtectedPath          a write into .strata or .git of a workspace
+    │   ├── ProtectedPath          a write into .strata or .git of a workspace
+    │   └── ManifestUnavailable    the Workshop cannot list a folder's files for a model call
     ├── UndoError
     │   ├── NothingToUndo          no operation is left to undo
     │   └── NothingToRedo          redo only follows an undo
@@ -700,3 +701,18 @@ class UnrecordedCall(ReplayError):
 
 class DigestError(StrataError):
     """A digest file (a session's slice, an override) that cannot be read or written."""
+
+
+# -- the Workshop's file context (issue 13, ws-context) -------------------------------------
+
+
+class ManifestUnavailable(WorkspaceError):
+    """The Workshop could not list a folder's files, so no model call is made without them."""
+
+    def __init__(self, folder: str, reason: str) -> None:
+        super().__init__(
+            f"cannot list the files of {folder} for the model: {reason}",
+            hint="check that the folder exists and can be read; the message was not sent",
+        )
+        self.folder = folder
+        self.reason = reason

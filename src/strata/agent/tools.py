@@ -38,7 +38,8 @@ class ToolResult:
     is_error: bool = False
 
 
-def _path(arguments: dict[str, Any]) -> str:
+def tool_path(arguments: dict[str, Any]) -> str:
+    """The checked workspace path of a call's ``path`` argument (ValueError when it is not)."""
     raw = arguments.get("path")
     if not isinstance(raw, str):
         raise ValueError("'path' must be a string")
@@ -73,7 +74,7 @@ def list_files(folder: Path, arguments: dict[str, Any]) -> ToolResult:
 
 def read_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
     """A file's text (UTF-8; undecodable bytes replaced)."""
-    path = _path(arguments)
+    path = tool_path(arguments)
     with WorkspaceWriter(folder) as writer:
         data = writer.read_file(path)
     return ToolResult(_clip(data.decode("utf-8", "replace")))
@@ -81,7 +82,7 @@ def read_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
 
 def write_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
     """Create or replace a file with the given text."""
-    path = _path(arguments)
+    path = tool_path(arguments)
     content = arguments.get("content")
     if not isinstance(content, str):
         raise ValueError("'content' must be a string")
@@ -95,7 +96,7 @@ def write_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
 
 def edit_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
     """Replace the one exact occurrence of ``old`` in a file with ``new``."""
-    path = _path(arguments)
+    path = tool_path(arguments)
     old, new = arguments.get("old"), arguments.get("new")
     if not isinstance(old, str) or not old or not isinstance(new, str):
         raise ValueError("'old' must be a non-empty string and 'new' a string")

@@ -1,0 +1,722 @@
+"""The Workshop's tools: read, map and query a workspace's files; write only into the Draft.
+
+:func:`workshop_tools` returns a :class:`ToolBox`: a mapping with the shape of
+:data:`strata.agent.tools.TOOLS` (``name -> (ToolSpec, handler)``, each
+``handler(folder, arguments) -> ToolResult``) that also keeps the full text
+of every result of the turn, so ``recall_tool_result`` can page through a
+result that was cut. Use one ToolBox per turn (or per RPI phase)::
+
+    box = workshop_tools(phase="research")        # None: every tool
+    request = Request(model=..., messages=..., tools=box.specs())
+    result = box.run(draft.path, call.name, call.arguments)
+
+The phases are seed 000's: ``research`` gets the read-only tools
+(:data:`RESEARCH_TOOLS`), ``plan`` only ``read_file`` and
+``recall_tool_result``, ``implement`` (or None) every tool.
+
+Every schema is strict (:func:`strata.providers.profile.strict_schema`: all
+properties required, optional ones nullable, no other property); a call's
+arguments are checked against it (a property left out counts as null) and a
+call that does not fit is an error result naming the problem. Every path is
+a workspace path checked at the edge (:func:`strata.agent.tools.tool_path`:
+no absolute path, no ``..``, nothing in ``.strata``/``.git``) and every read
+and write goes through :class:`~strata.store.fsops.WorkspaceWriter`, which
+never follows a symlink: writes (``write_file``, ``edit_file``,
+``table_export``) can land only in the folder the call runs on, the Draft's.
+Binary documents (xlsx, docx, pptx, pdf) are never written as text.
+
+A tool's failure is its result, marked as an error, for the model to read;
+it never ends the step. Results longer than :data:`RESULT_LIMIT` are cut
+with a marker naming the ``recall_tool_result`` call that reads on.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import stat
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from strata.agent.tools import ToolResult, tool_path
+from strata.errors import StrataError
+from strata.providers.base import ToolSpec
+from strata.providers.profile import strict_schema
+from strata.store.fsops import WorkspaceWriter
+from strata.store.ignore import IgnoreRules
+from strata.workshop.context import FileEntry, build_manifest
+from strata.workshop.filemaps import (
+    DOCUMENTS,
+    OPAQUE_TYPES,
+    decode,
+    detect_encoding,
+    file_map,
+    heading_level,
+    slide_title,
+    sniff,
+    type_of,
+)
+from strata.workshop.tables import (
+    MAX_EXPORT_ROWS,
+    TABLE,
+    QueryRefused,
+    TableError,
+    check_query,
+    open_table,
+    quote_identifier,
+    run_query,
+)
+
+Handler = Callable[[Path, dict[str, Any]], ToolResult]
+
+#: the most a tool result holds; the rest is read with recall_tool_result
+RESULT_LIMIT = 16_000
+#: lines read_file returns when no end is given, and at most
+READ_LINES = 200
+MAX_READ_LINES = 1_000
+LIST_LIMIT = 500
+MAX_ROWS = 200
+
+RESEARCH_TOOLS = (
+    "list_files",
+    "get_file_info",
+    "get_file_map",
+    "read_file",
+    "table_describe",
+    "table_stats",
+    "table_read_rows",
+    "table_query",
+    "recall_tool_result",
+)
+PLAN_TOOLS = ("read_file", "recall_tool_result")
+PHASES = ("research", "plan", "implement")
+
+_PATH = {"type": "string", "description": "a file's path relative to the workspace root"}
+_SHEET = {"type": "string", "description": "xlsx only: the sheet's name (default: the first)"}
+
+
+def _schema(properties: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+    return strict_schema({"type": "object", "properties": properties, "required": list(required)})
+
+
+def _specs() -> dict[str, ToolSpec]:
+    table = "The file (csv, tsv, or an xlsx sheet) is loaded as the table t."
+    specs = [
+        ToolSpec(
+            "list_files",
+            "List the workspace's files: path, type, size, readable or opaque.",
+            _schema(
+                {"prefix": {"type": "string", "description": "only paths under this folder"}},
+                (),
+            ),
+        ),
+        ToolSpec(
+            "get_file_info",
+            "A file's type, size, encoding, line count and whether its content is readable.",
+            _schema({"path": _PATH}, ("path",)),
+        ),
+        ToolSpec(
+            "get_file_map",
+            "A file's structural map: CSV columns/types/rows, xlsx sheets, docx headings, "
+            "pptx slides, pdf pages and outline, text line count and headings.",
+            _schema({"path": _PATH}, ("path",)),
+        ),
+        ToolSpec(
+            "read_file",
+            "Read part of a file. Text, docx (as text), pptx (slides as text) and pdf "
+            "(pages as text): start_line/end_line (1-based, inclusive; at most 1000 lines). "
+            "pdf: pages like '2-4'. xlsx: sheet and a cell range like 'A1:D50'.",
+            _schema(
+                {
+                    "path": _PATH,
+                    "start_line": {"type": "integer", "minimum": 1},
+                    "end_line": {"type": "integer", "minimum": 1},
+                    "sheet": _SHEET,
+                    "range": {"type": "string", "description": "xlsx: a cell range, 'A1:D50'"},
+                    "pages": {"type": "string", "description": "pdf: pages, '3' or '2-5'"},
+                },
+                ("path",),
+            ),
+        ),
+        ToolSpec(
+            "write_file",
+            "Create or replace a text file with the given content (in the Draft).",
+            _schema({"path": _PATH, "content": {"type": "string"}}, ("path", "content")),
+        ),
+        ToolSpec(
+            "edit_file",
+            "Replace the one exact occurrence of 'old' in a text file with 'new' (in the Draft).",
+            _schema(
+                {"path": _PATH, "old": {"type": "string"}, "new": {"type": "string"}},
+                ("path", "old", "new"),
+            ),
+        ),
+        ToolSpec(
+            "table_describe",
+            f"A table's columns and types, row count and sniffed delimiter. {table}",
+            _schema({"path": _PATH, "sheet": _SHEET}, ("path",)),
+        ),
+        ToolSpec(
+            "table_stats",
+            f"Per-column statistics: min, max, distinct, mean, quartiles, nulls. {table}",
+            _schema(
+                {
+                    "path": _PATH,
+                    "sheet": _SHEET,
+                    "columns": {"type": "array", "items": {"type": "string"}},
+                },
+                ("path",),
+            ),
+        ),
+        ToolSpec(
+            "table_read_rows",
+            f"Rows of a table as CSV: offset (0-based) and limit (at most 200). {table}",
+            _schema(
+                {
+                    "path": _PATH,
+                    "sheet": _SHEET,
+                    "offset": {"type": "integer", "minimum": 0},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_ROWS},
+                    "columns": {"type": "array", "items": {"type": "string"}},
+                },
+                ("path",),
+            ),
+        ),
+        ToolSpec(
+            "table_query",
+            f"Run one read-only SQL query (DuckDB; SELECT or WITH only) over the table t and "
+            f"return at most 500 rows as CSV. {table} No other table, file or table function "
+            f"can be read; queries stop after 5 s and 512 MB.",
+            _schema({"path": _PATH, "sheet": _SHEET, "sql": {"type": "string"}}, ("path", "sql")),
+        ),
+        ToolSpec(
+            "table_export",
+            f"Write the result of one SELECT over the table t as a CSV file (in the Draft). "
+            f"{table}",
+            _schema(
+                {
+                    "path": _PATH,
+                    "sheet": _SHEET,
+                    "sql": {"type": "string"},
+                    "output": {"type": "string", "description": "the CSV file to write"},
+                },
+                ("path", "sql", "output"),
+            ),
+        ),
+        ToolSpec(
+            "recall_tool_result",
+            "The full text of an earlier tool result of this turn (1-based index, in call "
+            "order), from a character offset: reads what a [truncated] marker left out.",
+            _schema(
+                {
+                    "index": {"type": "integer", "minimum": 1},
+                    "offset": {"type": "integer", "minimum": 0},
+                },
+                ("index",),
+            ),
+        ),
+    ]
+    return {s.name: s for s in specs}
+
+
+SPECS: dict[str, ToolSpec] = _specs()
+
+
+class ToolBox(Mapping[str, tuple[ToolSpec, Handler]]):
+    """A turn's tools (all, or one RPI phase's), keeping every result for recall_tool_result."""
+
+    def __init__(self, *, phase: str | None = None, rules: IgnoreRules | None = None) -> None:
+        if phase is not None and phase not in PHASES:
+            raise ValueError(f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
+        self.phase = phase
+        self.rules = rules
+        names = {"research": RESEARCH_TOOLS, "plan": PLAN_TOOLS}.get(phase or "", tuple(SPECS))
+        self._names = tuple(n for n in SPECS if n in names)
+        #: the full text of each result, in call order
+        self.results: list[str] = []
+
+    def __getitem__(self, name: str) -> tuple[ToolSpec, Handler]:
+        if name not in self._names:
+            raise KeyError(name)
+
+        def handler(folder: Path, arguments: dict[str, Any]) -> ToolResult:
+            return self.run(folder, name, arguments)
+
+        return SPECS[name], handler
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def specs(self) -> tuple[ToolSpec, ...]:
+        """The tools' specifications, in a stable order."""
+        return tuple(SPECS[n] for n in self._names)
+
+    def run(self, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
+        """Run tool ``name`` on ``folder``; unknown tools and failures are error results."""
+        if name not in self._names:
+            allowed = ", ".join(self._names)
+            result = ToolResult(f"unknown or unavailable tool {name!r}; use one of {allowed}", True)
+        else:
+            result = self._call(folder, name, arguments)
+        self.results.append(result.text)
+        index = len(self.results)
+        if len(result.text) > RESULT_LIMIT:
+            more = len(result.text) - RESULT_LIMIT
+            marker = (
+                f"\n[truncated: {more} more characters; recall_tool_result index={index} "
+                f"offset={RESULT_LIMIT} reads on]"
+            )
+            return ToolResult(result.text[:RESULT_LIMIT] + marker, result.is_error)
+        return result
+
+    def _call(self, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
+        try:
+            args = _checked(name, arguments)
+            if name == "recall_tool_result":
+                return self._recall(args)
+            if name == "list_files":
+                return _list_files(folder, args, self.rules)
+            return _HANDLERS[name](folder, args)
+        except FileNotFoundError:
+            return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
+        except UnicodeDecodeError:
+            return ToolResult(f"{name}: {arguments.get('path')} is not text in its encoding", True)
+        except (StrataError, ValueError, OSError) as exc:
+            return ToolResult(f"{name}: {exc}", True)
+        except Exception as exc:  # a parser failing on a corrupt file: the model reads why
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+            return ToolResult(f"{name}: {arguments.get('path')} could not be read ({what})", True)
+
+    def _recall(self, args: dict[str, Any]) -> ToolResult:
+        index = args["index"]
+        offset = args["offset"] or 0
+        if not 1 <= index <= len(self.results):
+            return ToolResult(
+                f"recall_tool_result: no result {index}; this turn has {len(self.results)}", True
+            )
+        text = self.results[index - 1]
+        if offset >= len(text) and text:
+            return ToolResult(f"recall_tool_result: result {index} has {len(text)} characters")
+        return ToolResult(f"[result {index}, characters {offset}-]\n" + text[offset:])
+
+
+def workshop_tools(*, phase: str | None = None, rules: IgnoreRules | None = None) -> ToolBox:
+    """A new :class:`ToolBox`: every tool, or the ``research``/``plan`` phase's subset.
+
+    ``rules`` are the repository's ignore rules (for ``list_files``; default:
+    Strata's defaults).
+    """
+    return ToolBox(phase=phase, rules=rules)
+
+
+# -- arguments ------------------------------------------------------------------------------
+
+
+def _checked(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with missing properties as null, checked against the strict schema."""
+    import jsonschema
+
+    if not isinstance(arguments, dict):
+        raise ValueError("the arguments must be a JSON object")
+    schema = SPECS[name].parameters
+    filled = {key: arguments.get(key) for key in schema["properties"]}
+    filled.update(arguments)
+    errors = sorted(
+        jsonschema.Draft202012Validator(schema).iter_errors(filled), key=lambda e: list(e.path)
+    )
+    if errors:
+        error = errors[0]
+        where = "/".join(str(p) for p in error.path) or "arguments"
+        raise ValueError(f"invalid {where}: {error.message}")
+    return filled
+
+
+def _opt(args: dict[str, Any], key: str, default: Any) -> Any:
+    value = args.get(key)
+    return default if value is None else value
+
+
+# -- reading --------------------------------------------------------------------------------
+
+
+def _read(folder: Path, path: str) -> bytes:
+    with WorkspaceWriter(folder) as reader:
+        return reader.read_file(path)
+
+
+def _list_files(folder: Path, args: dict[str, Any], rules: IgnoreRules | None) -> ToolResult:
+    prefix = (args.get("prefix") or "").strip().strip("/")
+    manifest = build_manifest(folder, rules=rules)
+    files = [f for f in manifest.files if not prefix or f.path.startswith(prefix + "/")]
+    if not files:
+        return ToolResult(f"(no files under {prefix})" if prefix else "(no files)")
+    rows = [f.row() for f in files[:LIST_LIMIT]]
+    if len(files) > LIST_LIMIT:
+        rows.append(f"[truncated: {len(files) - LIST_LIMIT} more files; list a folder with prefix]")
+    return ToolResult(f"{len(files)} files\n" + "\n".join(rows))
+
+
+def _entry(folder: Path, path: str, data: bytes) -> FileEntry:
+    found = sniff(path, data[: 64 * 1024], len(data))
+    return FileEntry(path, found.type, len(data), found.readable, found.encoding, found.reason)
+
+
+def get_file_info(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """A file's type, size, encoding and readability."""
+    path = tool_path(args)
+    data = _read(folder, path)
+    entry = _entry(folder, path, data)
+    lines = [
+        f"path: {path}",
+        f"type: {entry.type}",
+        f"size: {entry.size} bytes",
+        f"content: {entry.availability}" + (f" ({entry.reason})" if entry.reason else ""),
+    ]
+    if entry.encoding:
+        lines.append(f"encoding: {entry.encoding}")
+        if entry.type not in DOCUMENTS:
+            lines.append(f"lines: {len(decode(data, entry.encoding).splitlines())}")
+    return ToolResult("\n".join(lines))
+
+
+def get_file_map(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """A file's structural map."""
+    path = tool_path(args)
+    data = _read(folder, path)
+    entry = _entry(folder, path, data)
+    if not entry.readable:
+        return ToolResult(f"{path}: content unavailable ({entry.reason})")
+    made = file_map(path, data, encoding=entry.encoding)
+    return ToolResult(f"{path} ({entry.type}, {entry.size} bytes)\n{made.render()}")
+
+
+def read_file(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Part of a file as text (see the tool's description for the selectors)."""
+    path = tool_path(args)
+    data = _read(folder, path)
+    kind = type_of(path)
+    if kind in OPAQUE_TYPES:
+        return ToolResult(f"read_file: {path} is a {kind} file; its content is opaque", True)
+    if kind == "xlsx":
+        return _read_sheet(path, data, args)
+    pages = args.get("pages")
+    if pages is not None and kind != "pdf":
+        raise ValueError("'pages' is for pdf files; use start_line/end_line")
+    if args.get("sheet") is not None or args.get("range") is not None:
+        raise ValueError("'sheet' and 'range' are for xlsx files")
+    if kind == "docx":
+        text, what = _docx_text(data), "docx text"
+    elif kind == "pptx":
+        text, what = _pptx_text(data), "pptx text"
+    elif kind == "pdf":
+        text, what = _pdf_text(data, pages)
+    else:
+        if b"\0" in data[: 64 * 1024]:
+            return ToolResult(f"read_file: {path} is binary; its content is opaque", True)
+        encoding = detect_encoding(data)
+        if encoding is None:
+            return ToolResult(f"read_file: {path} is not text in any known encoding", True)
+        text, what = decode(data, encoding), encoding
+    return ToolResult(_line_window(path, text, what, args))
+
+
+def _line_window(path: str, text: str, what: str, args: dict[str, Any]) -> str:
+    lines = text.splitlines()
+    total = len(lines)
+    start = _opt(args, "start_line", 1)
+    end = _opt(args, "end_line", start + READ_LINES - 1)
+    if end < start:
+        raise ValueError(f"end_line {end} is before start_line {start}")
+    end = min(end, start + MAX_READ_LINES - 1, total)
+    if total == 0:
+        return f"{path}: empty ({what})"
+    if start > total:
+        raise ValueError(f"start_line {start} is past the end ({total} lines)")
+    body = "\n".join(lines[start - 1 : end])
+    header = f"{path} lines {start}-{end} of {total} ({what})"
+    tail = ""
+    if end < total:
+        tail = f"\n[truncated: lines {end + 1}-{total} not shown; read_file start_line={end + 1}]"
+    return f"{header}\n{body}{tail}"
+
+
+def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
+    import openpyxl
+
+    if args.get("pages") is not None:
+        raise ValueError("'pages' is for pdf files; use sheet and range for xlsx")
+    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    try:
+        names = list(book.sheetnames)
+        name = _opt(args, "sheet", names[0] if names else "")
+        if name not in names:
+            raise ValueError(f"no sheet {name!r}; the sheets are: {', '.join(names)}")
+        sheet = book[name]
+        cells = args.get("range")
+        if cells is None:
+            rows = sheet.iter_rows(min_row=1, max_row=READ_LINES, values_only=True)
+            cells = f"rows 1-{READ_LINES}"
+        else:
+            from openpyxl.utils.cell import range_boundaries
+
+            try:
+                min_col, min_row, max_col, max_row = range_boundaries(str(cells).upper())
+            except ValueError:
+                raise ValueError(f"'range' {cells!r} is not a cell range like 'A1:D50'") from None
+            rows = sheet.iter_rows(
+                min_row=min_row,
+                max_row=min(max_row or min_row + READ_LINES - 1, min_row + MAX_READ_LINES - 1),
+                min_col=min_col,
+                max_col=max_col,
+                values_only=True,
+            )
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        for row in rows:
+            writer.writerow(["" if v is None else v for v in row])
+        dims = f"{sheet.max_row or 0} rows x {sheet.max_column or 0} columns"
+        return ToolResult(
+            f"{path} sheet {name!r} {cells} (sheet is {dims}), as CSV\n" + out.getvalue()
+        )
+    finally:
+        book.close()
+
+
+def _docx_text(data: bytes) -> str:
+    import docx
+
+    document = docx.Document(io.BytesIO(data))
+    lines: list[str] = []
+    for paragraph in document.paragraphs:
+        style = paragraph.style.name if paragraph.style is not None else ""
+        level = heading_level(style or "")
+        text = paragraph.text
+        lines.append(("#" * level + " " + text) if level and text.strip() else text)
+    for number, table in enumerate(document.tables, 1):
+        lines.append(f"[table {number}]")
+        for row in table.rows:
+            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
+    return "\n".join(lines)
+
+
+def _pptx_text(data: bytes) -> str:
+    import pptx
+
+    deck = pptx.Presentation(io.BytesIO(data))
+    lines: list[str] = []
+    for number, slide in enumerate(deck.slides, 1):
+        lines.append(f"## Slide {number}: {slide_title(slide) or '(untitled)'}")
+        for shape in slide.shapes:
+            if shape.has_text_frame and shape is not slide.shapes.title:
+                lines.extend(line for line in shape.text_frame.text.splitlines() if line.strip())
+    return "\n".join(lines)
+
+
+def _pdf_text(data: bytes, pages: str | None) -> tuple[str, str]:
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    if reader.is_encrypted:
+        raise ValueError("the pdf is encrypted; its text cannot be read")
+    total = len(reader.pages)
+    first, last = 1, min(total, 5)
+    if pages is not None:
+        text = str(pages).strip()
+        low, _, high = text.partition("-")
+        try:
+            first = int(low)
+            last = int(high) if high else first
+        except ValueError:
+            raise ValueError(f"'pages' {pages!r} is not a page or range like '2-5'") from None
+        if not 1 <= first <= last:
+            raise ValueError(f"'pages' {pages!r} is not a valid range")
+        if first > total:
+            raise ValueError(f"the pdf has {total} pages")
+        last = min(last, total)
+    out: list[str] = []
+    for number in range(first, last + 1):
+        out.append(f"--- page {number} ---")
+        out.append(reader.pages[number - 1].extract_text() or "(no text on this page)")
+    return "\n".join(out), f"pdf pages {first}-{last} of {total}"
+
+
+# -- writing (the Draft only) ----------------------------------------------------------------
+
+
+def _writable(path: str) -> None:
+    kind = type_of(path)
+    if kind in DOCUMENTS or kind in OPAQUE_TYPES:
+        raise ValueError(f"{path} is a {kind} file; it cannot be written as text")
+
+
+def write_file(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Create or replace a text file."""
+    path = tool_path(args)
+    _writable(path)
+    data = str(args["content"]).encode()
+    with WorkspaceWriter(folder) as writer:
+        st = writer.lstat(path)
+        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+        writer.write_file(path, data, mode=mode)
+    return ToolResult(f"wrote {len(data)} bytes to {path}")
+
+
+def edit_file(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Replace the one exact occurrence of ``old`` with ``new``."""
+    path = tool_path(args)
+    _writable(path)
+    old, new = str(args["old"]), str(args["new"])
+    if not old:
+        raise ValueError("'old' must not be empty")
+    with WorkspaceWriter(folder) as writer:
+        data = writer.read_file(path)
+        encoding = detect_encoding(data) or "utf-8"
+        text = data.decode(encoding)
+        count = text.count(old)
+        if count != 1:
+            where = "not found" if count == 0 else f"found {count} times; make it unique"
+            return ToolResult(f"edit_file {path}: the text to replace was {where}", True)
+        st = writer.lstat(path)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+        writer.write_file(path, text.replace(old, new).encode(encoding), mode=mode)
+    return ToolResult(f"edited {path}")
+
+
+# -- tables ---------------------------------------------------------------------------------
+
+
+def _table_source(folder: Path, args: dict[str, Any]) -> tuple[str, bytes, str | None]:
+    path = tool_path(args)
+    data = _read(folder, path)
+    encoding = None
+    if type_of(path) != "xlsx":
+        encoding = detect_encoding(data[: 64 * 1024], complete=len(data) <= 64 * 1024)
+    return path, data, encoding
+
+
+def _columns(con: Any, wanted: list[str] | None) -> list[str]:
+    names = [row[0] for row in con.execute(f"DESCRIBE {TABLE}").fetchall()]
+    if wanted is None:
+        return names
+    missing = [c for c in wanted if c not in names]
+    if missing:
+        raise ValueError(f"no column {missing[0]!r}; the columns are: {', '.join(names)}")
+    return wanted
+
+
+def table_describe(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Columns, types and row count of a table."""
+    path, data, encoding = _table_source(folder, args)
+    try:
+        with open_table(path, data, encoding=encoding, sheet=args.get("sheet")) as con:
+            columns = con.execute(f"DESCRIBE {TABLE}").fetchall()
+            count = con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+    except TableError as exc:
+        raise ValueError(str(exc)) from None
+    lines = [f"{path}: table {TABLE}, {count[0] if count else 0} rows, {len(columns)} columns"]
+    lines.extend(f"  {c[0]}: {c[1]}" for c in columns)
+    if type_of(path) != "xlsx":
+        lines.append("(delimiter and header are sniffed: check them before a write or export)")
+    return ToolResult("\n".join(lines))
+
+
+def table_stats(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Per-column statistics (DuckDB's SUMMARIZE)."""
+    path, data, encoding = _table_source(folder, args)
+    try:
+        with open_table(path, data, encoding=encoding, sheet=args.get("sheet")) as con:
+            columns = _columns(con, args.get("columns"))
+            select = ", ".join(quote_identifier(c) for c in columns)
+            result = run_query(con, f"SUMMARIZE SELECT {select} FROM {TABLE}", max_rows=1000)
+    except TableError as exc:
+        raise ValueError(str(exc)) from None
+    return ToolResult(f"{path}: statistics per column\n" + result.as_csv())
+
+
+def table_read_rows(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Rows ``offset``.. of a table as CSV."""
+    path, data, encoding = _table_source(folder, args)
+    offset = _opt(args, "offset", 0)
+    limit = _opt(args, "limit", 50)
+    try:
+        with open_table(path, data, encoding=encoding, sheet=args.get("sheet")) as con:
+            columns = _columns(con, args.get("columns"))
+            select = ", ".join(quote_identifier(c) for c in columns)
+            count = con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+            result = run_query(
+                con,
+                f"SELECT {select} FROM {TABLE} LIMIT ? OFFSET ?",
+                params=(limit, offset),
+                max_rows=limit,
+            )
+    except TableError as exc:
+        raise ValueError(str(exc)) from None
+    total = int(count[0]) if count else 0
+    shown = len(result.rows)
+    header = (
+        f"{path}: rows {offset + 1}-{offset + shown} of {total}"
+        if shown
+        else (f"{path}: no rows at offset {offset} (the table has {total})")
+    )
+    return ToolResult(header + "\n" + result.as_csv())
+
+
+def table_query(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """The result of one checked SELECT over the table."""
+    path, data, encoding = _table_source(folder, args)
+    try:
+        with open_table(path, data, encoding=encoding, sheet=args.get("sheet")) as con:
+            sql = check_query(con, str(args["sql"]))
+            result = run_query(con, sql)
+    except (TableError, QueryRefused) as exc:
+        return ToolResult(f"table_query: {exc}", True)
+    more = ""
+    if result.more:
+        more = (
+            f"[truncated: the result has more than {len(result.rows)} rows; count first, "
+            "then fetch windows with LIMIT/OFFSET]\n"
+        )
+    return ToolResult(f"{len(result.rows)} rows\n{more}" + result.as_csv())
+
+
+def table_export(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """Write a checked SELECT's result as CSV into the folder (the Draft)."""
+    path, data, encoding = _table_source(folder, args)
+    output = tool_path({"path": args["output"]})
+    if type_of(output) not in ("csv", "tsv", "text"):
+        raise ValueError(f"'output' {output} must be a .csv file")
+    try:
+        with open_table(path, data, encoding=encoding, sheet=args.get("sheet")) as con:
+            sql = check_query(con, str(args["sql"]))
+            result = run_query(con, sql, max_rows=MAX_EXPORT_ROWS)
+    except (TableError, QueryRefused) as exc:
+        return ToolResult(f"table_export: {exc}", True)
+    if result.more:
+        return ToolResult(
+            f"table_export: the result has more than {MAX_EXPORT_ROWS} rows; narrow it", True
+        )
+    content = result.as_csv().encode()
+    with WorkspaceWriter(folder) as writer:
+        st = writer.lstat(output)
+        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+        writer.write_file(output, content, mode=mode)
+    return ToolResult(f"wrote {len(result.rows)} rows ({len(content)} bytes) to {output}")
+
+
+_HANDLERS: dict[str, Handler] = {
+    "get_file_info": get_file_info,
+    "get_file_map": get_file_map,
+    "read_file": read_file,
+    "write_file": write_file,
+    "edit_file": edit_file,
+    "table_describe": table_describe,
+    "table_stats": table_stats,
+    "table_read_rows": table_read_rows,
+    "table_query": table_query,
+    "table_export": table_export,
+}
