@@ -78,6 +78,7 @@ def _register() -> None:
         storage,
         watch,
     )
+    from strata.cli import exec as exec_command  # the tool gateway
 
     for module in (
         record,
@@ -94,6 +95,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        exec_command,  # the tool gateway: strata exec
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

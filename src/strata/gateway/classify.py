@@ -66,7 +66,7 @@ READ_ONLY: frozenset[str] = frozenset(
     nl od xxd hexdump strings seq sleep expr cd pushd popd export unset set alias read exit
     return shift local declare typeset : rev fold fmt paste join locale uptime free nproc
     lscpu lsblk man help whatis apropos tput tty wait history jobs fc getconf arch hash zcat
-    zless bzcat xzcat lsof top htop env sed awk find git pip pip3 npm
+    zless bzcat xzcat lsof top htop env sed awk find git pip pip3 npm yes
     """.split()  # noqa: SIM905
 )
 """Programs known to only read; some (``sed``, ``awk``, ``find``, ``git``, ``pip``, ``npm``,
