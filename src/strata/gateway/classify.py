@@ -297,6 +297,10 @@ class _Walker:
                 Finding("high", "too-deep", "shell strings nested too deeply to judge", source)
             )
             return
+        words = plain_words(source)
+        if words is not None:  # one simple command: no need for the full parser
+            self.simple(words, source.strip(), depth)
+            return
         import bashlex
 
         try:
@@ -1014,6 +1018,33 @@ def _unwrap(argv: list[str]) -> list[str]:
             break
         words = found[0]
     return [w.text for w in words]
+
+
+# -- the fast path: one plain simple command -------------------------------------------
+
+#: characters that make a command line more than one plain simple command (operators,
+#: redirects, expansions, substitutions, comments, escapes, braces, negation, line breaks)
+_SHELL_SYNTAX = frozenset("|&;<>()$`\\\n#{}!")
+
+
+def plain_words(source: str) -> list[_Word] | None:
+    """The words of ``source`` when it is one plain simple command, else None.
+
+    A line with none of :data:`_SHELL_SYNTAX`, whose first word is no
+    assignment, is split as the shell would (POSIX quoting); anything else
+    goes to bashlex. The result is the same either way (a test compares
+    them); this path only spares importing bashlex (about 200 ms) and
+    parsing, which matters to a hook that decides one command per process.
+    """
+    if any(c in _SHELL_SYNTAX for c in source):
+        return None
+    try:
+        split = shlex.split(source, comments=False, posix=True)
+    except ValueError:  # an unclosed quote: bashlex reports it
+        return None
+    if not split or "=" in split[0]:
+        return None
+    return [_Word(t, dynamic=t.startswith("~"), tilde=t.startswith("~")) for t in split]
 
 
 # -- bashlex helpers ------------------------------------------------------------------------
