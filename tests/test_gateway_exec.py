@@ -11,6 +11,7 @@ import pytest
 
 from strata import Repository
 from strata.errors import (
+    CommandNotFound,
     GatewayError,
     PathOutsideWorkspace,
     UnsupportedCapability,
@@ -113,6 +114,14 @@ def test_the_diff_becomes_file_artifacts_and_events_tell_the_story(repo: Reposit
     ]
     assert len({e.data["tool_call_id"] for e in events if "tool_call_id" in e.data}) == 1
     assert any(e.action_type == "run" for e in events)  # the run with its snapshots
+
+
+def test_a_missing_program_ends_the_call_recorded(repo: Repository) -> None:
+    with pytest.raises(CommandNotFound):
+        repo.exec(["no-such-program-here"], approver=approve_all())
+    finished = repo.history(action="tool_call")[0]
+    assert finished.action_type == "tool_call_finished"
+    assert finished.data["status"] == "error" and finished.data["error"] == "CommandNotFound"
 
 
 def test_cwd_inside_the_workspace_only(repo: Repository, tmp_path: Path) -> None:
