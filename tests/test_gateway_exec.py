@@ -43,25 +43,32 @@ def test_a_tiny_timeout_is_honoured(repo: Repository) -> None:
     assert finished.data["status"] == "timed_out"
 
 
+def _gone(pid: int) -> bool:
+    """True once ``pid`` is dead (or a zombie waiting for whoever adopted it)."""
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        status = Path(f"/proc/{pid}/status")
+        if status.exists() and "State:\tZ" in status.read_text():
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def test_timeout_kills_the_whole_process_group(repo: Repository) -> None:
     result = repo.exec(
         "sleep 30 & echo $! > /dev/stderr; wait", timeout_s=0.5, approver=approve_all()
     )
     assert result.timed_out
-    child = int(result.stderr.strip())
-    for _ in range(100):  # the orphan is reaped by whoever adopts it
-        try:
-            os.kill(child, 0)
-        except ProcessLookupError:
-            break
-        status = (
-            Path(f"/proc/{child}/status").read_text() if Path(f"/proc/{child}").exists() else ""
-        )
-        if "State:\tZ" in status:
-            break
-        time.sleep(0.05)
-    else:
-        pytest.fail(f"the background sleep {child} outlived the timeout")
+    assert _gone(int(result.stderr.strip())), "the background sleep outlived the timeout"
+
+
+def test_nothing_it_started_outlives_it(repo: Repository) -> None:
+    result = repo.exec("sleep 30 >/dev/null 2>&1 & echo $!", timeout_s=10)
+    assert result.ok and not result.timed_out
+    assert _gone(int(result.stdout.strip())), "the background sleep outlived the command"
 
 
 def test_output_is_clipped_and_the_command_killed(repo: Repository) -> None:
