@@ -54,6 +54,9 @@ HIGH = [
     ("echo $((1 + 2))", "unparseable"),
     ("echo 'unterminated", "unparseable"),
     ("wget -O /etc/hosts http://x.example/h", "write-outside"),
+    ('su -c "rm -rf /srv/data"', "rm-recursive"),
+    ("ssh prod 'rm -rf /var/www'", "remote-change"),
+    ("kill -9 -1", "kill-all"),
 ]
 
 MEDIUM = [
@@ -92,6 +95,9 @@ MEDIUM = [
     ("nice -n 10 make", "unknown-program"),
     ("docker run --rm alpine", "unknown-program"),
     ("cat steps.sh | bash", "reads-commands"),
+    (":(){ :|:& };:", "defines-function"),
+    ("ssh build-host uptime", "remote"),
+    ("pkill -f 'python server.py'", "stops-processes"),
     ("bash <<EOF\necho hi > out.txt\nEOF\n", "redirect"),
 ]
 

@@ -328,7 +328,19 @@ class _Walker:
             for c in commands:
                 self.node(c, source, depth)
             self.pipe_to_shell(commands, source, node)
-        elif kind in ("list", "if", "for", "while", "until", "function"):
+        elif kind in ("list", "if", "for", "while", "until"):
+            for p in node.parts:
+                self.node(p, source, depth)
+        elif kind == "function":
+            name = node.name.word if getattr(node, "name", None) is not None else "?"
+            self.loose.append(
+                Finding(
+                    "medium",
+                    "defines-function",
+                    f"defines a shell function ({name}): what its calls run is not judged by name",
+                    _text(node, source),
+                )
+            )
             for p in node.parts:
                 self.node(p, source, depth)
         elif kind == "compound":
@@ -490,6 +502,12 @@ class _Walker:
         if name in DOWNLOADERS:
             self.downloader(name, args, add)
             return
+        if name == "su":
+            self.su(args, text, depth, out)
+            return
+        if name == "ssh":
+            self.ssh(args, add)
+            return
         handler = _HANDLERS.get(name)
         if handler is not None:
             handler(self, name, args, text, depth, out)
@@ -560,6 +578,42 @@ class _Walker:
             )
             return
         self.parse(script.text, depth=depth + 1, where=f" ({name} -c)")
+
+    def su(self, args: list[_Word], text: str, depth: int, out: list[Finding]) -> None:
+        """``su [-] [USER] -c COMMAND``: the command is judged; su runs it as another user."""
+        out.append(Finding("medium", "runs-as-root", "su runs a shell as another user", text))
+        for i, a in enumerate(args):
+            if a.text in ("-c", "--command") and i + 1 < len(args):
+                command = args[i + 1]
+                if command.dynamic:
+                    out.append(
+                        Finding(
+                            "high",
+                            "computed-shell-string",
+                            f"su -c runs a string known only at run time ({command.text})",
+                            text,
+                        )
+                    )
+                    return
+                self.parse(command.text, depth=depth + 1, where=" (su -c)")
+                return
+
+    def ssh(self, args: list[_Word], add: Any) -> None:
+        """``ssh HOST COMMAND``: a command that changes anything there is high."""
+        i = 0
+        while i < len(args) and args[i].text.startswith("-"):
+            i += 2 if args[i].text in _SSH_WITH_VALUE else 1
+        remote = args[i + 1 :]
+        if not remote:
+            add("medium", "remote", "ssh opens a session on another machine")
+            return
+        there = _Walker(Path("/nonexistent/remote"), Path("/nonexistent/remote"))
+        there.parse(" ".join(w.text for w in remote), depth=MAX_DEPTH)  # no nesting there
+        judged = there.decision(" ".join(w.text for w in remote))
+        if judged.risk == "low":
+            add("medium", "remote", "ssh runs a command on another machine")
+        else:
+            add("high", "remote-change", f"ssh runs a command on another machine: {judged.reason}")
 
     def downloaded_code(self, word: _Word, add: Any) -> bool:
         """True (and high) when ``word`` substitutes the output of a downloader (``$(curl …)``)."""
@@ -920,8 +974,25 @@ def _pkg_read(
     w.package(name, args, lambda r, ru, re: out.append(Finding(r, ru, re, text)))
 
 
+def _kill(
+    w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
+) -> None:
+    # kill -9 -1 / kill -- -1: pid -1 is every process the user may signal
+    if name == "kill" and "-1" in [a.text for a in args[1:]]:
+        out.append(Finding("high", "kill-all", "kill -1 stops every process it may", text))
+        return
+    out.append(Finding("medium", "stops-processes", f"{name} stops processes", text))
+
+
+_SSH_WITH_VALUE = frozenset(
+    "-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B".split()  # noqa: SIM905
+)
+
 _Handler = Any
 _HANDLERS: dict[str, _Handler] = {
+    "kill": _kill,
+    "pkill": _kill,
+    "killall": _kill,
     "rm": _rm,
     "rmdir": _rm,
     "unlink": _rm,
