@@ -154,7 +154,7 @@ def _exec(
     except NotARepository:
         raise WorkspaceRequired(str(Path.cwd())) from None
     with repo:
-        start = Path(cwd) if cwd is not None else Path.cwd()
+        start = Path.cwd() / cwd if cwd is not None else Path.cwd()  # relative: to here
         gateway = repo.gateway(
             profile=profile,
             approver=approve_all() if yes else terminal_approver("/dev/tty"),
