@@ -44,6 +44,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.agent",
             "strata.digest",  # the workspace digest
             "strata.workshop",  # issue 13
+            "strata.gateway",  # the tool gateway
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),

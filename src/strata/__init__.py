@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from strata.aio import AsyncRepository
     from strata.errors import (
         AmbiguousRef,
+        ApprovalDenied,  # gateway
         BookmarkLocked,
         BranchInUse,
+        CommandForbidden,  # gateway
         CommandNotExecutable,
         CommandNotFound,
         CorruptRepository,
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
         ExportFailed,
         ExternalSymlink,
         FolderNotWritable,
+        GatewayError,  # gateway
         GitBackendError,
         JournalError,
         ManifestUnavailable,  # the Workshop's file context (issue 13)
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
         PathError,
         PathNotFound,
         PathOutsideWorkspace,
+        PolicyInvalid,  # gateway
         PreflightFailed,
         ProtectedPath,
         ProviderAuthFailed,
@@ -77,6 +81,7 @@ if TYPE_CHECKING:
         UnknownRef,
         UnrecordedCall,
         UnsafeWorkspacePath,
+        UnsupportedCapability,  # gateway
         UnsupportedFormat,
         UsageError,
         WatcherFailed,
@@ -84,6 +89,7 @@ if TYPE_CHECKING:
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
+        WorkspaceRequired,  # gateway
     )
     from strata.ledger.events import Author, Event
     from strata.replay.preflight import PreflightResult
@@ -168,6 +174,12 @@ _ERRORS = (
     "WorkspaceError",
     "DigestError",  # the workspace digest
     "ManifestUnavailable",  # the Workshop's file context (issue 13)
+    "ApprovalDenied",  # gateway
+    "CommandForbidden",  # gateway
+    "GatewayError",  # gateway
+    "PolicyInvalid",  # gateway
+    "UnsupportedCapability",  # gateway
+    "WorkspaceRequired",  # gateway
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -281,6 +293,12 @@ __all__ = [
     "WorkspaceOptions",
     "DigestError",  # the workspace digest
     "ManifestUnavailable",  # the Workshop's file context (issue 13)
+    "ApprovalDenied",  # gateway
+    "CommandForbidden",  # gateway
+    "GatewayError",  # gateway
+    "PolicyInvalid",  # gateway
+    "UnsupportedCapability",  # gateway
+    "WorkspaceRequired",  # gateway
 ]
 
 

@@ -87,6 +87,7 @@ def _register() -> None:
         storage,
         watch,
     )
+    from strata.cli import exec as exec_command  # the tool gateway
 
     for module in (
         record,
@@ -104,6 +105,7 @@ def _register() -> None:
         preflight,
         models,
         digest,  # the workspace digest
+        exec_command,  # the tool gateway: strata exec
     ):
         for command in module.COMMANDS:
             cli.add_command(command)
