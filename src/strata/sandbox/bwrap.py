@@ -43,6 +43,7 @@ from functools import cache
 from pathlib import Path
 
 from strata.errors import SandboxPolicyError, SandboxUnavailable
+from strata.sandbox.net import LOOPBACK_NAMES, PROXY_PORT, SOCKET_NAME, proxy_environment
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -85,6 +86,9 @@ _HOME_FALLBACKS = ("/run/home", "/tmp/home")
 _BWRAP_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RELAY = Path(__file__).with_name("_relay.py")
+_NETRELAY = Path(__file__).with_name("_netrelay.py")
+_PROXY_INSIDE = "/run/strata-net"  # the proxy's folder, inside the sandbox
+_NETRELAY_INSIDE = "/run/strata-netrelay.py"
 _PROBE_TIMEOUT_S = 60
 
 
@@ -112,6 +116,18 @@ class SandboxSpec:
     """Variables passed through beyond :data:`ENV_ALLOWLIST` (``--env NAME``)."""
     repository: Path | None = None
     """The repository folder (``.strata``): refused in every bind, so never reachable."""
+    proxy: Path | None = None
+    """Host folder holding the allow-list proxy's socket (:class:`strata.sandbox.net.NetProxy`).
+
+    Set (with ``net`` off), the command gets a network namespace of its own
+    whose only way out is that proxy, reached through a relay listening on
+    ``127.0.0.1:3128`` inside; ``HTTPS_PROXY`` and the like point there.
+    """
+    no_proxy: tuple[str, ...] = LOOPBACK_NAMES
+    """With ``proxy``: the hosts the command's clients reach directly (``NO_PROXY``)."""
+    home_copies: tuple[tuple[Path, Path], ...] = ()
+    """(host path, path inside the private home) read-write binds: throwaway copies of the
+    user's agent configuration (``~/.claude.json``…), made by the caller for one run."""
 
 
 @dataclass(frozen=True)
@@ -281,10 +297,44 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
+    for host, inside in spec.home_copies:
+        args += ["--bind", str(host), str(inside)]
+    command = list(argv)
+    if spec.proxy is not None:
+        python, binds = _inner_python(spec, home=home)
+        args += binds
+        args += ["--ro-bind", str(spec.proxy), _PROXY_INSIDE]
+        args += ["--ro-bind", str(_NETRELAY), _NETRELAY_INSIDE]
+        socket_inside = f"{_PROXY_INSIDE}/{SOCKET_NAME}"
+        relay_argv = [python, "-I", "-S", "-B", _NETRELAY_INSIDE, str(PROXY_PORT), socket_inside]
+        command = [*relay_argv, "--", *command]
+        env.update(proxy_environment(no_proxy=spec.no_proxy))
     args += _repository_masks(spec, home=home)
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
-    return [*relay, *args, "--", *argv], env
+    return [*relay, *args, "--", *command], env
+
+
+def _inner_python(spec: SandboxSpec, *, home: Path) -> tuple[str, list[str]]:
+    """The interpreter that runs the network relay inside, and the binds that show it.
+
+    Strata's own interpreter (resolved: a virtual environment's ``python`` is a
+    symlink) when the sandbox shows it; else its installation (``sys.base_prefix``,
+    e.g. under ``~/.pyenv``), exposed read-only at the same path.
+    """
+    python = Path(os.path.realpath(sys.executable))
+    if _host_view(spec, python, home=home) == python:
+        return str(python), []
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    kept = [spec.workspace, spec.source, *([spec.repository] if spec.repository else [])]
+    if _within(python, prefix) and not any(
+        _within(prefix, other) or _within(other, prefix) for other in kept
+    ):
+        return str(python), ["--ro-bind", str(prefix), str(prefix)]
+    for fallback in ("/usr/bin/python3", "/bin/python3"):
+        if os.path.exists(fallback):
+            return fallback, []
+    raise SandboxUnavailable("no Python interpreter the sandbox can show runs the network relay")
 
 
 def _repository_masks(spec: SandboxSpec, *, home: Path) -> list[str]:
@@ -680,6 +730,21 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
             raise SandboxPolicyError(
                 f"--bind-ro {path} would cover {hidden[0]}, which the sandbox keeps private",
                 path=str(path),
+            )
+
+    if spec.proxy is not None:
+        _checked(spec.proxy, "network proxy folder")
+        if spec.net:
+            raise SandboxPolicyError(
+                "the network allow-list and the host's whole network exclude each other",
+                path=str(spec.proxy),
+            )
+    for host, inside in spec.home_copies:
+        _checked(host, "home copy")
+        _checked(inside, "home copy's place", exists=False)
+        if inside == home or not _within(inside, home):
+            raise SandboxPolicyError(
+                f"home copy {inside} must lie below the sandbox's home {home}", path=str(inside)
             )
 
     if not _exists_inside(cwd, spec):
