@@ -12,7 +12,9 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import site
 import socket
+import subprocess
 import textwrap
 import threading
 from collections.abc import Iterator
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import conftest
 from conftest import CliRunner, assert_user_error, ok
 from strata.errors import UsageError
 from strata.runs.process import run_command
@@ -43,7 +46,7 @@ def _bubblewrap() -> None:
 
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+    def do_GET(self) -> None:
         body = json.dumps({"path": self.path, "host": self.headers.get("Host")}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -297,9 +300,16 @@ def test_cli_refuses_bad_network_options(workspace: Path, run_cli: CliRunner) ->
     )
     assert_user_error(
         run_cli(
-            "run", "--draft", "--sandbox", "none", "--net", "allow=pypi.org", "--", "true",
+            "run",
+            "--draft",
+            "--sandbox",
+            "none",
+            "--net",
+            "allow=pypi.org",
+            "--",
+            "true",
             cwd=workspace,
-        ),  # fmt: skip
+        ),
         code=125,
         says="need the sandbox",
     )
@@ -308,3 +318,51 @@ def test_cli_refuses_bad_network_options(workspace: Path, run_cli: CliRunner) ->
         code=125,
         says="apply to runs in the Draft",
     )
+
+
+#: Run as ``person`` with the system's Python: the proxy and the sandbox as that user.
+DRIVER = textwrap.dedent(
+    """
+    import json, sys
+    sys.path[:0] = json.loads(sys.argv[1])
+    from dataclasses import replace
+    from pathlib import Path
+    from strata.runs.process import run_command
+    from strata.sandbox.bwrap import SandboxSpec, sandbox_command
+    from strata.sandbox.net import NetPolicy, NetProxy
+
+    root, port = Path(sys.argv[2]), int(sys.argv[3])
+    spec = SandboxSpec(
+        workspace=root / "project", source=root / "draft", cwd=root / "project",
+        repository=root / "repository",
+    )
+    resolve = {f"api.anthropic.com:{p}": ("127.0.0.1", port) for p in (443, 80)}
+    with NetProxy(NetPolicy.parse("allow=api.anthropic.com"), resolve=resolve) as proxy:
+        argv = ["/usr/bin/python3", "client.py", str(port)]
+        full, env = sandbox_command(replace(spec, proxy=proxy.folder), argv, environ={})
+        sys.exit(run_command(full, env=env, new_session=True).exit_code)
+    """
+)
+
+
+def test_the_allow_list_as_root_and_as_an_unprivileged_user(
+    person: conftest.Person, home_of: Path, upstream: int
+) -> None:
+    """The proxy's socket lives in a folder only its user may enter; the sandbox's user
+    (root with every capability dropped, or the unprivileged user) must still reach it."""
+    import strata
+
+    _workspace(home_of)
+    subprocess.run(["chown", "-R", f"{person.uid}:{person.gid}", str(home_of)], check=True)
+    paths = [str(Path(strata.__file__).parent.parent), *site.getsitepackages()]
+    done = person.run(
+        [PYTHON, "-c", DRIVER, json.dumps(paths), str(home_of), str(upstream)],
+        cwd=home_of,
+        env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
+    )
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["allowed_tls"] == {"status": 200}
+    assert got["allowed_plain"]["status"] == 200
+    assert got["refused_plain"]["status"] == 403
+    assert got["direct"]["connected"] is False

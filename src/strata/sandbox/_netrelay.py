@@ -94,8 +94,8 @@ def main(argv: list[str]) -> int:
     if os.fork() == 0:
         try:
             _serve(listener, path)
-        finally:
-            os._exit(0)
+        finally:  # never the command's cleanup: end here, whatever happened
+            os.kill(os.getpid(), signal.SIGKILL)
     listener.close()
     for signum in (signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores them; the command must not
         signal.signal(signum, signal.SIG_DFL)

@@ -125,9 +125,13 @@ class SandboxSpec:
     """
     no_proxy: tuple[str, ...] = LOOPBACK_NAMES
     """With ``proxy``: the hosts the command's clients reach directly (``NO_PROXY``)."""
-    home_copies: tuple[tuple[Path, Path], ...] = ()
-    """(host path, path inside the private home) read-write binds: throwaway copies of the
-    user's agent configuration (``~/.claude.json``…), made by the caller for one run."""
+    home_source: Path | None = None
+    """A host folder shown read-write as the private home instead of an empty one.
+
+    A throwaway folder the caller fills (copies of an agent's configuration,
+    ``~/.claude.json``…) and removes after the run; files in it can be replaced
+    by rename, as they could not be through single-file binds.
+    """
 
 
 @dataclass(frozen=True)
@@ -288,7 +292,9 @@ def sandbox_command(
     # the private folders come before the workspace, which may lie below one of them
     for private in _PRIVATE:
         args += ["--tmpfs", private]
-    if str(home) not in _PRIVATE:
+    if spec.home_source is not None:
+        args += ["--bind", str(spec.home_source), str(home)]
+    elif str(home) not in _PRIVATE:
         args += ["--tmpfs", str(home)]
     if spec.net:
         args += _resolver_binds()
@@ -297,8 +303,6 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
-    for host, inside in spec.home_copies:
-        args += ["--bind", str(host), str(inside)]
     command = list(argv)
     if spec.proxy is not None:
         python, binds = _inner_python(spec, home=home)
@@ -739,12 +743,16 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
                 "the network allow-list and the host's whole network exclude each other",
                 path=str(spec.proxy),
             )
-    for host, inside in spec.home_copies:
-        _checked(host, "home copy")
-        _checked(inside, "home copy's place", exists=False)
-        if inside == home or not _within(inside, home):
+    if spec.home_source is not None:
+        home_source = _checked(spec.home_source, "home folder")
+        if os.path.islink(home_source) or not home_source.is_dir():
+            raise SandboxPolicyError(f"home folder {home_source} is not a folder")
+        if overlaps_repository(home_source) or any(
+            _within(a, b) or _within(b, a) for a in _forms(home_source) for b in (workspace, source)
+        ):
             raise SandboxPolicyError(
-                f"home copy {inside} must lie below the sandbox's home {home}", path=str(inside)
+                f"home folder {home_source} overlaps the workspace, the Draft or the repository",
+                path=str(home_source),
             )
 
     if not _exists_inside(cwd, spec):

@@ -177,7 +177,7 @@ def _with_network(spec: SandboxSpec, net: _NetRun, stack: contextlib.ExitStack) 
 def _with_agent_config(
     spec: SandboxSpec, net: _NetRun, environ: Mapping[str, str], stack: contextlib.ExitStack
 ) -> SandboxSpec:
-    """``spec`` with throwaway copies of the agents' configuration (removed by ``stack``)."""
+    """``spec`` with a throwaway home holding copies of the agents' configuration."""
     home = environ.get("HOME", "")
     if not net.presets or not home or not os.path.isabs(home):
         return spec
@@ -185,13 +185,11 @@ def _with_agent_config(
     from dataclasses import replace
 
     from strata.sandbox.agents import copy_agent_config
-    from strata.sandbox.bwrap import sandbox_home
 
-    folder = Path(tempfile.mkdtemp(prefix="strata-agent-"))
+    folder = Path(tempfile.mkdtemp(prefix="strata-agent-home-"))
     stack.callback(shutil.rmtree, folder, ignore_errors=True)
-    copies = copy_agent_config(net.presets, home=Path(home), into=folder)
-    inside = sandbox_home(spec, environ=environ)
-    return replace(spec, home_copies=tuple((copy, inside / name) for copy, name in copies))
+    copy_agent_config(net.presets, home=Path(home), into=folder)
+    return replace(spec, home_source=folder)
 
 
 @dataclass

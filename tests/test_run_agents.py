@@ -1,0 +1,192 @@
+"""Real agents in a Draft: --agent presets, a hidden program, --sandbox none, editable installs.
+
+Each test drives ``strata run --draft`` through the CLI with the real bubblewrap;
+a small script in the sandbox stands in for the agent and reports what it sees.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import CliRunner, assert_user_error, ok
+from strata.sandbox.bwrap import sandbox_problem
+
+pytestmark = pytest.mark.sandbox
+
+PYTHON = "/usr/bin/python3"
+
+
+@pytest.fixture(autouse=True)
+def _bubblewrap() -> None:
+    problem = sandbox_problem()
+    if problem is not None:
+        if os.environ.get("CI") or "not installed" in problem:
+            pytest.fail(f"the sandbox tests need bubblewrap: {problem}")
+        pytest.skip(problem)
+    if not os.path.exists(PYTHON):
+        pytest.skip(f"{PYTHON} is needed inside the sandbox")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "README").write_text("a project\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", "-m", "start", cwd=ws))
+    return ws
+
+
+#: the stand-in agent: reads and rewrites its configuration as Claude Code does
+AGENT = textwrap.dedent(
+    """
+    import json, os, pathlib
+    home = pathlib.Path.home()
+    seen = {
+        "settings": (home / ".claude" / "settings.json").read_text(),
+        "projects_copied": (home / ".claude" / "projects").exists(),
+        "codex": (home / ".codex").exists(),
+        "key": os.environ.get("ANTHROPIC_API_KEY"),
+        "other_secret": os.environ.get("SOME_SECRET"),
+        "proxy": os.environ.get("HTTPS_PROXY"),
+    }
+    # Claude Code rewrites ~/.claude.json at every start, through a lock and a temp file
+    (home / ".claude.json.lock").mkdir()
+    (home / ".claude.json.tmp").write_text('{"numStartups": 2}')
+    os.replace(home / ".claude.json.tmp", home / ".claude.json")
+    (home / ".claude" / "todos").mkdir()
+    (home / ".claude" / "settings.json").write_text("changed")
+    print(json.dumps(seen))
+    """
+)
+
+
+def test_agent_preset_gives_a_throwaway_config_copy_keys_and_api_hosts(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    home = run_cli.home
+    (home / ".claude" / "projects").mkdir(parents=True)
+    (home / ".claude" / "settings.json").write_text('{"model": "opus"}')
+    (home / ".claude" / "projects" / "old-session.jsonl").write_text("history\n")
+    (home / ".claude.json").write_text('{"numStartups": 1}')
+    (workspace / "agent.py").write_text(AGENT)
+    ok(run_cli("snapshot", "-m", "agent", cwd=workspace))
+    before = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+
+    code, out, err = run_cli(
+        "run", "--draft", "--agent", "claude", "--", PYTHON, "agent.py",
+        cwd=workspace, env={"ANTHROPIC_API_KEY": "sk-test", "SOME_SECRET": "s3cret"},
+    )  # fmt: skip
+    assert code == 0, err
+    seen = json.loads(out.strip().splitlines()[-1])
+    assert seen == {
+        "settings": '{"model": "opus"}',
+        "projects_copied": False,  # session logs stay out of the copy
+        "codex": False,
+        "key": "sk-test",  # the agent's key variable, and no other
+        "other_secret": None,
+        "proxy": "http://127.0.0.1:3128",  # its API hosts, through the allow-list
+    }
+    # the host's configuration is exactly as it was: the agent wrote a copy
+    after = {p: p.read_bytes() for p in home.rglob("*") if p.is_file()}
+    assert after == before
+    assert not (home / ".claude.json.lock").exists()
+
+    # the run is recorded with its network policy
+    history = json.loads(ok(run_cli("history", "--json", "--limit", "1", cwd=workspace)))
+    text = json.dumps(history)
+    assert "allow=api.anthropic.com" in text
+
+
+def test_agent_preset_refuses_other_hosts_naming_the_allowed_ones(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    (workspace / "get.py").write_text(
+        "import urllib.request, urllib.error\n"
+        "try:\n"
+        "    urllib.request.urlopen('http://example.com/', timeout=10)\n"
+        "except urllib.error.HTTPError as exc:\n"
+        "    print(exc.code, exc.read().decode())\n"
+    )
+    ok(run_cli("snapshot", "-m", "get", cwd=workspace))
+    code, out, err = run_cli(
+        "run", "--draft", "--agent", "codex", "--", PYTHON, "get.py", cwd=workspace
+    )
+    assert code == 0, err
+    assert out.startswith("403 strata: example.com:80 is not on the sandbox's network allow-list")
+    assert "allowed: api.openai.com, auth.openai.com, chatgpt.com" in out
+    assert "run again with --net allow=example.com" in err  # the agent's hosts come with --agent
+
+
+def test_a_program_the_sandbox_cannot_see_names_the_folder_to_expose(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    tools = run_cli.home / ".local"
+    (tools / "bin").mkdir(parents=True)
+    agent = tools / "bin" / "my-agent"
+    agent.write_text("#!/bin/sh\necho agent ran\n")
+    agent.chmod(agent.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    path = f"{tools / 'bin'}:/usr/bin:/bin"
+
+    ok(run_cli("draft", "start", cwd=workspace))
+    result = run_cli("run", "--draft", "--", "my-agent", cwd=workspace, env={"PATH": path})
+    err = assert_user_error(result, code=127, says="command not found: my-agent")
+    assert err.splitlines()[1].endswith(f"expose its folder with --bind-ro {tools}")
+    assert "execvp" not in err
+
+    code, out, err = run_cli(
+        "run", "--draft", "--bind-ro", str(tools), "--", "my-agent", cwd=workspace,
+        env={"PATH": path},
+    )  # fmt: skip
+    assert code == 0, err
+    assert out == "agent ran\n"
+
+
+def _editable_venv(prefix: Path, source: Path) -> None:
+    """A Python environment with ``myproj`` installed editable from ``source`` (PEP 660)."""
+    dist = prefix / "lib" / "python3.11" / "site-packages" / "myproj-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "direct_url.json").write_text(
+        json.dumps({"url": source.as_uri(), "dir_info": {"editable": True}})
+    )
+
+
+def test_sandbox_none_runs_in_the_draft_and_warns_of_an_editable_install(
+    workspace: Path, run_cli: CliRunner, tmp_path: Path
+) -> None:
+    venv = tmp_path / "venv"
+    _editable_venv(venv, workspace)
+    code, out, err = run_cli(
+        "run", "--draft", "--sandbox", "none", "--", "pwd",
+        cwd=workspace, env={"VIRTUAL_ENV": str(venv)},
+    )  # fmt: skip
+    assert code == 0, err
+    info = json.loads(ok(run_cli("draft", "status", "--json", cwd=workspace)))
+    assert Path(out.strip()) == Path(info["path"])  # the Draft is the working folder
+    warnings = [line for line in err.splitlines() if "warning" in line]
+    assert warnings == [
+        f"strata: warning: myproj is installed editable from {workspace.resolve()} (Published): "
+        "Python commands here import Published's code, not the Draft's; "
+        "run in the sandbox (drop --sandbox none) to use the Draft's"
+    ]
+
+    elsewhere = tmp_path / "other-venv"
+    _editable_venv(elsewhere, tmp_path / "some-other-project")
+    code, out, err = run_cli(
+        "run", "--draft", "--sandbox", "none", "--", "true",
+        cwd=workspace, env={"VIRTUAL_ENV": str(elsewhere)},
+    )  # fmt: skip
+    assert code == 0, err
+    assert "warning" not in err
+
+
+def test_unknown_agent_is_refused(workspace: Path, run_cli: CliRunner) -> None:
+    code, _out, err = run_cli("run", "--draft", "--agent", "gpt", "--", "true", cwd=workspace)
+    assert code == 125
+    assert "Invalid value for '--agent'" in err and "Traceback" not in err
