@@ -190,3 +190,64 @@ def test_unknown_agent_is_refused(workspace: Path, run_cli: CliRunner) -> None:
     code, _out, err = run_cli("run", "--draft", "--agent", "gpt", "--", "true", cwd=workspace)
     assert code == 125
     assert "Invalid value for '--agent'" in err and "Traceback" not in err
+
+
+def _executable(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(0o755)
+
+
+def _hint(result: tuple[int, str, str]) -> str:
+    code, _out, err = result
+    assert code == 127, err
+    lines = err.splitlines()
+    assert lines[-2].startswith("error: command not found") and "execvp" not in err, err
+    assert lines[-1].startswith("hint: "), err
+    return lines[-1]
+
+
+def test_agents_installed_in_the_home_get_a_hint_that_works_at_once(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """The two usual layouts: a launcher link in ~/.local/bin to a versioned binary
+    (Claude Code's installer), and npm's PREFIX/bin link into PREFIX/lib with a
+    '#!/usr/bin/env node' script whose node is in the same hidden prefix (nvm)."""
+    home = run_cli.home
+    _executable(workspace / "tool" / "run.js", "#!/usr/bin/env mynode\n")
+    ok(run_cli("snapshot", "-m", "tool", cwd=workspace))
+    ok(run_cli("draft", "start", cwd=workspace))
+    # ~/.local/bin/claude -> ~/.local/share/claude/versions/2.0.1
+    binary = home / ".local" / "share" / "claude" / "versions" / "2.0.1"
+    _executable(binary, "#!/bin/sh\necho native agent ran\n")
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "claude").symlink_to(binary)
+    # ~/.nvm/versions/node/v20/bin/codex -> ../lib/node_modules/codex/cli.js, run by its node
+    prefix = home / ".nvm" / "versions" / "node" / "v20"
+    _executable(prefix / "bin" / "mynode", '#!/bin/sh\necho "node agent ran: $(basename "$1")"\n')
+    _executable(prefix / "lib" / "node_modules" / "codex" / "cli.js", "#!/usr/bin/env mynode\n")
+    (prefix / "bin" / "codex").symlink_to("../lib/node_modules/codex/cli.js")
+    env = {"PATH": f"{home / '.local' / 'bin'}:{prefix / 'bin'}:/usr/bin:/bin"}
+
+    hint = _hint(run_cli("run", "--draft", "--", "claude", cwd=workspace, env=env))
+    expose = f"--bind-ro {home / '.local' / 'bin'} --bind-ro {binary.parent}"
+    assert hint.endswith(f"expose its folders with {expose}"), hint
+    code, out, err = run_cli(
+        "run", "--draft", *expose.split(), "--", "claude", cwd=workspace, env=env
+    )
+    assert (code, out) == (0, "native agent ran\n"), err
+
+    hint = _hint(run_cli("run", "--draft", "--", "codex", cwd=workspace, env=env))
+    assert hint.endswith(f"expose its folder with --bind-ro {prefix}"), hint
+    code, out, err = run_cli(
+        "run", "--draft", "--bind-ro", str(prefix), "--", "codex", cwd=workspace, env=env
+    )
+    assert (code, out) == (0, "node agent ran: codex\n"), err
+
+    # the script is visible but its interpreter is not: named, not "env: No such file"
+    hint = _hint(run_cli("run", "--draft", "--", "./tool/run.js", cwd=workspace, env=env))
+    assert "./tool/run.js runs mynode: mynode is" in hint
+    assert hint.endswith(f"expose its folder with --bind-ro {prefix}"), hint
+    # a path the Draft does not have
+    hint = _hint(run_cli("run", "--draft", "--", "./tool/gone.js", cwd=workspace, env=env))
+    assert hint == f"hint: the sandbox shows no ./tool/gone.js (at {workspace}/tool/gone.js)"

@@ -498,9 +498,20 @@ def unreachable_command(
     bubblewrap would only say ``execvp: No such file``. This looks ``program``
     up on the sandbox's ``PATH`` as the sandbox shows it (system folders, the
     Draft, the read-only binds) and, when it is not there but the host has it,
-    says which folder to expose with ``--bind-ro``. It returns None too when
+    says which folders to expose with ``--bind-ro`` (a path it does not show
+    at all is named too): the link's folder and the
+    installation it leads to (``~/.local/bin`` and ``~/.local/share/claude``),
+    or the prefix holding both (``~/.nvm/versions/node/v20`` for a link from
+    its ``bin`` into its ``lib``). A script whose interpreter (``#!/usr/bin/env
+    node``) the sandbox does not show is named too. It returns None too when
     the host has no such program either (the command's own error says it).
     """
+    return _unreachable(spec, program, environ=environ, depth=0)
+
+
+def _unreachable(
+    spec: SandboxSpec, program: str, *, environ: Mapping[str, str], depth: int
+) -> str | None:
     home = sandbox_home(spec, environ=environ)
     path = _environment(spec, environ=environ, home=home)["PATH"]
     if "/" in program:
@@ -517,7 +528,7 @@ def unreachable_command(
                 or _host_view(spec, target, home=home) is not None
                 or _in_draft(spec, target)
             ):
-                return None
+                return _unreachable_interpreter(spec, program, host, environ=environ, depth=depth)
             hidden_target = hidden_target or str(target)
     if hidden_target is not None:
         return (
@@ -525,15 +536,63 @@ def unreachable_command(
             f"expose its folder with --bind-ro {_install_folder(hidden_target)}"
         )
     if "/" in program:
-        return None
-    found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
+        absolute = candidates[0]
+        if not (os.path.isabs(program) and os.access(absolute, os.X_OK)):
+            view = _host_view(spec, absolute, home=home)
+            if (view is not None and os.path.lexists(view)) or depth > 0:
+                return None  # there but not executable: the command's own error says it
+            return f"the sandbox shows no {program} (at {absolute})"
+        found: str | None = str(absolute)
+    else:
+        found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
     if found is None:
         return None
-    real = os.path.realpath(found)
+    folders = _folders_to_expose(found)
+    what = "its folder" if len(folders) == 1 else "its folders"
     return (
         f"{program} is {found} on this machine, which the sandbox does not show; "
-        f"expose its folder with --bind-ro {_install_folder(real)}"
+        f"expose {what} with " + " ".join(f"--bind-ro {folder}" for folder in folders)
     )
+
+
+def _unreachable_interpreter(
+    spec: SandboxSpec, program: str, host: Path, *, environ: Mapping[str, str], depth: int
+) -> str | None:
+    """Why the interpreter of the script ``host`` (its ``#!`` line) cannot start, or None."""
+    if depth > 0:
+        return None
+    try:
+        with open(host, "rb") as script:
+            first = script.read(256).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    if not words:
+        return None
+    problem = _unreachable(spec, words[0], environ=environ, depth=depth + 1)
+    return None if problem is None else f"{program} runs {words[0]}: {problem}"
+
+
+def _folders_to_expose(found: str) -> list[str]:
+    """The folders that show the program ``found`` (maybe a link) and what it leads to."""
+    real = os.path.realpath(found)
+    if real == os.path.abspath(found):
+        return [_install_folder(real)]
+    link_folder = os.path.dirname(os.path.abspath(found))
+    if os.path.basename(link_folder) == "bin":
+        prefix = os.path.dirname(link_folder)
+        if prefix != "/" and _within(Path(real), Path(prefix, "lib")):
+            return [prefix]  # PREFIX/bin/agent -> PREFIX/lib/node_modules/…: npm, nvm
+    target = _install_folder(real)
+    if _within(Path(target), Path(link_folder)):
+        return [link_folder]
+    if _within(Path(link_folder), Path(target)):
+        return [target]
+    return [link_folder, target]
 
 
 def _install_folder(program: str) -> str:
