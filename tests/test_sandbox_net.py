@@ -46,6 +46,8 @@ def _bubblewrap() -> None:
 
 
 class _Upstream(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keeps connections alive, as API servers do
+
     def do_GET(self) -> None:
         body = json.dumps({"path": self.path, "host": self.headers.get("Host")}).encode()
         self.send_response(200)
@@ -366,3 +368,43 @@ def test_the_allow_list_as_root_and_as_an_unprivileged_user(
     assert got["allowed_plain"]["status"] == 200
     assert got["refused_plain"]["status"] == 403
     assert got["direct"]["connected"] is False
+
+
+def test_a_kept_alive_connection_cannot_carry_a_request_to_another_host(upstream: int) -> None:
+    """Plain HTTP through the proxy is one request per connection: a second request
+    sent on it (for a host not listed) never reaches the first host."""
+    import http.client
+
+    policy = NetPolicy.parse("allow=api.example.test")
+    with NetProxy(policy, resolve={"api.example.test:80": ("127.0.0.1", upstream)}) as proxy:
+        client = socket.socket(socket.AF_UNIX)
+        client.settimeout(10)
+        client.connect(str(proxy.folder / "proxy.sock"))
+        client.sendall(
+            b"GET http://api.example.test/first HTTP/1.1\r\nHost: api.example.test\r\n\r\n"
+            b"GET http://evil.example/second HTTP/1.1\r\nHost: evil.example\r\n\r\n"
+        )
+        answer = _read_all(client)
+        client.close()
+    assert answer.count("HTTP/1.") == 1, answer
+    assert "Connection: close" in answer and '"/first"' in answer
+    assert "second" not in answer
+
+    # a client that keeps connections alive opens a new one, judged anew
+    class ViaUnix(http.client.HTTPConnection):
+        def connect(self) -> None:
+            self.sock = socket.socket(socket.AF_UNIX)
+            self.sock.connect(str(folder / "proxy.sock"))
+
+    with NetProxy(policy, resolve={"api.example.test:80": ("127.0.0.1", upstream)}) as proxy:
+        folder = proxy.folder
+        conn = ViaUnix("proxy", timeout=10)
+        conn.request("GET", "http://api.example.test/one", headers={"Host": "api.example.test"})
+        first = conn.getresponse()
+        assert (first.status, json.loads(first.read())["path"]) == (200, "/one")
+        conn.request("GET", "http://evil.example/two", headers={"Host": "evil.example"})
+        second = conn.getresponse()
+        assert second.status == 403
+        refusal = second.read().decode()
+        assert "evil.example:80 is not on the sandbox's network allow-list" in refusal
+        conn.close()

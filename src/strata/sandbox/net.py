@@ -54,7 +54,13 @@ _HEAD_LIMIT = 64 * 1024
 _HEAD_TIMEOUT_S = 30.0
 _CONNECT_TIMEOUT_S = 30.0
 _CHUNK = 64 * 1024
-_HOP_HEADERS = ("proxy-connection", "proxy-authorization", "proxy-authenticate")
+_HOP_HEADERS = (
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authorization",
+    "proxy-authenticate",
+)
 
 
 @dataclass(frozen=True)
@@ -319,17 +325,39 @@ class NetProxy:
             if method == "CONNECT":
                 writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 await writer.drain()
+                await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
             else:
-                kept = [
-                    line
-                    for line in lines[1:]
-                    if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
-                ]
-                request = "\r\n".join([f"{method} {path} {version}", *kept]) + "\r\n\r\n"
-                up_writer.write(request.encode("latin-1"))
-            await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
+                await self._one_request(
+                    (reader, writer), (up_reader, up_writer), f"{method} {path} {version}", lines
+                )
         finally:
             up_writer.close()
+
+    async def _one_request(
+        self,
+        client: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        upstream: tuple[asyncio.StreamReader, asyncio.StreamWriter],
+        request_line: str,
+        lines: list[str],
+    ) -> None:
+        """Forward one plain HTTP request and its response, then end the connection.
+
+        Both sides are told ``Connection: close``: a client reusing the
+        connection for another host would otherwise reach the first one with
+        it, unjudged; a new connection gets a new decision.
+        """
+        head = [request_line, *_end_to_end(lines[1:]), "Connection: close"]
+        upstream[1].write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+        body = asyncio.ensure_future(_pump(client[0], upstream[1]))
+        try:
+            answer = await upstream[0].readuntil(b"\r\n\r\n")
+            answer_lines = answer.decode("latin-1").split("\r\n")
+            head = [answer_lines[0], *_end_to_end(answer_lines[1:]), "Connection: close"]
+            client[1].write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1"))
+            await _pump(upstream[0], client[1])
+        finally:
+            body.cancel()
+            await asyncio.gather(body, return_exceptions=True)
 
     def _note(self, seen: list[str], shown: str, *, refused: bool) -> None:
         if shown in seen:
@@ -365,6 +393,13 @@ def _target(method: str, target: str) -> tuple[str, int, str] | None:
         return None
     path = (url.path or "/") + (f"?{url.query}" if url.query else "")
     return _normal_host(url.hostname), port, path
+
+
+def _end_to_end(lines: list[str]) -> list[str]:
+    """Header lines without the hop-by-hop ones (``Connection``, ``Proxy-*``…)."""
+    return [
+        line for line in lines if line and line.split(":", 1)[0].strip().lower() not in _HOP_HEADERS
+    ]
 
 
 async def _answer(
