@@ -245,6 +245,22 @@ def test_agents_installed_in_the_home_get_a_hint_that_works_at_once(
     )
     assert (code, out) == (0, "node agent ran: codex\n"), err
 
+    # npm's local install: node_modules/.bin/aider -> ../aider/cli.js, whose native
+    # binary is a sibling package: the whole node_modules is needed
+    modules = home / "tools" / "node_modules"
+    _executable(modules / "aider-linux-x64" / "aider-native", "#!/bin/sh\necho native\n")
+    native = modules / "aider-linux-x64" / "aider-native"
+    _executable(modules / "aider" / "cli.js", f"#!/bin/sh\n{native}\n")
+    (modules / ".bin").mkdir()
+    (modules / ".bin" / "aider").symlink_to("../aider/cli.js")
+    npm_env = {"PATH": f"{modules / '.bin'}:/usr/bin:/bin"}
+    hint = _hint(run_cli("run", "--draft", "--", "aider", cwd=workspace, env=npm_env))
+    assert hint.endswith(f"expose its folder with --bind-ro {modules}"), hint
+    code, out, err = run_cli(
+        "run", "--draft", "--bind-ro", str(modules), "--", "aider", cwd=workspace, env=npm_env
+    )
+    assert (code, out) == (0, "native\n"), err
+
     # the script is visible but its interpreter is not: named, not "env: No such file"
     hint = _hint(run_cli("run", "--draft", "--", "./tool/run.js", cwd=workspace, env=env))
     assert "./tool/run.js runs mynode: mynode is" in hint

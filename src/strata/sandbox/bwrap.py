@@ -502,8 +502,10 @@ def unreachable_command(
     at all is named too): the link's folder and the
     installation it leads to (``~/.local/bin`` and ``~/.local/share/claude``),
     or the prefix holding both (``~/.nvm/versions/node/v20`` for a link from
-    its ``bin`` into its ``lib``). A script whose interpreter (``#!/usr/bin/env
-    node``) the sandbox does not show is named too. It returns None too when
+    its ``bin`` into its ``lib``); an npm package is exposed with the whole
+    ``node_modules`` holding it (its native binary is a sibling package). A
+    script whose interpreter (``#!/usr/bin/env node``) the sandbox does not
+    show is named too. It returns None too when
     the host has no such program either (the command's own error says it).
     """
     return _unreachable(spec, program, environ=environ, depth=0)
@@ -588,6 +590,9 @@ def _folders_to_expose(found: str) -> list[str]:
         if prefix != "/" and _within(Path(real), Path(prefix, "lib")):
             return [prefix]  # PREFIX/bin/agent -> PREFIX/lib/node_modules/…: npm, nvm
     target = _install_folder(real)
+    parts = Path(real).parts
+    if "node_modules" in parts:  # a package's platform binaries are its siblings' in there
+        target = str(Path(*parts[: parts.index("node_modules") + 1]))
     if _within(Path(target), Path(link_folder)):
         return [link_folder]
     if _within(Path(link_folder), Path(target)):
