@@ -364,3 +364,26 @@ def test_real_claude_code_edits_the_draft_through_the_allow_list(
     review = ok(run_cli("review", cwd=workspace))
     assert "A hello.txt" in review and "+written by Claude Code" in review
     assert (run_cli.home / ".claude.json").read_text() == "{}"  # Claude wrote its copy
+
+
+def test_a_killed_runs_config_copy_is_removed_by_the_next(tmp_path: Path) -> None:
+    """The throwaway home holds copies of credentials: one left by a Strata killed with
+    SIGKILL (its pid gone) is removed when the next run makes its own."""
+    import subprocess
+
+    from strata.sandbox.agents import private_home
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = tmp_path / f"strata-agent-home-{gone.pid}-x1"
+    (stale / ".claude").mkdir(parents=True)
+    (stale / ".claude" / ".credentials.json").write_text("secret")
+    alive = tmp_path / f"strata-agent-home-{os.getpid()}-x2"  # a run still going
+    alive.mkdir()
+    other = tmp_path / "strata-agent-home-notapid"
+    other.mkdir()
+    made = private_home(folder=tmp_path)
+    assert made.name.startswith(f"strata-agent-home-{os.getpid()}-")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    assert not stale.exists()
+    assert alive.exists() and other.exists()

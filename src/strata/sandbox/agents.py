@@ -22,6 +22,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,13 @@ from pathlib import Path
 from strata.errors import UsageError
 from strata.sandbox.net import AllowedHost
 
-__all__ = ["AGENTS", "AgentPreset", "agent_presets", "copy_agent_config"]
+__all__ = [
+    "AGENTS",
+    "AgentPreset",
+    "agent_presets",
+    "copy_agent_config",
+    "private_home",
+]
 
 
 @dataclass(frozen=True)
@@ -169,3 +176,35 @@ def _skipping(top: Path, skip: Sequence[str]) -> Callable[[str, list[str]], set[
         return {name for name in names if name in skip}
 
     return ignore
+
+
+_HOME_PREFIX = "strata-agent-home-"
+
+
+def private_home(*, folder: Path | None = None) -> Path:
+    """Make the throwaway home folder for one run (mode 0700), named after this process.
+
+    The caller removes it after the run. One left by a Strata that was killed
+    (its process gone) holds copies of credentials: each such folder of this
+    user is removed first. ``folder`` is where to make it (default: the
+    system's temporary folder).
+    """
+    base = folder or Path(tempfile.gettempdir())
+    try:
+        names = os.listdir(base)
+    except OSError:
+        names = []
+    for name in names:
+        if not name.startswith(_HOME_PREFIX):
+            continue
+        pid_text = name[len(_HOME_PREFIX) :].split("-", 1)[0]
+        path = base / name
+        try:
+            if not pid_text.isdigit() or path.lstat().st_uid != os.geteuid():
+                continue
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)  # its Strata is gone
+        except OSError:
+            continue  # alive under another user, or not ours to judge
+    return Path(tempfile.mkdtemp(prefix=f"{_HOME_PREFIX}{os.getpid()}-", dir=base))

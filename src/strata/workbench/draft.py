@@ -181,12 +181,11 @@ def _with_agent_config(
     home = environ.get("HOME", "")
     if not net.presets or not home or not os.path.isabs(home):
         return spec
-    import tempfile
     from dataclasses import replace
 
-    from strata.sandbox.agents import copy_agent_config
+    from strata.sandbox.agents import copy_agent_config, private_home
 
-    folder = Path(tempfile.mkdtemp(prefix="strata-agent-home-"))
+    folder = private_home()
     stack.callback(shutil.rmtree, folder, ignore_errors=True)
     copy_agent_config(net.presets, home=Path(home), into=folder)
     return replace(spec, home_source=folder)
