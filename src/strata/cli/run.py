@@ -174,6 +174,11 @@ def run(
     (rationale 'live capture'), so a long session becomes a timeline of steps.
     Strata exits with the command's exit code; 125 for its own errors.
 
+    With --draft the command runs in the Draft, in a sandbox with no network
+    unless --net says otherwise (allow=HOST,... admits only those hosts);
+    --agent claude|codex|aider gives it a throwaway copy of that agent's
+    configuration, its API keys and its API hosts (docs/agents-in-a-draft.md).
+
     \b
     Example:
       strata run -- make test
@@ -183,10 +188,6 @@ def run(
       strata run --draft --agent claude -- claude -p "fix the failing test"
       strata run --draft --net allow=api.openai.com,pypi.org --env OPENAI_API_KEY -- ./agent.sh
 
-    In a Draft (--draft) the command runs in a sandbox with no network unless
-    --net says otherwise; --agent claude|codex|aider gives it a throwaway
-    copy of that agent's configuration, its API keys and its API hosts
-    (docs/agents-in-a-draft.md).
     """
     from strata.runs.options import WorkspaceOptions
 
