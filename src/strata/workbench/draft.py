@@ -397,11 +397,11 @@ class Draft:
         for preset in presets:
             policy = policy.with_hosts(preset.allowed)
         env_names = [*env_names, *(n for p in presets for n in p.env_names)]
-        if sandbox == "none" and policy.mode == "list":
+        if sandbox == "none" and (policy.mode == "list" or presets):
             raise UsageError(
-                f"--net {policy} needs the sandbox: without it nothing holds the command "
-                "to the allow-list",
-                hint="drop --sandbox none, or use --net allow",
+                "--net allow=HOSTS and --agent need the sandbox: without it nothing holds the "
+                "command to the allow-list or keeps the agent's configuration a copy",
+                hint="drop --sandbox none",
             )
 
         # held while the command runs, so the Draft is not published or discarded under it
