@@ -208,6 +208,7 @@ def _hint(result: tuple[int, str, str]) -> str:
     return lines[-1]
 
 
+@pytest.mark.slow
 def test_agents_installed_in_the_home_get_a_hint_that_works_at_once(
     workspace: Path, run_cli: CliRunner
 ) -> None:
@@ -306,6 +307,7 @@ def _claude_reply(request: dict[str, Any], target: str) -> bytes:
     )
 
 
+@pytest.mark.slow
 def test_real_claude_code_edits_the_draft_through_the_allow_list(
     workspace: Path, run_cli: CliRunner
 ) -> None:
