@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -28,6 +28,10 @@ from strata.cli.common import (
 )
 from strata.cli.preflight import echo_preflight, sandbox_option, timeout_option
 from strata.diff.display import printable, printable_patch
+from strata.errors import UsageError
+
+if TYPE_CHECKING:
+    from strata.sandbox.net import NetPolicy
 
 _LETTER = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T"}
 
@@ -130,10 +134,20 @@ def sandbox_options(func: Any) -> Any:
             ),
             click.option(
                 "--net",
-                type=click.Choice(["deny", "allow"]),
-                default="deny",
-                show_default=True,
-                help="Network access inside the sandbox.",
+                metavar="deny|allow|allow=HOST,...",
+                default=None,
+                help="Network inside the sandbox: none (deny, the default), the host's whole "
+                "network (allow), or only the listed hosts (allow=api.openai.com,pypi.org:443) "
+                "through a proxy Strata runs; a host without :PORT admits 443 and 80.",
+            ),
+            click.option(
+                "--agent",
+                "agents",
+                multiple=True,
+                type=click.Choice(["claude", "codex", "aider"]),
+                help="Set up the sandbox for this agent: a throwaway copy of its configuration "
+                "(~/.claude and ~/.claude.json, ~/.codex, ~/.aider*), its API key variables, and "
+                "its API hosts on the network allow-list (repeatable).",
             ),
             click.option(
                 "--bind-ro",
@@ -159,24 +173,35 @@ def run_in_draft(
     argv: Sequence[str],
     *,
     sandbox: str = "bwrap",
-    net: str = "deny",
+    net: str | None = None,
     bind_ro: Sequence[str] = (),
     env_names: Sequence[str] = (),
     as_json: bool = False,
     author_name: str | None = None,
     author_kind: str | None = None,
     message: str = "",
+    agents: Sequence[str] = (),
 ) -> int:
     """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
 
     The shared body of ``strata draft run`` and ``strata run --draft``: options
-    are those of :func:`sandbox_options` (``net`` is ``deny`` or ``allow``).
+    are those of :func:`sandbox_options` (``net``: ``deny``, ``allow`` or
+    ``allow=HOSTS``; None is ``deny``, or the ``agents``' hosts).
     The command starts in the Draft's folder matching the current folder;
     every run records a draft revision. Prints a report (``as_json``: the
     :class:`~strata.workbench.draft.DraftRun` JSON on stdout, else a few lines
     on stderr, saying "no isolation" for ``--sandbox none``).
     """
+    from strata.sandbox.net import NetPolicy
+
     who = make_author(author_name, author_kind)
+    policy = NetPolicy.parse(net) if net is not None else NetPolicy("deny")
+    if sandbox == "none" and (policy.mode == "list" or agents):
+        raise UsageError(
+            "--net allow=HOSTS and --agent need the sandbox: without it nothing holds the "
+            "command to the allow-list or keeps the agent's configuration a copy",
+            hint="drop --sandbox none",
+        )
     with open_repo(who) as repo:
         from strata.workbench.draft import check_sandbox, open_draft, start_draft
 
@@ -194,17 +219,20 @@ def run_in_draft(
                 f"strata: running in the Draft {d.path} with no isolation (--sandbox none)",
                 err=True,
             )
+            _warn_editable(repo.root)
         with command_output_to_stderr(as_json):
             result = d.run(
                 argv,
                 environ=dict(os.environ),
                 sandbox=sandbox,
-                net=net == "allow",
+                net=policy,
                 bind_ro=[Path(p) for p in bind_ro],
                 env_names=env_names,
                 cwd=cwd,
                 author=who,
                 message=message,
+                agents=agents,
+                on_net_refused=_tell_refused(policy),
             )
     if as_json:
         emit_json({"draft_id": d.id, "started": started, **result.to_json()})
@@ -222,6 +250,46 @@ def run_in_draft(
     return result.outcome.exit_code
 
 
+def _tell_refused(policy: NetPolicy) -> Callable[[str], None]:
+    """What the proxy calls when it refuses a host: one line on stderr, at once."""
+    listed = [str(entry) for entry in policy.hosts]
+
+    def tell(host: str) -> None:
+        bare, _, port = host.rpartition(":")
+        name = bare if port in ("443", "80") else host
+        click.echo(
+            f"strata: refused a connection to {host}: it is not on the network allow-list; "
+            f"to allow it, run again with --net allow={','.join([*listed, name])}",
+            err=True,
+        )
+
+    return tell
+
+
+def _warn_editable(published: Path) -> None:
+    """Warn when this Python imports the project from Published, not from the Draft."""
+    import shutil
+
+    from strata.sandbox.editable import editable_installs_in
+
+    prefixes = [Path(sys.prefix)]
+    if os.environ.get("VIRTUAL_ENV"):
+        prefixes.append(Path(os.environ["VIRTUAL_ENV"]))
+    for program in ("python3", "python"):  # what the command would run
+        found_at = shutil.which(program)
+        if found_at:
+            prefixes.append(Path(found_at).parent.parent)
+    found = editable_installs_in(published, prefixes=dict.fromkeys(prefixes))
+    if found:
+        names = ", ".join(sorted({name for name, _ in found}))
+        click.echo(
+            f"strata: warning: {names} is installed editable from {found[0][1]} (Published): "
+            "Python commands here import Published's code, not the Draft's; "
+            "run in the sandbox (drop --sandbox none) to use the Draft's",
+            err=True,
+        )
+
+
 @draft.command("run", context_settings={"ignore_unknown_options": True})
 @sandbox_options
 @author_options
@@ -230,7 +298,8 @@ def run_in_draft(
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def draft_run(
     sandbox: str,
-    net: str,
+    net: str | None,
+    agents: tuple[str, ...],
     bind_ro: tuple[str, ...],
     env_names: tuple[str, ...],
     author: str | None,
@@ -249,13 +318,15 @@ def draft_run(
 
     \b
     Example:
-      strata draft run --env OPENAI_API_KEY --net allow -- my-agent "fix the tests"
+      strata draft run --env OPENAI_API_KEY --net allow=api.openai.com -- my-agent "fix it"
+      strata draft run --agent codex -- codex exec "fix the tests"
       strata draft run --sandbox none -- make test
     """
     code = run_in_draft(
         command,
         sandbox=sandbox,
         net=net,
+        agents=agents,
         bind_ro=bind_ro,
         env_names=env_names,
         as_json=as_json,

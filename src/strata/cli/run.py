@@ -153,7 +153,8 @@ def run(
     ignore: tuple[str, ...],
     draft: bool,
     sandbox: str,
-    net: str,
+    net: str | None,
+    agents: tuple[str, ...],
     bind_ro: tuple[str, ...],
     env_names: tuple[str, ...],
     author: str | None,
@@ -173,13 +174,20 @@ def run(
     (rationale 'live capture'), so a long session becomes a timeline of steps.
     Strata exits with the command's exit code; 125 for its own errors.
 
+    With --draft the command runs in the Draft, in a sandbox with no network
+    unless --net says otherwise (allow=HOST,... admits only those hosts);
+    --agent claude|codex|aider gives it a throwaway copy of that agent's
+    configuration, its API keys and its API hosts (docs/agents-in-a-draft.md).
+
     \b
     Example:
       strata run -- make test
       strata run --rollback-on-failure --json -- ./agent.sh "fix the bug"
       strata run --strategy git --ignore 'build/' -- claude
       strata run --watch -- claude      # a step each time the files settle
-      strata run --draft --bind-ro ~/.claude -- claude   # isolated, reviewed before publish
+      strata run --draft --agent claude -- claude -p "fix the failing test"
+      strata run --draft --net allow=api.openai.com,pypi.org --env OPENAI_API_KEY -- ./agent.sh
+
     """
     from strata.runs.options import WorkspaceOptions
 
@@ -199,6 +207,7 @@ def run(
                 list(argv),
                 sandbox=sandbox,
                 net=net,
+                agents=agents,
                 bind_ro=bind_ro,
                 env_names=env_names,
                 as_json=as_json,
@@ -207,9 +216,9 @@ def run(
                 message=label,
             )
             ctx.exit(code)
-        if sandbox != "bwrap" or net != "deny" or bind_ro or env_names:
+        if sandbox != "bwrap" or net is not None or agents or bind_ro or env_names:
             raise UsageError(
-                "--sandbox, --net, --bind-ro and --env apply to runs in the Draft",
+                "--sandbox, --net, --agent, --bind-ro and --env apply to runs in the Draft",
                 hint="add --draft",
             )
         options = WorkspaceOptions(

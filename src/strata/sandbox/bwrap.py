@@ -43,6 +43,7 @@ from functools import cache
 from pathlib import Path
 
 from strata.errors import SandboxPolicyError, SandboxUnavailable
+from strata.sandbox.net import LOOPBACK_NAMES, PROXY_PORT, SOCKET_NAME, proxy_environment
 
 __all__ = [
     "ENV_ALLOWLIST",
@@ -85,6 +86,9 @@ _HOME_FALLBACKS = ("/run/home", "/tmp/home")
 _BWRAP_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RELAY = Path(__file__).with_name("_relay.py")
+_NETRELAY = Path(__file__).with_name("_netrelay.py")
+_PROXY_INSIDE = "/run/strata-net"  # the proxy's folder, inside the sandbox
+_NETRELAY_INSIDE = "/run/strata-netrelay.py"
 _PROBE_TIMEOUT_S = 60
 
 
@@ -112,6 +116,22 @@ class SandboxSpec:
     """Variables passed through beyond :data:`ENV_ALLOWLIST` (``--env NAME``)."""
     repository: Path | None = None
     """The repository folder (``.strata``): refused in every bind, so never reachable."""
+    proxy: Path | None = None
+    """Host folder holding the allow-list proxy's socket (:class:`strata.sandbox.net.NetProxy`).
+
+    Set (with ``net`` off), the command gets a network namespace of its own
+    whose only way out is that proxy, reached through a relay listening on
+    ``127.0.0.1:3128`` inside; ``HTTPS_PROXY`` and the like point there.
+    """
+    no_proxy: tuple[str, ...] = LOOPBACK_NAMES
+    """With ``proxy``: the hosts the command's clients reach directly (``NO_PROXY``)."""
+    home_source: Path | None = None
+    """A host folder shown read-write as the private home instead of an empty one.
+
+    A throwaway folder the caller fills (copies of an agent's configuration,
+    ``~/.claude.json``…) and removes after the run; files in it can be replaced
+    by rename, as they could not be through single-file binds.
+    """
 
 
 @dataclass(frozen=True)
@@ -272,7 +292,9 @@ def sandbox_command(
     # the private folders come before the workspace, which may lie below one of them
     for private in _PRIVATE:
         args += ["--tmpfs", private]
-    if str(home) not in _PRIVATE:
+    if spec.home_source is not None:
+        args += ["--bind", str(spec.home_source), str(home)]
+    elif str(home) not in _PRIVATE:
         args += ["--tmpfs", str(home)]
     if spec.net:
         args += _resolver_binds()
@@ -281,10 +303,42 @@ def sandbox_command(
         args += ["--ro-bind", str(host), str(inside)]
     for path in sorted(spec.bind_ro, key=lambda p: p.parts):
         args += ["--ro-bind", str(path), str(path)]
+    command = list(argv)
+    if spec.proxy is not None:
+        python, binds = _inner_python(spec, home=home)
+        args += binds
+        args += ["--ro-bind", str(spec.proxy), _PROXY_INSIDE]
+        args += ["--ro-bind", str(_NETRELAY), _NETRELAY_INSIDE]
+        socket_inside = f"{_PROXY_INSIDE}/{SOCKET_NAME}"
+        relay_argv = [python, "-I", "-S", "-B", _NETRELAY_INSIDE, str(PROXY_PORT), socket_inside]
+        command = [*relay_argv, "--", *command]
+        env.update(proxy_environment(no_proxy=spec.no_proxy))
     args += _repository_masks(spec, home=home)
     args += ["--remount-ro", "/", "--chdir", str(spec.cwd)]
     relay = [sys.executable, "-I", "-S", "-B", str(_RELAY), bwrap.path]
-    return [*relay, *args, "--", *argv], env
+    return [*relay, *args, "--", *command], env
+
+
+def _inner_python(spec: SandboxSpec, *, home: Path) -> tuple[str, list[str]]:
+    """The interpreter that runs the network relay inside, and the binds that show it.
+
+    Strata's own interpreter (resolved: a virtual environment's ``python`` is a
+    symlink) when the sandbox shows it; else its installation (``sys.base_prefix``,
+    e.g. under ``~/.pyenv``), exposed read-only at the same path.
+    """
+    python = Path(os.path.realpath(sys.executable))
+    if _host_view(spec, python, home=home) == python:
+        return str(python), []
+    prefix = Path(os.path.realpath(sys.base_prefix))
+    kept = [spec.workspace, spec.source, *([spec.repository] if spec.repository else [])]
+    if _within(python, prefix) and not any(
+        _within(prefix, other) or _within(other, prefix) for other in kept
+    ):
+        return str(python), ["--ro-bind", str(prefix), str(prefix)]
+    for fallback in ("/usr/bin/python3", "/bin/python3"):
+        if os.path.exists(fallback):
+            return fallback, []
+    raise SandboxUnavailable("no Python interpreter the sandbox can show runs the network relay")
 
 
 def _repository_masks(spec: SandboxSpec, *, home: Path) -> list[str]:
@@ -444,9 +498,22 @@ def unreachable_command(
     bubblewrap would only say ``execvp: No such file``. This looks ``program``
     up on the sandbox's ``PATH`` as the sandbox shows it (system folders, the
     Draft, the read-only binds) and, when it is not there but the host has it,
-    says which folder to expose with ``--bind-ro``. It returns None too when
+    says which folders to expose with ``--bind-ro`` (a path it does not show
+    at all is named too): the link's folder and the
+    installation it leads to (``~/.local/bin`` and ``~/.local/share/claude``),
+    or the prefix holding both (``~/.nvm/versions/node/v20`` for a link from
+    its ``bin`` into its ``lib``); an npm package is exposed with the whole
+    ``node_modules`` holding it (its native binary is a sibling package). A
+    script whose interpreter (``#!/usr/bin/env node``) the sandbox does not
+    show is named too. It returns None too when
     the host has no such program either (the command's own error says it).
     """
+    return _unreachable(spec, program, environ=environ, depth=0)
+
+
+def _unreachable(
+    spec: SandboxSpec, program: str, *, environ: Mapping[str, str], depth: int
+) -> str | None:
     home = sandbox_home(spec, environ=environ)
     path = _environment(spec, environ=environ, home=home)["PATH"]
     if "/" in program:
@@ -463,7 +530,7 @@ def unreachable_command(
                 or _host_view(spec, target, home=home) is not None
                 or _in_draft(spec, target)
             ):
-                return None
+                return _unreachable_interpreter(spec, program, host, environ=environ, depth=depth)
             hidden_target = hidden_target or str(target)
     if hidden_target is not None:
         return (
@@ -471,15 +538,66 @@ def unreachable_command(
             f"expose its folder with --bind-ro {_install_folder(hidden_target)}"
         )
     if "/" in program:
-        return None
-    found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
+        absolute = candidates[0]
+        if not (os.path.isabs(program) and os.access(absolute, os.X_OK)):
+            view = _host_view(spec, absolute, home=home)
+            if (view is not None and os.path.lexists(view)) or depth > 0:
+                return None  # there but not executable: the command's own error says it
+            return f"the sandbox shows no {program} (at {absolute})"
+        found: str | None = str(absolute)
+    else:
+        found = shutil.which(program, path=environ.get("PATH", _DEFAULT_PATH))
     if found is None:
         return None
-    real = os.path.realpath(found)
+    folders = _folders_to_expose(found)
+    what = "its folder" if len(folders) == 1 else "its folders"
     return (
         f"{program} is {found} on this machine, which the sandbox does not show; "
-        f"expose its folder with --bind-ro {_install_folder(real)}"
+        f"expose {what} with " + " ".join(f"--bind-ro {folder}" for folder in folders)
     )
+
+
+def _unreachable_interpreter(
+    spec: SandboxSpec, program: str, host: Path, *, environ: Mapping[str, str], depth: int
+) -> str | None:
+    """Why the interpreter of the script ``host`` (its ``#!`` line) cannot start, or None."""
+    if depth > 0:
+        return None
+    try:
+        with open(host, "rb") as script:
+            first = script.read(256).split(b"\n", 1)[0]
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode(errors="replace").split()
+    if words and os.path.basename(words[0]) == "env":
+        words = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+    if not words:
+        return None
+    problem = _unreachable(spec, words[0], environ=environ, depth=depth + 1)
+    return None if problem is None else f"{program} runs {words[0]}: {problem}"
+
+
+def _folders_to_expose(found: str) -> list[str]:
+    """The folders that show the program ``found`` (maybe a link) and what it leads to."""
+    real = os.path.realpath(found)
+    if real == os.path.abspath(found):
+        return [_install_folder(real)]
+    link_folder = os.path.dirname(os.path.abspath(found))
+    if os.path.basename(link_folder) == "bin":
+        prefix = os.path.dirname(link_folder)
+        if prefix != "/" and _within(Path(real), Path(prefix, "lib")):
+            return [prefix]  # PREFIX/bin/agent -> PREFIX/lib/node_modules/…: npm, nvm
+    target = _install_folder(real)
+    parts = Path(real).parts
+    if "node_modules" in parts:  # a package's platform binaries are its siblings' in there
+        target = str(Path(*parts[: parts.index("node_modules") + 1]))
+    if _within(Path(target), Path(link_folder)):
+        return [link_folder]
+    if _within(Path(link_folder), Path(target)):
+        return [target]
+    return [link_folder, target]
 
 
 def _install_folder(program: str) -> str:
@@ -680,6 +798,25 @@ def _check_spec(spec: SandboxSpec, *, home: Path) -> None:
             raise SandboxPolicyError(
                 f"--bind-ro {path} would cover {hidden[0]}, which the sandbox keeps private",
                 path=str(path),
+            )
+
+    if spec.proxy is not None:
+        _checked(spec.proxy, "network proxy folder")
+        if spec.net:
+            raise SandboxPolicyError(
+                "the network allow-list and the host's whole network exclude each other",
+                path=str(spec.proxy),
+            )
+    if spec.home_source is not None:
+        home_source = _checked(spec.home_source, "home folder")
+        if os.path.islink(home_source) or not home_source.is_dir():
+            raise SandboxPolicyError(f"home folder {home_source} is not a folder")
+        if overlaps_repository(home_source) or any(
+            _within(a, b) or _within(b, a) for a in _forms(home_source) for b in (workspace, source)
+        ):
+            raise SandboxPolicyError(
+                f"home folder {home_source} overlaps the workspace, the Draft or the repository",
+                path=str(home_source),
             )
 
     if not _exists_inside(cwd, spec):

@@ -47,7 +47,7 @@ import shutil
 import stat
 import subprocess
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,7 +77,9 @@ if TYPE_CHECKING:
     from strata.core import Core
     from strata.core.transaction import Transaction
     from strata.runs.process import ProcessOutcome
+    from strata.sandbox.agents import AgentPreset
     from strata.sandbox.bwrap import SandboxSpec
+    from strata.sandbox.net import NetPolicy
     from strata.workbench.publish import PublishResult, ReviewResult
 
 STATE_FORMAT = 1
@@ -148,6 +150,45 @@ class DraftState:
             created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
         )
+
+
+@dataclass
+class _NetRun:
+    """The network side of one run: the policy, the agent presets, who hears of refusals."""
+
+    policy: NetPolicy
+    presets: Sequence[AgentPreset]
+    on_refused: Callable[[str], None] | None
+
+
+def _with_network(spec: SandboxSpec, net: _NetRun, stack: contextlib.ExitStack) -> SandboxSpec:
+    """``spec`` with the allow-list proxy running (on ``stack``) when the policy lists hosts."""
+    if net.policy.mode != "list":
+        return spec
+    from dataclasses import replace
+
+    from strata.sandbox.net import LOOPBACK_NAMES, NetProxy
+
+    proxy = stack.enter_context(NetProxy(net.policy, on_refused=net.on_refused))
+    no_proxy = () if net.policy.names_loopback else LOOPBACK_NAMES
+    return replace(spec, proxy=proxy.folder, no_proxy=no_proxy)
+
+
+def _with_agent_config(
+    spec: SandboxSpec, net: _NetRun, environ: Mapping[str, str], stack: contextlib.ExitStack
+) -> SandboxSpec:
+    """``spec`` with a throwaway home holding copies of the agents' configuration."""
+    home = environ.get("HOME", "")
+    if not net.presets or not home or not os.path.isabs(home):
+        return spec
+    from dataclasses import replace
+
+    from strata.sandbox.agents import copy_agent_config, private_home
+
+    folder = private_home()
+    stack.callback(shutil.rmtree, folder, ignore_errors=True)
+    copy_agent_config(net.presets, home=Path(home), into=folder)
+    return replace(spec, home_source=folder)
 
 
 @dataclass
@@ -318,12 +359,14 @@ class Draft:
         *,
         environ: Mapping[str, str],
         sandbox: str = "bwrap",
-        net: bool = False,
+        net: bool | NetPolicy = False,
         bind_ro: Sequence[Path] = (),
         env_names: Sequence[str] = (),
         cwd: str = "",
         author: Author | None = None,
         message: str = "",
+        agents: Sequence[str] = (),
+        on_net_refused: Callable[[str], None] | None = None,
     ) -> DraftRun:
         """Run ``argv`` in the Draft, then record a draft revision.
 
@@ -334,14 +377,45 @@ class Draft:
         ``environ`` is the caller's environment (the library reads none);
         ``cwd`` is the workspace path the command starts in. The revision's
         rationale is ``message`` (default: the command line).
+
+        ``net`` is what the sandboxed command may reach: False (nothing), True
+        (the host's network) or a :class:`~strata.sandbox.net.NetPolicy`; an
+        allow-list runs :class:`~strata.sandbox.net.NetProxy` for the command's
+        duration and calls ``on_net_refused`` with each ``host:port`` it refuses.
+        ``agents`` names presets of :mod:`strata.sandbox.agents` (``claude``,
+        ``codex``, ``aider``): a throwaway copy of each one's configuration in
+        the sandbox's home, its key variables, and, unless ``net`` is True, its
+        API hosts added to the allow-list.
         """
         if not argv:
             raise UsageError("give a command to run in the Draft (after '--')")
+        from strata.sandbox.agents import agent_presets
+        from strata.sandbox.net import NetPolicy
+
+        presets = agent_presets(agents)
+        policy = net if isinstance(net, NetPolicy) else NetPolicy("allow" if net else "deny")
+        for preset in presets:
+            policy = policy.with_hosts(preset.allowed)
+        env_names = [*env_names, *(n for p in presets for n in p.env_names)]
+        if sandbox == "none" and (policy.mode == "list" or presets):
+            raise UsageError(
+                "--net allow=HOSTS and --agent need the sandbox: without it nothing holds the "
+                "command to the allow-list or keeps the agent's configuration a copy",
+                hint="drop --sandbox none",
+            )
 
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
-            outcome = self._execute(argv, environ, sandbox, net, bind_ro, env_names, cwd)
+            outcome = self._execute(
+                argv,
+                environ,
+                sandbox,
+                _NetRun(policy, presets, on_net_refused),
+                bind_ro,
+                env_names,
+                cwd,
+            )
         # what the command planted in a .git (the private clone's or one it made)
         # runs nothing for the user
         neutralise_git(self.path)
@@ -353,6 +427,8 @@ class Draft:
                 "command": list(argv),
                 "exit_code": outcome.exit_code,
                 "sandbox": sandbox,
+                **({"net": str(policy)} if sandbox != "none" else {}),
+                **({"agents": [p.name for p in presets]} if presets else {}),
             },
             always=True,
         )
@@ -363,7 +439,7 @@ class Draft:
         argv: Sequence[str],
         environ: Mapping[str, str],
         sandbox: str,
-        net: bool,
+        net: _NetRun,
         bind_ro: Sequence[Path],
         env_names: Sequence[str],
         cwd: str,
@@ -390,7 +466,7 @@ class Draft:
             except PermissionError as exc:
                 raise CommandNotExecutable(argv[0], exc.strerror or "permission denied") from None
         else:
-            spec = self._spec(net, bind_ro, env_names, cwd)
+            spec = self._spec(net.policy.mode == "allow", bind_ro, env_names, cwd)
             if argv:
                 # an agent installed in the home folder is on the host's PATH, not the sandbox's
                 hidden = bwrap.unreachable_command(spec, argv[0], environ=environ)
@@ -398,12 +474,15 @@ class Draft:
                     raise CommandNotFound(argv[0], hint=hidden)
                 if "/" not in argv[0] and shutil.which(argv[0], path=environ.get("PATH")) is None:
                     raise CommandNotFound(argv[0])
-            made = bwrap.missing_mount_points(spec)
-            full, env = bwrap.sandbox_command(spec, argv, environ=environ)
-            try:
-                outcome = run_command(full, env=env, new_session=True)
-            finally:
-                bwrap.remove_mount_points(spec, made)
+            with contextlib.ExitStack() as stack:
+                spec = _with_network(spec, net, stack)
+                spec = _with_agent_config(spec, net, environ, stack)
+                made = bwrap.missing_mount_points(spec)
+                full, env = bwrap.sandbox_command(spec, argv, environ=environ)
+                try:
+                    outcome = run_command(full, env=env, new_session=True)
+                finally:
+                    bwrap.remove_mount_points(spec, made)
         return outcome
 
     def _spec(
