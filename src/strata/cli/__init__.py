@@ -67,6 +67,7 @@ def _register() -> None:
         draft,
         inspect,
         ledger,
+        mcp,  # the MCP server (issue 14)
         models,
         preflight,
         record,
@@ -94,6 +95,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        mcp,  # the MCP server (issue 14)
     ):
         for command in module.COMMANDS:
             cli.add_command(command)
