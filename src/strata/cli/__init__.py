@@ -65,6 +65,7 @@ def _register() -> None:
     from strata.cli import (
         agent,
         draft,
+        hook,  # agent hooks (issue 14)
         inspect,
         ledger,
         mcp,  # the MCP server (issue 14)
@@ -96,6 +97,7 @@ def _register() -> None:
         preflight,
         models,
         mcp,  # the MCP server (issue 14)
+        hook,  # agent hooks (issue 14)
     ):
         for command in module.COMMANDS:
             cli.add_command(command)
