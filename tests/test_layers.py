@@ -36,7 +36,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("strata.core",)),
     (
         "features",
-        ("strata.runs", "strata.workbench", "strata.replay", "strata.providers", "strata.agent"),
+        (
+            "strata.runs",
+            "strata.workbench",
+            "strata.replay",
+            "strata.providers",
+            "strata.agent",
+            "strata.gateway",  # the tool gateway
+        ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),
     (

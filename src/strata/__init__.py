@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from strata.aio import AsyncRepository
     from strata.errors import (
         AmbiguousRef,
+        ApprovalDenied,  # gateway
         BookmarkLocked,
         BranchInUse,
+        CommandForbidden,  # gateway
         CommandNotExecutable,
         CommandNotFound,
         CorruptRepository,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         ExportFailed,
         ExternalSymlink,
         FolderNotWritable,
+        GatewayError,  # gateway
         GitBackendError,
         JournalError,
         MergeConflict,
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
         PathError,
         PathNotFound,
         PathOutsideWorkspace,
+        PolicyInvalid,  # gateway
         PreflightFailed,
         ProtectedPath,
         ProviderAuthFailed,
@@ -75,6 +79,7 @@ if TYPE_CHECKING:
         UnknownRef,
         UnrecordedCall,
         UnsafeWorkspacePath,
+        UnsupportedCapability,  # gateway
         UnsupportedFormat,
         UsageError,
         WatcherFailed,
@@ -82,6 +87,7 @@ if TYPE_CHECKING:
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
+        WorkspaceRequired,  # gateway
     )
     from strata.ledger.events import Author, Event
     from strata.replay.preflight import PreflightResult
@@ -164,6 +170,12 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    "ApprovalDenied",  # gateway
+    "CommandForbidden",  # gateway
+    "GatewayError",  # gateway
+    "PolicyInvalid",  # gateway
+    "UnsupportedCapability",  # gateway
+    "WorkspaceRequired",  # gateway
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +287,12 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    "ApprovalDenied",  # gateway
+    "CommandForbidden",  # gateway
+    "GatewayError",  # gateway
+    "PolicyInvalid",  # gateway
+    "UnsupportedCapability",  # gateway
+    "WorkspaceRequired",  # gateway
 ]
 
 

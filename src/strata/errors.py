@@ -15,6 +15,7 @@ The tree::
     ├── UsageError                 bad arguments that the parser could not catch (exit 2)
     ├── RepositoryError
     │   ├── NotARepository         no workspace found searching upward
+    │   │   └── WorkspaceRequired  a command or capability run where no workspace is (gateway)
     │   ├── NestedRepository       init inside an existing workspace
     │   ├── StoreOfAnotherWorkspace a copied workspace's pointer names the original's store
     │   ├── UnsupportedFormat      repository written by a newer Strata
@@ -73,6 +74,11 @@ The tree::
     └── ReplayError
         ├── TraceCorrupt           a trace artifact whose hash or format does not match
         └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    └── GatewayError               the tool gateway refused a command or capability (gateway)
+        ├── PolicyInvalid          a [gateway] policy in config.toml that cannot be used
+        ├── CommandForbidden       the policy forbids the command
+        ├── ApprovalDenied         a risky command was not approved
+        └── UnsupportedCapability  run_capability of a kind the registry does not have
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -680,3 +686,80 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
+
+
+# -- the tool gateway (gateway/: terminal_exec, risk policy, approvals) ----------------------
+
+
+class WorkspaceRequired(NotARepository):
+    """A command or capability was asked for where no Strata workspace is (``workspace_required``).
+
+    Executable operations are bound to a workspace: they run in its folder
+    and are recorded in its ledger.
+    """
+
+    code = "workspace_required"
+
+    def __init__(self, start: str) -> None:
+        super().__init__(start)
+        self.message = f"workspace required: {start} is not a strata workspace"
+
+
+class GatewayError(StrataError):
+    """The tool gateway refused a command or a capability; ``code`` names why, for machines."""
+
+    code = "gateway_error"
+
+
+class PolicyInvalid(GatewayError):
+    """A ``[gateway]`` policy that cannot be used (a bad rule, or an example its rule fails)."""
+
+    code = "policy_invalid"
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(
+            message, hint=hint or "fix the [gateway] table of config.toml (see docs/gateway.md)"
+        )
+
+
+class CommandForbidden(GatewayError):
+    """The policy forbids the command (``command_forbidden``): nothing ran."""
+
+    code = "command_forbidden"
+
+    def __init__(self, command: str, reason: str) -> None:
+        super().__init__(
+            f"command forbidden by the policy: {reason}",
+            hint="choose another command, or change the [gateway] profile or rules",
+        )
+        self.command = command
+        self.reason = reason
+
+
+class ApprovalDenied(GatewayError):
+    """A command that needed approval was not approved (``approval_denied``): nothing ran."""
+
+    code = "approval_denied"
+
+    def __init__(self, command: str, reason: str, *, by: str = "") -> None:
+        who = f" by {by}" if by else ""
+        super().__init__(
+            f"approval denied{who}: {reason}",
+            hint="approve it when asked, or pass --yes to approve it in advance",
+        )
+        self.command = command
+        self.reason = reason
+        self.by = by
+
+
+class UnsupportedCapability(GatewayError):
+    """``run_capability`` of a kind the registry does not have."""
+
+    code = "unsupported_capability"
+
+    def __init__(self, kind: str, known: tuple[str, ...] = ()) -> None:
+        super().__init__(
+            f"unsupported capability kind: {kind}",
+            hint=f"use one of {', '.join(known)}" if known else None,
+        )
+        self.kind = kind

@@ -52,7 +52,7 @@ from strata.core.restore import restore_into
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
-from strata.ledger.events import Author, Event, EventType
+from strata.ledger.events import ACTION_FAMILIES, Author, Event, EventType
 from strata.ledger.ledger import check_ref_name, moved
 from strata.store.scan import ScanResult
 from strata.store.tree import lookup, read_tree
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
+    from strata.gateway import Approver, ExecResult, Gateway
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
     from strata.replay.preflight import PreflightResult
@@ -276,6 +277,22 @@ class Repository(Core):
         """Events, newest first, filtered through the ledger's index."""
         if limit is not None and limit < 1:
             raise UsageError("--limit must be at least 1")
+        family = ACTION_FAMILIES.get(action.strip().replace("-", "_")) if action else None
+        if family is not None:  # e.g. 'approval': approval_requested and approval_decided
+            found = [
+                e
+                for member in family
+                for e in self.history(
+                    path=path,
+                    author=author,
+                    limit=limit,
+                    branch=branch,
+                    operation=operation,
+                    author_kind=author_kind,
+                    action=member,
+                )
+            ]
+            return sorted(found, key=lambda e: -e.seq)[:limit]
         where = EventFilter(
             branch=branch,
             operation_id=operation,
@@ -606,6 +623,58 @@ class Repository(Core):
             environ=environ,
             author=author,
             scratch=Path(scratch) if scratch is not None else None,
+        )
+
+    # -- the tool gateway ---------------------------------------------------------------
+
+    def gateway(
+        self,
+        *,
+        profile: str | None = None,
+        approver: Approver | None = None,
+        author: Author | None = None,
+        max_steps: int | None = None,
+    ) -> Gateway:
+        """The tool gateway of this workspace: its policy (``[gateway]``), approvals, ``exec``.
+
+        See :mod:`strata.gateway`. ``profile`` overrides config.toml's.
+        """
+        from strata.gateway import Gateway
+        from strata.gateway.exec import DEFAULT_MAX_STEPS
+
+        return Gateway(
+            self,
+            profile=profile,
+            approver=approver,
+            author=author,
+            max_steps=DEFAULT_MAX_STEPS if max_steps is None else max_steps,
+        )
+
+    def exec(
+        self,
+        command: str | Sequence[str],
+        *,
+        profile: str | None = None,
+        approver: Approver | None = None,
+        author: Author | None = None,
+        timeout_s: float | None = None,
+        max_output: int | None = None,
+        cwd: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> ExecResult:
+        """``terminal_exec``: run ``command`` (a shell string or an argv) through the gate.
+
+        The policy decides; a command it wants approved goes to ``approver``;
+        the run is recorded with its diff (see :mod:`strata.gateway.exec`).
+        """
+        from strata.gateway.exec import DEFAULT_MAX_OUTPUT, DEFAULT_TIMEOUT_S
+
+        return self.gateway(profile=profile, approver=approver, author=author).exec(
+            command,
+            timeout_s=DEFAULT_TIMEOUT_S if timeout_s is None else timeout_s,
+            max_output=DEFAULT_MAX_OUTPUT if max_output is None else max_output,
+            cwd=cwd,
+            env=env,
         )
 
     @property

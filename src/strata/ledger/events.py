@@ -68,6 +68,14 @@ class EventType(StrEnum):
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
     PREFLIGHT = "preflight"
     REPLAY = "replay"
+    # the tool gateway (gateway/): terminal_exec, its approvals and what it changed
+    TOOL_CALL_STARTED = "tool_call_started"
+    TOOL_CALL_FINISHED = "tool_call_finished"
+    TERMINAL_STEP_STARTED = "terminal_step_started"
+    TERMINAL_STEP_FINISHED = "terminal_step_finished"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
+    FILE_ARTIFACT = "file_artifact"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
@@ -79,6 +87,13 @@ class EventType(StrEnum):
                 f"unknown event type {value!r}; use one of {', '.join(t.value for t in cls)}"
             ) from None
 
+
+#: names that stand for several event types in ``history --action`` (the tool gateway's)
+ACTION_FAMILIES: dict[str, tuple[EventType, ...]] = {
+    "approval": (EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED),
+    "tool_call": (EventType.TOOL_CALL_STARTED, EventType.TOOL_CALL_FINISHED),
+    "terminal_step": (EventType.TERMINAL_STEP_STARTED, EventType.TERMINAL_STEP_FINISHED),
+}
 
 ACTION_SCOPES = ("line", "block", "file", "project")
 DIFF_MODES = ("unified", "ast", "schema", "binary")

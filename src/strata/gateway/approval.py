@@ -1,0 +1,216 @@
+"""The approval gate: who says yes to a risky command, and how.
+
+An :data:`Approver` is any callable that takes an :class:`ApprovalRequest`
+(the command, its risk class, the policy's reason, the workspace and the
+state it would be judged against) and returns an :class:`ApprovalDecision`
+(``approved``, a ``reason``, ``by`` whom). Three routes exist:
+
+* the terminal (:func:`terminal_approver`): the request is shown on a
+  terminal device (the CLI passes ``/dev/tty``) and a ``y`` approves; with
+  no terminal the answer is a denial saying so. ``strata exec --yes``
+  approves in advance (:func:`approve_all`);
+* an API callback (:func:`callback_approver`): a function of the caller's
+  that answers ``True``/``False`` or a whole decision;
+* MCP elicitation (``strata mcp``) builds an approver of the same type.
+
+:func:`ask` calls an approver and turns its failure into a denial, so an
+approver that raises or returns something else never lets a command run.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: the most changed paths an :class:`ApprovalRequest` lists
+STATE_PATHS = 20
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """A command waiting for a yes or a no, with what it would be judged against."""
+
+    command: str
+    """The command as it would run (a shell string, or an argv joined as a shell would read it)."""
+    risk: str
+    """Its risk class: ``low``, ``medium`` or ``high``."""
+    reason: str
+    """Why it needs approval: the policy's reason (the part, the rule)."""
+    workspace: str
+    """The workspace folder it runs in."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """The workspace's state before it runs: ``strata status`` in short (:func:`state_summary`)."""
+    cwd: str = ""
+    """The folder it starts in (inside the workspace)."""
+    rule: str | None = None
+    """The policy rule that asked for the prompt (None: the profile)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The request as JSON (it is recorded in the ``approval_requested`` event)."""
+        return {
+            "command": self.command,
+            "risk": self.risk,
+            "reason": self.reason,
+            "workspace": self.workspace,
+            "cwd": self.cwd,
+            "rule": self.rule,
+            "state": self.state,
+        }
+
+    def describe(self) -> str:
+        """The request as a person reads it: command, class, reason, state."""
+        lines = [
+            f"command:   {self.command}",
+            f"risk:      {self.risk}",
+            f"reason:    {self.reason}",
+            f"workspace: {self.workspace}",
+        ]
+        state = self.state
+        if state:
+            changed = state.get("changes", [])
+            head = state.get("head_event_id") or "(nothing recorded yet)"
+            lines.append(f"state:     HEAD {str(head)[:12]}, {state.get('changed', 0)} unrecorded")
+            lines += [f"             {c}" for c in changed]
+            if state.get("more"):
+                lines.append(f"             … and {state['more']} more")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class ApprovalDecision:
+    """The answer to an :class:`ApprovalRequest`."""
+
+    approved: bool
+    reason: str
+    by: str
+    """Who or what answered: ``terminal``, ``--yes``, ``api``, ``mcp``…"""
+
+    def to_json(self) -> dict[str, Any]:
+        """The decision as JSON (it is recorded in the ``approval_decided`` event)."""
+        return {"approved": self.approved, "reason": self.reason, "by": self.by}
+
+
+Approver = Callable[[ApprovalRequest], ApprovalDecision]
+"""Anything that answers an :class:`ApprovalRequest`."""
+
+
+def state_summary(status: Any) -> dict[str, Any]:
+    """The short ``strata status`` an approval is judged against (a ``StatusResult``)."""
+    changes = [f"{c.status} {c.path}" for c in status.changes]
+    return {
+        "head_event_id": status.head.id if status.head else None,
+        "branch": status.branch,
+        "changed": len(changes),
+        "changes": changes[:STATE_PATHS],
+        "more": max(0, len(changes) - STATE_PATHS),
+    }
+
+
+def approve_all(*, by: str = "--yes", reason: str = "approved in advance") -> Approver:
+    """An approver that says yes to everything (``strata exec --yes``)."""
+
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(True, reason, by)
+
+    return approve
+
+
+def deny_all(reason: str, *, by: str = "policy") -> Approver:
+    """An approver that says no to everything, with ``reason``."""
+
+    def deny(request: ApprovalRequest) -> ApprovalDecision:
+        return ApprovalDecision(False, reason, by)
+
+    return deny
+
+
+def callback_approver(
+    callback: Callable[[ApprovalRequest], bool | ApprovalDecision], *, by: str = "api"
+) -> Approver:
+    """An approver from an API callback that returns a bool or an :class:`ApprovalDecision`."""
+
+    def approve(request: ApprovalRequest) -> ApprovalDecision:
+        answer = callback(request)
+        if isinstance(answer, ApprovalDecision):
+            return answer
+        if answer is True:
+            return ApprovalDecision(True, "approved by the callback", by)
+        if answer is False:
+            return ApprovalDecision(False, "denied by the callback", by)
+        return ApprovalDecision(
+            False, f"the callback answered {type(answer).__name__}, not True or False", by
+        )
+
+    return approve
+
+
+def terminal_approver(tty: Path | str = "/dev/tty", *, by: str = "terminal") -> Approver:
+    """An approver that asks on the terminal device ``tty``: ``y`` or ``yes`` approves.
+
+    Anything else (an empty line, end of input) denies. When ``tty`` cannot
+    be opened (no terminal: a pipeline, a CI job, an agent), the request is
+    denied with a reason that says so and how to approve in advance.
+    """
+
+    def ask_terminal(request: ApprovalRequest) -> ApprovalDecision:
+        try:
+            fd = os.open(str(tty), os.O_RDWR | os.O_NOCTTY)
+        except OSError:
+            return ApprovalDecision(
+                False,
+                "approval needed but there is no terminal to ask on (pass --yes to approve "
+                "in advance)",
+                by,
+            )
+        try:
+            prompt = (
+                "\nstrata: this command needs your approval\n"
+                + request.describe()
+                + "\nrun it? [y/N] "
+            )
+            os.write(fd, prompt.encode("utf-8", "replace"))
+            line = _read_line(fd)
+        finally:
+            os.close(fd)
+        if line is None:
+            return ApprovalDecision(False, "no answer on the terminal (end of input)", by)
+        answer = line.strip().lower()
+        if answer in ("y", "yes"):
+            return ApprovalDecision(True, "approved on the terminal", by)
+        return ApprovalDecision(False, f"denied on the terminal (answered {answer!r})", by)
+
+    return ask_terminal
+
+
+def _read_line(fd: int) -> str | None:
+    """One line typed on the terminal ``fd`` (None: end of input before any)."""
+    data = bytearray()
+    while True:
+        try:
+            chunk = os.read(fd, 1)
+        except (OSError, KeyboardInterrupt):
+            chunk = b""
+        if not chunk:
+            return data.decode("utf-8", "replace") if data else None
+        if chunk == b"\n":
+            return data.decode("utf-8", "replace")
+        data += chunk
+
+
+def ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
+    """Ask ``approver``; an approver that raises or answers oddly denies, with the reason why."""
+    try:
+        answer = approver(request)
+    except Exception as exc:
+        name = getattr(approver, "__name__", type(approver).__name__)
+        return ApprovalDecision(False, f"the approver failed: {exc or type(exc).__name__}", name)
+    if not isinstance(answer, ApprovalDecision):
+        return ApprovalDecision(
+            False, f"the approver answered {type(answer).__name__}, not an ApprovalDecision", "?"
+        )
+    if not isinstance(answer.approved, bool):
+        return ApprovalDecision(False, "the approver's answer is not True or False", answer.by)
+    return answer
