@@ -248,3 +248,106 @@ def test_http_token_file_errors(run_cli: CliRunner, workspace: Path, tmp_path: P
 def test_outside_a_workspace_is_a_clear_error(run_cli: CliRunner, tmp_path: Path) -> None:
     code, _, err = run_cli("mcp", cwd=tmp_path, env={"HOME": os.fspath(tmp_path)})
     assert code == 1 and err.startswith("error: ") and "Traceback" not in err
+
+
+# -- exec: the gateway's policy, approvals through MCP elicitation ---------------------------
+
+
+def answering(action: str, approve: bool | None, asked: list[str]) -> Any:
+    import mcp.types as types
+
+    async def callback(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        content = None if approve is None else {"approve": approve}
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
+
+    return callback
+
+
+def test_exec_runs_a_low_risk_command_without_asking(workspace: Path, run_cli: CliRunner) -> None:
+    asked: list[str] = []
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "cat app.py"})
+        assert not result.is_error, text(result)
+        ran = json.loads(text(result))
+        assert ran["decision"] == "allow" and ran["risk"] == "low"
+        assert ran["exit_code"] == 0 and ran["stdout"] == "print('v1')\n"
+
+    drive(stdio(workspace, run_cli), body, elicitation_callback=answering("accept", True, asked))
+    assert asked == []
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28's input_required; a request
+def test_exec_asks_the_client_and_runs_when_approved(
+    workspace: Path, run_cli: CliRunner, mode: str
+) -> None:
+    asked: list[str] = []
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "rm app.py"})
+        assert not result.is_error, text(result)
+        ran = json.loads(text(result))
+        assert ran["decision"] == "prompt" and ran["approval"]["approved"] is True
+        assert ran["approval"]["by"] == "mcp" and ran["exit_code"] == 0
+
+    drive(
+        stdio(workspace, run_cli),
+        body,
+        elicitation_callback=answering("accept", True, asked),
+        mode=mode,
+    )
+    assert len(asked) == 1 and "rm app.py" in asked[0] and "medium" in asked[0]
+    assert not (workspace / "app.py").exists()
+    approvals = as_json(run_cli("history", "--action", "approval", "--json", cwd=workspace))
+    assert approvals  # the request and the decision are in the ledger
+
+
+@pytest.mark.parametrize(
+    ("action", "approve", "says"),
+    [
+        ("accept", False, "denied through the MCP client"),
+        ("decline", None, "chose decline"),
+        ("cancel", None, "chose cancel"),
+    ],
+)
+def test_exec_denied_through_the_client_runs_nothing(
+    workspace: Path, run_cli: CliRunner, action: str, approve: bool | None, says: str
+) -> None:
+    asked: list[str] = []
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "rm app.py"})
+        assert result.is_error
+        assert "approval denied" in text(result) and says in text(result)
+
+    drive(stdio(workspace, run_cli), body, elicitation_callback=answering(action, approve, asked))
+    assert len(asked) == 1
+    assert (workspace / "app.py").read_text() == "print('v1')\n"
+
+
+def test_exec_without_elicitation_is_denied_with_the_reason(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "rm app.py"})
+        assert result.is_error
+        assert "approval denied" in text(result) and "does not support elicitation" in text(result)
+        low = await client.call_tool("exec", {"command": "ls"})
+        assert not low.is_error  # what needs no approval still runs
+
+    drive(stdio(workspace, run_cli), body)
+    assert (workspace / "app.py").exists()
+
+
+def test_exec_forbidden_by_the_policy_never_asks(workspace: Path, run_cli: CliRunner) -> None:
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "read-only"\n')
+    asked: list[str] = []
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "rm app.py"})
+        assert result.is_error and "command forbidden by the policy" in text(result)
+
+    drive(stdio(workspace, run_cli), body, elicitation_callback=answering("accept", True, asked))
+    assert asked == [] and (workspace / "app.py").exists()

@@ -8,6 +8,7 @@ Claude Code's PreToolUse, which judges the call.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -42,16 +43,26 @@ def hook() -> None:
 
 
 @hook.command("claude-code")
+@click.option(
+    "--ask",
+    "ask_prompts",
+    is_flag=True,
+    help="Have Claude Code ask you about a Bash command the policy wants approved "
+    "(permissionDecision 'ask') instead of refusing it.",
+)
 @click.pass_context
-def hook_claude_code(ctx: click.Context) -> None:
+def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
     """Answer one Claude Code hook (its JSON on stdin).
 
     PostToolUse records a snapshot: the tool's name and input are the
     rationale, the session id the author (kind agent). PreToolUse refuses a
     file tool (Edit, Write, MultiEdit, NotebookEdit) writing outside the
-    workspace or into .strata, and a Bash command the command policy
-    forbids: exit code 2 with the reason on stderr, which Claude Code shows
-    the model. Other events are accepted silently.
+    workspace or into .strata, and a Bash command the workspace's command
+    policy forbids: exit code 2 with the reason on stderr, which Claude Code
+    shows the model. A Bash command the policy wants approved is refused the
+    same way, or with --ask handed to Claude Code's own prompt
+    (permissionDecision "ask", with the reason). Other events are accepted
+    silently.
 
     \b
     Example:
@@ -77,14 +88,26 @@ def hook_claude_code(ctx: click.Context) -> None:
         assert command is not None
         _snapshot(ctx, command)
     elif event == "PreToolUse":
-        from strata.layout import find_layout
+        from strata.integrations.hooks import gateway_policy
+        from strata.repo import Repository
 
         try:
-            root = find_layout(Path.cwd()).workspace
+            repo = Repository.open(Path.cwd())
         except NotARepository:
             return  # not a Strata workspace: nothing here to protect
-        verdict = pre_tool_use(payload, root=root)
-        if not verdict.allowed:
+        with repo:
+            policy = gateway_policy(repo.gateway().decide)
+            verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+        if verdict.ask and ask_prompts:
+            answer = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "ask",
+                    "permissionDecisionReason": verdict.reason,
+                }
+            }
+            click.echo(json.dumps(answer))
+        elif not verdict.allowed:
             click.echo(verdict.reason, err=True)
             sys.stdout.flush()
             raise SystemExit(2)

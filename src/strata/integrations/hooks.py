@@ -6,9 +6,12 @@ Claude Code sends each hook a JSON object on stdin (``session_id``,
 (PostToolUse) Strata records a snapshot (see :mod:`strata.integrations.fasthook`).
 Before one (PreToolUse) :func:`pre_tool_use` judges it: a file tool (Edit,
 Write, MultiEdit, NotebookEdit) may write only inside the workspace and never
-into its repository (``.strata``); a Bash command goes through the command
-policy. A refusal is Claude Code's blocking answer: exit code 2, the reason on
-stderr (shown to the model).
+into its repository (``.strata``); a Bash command goes through the workspace's
+command policy (:mod:`strata.gateway`). A refusal is Claude Code's blocking
+answer: exit code 2, the reason on stderr (shown to the model). A command the
+policy wants approved is refused too (an agent may run with Claude Code's
+permissions bypassed), or with ``--ask`` handed to Claude Code's own prompt
+(``permissionDecision: ask``).
 """
 
 from __future__ import annotations
@@ -30,9 +33,6 @@ FILE_TOOLS = {
     "NotebookEdit": "notebook_path",
 }
 
-#: judges a shell command run in the workspace: None to allow it, else why it is refused
-CommandPolicy = Callable[[str, Path], "str | None"]
-
 
 @dataclass(frozen=True)
 class Verdict:
@@ -40,6 +40,12 @@ class Verdict:
 
     allowed: bool
     reason: str = ""
+    ask: bool = False
+    """Neither allowed nor refused: the user is to be asked (Claude Code's ``ask``)."""
+
+
+#: judges a shell command started in a folder (the command policy)
+CommandPolicy = Callable[[str, Path], Verdict]
 
 
 ALLOW = Verdict(True)
@@ -102,7 +108,28 @@ def pre_tool_use(
     if tool == "Bash" and policy is not None:
         command = tool_input.get("command")
         if isinstance(command, str) and command.strip():
-            reason = policy(command, cwd)
-            if reason is not None:
-                return Verdict(False, reason)
+            return policy(command, cwd)
     return ALLOW
+
+
+def gateway_policy(decide: Callable[..., Any]) -> CommandPolicy:
+    """The command policy of a workspace's gateway (``Gateway.decide``) as a hook's judge.
+
+    ``allow`` allows, ``forbid`` refuses, ``prompt`` asks the user.
+    """
+
+    def judge(command: str, cwd: Path) -> Verdict:
+        decision = decide(command, cwd=cwd)
+        why = f"strata: {decision.risk}-risk command: {decision.reason}"
+        if decision.decision == "allow":
+            return ALLOW
+        if decision.decision == "forbid":
+            return Verdict(False, why + " (forbidden by the workspace's [gateway] policy)")
+        return Verdict(
+            False,
+            why + " (needs approval: ask the user to run it, or to approve it with "
+            "'strata exec --shell ...' in a terminal)",
+            ask=True,
+        )
+
+    return judge

@@ -32,6 +32,7 @@ from strata.errors import StrataError, UsageError
 if TYPE_CHECKING:
     from mcp.server.mcpserver import MCPServer
 
+    from strata.gateway import Approver
     from strata.ledger.events import Author
     from strata.repo import Repository
 
@@ -294,6 +295,123 @@ class StrataTools:
     )
 
 
+# -- exec: the tool gateway, approvals asked through MCP elicitation --------------------------
+
+NO_ELICITATION = (
+    "the MCP client cannot ask the user (it does not support elicitation), so a command "
+    "that needs approval is refused; run it with 'strata exec' in a terminal instead"
+)
+
+
+#: the resolver's answer when no one needs asking (the policy does not prompt)
+NOT_ASKED = "not-asked"
+#: the resolver's answer when the client cannot be asked (no elicitation capability)
+CANNOT_ASK = "cannot-ask"
+
+
+def approver_from(answer: Any) -> Approver:
+    """The approver the elicited ``answer`` stands for (an ``ElicitationResult`` or a marker).
+
+    Only an accepted answer whose ``approve`` is true approves; a client that
+    cannot be asked, a declined or cancelled question, and anything else deny.
+    """
+    from strata.gateway import ApprovalDecision, deny_all
+
+    data = getattr(answer, "data", None)
+    action = str(getattr(answer, "action", ""))
+    if data == CANNOT_ASK:
+        return deny_all(NO_ELICITATION, by="mcp")
+    if action == "accept" and getattr(data, "approve", None) is True:
+        decision = ApprovalDecision(True, "approved through the MCP client", "mcp")
+    elif action == "accept" and data == NOT_ASKED:
+        decision = ApprovalDecision(False, "the policy changed while asking; ask again", "mcp")
+    elif action == "accept":
+        decision = ApprovalDecision(False, "denied through the MCP client", "mcp")
+    else:
+        decision = ApprovalDecision(
+            False, f"the MCP client's user chose {action or 'nothing'}", "mcp"
+        )
+    return lambda request: decision
+
+
+def exec_tool(tools: StrataTools) -> Callable[..., Awaitable[str]]:
+    """The ``exec`` tool: a command through the gateway's policy, approvals elicited.
+
+    The question is asked by the SDK's resolver (``Resolve``/``Elicit``), which
+    follows the protocol the client speaks: a server-to-client
+    ``elicitation/create`` request mid-call (up to 2025-11-25), or an
+    ``InputRequiredResult`` the client answers by calling again (2026-07-28).
+    The tool body then runs the command once, through ``Repository.exec``
+    with an approver holding that answer.
+    """
+    from typing import Annotated
+
+    import anyio.to_thread
+    from mcp.server.elicitation import ElicitationResult
+    from mcp.server.mcpserver import Context, Elicit, Resolve
+    from pydantic import BaseModel, Field
+
+    from strata.gateway import ApprovalRequest, state_summary
+
+    class Approval(BaseModel):
+        approve: bool = Field(description="Run the command?")
+
+    def ask(command: str, ctx: Context, cwd: str | None = None) -> Any:
+        capabilities = ctx.client_capabilities
+        decision = tools.repo.gateway(author=tools.author).decide(command, cwd=cwd)
+        if decision.decision != "prompt":
+            return NOT_ASKED
+        if capabilities is None or capabilities.elicitation is None:
+            return CANNOT_ASK
+        request = ApprovalRequest(
+            command=command,
+            risk=decision.risk,
+            reason=decision.reason,
+            workspace=str(tools.repo.root),
+            state=state_summary(tools.repo.status()),
+            cwd=cwd or "",
+            rule=decision.rule,
+        )
+        return Elicit("Strata: this command needs your approval\n" + request.describe(), Approval)
+
+    ask.__annotations__ = {"command": str, "ctx": Context, "cwd": str | None, "return": Any}
+
+    async def exec(
+        command: str,
+        answer: Any,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+    ) -> str:
+        """Run a shell command in the workspace through Strata's command policy.
+
+        Low-risk commands run; medium and high ones ask the user (MCP
+        elicitation) or are refused, by the policy's profile and rules. The
+        command runs as a recorded run, snapshotted right before, so it is
+        one 'undo' away. Answers with 'strata exec --json': decision, risk,
+        exit code, stdout/stderr (clipped, 'truncated'), the files changed.
+        """
+        approver = approver_from(answer)
+
+        def run() -> str:
+            return tools.call(
+                lambda: tools.repo.exec(
+                    command, approver=approver, author=tools.author, timeout_s=timeout_s, cwd=cwd
+                ).to_json()
+            )
+
+        return await anyio.to_thread.run_sync(run)
+
+    # the SDK reads the signature's types: real ones, as they are imported only here
+    exec.__annotations__ = {
+        "command": str,
+        "answer": Annotated[ElicitationResult[Approval], Resolve(ask)],
+        "timeout_s": float | None,
+        "cwd": str | None,
+        "return": str,
+    }
+    return exec
+
+
 #: tools that only read: clients may call them without asking
 READ_ONLY = frozenset({"status", "diff", "history", "show", "checkpoint_list"})
 
@@ -301,7 +419,7 @@ READ_ONLY = frozenset({"status", "diff", "history", "show", "checkpoint_list"})
 def build_server(tools: StrataTools, *, extra: Sequence[Callable[..., Any]] = ()) -> MCPServer:
     """An :class:`MCPServer` offering ``tools``' operations and the two resources.
 
-    ``extra`` are further tool functions (``exec`` when the gateway is there).
+    ``extra`` are further tool functions.
     """
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
@@ -322,6 +440,11 @@ def build_server(tools: StrataTools, *, extra: Sequence[Callable[..., Any]] = ()
             annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=not read_only),
             structured_output=False,
         )(fn)
+    server.tool(
+        name="exec",
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
+        structured_output=False,
+    )(exec_tool(tools))
     for fn in extra:
         server.tool(structured_output=False)(fn)
     server.resource(
