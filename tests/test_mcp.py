@@ -19,6 +19,8 @@ from conftest import CliRunner, as_json, ok
 
 mcp = pytest.importorskip("mcp")
 
+pytestmark = pytest.mark.slow  # each test starts a server (about a second of imports)
+
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 
@@ -264,20 +266,6 @@ def answering(action: str, approve: bool | None, asked: list[str]) -> Any:
     return callback
 
 
-def test_exec_runs_a_low_risk_command_without_asking(workspace: Path, run_cli: CliRunner) -> None:
-    asked: list[str] = []
-
-    async def body(client: Client) -> None:
-        result = await client.call_tool("exec", {"command": "cat app.py"})
-        assert not result.is_error, text(result)
-        ran = json.loads(text(result))
-        assert ran["decision"] == "allow" and ran["risk"] == "low"
-        assert ran["exit_code"] == 0 and ran["stdout"] == "print('v1')\n"
-
-    drive(stdio(workspace, run_cli), body, elicitation_callback=answering("accept", True, asked))
-    assert asked == []
-
-
 @pytest.mark.parametrize("mode", ["auto", "legacy"])  # 2026-07-28's input_required; a request
 def test_exec_asks_the_client_and_runs_when_approved(
     workspace: Path, run_cli: CliRunner, mode: str
@@ -303,26 +291,26 @@ def test_exec_asks_the_client_and_runs_when_approved(
     assert approvals  # the request and the decision are in the ledger
 
 
-@pytest.mark.parametrize(
-    ("action", "approve", "says"),
-    [
-        ("accept", False, "denied through the MCP client"),
-        ("decline", None, "chose decline"),
-        ("cancel", None, "chose cancel"),
-    ],
-)
-def test_exec_denied_through_the_client_runs_nothing(
-    workspace: Path, run_cli: CliRunner, action: str, approve: bool | None, says: str
-) -> None:
+def test_exec_denied_through_the_client_runs_nothing(workspace: Path, run_cli: CliRunner) -> None:
+    import mcp.types as types
+
+    answers = [("accept", False), ("decline", None), ("cancel", None)]
     asked: list[str] = []
 
-    async def body(client: Client) -> None:
-        result = await client.call_tool("exec", {"command": "rm app.py"})
-        assert result.is_error
-        assert "approval denied" in text(result) and says in text(result)
+    async def callback(context: Any, params: Any) -> Any:
+        asked.append(params.message)
+        action, approve = answers[len(asked) - 1]
+        content = None if approve is None else {"approve": approve}
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
 
-    drive(stdio(workspace, run_cli), body, elicitation_callback=answering(action, approve, asked))
-    assert len(asked) == 1
+    async def body(client: Client) -> None:
+        for says in ("denied through the MCP client", "chose decline", "chose cancel"):
+            result = await client.call_tool("exec", {"command": "rm app.py"})
+            assert result.is_error
+            assert "approval denied" in text(result) and says in text(result)
+
+    drive(stdio(workspace, run_cli), body, elicitation_callback=callback)
+    assert len(asked) == 3
     assert (workspace / "app.py").read_text() == "print('v1')\n"
 
 
@@ -333,8 +321,11 @@ def test_exec_without_elicitation_is_denied_with_the_reason(
         result = await client.call_tool("exec", {"command": "rm app.py"})
         assert result.is_error
         assert "approval denied" in text(result) and "does not support elicitation" in text(result)
-        low = await client.call_tool("exec", {"command": "ls"})
-        assert not low.is_error  # what needs no approval still runs
+        low = await client.call_tool("exec", {"command": "cat app.py"})
+        assert not low.is_error  # what needs no approval runs without asking
+        ran = json.loads(text(low))
+        assert ran["decision"] == "allow" and ran["risk"] == "low" and ran["approval"] is None
+        assert ran["exit_code"] == 0 and ran["stdout"] == "print('v1')\n"
 
     drive(stdio(workspace, run_cli), body)
     assert (workspace / "app.py").exists()
