@@ -414,3 +414,12 @@ def test_install_outside_a_workspace_names_init(run_cli: CliRunner, tmp_path: Pa
     code, out, err = run_cli("hook", "install", "claude-code", cwd=plain)
     assert code == 1 and err.startswith("error: ") and out == ""
     assert os.listdir(plain) == []
+
+
+def test_post_tool_use_outside_a_workspace_does_nothing(run_cli: CliRunner, tmp_path: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "a.txt").write_text("a\n")
+    payload = claude("PostToolUse", "Write", {"file_path": "a.txt", "content": "a\n"}, plain)
+    assert hook(run_cli, payload, cwd=plain) == (0, "", "")
+    assert sorted(os.listdir(plain)) == ["a.txt"]

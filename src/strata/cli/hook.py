@@ -21,6 +21,17 @@ from strata.errors import NotARepository, StrataError
 # -- recording ---------------------------------------------------------------------------
 
 
+def _in_workspace() -> bool:
+    """Whether the current folder is in a Strata workspace."""
+    from strata.layout import find_layout
+
+    try:
+        find_layout(Path.cwd())
+    except NotARepository:
+        return False
+    return True
+
+
 def _snapshot(ctx: click.Context, command: list[str]) -> None:
     """Run ``strata snapshot ...`` (``command``) here, as the command line runs it."""
     from strata.cli.record import snapshot
@@ -61,8 +72,8 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
     policy forbids: exit code 2 with the reason on stderr, which Claude Code
     shows the model. A Bash command the policy wants approved is refused the
     same way, or with --ask handed to Claude Code's own prompt
-    (permissionDecision "ask", with the reason). Other events are accepted
-    silently.
+    (permissionDecision "ask", with the reason). Other events, and any event
+    outside a Strata workspace, are accepted silently.
 
     \b
     Example:
@@ -86,7 +97,8 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
     if event == "PostToolUse":
         command, _ = fasthook.parse("claude-code", [], text)
         assert command is not None
-        _snapshot(ctx, command)
+        if _in_workspace():  # elsewhere (hooks installed for every project): nothing to do
+            _snapshot(ctx, command)
     elif event == "PreToolUse":
         from strata.integrations.hooks import gateway_policy
         from strata.repo import Repository
@@ -134,8 +146,12 @@ def hook_codex(ctx: click.Context, message: tuple[str, ...]) -> None:
     if command is None:
         return
     if cwd:
-        os.chdir(cwd)
-    _snapshot(ctx, command)
+        try:
+            os.chdir(cwd)
+        except OSError:
+            raise click.UsageError(f"the turn's cwd {cwd} is not a folder") from None
+    if _in_workspace():
+        _snapshot(ctx, command)
 
 
 @hook.command("aider", context_settings={"ignore_unknown_options": True})
