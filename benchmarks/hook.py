@@ -9,7 +9,8 @@ files in both workspaces and times, side by side:
   documented schema) until it exits: the snapshot is handed to the watcher
   before the CLI is imported; the event is checked afterwards (untimed)
   vs ``git add -A`` + ``git commit -q -m x``;
-* for reference: the same hook with ``STRATA_NO_RESIDENT=1`` (the CLI loads
+* for reference: a plain ``strata snapshot`` (the same path, without the
+  hook's message), the same hook with ``STRATA_NO_RESIDENT=1`` (the CLI loads
   Strata and snapshots in its own process, the watcher still answering which
   paths changed), and a PreToolUse for a Bash command (the policy's decision,
   which loads the CLI and opens the repository).
@@ -102,6 +103,7 @@ def main() -> None:
     subprocess.run(["cp", "-a", str(st_ws), str(git_ws)], check=True)
     edits = sb.pick_edits(files, args.seed)
     git = sb.GIT_TOOL
+    sb.ENV["STRATA_NO_DAEMON"] = "1"  # the one watcher is started below, in known mode
     sb.run(git.git("init", "-q"), git_ws)
     sb.run(git.git("add", "-A"), git_ws)
     sb.run(git.git("commit", "-q", "-m", "x"), git_ws)
@@ -134,6 +136,9 @@ def main() -> None:
             )
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
+            add("snapshot strata (watcher)", sb.timed(sb.seq(st_ws, [sb.STRATA, "snapshot"])))
+            run_no += 1
+            sb.edit(st_ws, edits, run_no, args.seed)
             sb.ENV["STRATA_NO_RESIDENT"] = "1"
             add("hook strata (watcher, run locally)", hook(st_ws, post))
             del sb.ENV["STRATA_NO_RESIDENT"]
@@ -161,7 +166,11 @@ def main() -> None:
         f"| {git_ms:.0f} ms | {ratio:.2f}x | ≤ 0.5x git | {met} |"
     )
     print()
-    for key in ("hook strata (watcher, run locally)", "PreToolUse Bash decision"):
+    for key in (
+        "snapshot strata (watcher)",
+        "hook strata (watcher, run locally)",
+        "PreToolUse Bash decision",
+    ):
         print(f"* {key}: {median_ms(rows[key]):.0f} ms")
     print()
     for key, values in rows.items():

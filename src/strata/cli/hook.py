@@ -101,15 +101,19 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
             _snapshot(ctx, command)
     elif event == "PreToolUse":
         from strata.integrations.hooks import gateway_policy
+        from strata.layout import find_layout
         from strata.repo import Repository
 
         try:
-            repo = Repository.open(Path.cwd())
+            layout = find_layout(Path.cwd())
         except NotARepository:
             return  # not a Strata workspace: nothing here to protect
-        with repo:
-            policy = gateway_policy(repo.gateway().decide)
-            verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+        if payload.get("tool_name") != "Bash":  # the file rules need no repository
+            verdict = pre_tool_use(payload, root=layout.workspace)
+        else:
+            with Repository(layout) as repo:
+                policy = gateway_policy(repo.gateway().decide)
+                verdict = pre_tool_use(payload, root=repo.root, policy=policy)
         if verdict.ask and ask_prompts:
             answer = {
                 "hookSpecificOutput": {
