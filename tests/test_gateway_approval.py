@@ -123,6 +123,9 @@ def test_approved_command_is_one_undo_away(repo: Repository) -> None:
     assert (repo.root / "build" / "out.o").read_text() == "obj\n"
     assert (repo.root / "notes.txt").read_text() == "one\n"
     assert (repo.root / "wip.txt").read_text() == "unrecorded work\n"
+    repo.redo()  # and back
+    assert not (repo.root / "build").exists()
+    assert (repo.root / "notes.txt").read_text() == "one\ntwo\n"
 
 
 def _pty_answer(answer: bytes) -> tuple[ApprovalDecision, str]:

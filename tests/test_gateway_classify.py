@@ -54,6 +54,9 @@ HIGH = [
     ("echo $((1 + 2))", "unparseable"),
     ("echo 'unterminated", "unparseable"),
     ("wget -O /etc/hosts http://x.example/h", "write-outside"),
+    ('su -c "rm -rf /srv/data"', "rm-recursive"),
+    ("ssh prod 'rm -rf /var/www'", "remote-change"),
+    ("kill -9 -1", "kill-all"),
 ]
 
 MEDIUM = [
@@ -92,6 +95,9 @@ MEDIUM = [
     ("nice -n 10 make", "unknown-program"),
     ("docker run --rm alpine", "unknown-program"),
     ("cat steps.sh | bash", "reads-commands"),
+    (":(){ :|:& };:", "defines-function"),
+    ("ssh build-host uptime", "remote"),
+    ("pkill -f 'python server.py'", "stops-processes"),
     ("bash <<EOF\necho hi > out.txt\nEOF\n", "redirect"),
 ]
 
@@ -192,3 +198,34 @@ def test_nesting_is_bounded() -> None:
     for _ in range(8):
         deep = f"eval {deep!r}"
     assert classify(deep, workspace=WS).risk == "high"
+
+
+def test_the_fast_path_decides_as_bashlex_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One plain simple command skips bashlex; the decision must not change."""
+    import importlib
+
+    module = importlib.import_module("strata.gateway.classify")
+
+    commands = [c for c, _ in HIGH] + [c for c, _ in MEDIUM] + LOW
+    commands += [
+        "rm -f *.log",
+        "ls 'a b' \"c d\"",
+        "touch ~/x",
+        "git push --force",
+        "cp a /etc/",
+        "[ -f x ]",
+        "echo it's",
+    ]
+    fast = [c for c in commands if module.plain_words(c) is not None]
+    assert len(fast) > 40
+    quick = {c: classify(c, workspace=WS) for c in fast}
+    monkeypatch.setattr(module, "plain_words", lambda source: None)
+    for c in fast:
+        slow = classify(c, workspace=WS)
+        assert (quick[c].risk, quick[c].rule, quick[c].reason, quick[c].part) == (
+            slow.risk,
+            slow.rule,
+            slow.reason,
+            slow.part,
+        ), c
+        assert [p.argv for p in quick[c].parts] == [p.argv for p in slow.parts], c

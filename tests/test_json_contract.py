@@ -141,6 +141,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("watch", "--status")
     s("watch", "--stop")
     s("recover")  # nothing to recover: an empty list
+    s("exec", "--", "cat", "a.txt")  # the tool gateway: a low command runs without asking
 
     (ws / "agent.yaml").write_text(
         "responses:\n"

@@ -80,6 +80,7 @@ def _register() -> None:
         storage,
         watch,
     )
+    from strata.cli import exec as exec_command  # the tool gateway
 
     for module in (
         record,
@@ -96,6 +97,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        exec_command,  # the tool gateway: strata exec
         mcp,  # the MCP server (issue 14)
         hook,  # agent hooks (issue 14)
     ):

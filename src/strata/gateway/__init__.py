@@ -49,6 +49,7 @@ from strata.gateway.approval import (
     state_summary,
     terminal_approver,
 )
+from strata.gateway.capabilities import CAPABILITIES, run_capability
 from strata.gateway.classify import RISKS, Finding, Part, Risk, RiskDecision, classify
 from strata.gateway.exec import ExecResult, Gateway, policy_for, terminal_exec
 from strata.gateway.policy import (
@@ -62,6 +63,7 @@ from strata.gateway.policy import (
 )
 
 __all__ = [
+    "CAPABILITIES",
     "DECISIONS",
     "PROFILES",
     "RISKS",
@@ -85,6 +87,7 @@ __all__ = [
     "deny_all",
     "load_policy",
     "policy_for",
+    "run_capability",
     "state_summary",
     "terminal_approver",
     "terminal_exec",

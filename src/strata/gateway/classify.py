@@ -66,7 +66,7 @@ READ_ONLY: frozenset[str] = frozenset(
     nl od xxd hexdump strings seq sleep expr cd pushd popd export unset set alias read exit
     return shift local declare typeset : rev fold fmt paste join locale uptime free nproc
     lscpu lsblk man help whatis apropos tput tty wait history jobs fc getconf arch hash zcat
-    zless bzcat xzcat lsof top htop env sed awk find git pip pip3 npm
+    zless bzcat xzcat lsof top htop env sed awk find git pip pip3 npm yes
     """.split()  # noqa: SIM905
 )
 """Programs known to only read; some (``sed``, ``awk``, ``find``, ``git``, ``pip``, ``npm``,
@@ -297,6 +297,10 @@ class _Walker:
                 Finding("high", "too-deep", "shell strings nested too deeply to judge", source)
             )
             return
+        words = plain_words(source)
+        if words is not None:  # one simple command: no need for the full parser
+            self.simple(words, source.strip(), depth)
+            return
         import bashlex
 
         try:
@@ -324,7 +328,19 @@ class _Walker:
             for c in commands:
                 self.node(c, source, depth)
             self.pipe_to_shell(commands, source, node)
-        elif kind in ("list", "if", "for", "while", "until", "function"):
+        elif kind in ("list", "if", "for", "while", "until"):
+            for p in node.parts:
+                self.node(p, source, depth)
+        elif kind == "function":
+            name = node.name.word if getattr(node, "name", None) is not None else "?"
+            self.loose.append(
+                Finding(
+                    "medium",
+                    "defines-function",
+                    f"defines a shell function ({name}): what its calls run is not judged by name",
+                    _text(node, source),
+                )
+            )
             for p in node.parts:
                 self.node(p, source, depth)
         elif kind == "compound":
@@ -486,6 +502,12 @@ class _Walker:
         if name in DOWNLOADERS:
             self.downloader(name, args, add)
             return
+        if name == "su":
+            self.su(args, text, depth, out)
+            return
+        if name == "ssh":
+            self.ssh(args, add)
+            return
         handler = _HANDLERS.get(name)
         if handler is not None:
             handler(self, name, args, text, depth, out)
@@ -556,6 +578,42 @@ class _Walker:
             )
             return
         self.parse(script.text, depth=depth + 1, where=f" ({name} -c)")
+
+    def su(self, args: list[_Word], text: str, depth: int, out: list[Finding]) -> None:
+        """``su [-] [USER] -c COMMAND``: the command is judged; su runs it as another user."""
+        out.append(Finding("medium", "runs-as-root", "su runs a shell as another user", text))
+        for i, a in enumerate(args):
+            if a.text in ("-c", "--command") and i + 1 < len(args):
+                command = args[i + 1]
+                if command.dynamic:
+                    out.append(
+                        Finding(
+                            "high",
+                            "computed-shell-string",
+                            f"su -c runs a string known only at run time ({command.text})",
+                            text,
+                        )
+                    )
+                    return
+                self.parse(command.text, depth=depth + 1, where=" (su -c)")
+                return
+
+    def ssh(self, args: list[_Word], add: Any) -> None:
+        """``ssh HOST COMMAND``: a command that changes anything there is high."""
+        i = 0
+        while i < len(args) and args[i].text.startswith("-"):
+            i += 2 if args[i].text in _SSH_WITH_VALUE else 1
+        remote = args[i + 1 :]
+        if not remote:
+            add("medium", "remote", "ssh opens a session on another machine")
+            return
+        there = _Walker(Path("/nonexistent/remote"), Path("/nonexistent/remote"))
+        there.parse(" ".join(w.text for w in remote), depth=MAX_DEPTH)  # no nesting there
+        judged = there.decision(" ".join(w.text for w in remote))
+        if judged.risk == "low":
+            add("medium", "remote", "ssh runs a command on another machine")
+        else:
+            add("high", "remote-change", f"ssh runs a command on another machine: {judged.reason}")
 
     def downloaded_code(self, word: _Word, add: Any) -> bool:
         """True (and high) when ``word`` substitutes the output of a downloader (``$(curl …)``)."""
@@ -916,8 +974,25 @@ def _pkg_read(
     w.package(name, args, lambda r, ru, re: out.append(Finding(r, ru, re, text)))
 
 
+def _kill(
+    w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
+) -> None:
+    # kill -9 -1 / kill -- -1: pid -1 is every process the user may signal
+    if name == "kill" and "-1" in [a.text for a in args[1:]]:
+        out.append(Finding("high", "kill-all", "kill -1 stops every process it may", text))
+        return
+    out.append(Finding("medium", "stops-processes", f"{name} stops processes", text))
+
+
+_SSH_WITH_VALUE = frozenset(
+    "-b -c -D -E -e -F -I -i -J -L -l -m -O -o -p -Q -R -S -W -w -B".split()  # noqa: SIM905
+)
+
 _Handler = Any
 _HANDLERS: dict[str, _Handler] = {
+    "kill": _kill,
+    "pkill": _kill,
+    "killall": _kill,
     "rm": _rm,
     "rmdir": _rm,
     "unlink": _rm,
@@ -1014,6 +1089,33 @@ def _unwrap(argv: list[str]) -> list[str]:
             break
         words = found[0]
     return [w.text for w in words]
+
+
+# -- the fast path: one plain simple command -------------------------------------------
+
+#: characters that make a command line more than one plain simple command (operators,
+#: redirects, expansions, substitutions, comments, escapes, braces, negation, line breaks)
+_SHELL_SYNTAX = frozenset("|&;<>()$`\\\n#{}!")
+
+
+def plain_words(source: str) -> list[_Word] | None:
+    """The words of ``source`` when it is one plain simple command, else None.
+
+    A line with none of :data:`_SHELL_SYNTAX`, whose first word is no
+    assignment, is split as the shell would (POSIX quoting); anything else
+    goes to bashlex. The result is the same either way (a test compares
+    them); this path only spares importing bashlex (about 200 ms) and
+    parsing, which matters to a hook that decides one command per process.
+    """
+    if any(c in _SHELL_SYNTAX for c in source):
+        return None
+    try:
+        split = shlex.split(source, comments=False, posix=True)
+    except ValueError:  # an unclosed quote: bashlex reports it
+        return None
+    if not split or "=" in split[0]:
+        return None
+    return [_Word(t, dynamic=t.startswith("~"), tilde=t.startswith("~")) for t in split]
 
 
 # -- bashlex helpers ------------------------------------------------------------------------

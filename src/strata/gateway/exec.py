@@ -43,6 +43,7 @@ from strata.errors import (
     CommandForbidden,
     GatewayError,
     PathOutsideWorkspace,
+    StrataError,
     UsageError,
 )
 from strata.gateway.approval import (
@@ -328,7 +329,18 @@ class Gateway:
             operation=call,
         )
         # the 'before' snapshot: taken right before the command, after any approval
-        begun = begin_run(core, argv, author=author, label=f"terminal_exec {call}", cwd=where)
+        try:
+            begun = begin_run(core, argv, author=author, label=f"terminal_exec {call}", cwd=where)
+        except StrataError as exc:  # the program is missing, the workspace is busy…
+            _annotate(
+                core,
+                EventType.TOOL_CALL_FINISHED,
+                {**base, "status": "error", "reason": exc.message, "error": type(exc).__name__},
+                f"could not start: {text}",
+                author=author,
+                operation=call,
+            )
+            raise
         try:
             bounded = run_bounded(
                 argv, cwd=where, env=env, timeout_s=timeout_s, max_output=max_output
