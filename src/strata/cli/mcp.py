@@ -57,8 +57,10 @@ def mcp(
 
     Tools: snapshot, status, diff, history, show, rewind, restore,
     draft_start, draft_run, review, publish, discard, checkpoint_list,
-    checkpoint_create, checkpoint_restore; each returns the JSON of the
-    matching CLI command's --json. Resources: strata://history and
+    checkpoint_create, checkpoint_restore and exec (through the command
+    policy; a command it wants approved is asked of the client's user by
+    MCP elicitation, and refused when the client cannot ask); each returns
+    the JSON of the matching CLI command's --json. Resources: strata://history and
     strata://diff/{a}/{b}. Changes are recorded with --author (default:
     $STRATA_AUTHOR, else "mcp") of kind agent.
 
