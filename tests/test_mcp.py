@@ -247,6 +247,29 @@ def test_http_token_file_errors(run_cli: CliRunner, workspace: Path, tmp_path: P
     assert code == 2 and "cannot read the token file" in err
 
 
+def test_http_port_in_use_is_a_clear_error(
+    run_cli: CliRunner, workspace: Path, tmp_path: Path
+) -> None:
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, out, err = run_cli(
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--token-file",
+            str(token),
+            cwd=workspace,
+        )
+    assert code == 2 and out == ""
+    assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}") and "--port" in err
+
+
 def test_outside_a_workspace_is_a_clear_error(run_cli: CliRunner, tmp_path: Path) -> None:
     code, _, err = run_cli("mcp", cwd=tmp_path, env={"HOME": os.fspath(tmp_path)})
     assert code == 1 and err.startswith("error: ") and "Traceback" not in err

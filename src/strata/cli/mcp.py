@@ -25,6 +25,21 @@ def _token(token_file: str | None) -> tuple[str, bool]:
     return text, False
 
 
+def _check_port(port: int) -> None:
+    """Refuse a port something already listens on, before the repository is opened."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on 127.0.0.1:{port}: {exc.strerror}",
+                hint="pick another port with --port",
+            ) from None
+
+
 @click.command("mcp")
 @click.option(
     "--transport",
@@ -79,6 +94,8 @@ def mcp(
         author_kind or os.environ.get("STRATA_AUTHOR_KIND") or "agent",
     )
     token, generated = _token(token_file) if transport == "http" else ("", False)
+    if transport == "http":
+        _check_port(port)
     with open_repo(who) as repo:
         server = build_server(StrataTools(repo, author=who))
         if transport == "stdio":
