@@ -131,6 +131,10 @@ def test_stdio_resources_and_the_draft_round_trip(workspace: Path, run_cli: CliR
         assert run["exit_code"] == 0 and run["revision_event_id"]
         assert "out-of-band" in run["output"] and run["output_truncated"] is False
         assert (draft / "new.txt").is_file() and not (workspace / "new.txt").exists()
+        missing = await client.call_tool(
+            "draft_run", {"command": ["no-such-program-here"], "sandbox": "none"}
+        )
+        assert missing.is_error and "command not found: no-such-program-here" in text(missing)
         review = json.loads(text(await client.call_tool("review", {})))
         assert [f["path"] for f in review["files"]] == ["new.txt"]
         published = await client.call_tool(
