@@ -5,8 +5,11 @@ Each tool is a thin call into the public :class:`strata.Repository` API and
 returns, as its text, the JSON the matching CLI command prints with ``--json``
 (``{"schema": 1, ...}`` for an object, a list for ``history``); a
 :class:`~strata.errors.StrataError` becomes a tool error whose text is the
-error's message (and hint). Resources: ``strata://history`` (the newest
-events) and ``strata://diff/{a}/{b}`` (a diff's JSON).
+error's message (and hint). ``exec`` runs a command through the tool
+gateway's policy (:mod:`strata.gateway`), a command the policy wants
+approved being put to the client's user by MCP elicitation (:func:`exec_tool`).
+Resources: ``strata://history`` (the newest events) and
+``strata://diff/{a}/{b}`` (a diff's JSON).
 
 Two transports: stdio (the client starts ``strata mcp`` itself) and streamable
 HTTP bound to 127.0.0.1, where every request must carry
@@ -48,7 +51,8 @@ INSTRUCTIONS = (
     "after a change worth keeping (with a rationale), 'diff'/'history'/'show' to look "
     "back, 'rewind' or 'restore' to put files back (unrecorded work is auto-saved "
     "first). Risky work goes in the Draft: 'draft_start', 'draft_run', 'review', then "
-    "'publish' or 'discard'."
+    "'publish' or 'discard'. 'exec' runs a shell command in the workspace through "
+    "Strata's command policy: risky ones are asked of the user, or refused."
 )
 
 
@@ -299,7 +303,8 @@ class StrataTools:
 
 NO_ELICITATION = (
     "the MCP client cannot ask the user (it does not support elicitation), so a command "
-    "that needs approval is refused; run it with 'strata exec' in a terminal instead"
+    "that needs approval is refused; run it in a terminal with 'strata exec --shell \"...\"' "
+    "(it asks there)"
 )
 
 
@@ -416,11 +421,8 @@ def exec_tool(tools: StrataTools) -> Callable[..., Awaitable[str]]:
 READ_ONLY = frozenset({"status", "diff", "history", "show", "checkpoint_list"})
 
 
-def build_server(tools: StrataTools, *, extra: Sequence[Callable[..., Any]] = ()) -> MCPServer:
-    """An :class:`MCPServer` offering ``tools``' operations and the two resources.
-
-    ``extra`` are further tool functions.
-    """
+def build_server(tools: StrataTools) -> MCPServer:
+    """An :class:`MCPServer` offering ``tools``' operations, ``exec`` and the two resources."""
     from mcp.server.mcpserver import MCPServer
     from mcp.types import ToolAnnotations
 
@@ -445,8 +447,6 @@ def build_server(tools: StrataTools, *, extra: Sequence[Callable[..., Any]] = ()
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),
         structured_output=False,
     )(exec_tool(tools))
-    for fn in extra:
-        server.tool(structured_output=False)(fn)
     server.resource(
         "strata://history",
         name="history",
