@@ -129,6 +129,7 @@ def test_post_tool_use_is_handed_to_the_watcher(
     served(workspace)
     (workspace / "app.py").write_text("print('served')\n")
     payload = claude("PostToolUse", "Bash", {"command": "sed -i s/v1/served/ app.py"}, workspace)
+    payload["session_id"] = "--help"  # a value, not an option, however it looks
     code, out, err = hook(run_cli, payload, cwd=workspace, env={"PYTHONPROFILEIMPORTTIME": "1"})
     assert code == 0 and "Recorded" in out, err
     status = as_json(run_cli("watch", "--status", "--json", cwd=workspace))
@@ -138,7 +139,7 @@ def test_post_tool_use_is_handed_to_the_watcher(
     assert loaded & {"click", "strata.cli", "strata.repo"} == set()  # the slow start skipped
     event = newest(run_cli, workspace)
     assert event["rationale"] == 'Bash {"command": "sed -i s/v1/served/ app.py"}'
-    assert event["author"]["name"] == "abc123-session"
+    assert event["author"] == {"name": "--help", "kind": "agent"}
 
 
 def test_other_events_record_nothing(workspace: Path, run_cli: CliRunner) -> None:

@@ -85,7 +85,7 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
 
     text = fasthook.pending_stdin
     if text is None:
-        text = sys.stdin.read()
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
     payload = read_payload(text)
     cwd = payload.get("cwd")
     if cwd:

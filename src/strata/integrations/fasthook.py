@@ -4,7 +4,7 @@
 ``notify``) and ``strata hook aider FILE...`` (Aider's lint command) each end in
 one snapshot. The console script calls :func:`try_fast` before it imports the
 CLI: the agent's message is read here with the standard library alone, turned
-into ``strata snapshot -m RATIONALE --author WHO --author-kind agent`` and
+into ``strata snapshot --message=RATIONALE --author=WHO --author-kind=agent`` and
 handed to the workspace's watcher (:func:`strata._resident.try_resident`),
 which records it without this process importing the rest of Strata. When no
 watcher answers, the CLI's ``hook`` command runs as usual and finds what was
@@ -49,21 +49,21 @@ def tool_rationale(tool_name: str, tool_input: object) -> str:
     return text if len(text) <= RATIONALE_LIMIT else text[: RATIONALE_LIMIT - 1] + "…"
 
 
+def _snapshot_argv(message: str, author: str) -> list[str]:
+    """``strata snapshot`` recording ``message`` by the agent ``author``.
+
+    Options are given as ``--name=value``: a value starting with ``-`` stays a value.
+    """
+    return ["snapshot", f"--message={message}", f"--author={author}", "--author-kind=agent"]
+
+
 def claude_code_snapshot(payload: dict[str, object]) -> list[str] | None:
     """The snapshot command line of a Claude Code PostToolUse message; None for other events."""
     if payload.get("hook_event_name") != "PostToolUse":
         return None
     tool = str(payload.get("tool_name") or "tool")
     session = str(payload.get("session_id") or "claude-code")
-    return [
-        "snapshot",
-        "-m",
-        tool_rationale(tool, payload.get("tool_input", {})),
-        "--author",
-        session,
-        "--author-kind",
-        "agent",
-    ]
+    return _snapshot_argv(tool_rationale(tool, payload.get("tool_input", {})), session)
 
 
 def codex_snapshot(payload: dict[str, object]) -> list[str] | None:
@@ -75,22 +75,13 @@ def codex_snapshot(payload: dict[str, object]) -> list[str] | None:
     turn = payload.get("turn-id") or payload.get("turn_id") or ""
     message = f"codex turn {turn}: {prompt}".strip() if turn else f"codex turn: {prompt}"
     who = payload.get("thread-id") or payload.get("thread_id") or "codex"
-    return [
-        "snapshot",
-        "-m",
-        message[:RATIONALE_LIMIT],
-        "--author",
-        str(who),
-        "--author-kind",
-        "agent",
-    ]
+    return _snapshot_argv(message[:RATIONALE_LIMIT], str(who))
 
 
 def aider_snapshot(files: list[str]) -> list[str]:
     """The snapshot command line of Aider's lint command run on ``files``."""
     names = ", ".join(files) if files else "the workspace"
-    message = f"aider edited {names}"[:RATIONALE_LIMIT]
-    return ["snapshot", "-m", message, "--author", "aider", "--author-kind", "agent"]
+    return _snapshot_argv(f"aider edited {names}"[:RATIONALE_LIMIT], "aider")
 
 
 def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | None, str | None]:
@@ -134,7 +125,7 @@ def try_fast(argv: list[str]) -> None:
     if agent == "claude-code":
         if args or sys.stdin is None:
             return
-        pending_stdin = sys.stdin.read()
+        pending_stdin = sys.stdin.buffer.read().decode("utf-8", "replace")
     command, cwd = parse(agent, args, pending_stdin or "")
     if command is None:
         return
