@@ -175,6 +175,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger index rebuild")
     s("ledger convert", "--to", "jsonl")
     s("models")
+    s("hook install", "claude-code", "--dry-run")  # agent hooks (issue 14)
     return s.outputs
 
 

@@ -48,7 +48,16 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),
-    ("front ends", ("strata.cli", "strata._resident", "strata._entry", "strata.__main__")),
+    (
+        "front ends",
+        (
+            "strata.cli",
+            "strata._resident",
+            "strata._entry",
+            "strata.__main__",
+            "strata.integrations",  # the MCP server and agent hooks (issue 14)
+        ),
+    ),
 ]
 
 # imports the watcher's serving path needs; each names why it may cross upward

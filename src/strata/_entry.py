@@ -13,6 +13,10 @@ def run() -> None:
 
         sys.stdout.write(f"strata {__version__}\n")
         return
+    if sys.argv[1:2] == ["hook"]:  # an agent's hook: its snapshot handed to the watcher
+        from strata.integrations.fasthook import try_fast
+
+        try_fast(sys.argv[2:])  # exits when the workspace's watcher recorded it
     from strata._resident import try_resident
 
     try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command

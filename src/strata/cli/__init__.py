@@ -74,8 +74,10 @@ def _register() -> None:
         agent,
         digest,  # the workspace digest
         draft,
+        hook,  # agent hooks (issue 14)
         inspect,
         ledger,
+        mcp,  # the MCP server (issue 14)
         models,
         preflight,
         record,
@@ -106,6 +108,8 @@ def _register() -> None:
         models,
         digest,  # the workspace digest
         exec_command,  # the tool gateway: strata exec
+        mcp,  # the MCP server (issue 14)
+        hook,  # agent hooks (issue 14)
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -1,0 +1,181 @@
+"""Claude Code's PostToolUse hook round trip vs a git commit, on the 20,000-file corpus.
+
+Builds the large corpus of ``benchmarks/snapshots.py`` (same seed, same files,
+same 10 edits), records it once in each tool, starts ``strata watch --daemon
+--no-capture`` in the Strata workspace, then for each run edits the same 10
+files in both workspaces and times, side by side:
+
+* ``strata hook claude-code`` fed a PostToolUse message on stdin (Claude Code's
+  documented schema) until it exits: the snapshot is handed to the watcher
+  before the CLI is imported; the event is checked afterwards (untimed)
+  vs ``git add -A`` + ``git commit -q -m x``;
+* for reference: a plain ``strata snapshot`` (the same path, without the
+  hook's message), the same hook with ``STRATA_NO_RESIDENT=1`` (the CLI loads
+  Strata and snapshots in its own process, the watcher still answering which
+  paths changed), and a PreToolUse for a Bash command (the policy's decision,
+  which loads the CLI and opens the repository).
+
+Target: the hook round trip ≤ 0.5x git's commit.
+
+Run:  .venv/bin/python benchmarks/hook.py [--runs N] [--seed N] [--work DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import snapshots as sb  # noqa: E402  (the corpus, the tools and the timing helpers)
+
+
+def median_ms(values: list[float]) -> float:
+    return statistics.median(values) * 1000
+
+
+def payload(ws: Path, event: str, tool: str, tool_input: dict[str, str]) -> bytes:
+    body = {
+        "session_id": "bench-session",
+        "transcript_path": str(ws.parent / "transcript.jsonl"),
+        "cwd": str(ws),
+        "hook_event_name": event,
+        "tool_name": tool,
+        "tool_input": tool_input,
+    }
+    if event == "PostToolUse":
+        body["tool_response"] = {"success": True}
+    return json.dumps(body).encode()
+
+
+def hook(ws: Path, message: bytes, *, ok: tuple[int, ...] = (0,)) -> float:
+    """Wall seconds of one ``strata hook claude-code`` fed ``message``."""
+    os.sync()
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sb.STRATA, "hook", "claude-code"],
+        input=message,
+        cwd=ws,
+        env=sb.ENV,
+        capture_output=True,
+        check=False,
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode not in ok:
+        raise RuntimeError(f"the hook exited {proc.returncode}: {proc.stderr.decode()}")
+    return wall
+
+
+def newest_rationale(ws: Path) -> str:
+    out = subprocess.run(
+        [sb.STRATA, "history", "--limit", "1", "--json"],
+        cwd=ws,
+        env=sb.ENV,
+        capture_output=True,
+        check=True,
+    ).stdout
+    return str(json.loads(out)[0]["rationale"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--work", type=Path, default=HERE / "work" / "hook")
+    args = parser.parse_args()
+    size = sb.SIZES["large"]
+    base = args.work
+    sb.rmtree(base)
+    base.mkdir(parents=True)
+    sb.log(f"generating {size.files} files, {size.total / 1e6:.0f} MB")
+    files = sb.plan_corpus(size, args.seed)
+    st_ws, git_ws = base / "strata", base / "git"
+    sb.write_corpus(st_ws, files, args.seed)
+    subprocess.run(["cp", "-a", str(st_ws), str(git_ws)], check=True)
+    edits = sb.pick_edits(files, args.seed)
+    git = sb.GIT_TOOL
+    sb.ENV["STRATA_NO_DAEMON"] = "1"  # the one watcher is started below, in known mode
+    sb.run(git.git("init", "-q"), git_ws)
+    sb.run(git.git("add", "-A"), git_ws)
+    sb.run(git.git("commit", "-q", "-m", "x"), git_ws)
+    sb.run([sb.STRATA, "init"], st_ws)
+    sb.run([sb.STRATA, "snapshot", "-m", "x"], st_ws)
+    sb.log("recorded the corpus in both tools")
+
+    rows: dict[str, list[float]] = {}
+
+    def add(key: str, value: float) -> None:
+        rows.setdefault(key, []).append(value)
+
+    sb.run([sb.STRATA, "watch", "--daemon", "--no-capture"], st_ws)
+    sb.run([sb.STRATA, "snapshot"], st_ws)  # the stat cache now holds a watcher token
+    run_no = 0
+    try:
+        for i in range(args.runs):
+            run_no += 1
+            sb.edit(st_ws, edits, run_no, args.seed)
+            sb.edit(git_ws, edits, run_no, args.seed)
+            target = str(st_ws / edits[0].path)
+            post = payload(
+                st_ws, "PostToolUse", "Edit", {"file_path": target, "new_string": f"{i}"}
+            )
+            add("hook strata (watcher)", hook(st_ws, post))
+            assert newest_rationale(st_ws).startswith('Edit {"file_path": '), "not recorded"
+            add(
+                "commit git",
+                sb.timed(sb.seq(git_ws, git.git("add", "-A"), git.git("commit", "-q", "-m", "x"))),
+            )
+            run_no += 1
+            sb.edit(st_ws, edits, run_no, args.seed)
+            add("snapshot strata (watcher)", sb.timed(sb.seq(st_ws, [sb.STRATA, "snapshot"])))
+            run_no += 1
+            sb.edit(st_ws, edits, run_no, args.seed)
+            sb.ENV["STRATA_NO_RESIDENT"] = "1"
+            add("hook strata (watcher, run locally)", hook(st_ws, post))
+            del sb.ENV["STRATA_NO_RESIDENT"]
+            pre = payload(st_ws, "PreToolUse", "Bash", {"command": "rm -rf build"})
+            add("PreToolUse Bash decision", hook(st_ws, pre, ok=(2,)))
+            sb.log(f"run {i + 1}/{args.runs}")
+    finally:
+        sb.run([sb.STRATA, "watch", "--stop"], st_ws)
+
+    strata_ms = median_ms(rows["hook strata (watcher)"])
+    git_ms = median_ms(rows["commit git"])
+    ratio = strata_ms / git_ms
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    cpus = os.cpu_count()
+    print(
+        f"### PostToolUse hook, watcher on: 20,000 files, 10 edited "
+        f"({now}, {platform.node()}, {cpus} CPUs, load {os.getloadavg()[0]:.1f}, runs={args.runs})"
+    )
+    print()
+    print("| operation | strata | git | strata/git | target | met |")
+    print("|---|---|---|---|---|---|")
+    met = "yes" if ratio <= 0.5 else "NO"
+    print(
+        f"| PostToolUse hook → event recorded, vs `git add -A && git commit` | {strata_ms:.0f} ms "
+        f"| {git_ms:.0f} ms | {ratio:.2f}x | ≤ 0.5x git | {met} |"
+    )
+    print()
+    for key in (
+        "snapshot strata (watcher)",
+        "hook strata (watcher, run locally)",
+        "PreToolUse Bash decision",
+    ):
+        print(f"* {key}: {median_ms(rows[key]):.0f} ms")
+    print()
+    for key, values in rows.items():
+        print(f"  {key} (ms): {', '.join(f'{v * 1000:.1f}' for v in values)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""``strata hook``: coding agents' hooks (Claude Code, Codex CLI, Aider) and their installation.
+
+The recording half starts in :mod:`strata.integrations.fasthook`, before this
+module is imported: when the workspace's watcher runs, the snapshot is taken
+there and this code never runs. It runs when no watcher answers, and for
+Claude Code's PreToolUse, which judges the call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo, warn
+from strata.errors import NotARepository, StrataError
+
+# -- recording ---------------------------------------------------------------------------
+
+
+def _in_workspace() -> bool:
+    """Whether the current folder is in a Strata workspace."""
+    from strata.layout import find_layout
+
+    try:
+        find_layout(Path.cwd())
+    except NotARepository:
+        return False
+    return True
+
+
+def _snapshot(ctx: click.Context, command: list[str]) -> None:
+    """Run ``strata snapshot ...`` (``command``) here, as the command line runs it."""
+    from strata.cli.record import snapshot
+
+    snapshot.main(args=command[1:], prog_name="strata snapshot", standalone_mode=False, obj=ctx.obj)
+
+
+@click.group()
+def hook() -> None:
+    """Connect a coding agent: its edits recorded, its risky calls refused.
+
+    'strata hook install AGENT' writes the agent's configuration; the agent
+    then runs 'strata hook AGENT' itself.
+
+    \b
+    Example:
+      strata hook install claude-code
+      strata hook install codex --dry-run
+    """
+
+
+@hook.command("claude-code")
+@click.option(
+    "--ask",
+    "ask_prompts",
+    is_flag=True,
+    help="Have Claude Code ask you about a Bash command the policy wants approved "
+    "(permissionDecision 'ask') instead of refusing it.",
+)
+@click.pass_context
+def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
+    """Answer one Claude Code hook (its JSON on stdin).
+
+    PostToolUse records a snapshot: the tool's name and input are the
+    rationale, the session id the author (kind agent). PreToolUse refuses a
+    file tool (Edit, Write, MultiEdit, NotebookEdit) writing outside the
+    workspace or into .strata, and a Bash command the workspace's command
+    policy forbids: exit code 2 with the reason on stderr, which Claude Code
+    shows the model. A Bash command the policy wants approved is refused the
+    same way, or with --ask handed to Claude Code's own prompt
+    (permissionDecision "ask", with the reason). Other events, and any event
+    outside a Strata workspace, are accepted silently.
+
+    \b
+    Example:
+      echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
+             "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
+    """
+    from strata.integrations import fasthook
+    from strata.integrations.hooks import pre_tool_use, read_payload
+
+    text = fasthook.pending_stdin
+    if text is None:
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
+    payload = read_payload(text)
+    cwd = payload.get("cwd")
+    if cwd:
+        try:
+            os.chdir(str(cwd))
+        except OSError:
+            raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
+    event = payload["hook_event_name"]
+    if event == "PostToolUse":
+        command, _ = fasthook.parse("claude-code", [], text)
+        assert command is not None
+        if _in_workspace():  # elsewhere (hooks installed for every project): nothing to do
+            _snapshot(ctx, command)
+    elif event == "PreToolUse":
+        from strata.integrations.hooks import gateway_policy
+        from strata.layout import find_layout
+        from strata.repo import Repository
+
+        try:
+            layout = find_layout(Path.cwd())
+        except NotARepository:
+            return  # not a Strata workspace: nothing here to protect
+        if payload.get("tool_name") != "Bash":  # the file rules need no repository
+            verdict = pre_tool_use(payload, root=layout.workspace)
+        else:
+            with Repository(layout) as repo:
+                policy = gateway_policy(repo.gateway().decide)
+                verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+        if verdict.ask and ask_prompts:
+            answer = {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "ask",
+                    "permissionDecisionReason": verdict.reason,
+                }
+            }
+            click.echo(json.dumps(answer))
+        elif not verdict.allowed:
+            click.echo(verdict.reason, err=True)
+            sys.stdout.flush()
+            raise SystemExit(2)
+
+
+@hook.command("codex", context_settings={"ignore_unknown_options": True})
+@click.argument("message", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def hook_codex(ctx: click.Context, message: tuple[str, ...]) -> None:
+    """Record a snapshot after a Codex CLI turn (Codex's notify program).
+
+    Codex runs it with the turn's JSON as the last argument; an
+    agent-turn-complete message records a snapshot (the prompt as the
+    rationale, the thread as the author), anything else is ignored.
+
+    \b
+    Example:
+      strata hook codex '{"type": "agent-turn-complete", "turn-id": "t1",
+                          "input-messages": ["fix the tests"]}'
+    """
+    from strata.integrations import fasthook
+
+    command, cwd = fasthook.parse("codex", list(message), "")
+    if command is None:
+        return
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            raise click.UsageError(f"the turn's cwd {cwd} is not a folder") from None
+    if _in_workspace():
+        _snapshot(ctx, command)
+
+
+@hook.command("aider", context_settings={"ignore_unknown_options": True})
+@click.argument("files", nargs=-1, type=click.UNPROCESSED)
+@click.pass_context
+def hook_aider(ctx: click.Context, files: tuple[str, ...]) -> None:
+    """Record a snapshot after Aider edited FILES (Aider's lint command).
+
+    Always exits 0, so Aider never takes a problem of Strata's for a lint
+    error to fix; a problem is printed as a warning.
+
+    \b
+    Example:
+      strata hook aider src/app.py
+    """
+    from strata.integrations import fasthook
+
+    try:
+        _snapshot(ctx, fasthook.aider_snapshot(list(files)))
+    except StrataError as exc:
+        warn(f"strata could not record Aider's edit: {exc.message}")
+
+
+# -- installing --------------------------------------------------------------------------
+
+
+@hook.command("install")
+@click.argument("agent", type=click.Choice(["claude-code", "codex", "aider"]))
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    help="The configuration file to change (default: the agent's own, see below).",
+)
+@click.option("--dry-run", is_flag=True, help="Show the change; write nothing.")
+@json_option
+def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bool) -> None:
+    """Write AGENT's configuration so it runs Strata's hooks; print the diff.
+
+    claude-code: .claude/settings.json of the workspace (PreToolUse and
+    PostToolUse hooks). codex: ~/.codex/config.toml (notify). aider:
+    .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
+    command). Other settings are kept; installing again changes nothing;
+    a setting of yours Strata would have to replace is refused, named.
+
+    \b
+    Example:
+      strata hook install claude-code
+      strata hook install codex --dry-run --json
+    """
+    from strata.integrations.install import default_path, plan
+
+    if config_path is not None:
+        path = Path(config_path).absolute()
+    elif agent == "codex":
+        path = default_path(agent, workspace=Path.cwd(), home=Path.home())
+    else:
+        with open_repo(start_watcher=False) as repo:
+            root = repo.root
+        path = default_path(agent, workspace=root, home=Path.home())
+    change = plan(agent, path)
+    if not dry_run:
+        change.apply()
+    if as_json:
+        emit_json({**change.to_json(), "dry_run": dry_run})
+        return
+    if not change.changed:
+        click.echo(f"{path} already runs Strata's hooks for {agent}; nothing changed.")
+        return
+    click.echo(change.diff(), nl=False)
+    if dry_run:
+        click.echo(f"Would write {path} (--dry-run: nothing written).")
+    else:
+        click.echo(f"Wrote {path}.")
+
+
+COMMANDS = [hook]

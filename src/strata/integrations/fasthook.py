@@ -1,0 +1,139 @@
+"""The start of ``strata hook``: what an agent sent, as a ``strata snapshot`` command line.
+
+``strata hook claude-code`` (PostToolUse), ``strata hook codex`` (Codex's
+``notify``) and ``strata hook aider FILE...`` (Aider's lint command) each end in
+one snapshot. The console script calls :func:`try_fast` before it imports the
+CLI: the agent's message is read here with the standard library alone, turned
+into ``strata snapshot --message=RATIONALE --author=WHO --author-kind=agent`` and
+handed to the workspace's watcher (:func:`strata._resident.try_resident`),
+which records it without this process importing the rest of Strata. When no
+watcher answers, the CLI's ``hook`` command runs as usual and finds what was
+read from stdin in :data:`pending_stdin`.
+
+Only the standard library is imported here (``json``, ``os``, ``sys``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+#: what :func:`try_fast` read from stdin (the CLI's hook command reads it from here)
+pending_stdin: str | None = None
+
+#: the longest rationale recorded (an Edit's strings or a Write's content are clipped)
+RATIONALE_LIMIT = 1000
+#: the longest single string value shown in a rationale
+VALUE_LIMIT = 200
+
+#: Claude Code's tools whose PostToolUse is recorded (the others only read)
+CLAUDE_WRITING_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit")
+
+
+def _clip(value: object) -> object:
+    """``value`` with long strings cut (at :data:`VALUE_LIMIT` characters, marked ``…``)."""
+    if isinstance(value, str):
+        return value if len(value) <= VALUE_LIMIT else value[:VALUE_LIMIT] + "…"
+    if isinstance(value, dict):
+        return {k: _clip(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clip(v) for v in value[:20]]
+    return value
+
+
+def tool_rationale(tool_name: str, tool_input: object) -> str:
+    """``TOOL {input as JSON}``: a tool call as the rationale of its snapshot (clipped)."""
+    shown = json.dumps(_clip(tool_input), ensure_ascii=False, sort_keys=False)
+    text = f"{tool_name} {shown}"
+    return text if len(text) <= RATIONALE_LIMIT else text[: RATIONALE_LIMIT - 1] + "…"
+
+
+def _snapshot_argv(message: str, author: str) -> list[str]:
+    """``strata snapshot`` recording ``message`` by the agent ``author``.
+
+    Options are given as ``--name=value``: a value starting with ``-`` stays a value.
+    """
+    return ["snapshot", f"--message={message}", f"--author={author}", "--author-kind=agent"]
+
+
+def claude_code_snapshot(payload: dict[str, object]) -> list[str] | None:
+    """The snapshot command line of a Claude Code PostToolUse message; None for other events."""
+    if payload.get("hook_event_name") != "PostToolUse":
+        return None
+    tool = str(payload.get("tool_name") or "tool")
+    session = str(payload.get("session_id") or "claude-code")
+    return _snapshot_argv(tool_rationale(tool, payload.get("tool_input", {})), session)
+
+
+def codex_snapshot(payload: dict[str, object]) -> list[str] | None:
+    """The snapshot command line of a Codex ``notify`` message (``agent-turn-complete``)."""
+    if payload.get("type") != "agent-turn-complete":
+        return None
+    asked = payload.get("input-messages") or payload.get("input_messages") or []
+    prompt = " / ".join(str(m) for m in asked) if isinstance(asked, list) else str(asked)
+    turn = payload.get("turn-id") or payload.get("turn_id") or ""
+    message = f"codex turn {turn}: {prompt}".strip() if turn else f"codex turn: {prompt}"
+    who = payload.get("thread-id") or payload.get("thread_id") or "codex"
+    return _snapshot_argv(message[:RATIONALE_LIMIT], str(who))
+
+
+def aider_snapshot(files: list[str]) -> list[str]:
+    """The snapshot command line of Aider's lint command run on ``files``."""
+    names = ", ".join(files) if files else "the workspace"
+    return _snapshot_argv(f"aider edited {names}"[:RATIONALE_LIMIT], "aider")
+
+
+def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | None, str | None]:
+    """The snapshot command line for ``strata hook AGENT ARGS`` and the folder it runs in.
+
+    ``(None, None)`` when the message asks for no snapshot here (a PreToolUse,
+    another event, a message that is not JSON: the CLI then decides).
+    """
+    try:
+        if agent == "claude-code":
+            payload = json.loads(stdin_text)
+            if isinstance(payload, dict):
+                cwd = payload.get("cwd")
+                return claude_code_snapshot(payload), str(cwd) if cwd else None
+        elif agent == "codex" and args:
+            payload = json.loads(args[-1])
+            if isinstance(payload, dict):
+                cwd = payload.get("cwd")
+                return codex_snapshot(payload), str(cwd) if cwd else None
+        elif agent == "aider":
+            files = [a for a in args if not a.startswith("-")]
+            return aider_snapshot(files), None
+    except ValueError:
+        pass
+    return None, None
+
+
+def try_fast(argv: list[str]) -> None:
+    """Record ``strata hook AGENT ...`` through the watcher; returns when it did not.
+
+    ``argv`` follows ``hook``. Returns at once for ``install``, ``--help`` and
+    anything with options this does not know; once the watcher has taken the
+    snapshot the process exits with the snapshot's code.
+    """
+    global pending_stdin
+    if not argv or argv[0] not in ("claude-code", "codex", "aider"):
+        return
+    agent, args = argv[0], argv[1:]
+    if any(a in ("-h", "--help") for a in args):
+        return
+    if agent == "claude-code":
+        if args or sys.stdin is None:
+            return
+        pending_stdin = sys.stdin.buffer.read().decode("utf-8", "replace")
+    command, cwd = parse(agent, args, pending_stdin or "")
+    if command is None:
+        return
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except OSError:
+            return
+    from strata._resident import try_resident
+
+    try_resident(command)
