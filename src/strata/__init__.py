@@ -37,6 +37,9 @@ if TYPE_CHECKING:
         FolderNotWritable,
         GitBackendError,
         JournalError,
+        KbDenseUnavailable,
+        KbError,
+        KbNotIndexed,
         MergeConflict,
         NameTaken,
         NestedRepository,
@@ -164,6 +167,10 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    # the knowledge base (strata kb)
+    "KbDenseUnavailable",
+    "KbError",
+    "KbNotIndexed",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +282,10 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    # the knowledge base (strata kb)
+    "KbDenseUnavailable",
+    "KbError",
+    "KbNotIndexed",
 ]
 
 

