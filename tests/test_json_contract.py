@@ -160,6 +160,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger index rebuild")
     s("ledger convert", "--to", "jsonl")
     s("models")
+    # the knowledge base (strata kb)
+    s("kb index")
+    s("kb search", "one")
+    s("kb ask", "one")
     return s.outputs
 
 

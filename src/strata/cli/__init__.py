@@ -66,6 +66,7 @@ def _register() -> None:
         agent,
         draft,
         inspect,
+        kb,  # the knowledge base
         ledger,
         models,
         preflight,
@@ -94,6 +95,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        kb,  # the knowledge base
     ):
         for command in module.COMMANDS:
             cli.add_command(command)
