@@ -46,6 +46,8 @@ FILLER = [
     "The {c} sends an email to the user when a long operation ends.",
     "Tokens, keys and passwords of the {c} are never written to the log.",
     "Times shown by the {c} use the timezone of the server.",
+    "The server exports the logs of the {c} once a day.",
+    "The {c} ships with a shell script to install it as a service.",
     "Notifications of the {c} are collected and sent as a daily summary.",
     "Data the {c} encrypts at rest uses the key of the server; backups keep it too.",
 ]
