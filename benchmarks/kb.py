@@ -17,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -38,21 +39,33 @@ WORDS = (  # noqa: SIM905
 ).split()
 
 
+#: English's commonest words: the top of the vocabulary, as in real prose
+STOP = (  # noqa: SIM905
+    "the of and to a in is it that for on was with as be by this are or at from not but "
+    "have an they which one you were all we can her has there been if more when will would"
+).split()
+
+
 def vocabulary(rng: random.Random, n: int = 20_000) -> list[str]:
-    """Pseudo-words: the technical words first (the commonest), then made-up ones."""
+    """English's commonest words, then technical words, then made-up ones (by rank)."""
     made = {
         "".join(
             rng.choice("bcdfghklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 4))
         )
         for _ in range(n)
     }
-    return WORDS + sorted(made - set(WORDS))
+    return STOP + WORDS + sorted(made - set(WORDS) - set(STOP))
+
+
+def zipf(n: int) -> list[float]:
+    """Cumulative Zipf weights (the word of rank r is 1/r as frequent as the first)."""
+    return list(itertools.accumulate(1.0 / (rank + 1) for rank in range(n)))
 
 
 def make_corpus(root: Path, files: int, size: int, rng: random.Random) -> None:
     """Prose whose words follow Zipf's law over a 20,000-word vocabulary, like real text."""
     vocab = vocabulary(rng)
-    weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+    weights = zipf(len(vocab))
     for i in range(files):
         folder = root / f"docs/part{i % 50:02d}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -63,7 +76,7 @@ def make_corpus(root: Path, files: int, size: int, rng: random.Random) -> None:
             if total // 2500 >= section:
                 section += 1
                 parts.append(f"\n## Section {section} on {rng.choice(WORDS)}\n\n")
-            sentence = " ".join(rng.choices(vocab, weights, k=rng.randint(8, 16)))
+            sentence = " ".join(rng.choices(vocab, cum_weights=weights, k=rng.randint(8, 16)))
             line = sentence.capitalize() + f" (item {rng.randint(1, 10**6)}).\n"
             if rng.random() < 0.2:
                 line += "\n"
@@ -87,7 +100,8 @@ def main() -> None:
         ws.mkdir()
         make_corpus(ws, args.files, args.size, rng)
         vocab = vocabulary(random.Random(15))
-        weights = [1.0 / (rank + 1) for rank in range(len(vocab))]
+        content = vocab[len(STOP) :]
+        content_weights = zipf(len(content))
         mb = sum(p.stat().st_size for p in ws.rglob("*.md")) / 1e6
         with Repository.init(ws) as repo:
             t = time.perf_counter()
@@ -127,7 +141,9 @@ def main() -> None:
             kb = repo.kb
             times = []
             for _ in range(args.queries):
-                query = " ".join(rng.choices(vocab, weights, k=rng.randint(2, 6)))
+                # a question: a few content words (by their frequency) in English
+                words = rng.choices(content, cum_weights=content_weights, k=rng.randint(2, 4))
+                query = f"how do I {words[0]} the {' '.join(words[1:])}"
                 t = time.perf_counter()
                 kb.search(query, k=5)
                 times.append((time.perf_counter() - t) * 1000)

@@ -370,3 +370,17 @@ def test_ask_answers_through_a_recorded_provider(ws: Path) -> None:
         trace = json.loads(repo.objects.get(result.traces[0]))
         sent = json.dumps(trace["request"])
         assert "8421" in sent and "a.md:1-3@" in sent  # the model saw the cited passage
+
+
+def test_common_words_do_not_hide_a_rare_one(ws: Path) -> None:
+    """A query mixing rare and common words ranks the rare word's chunk first, k or fewer."""
+    for i in range(30):
+        extra = " The zeppelin hangar is here." if i == 7 else ""
+        (ws / f"n{i:02d}.md").write_text(f"# Note {i}\n\nThe server runs fine.{extra}\n")
+    with open_repo(ws) as repo:
+        repo.kb.index()
+        [top] = repo.kb.search("zeppelin server", k=1).hits  # rare words first, then common
+        assert top.path == "n07.md"
+        hits = repo.kb.search("zeppelin server", k=5).hits  # too few rare: every match
+        assert len(hits) == 5 and hits[0].path == "n07.md"
+        assert len(repo.kb.search("server", k=50).hits) == 30

@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 #: files larger than this are skipped (``[kb] max_file_bytes`` in config.toml changes it)
 DEFAULT_MAX_FILE_BYTES = 16 * 1024 * 1024
 MODES = ("bm25", "dense", "hybrid")
+#: an update of more files than this merges the FTS5 index's segments afterwards
+BULK_FILES = 500
 #: reciprocal rank fusion's constant (Cormack et al. 2009)
 RRF_K = 60
 #: the targets an index can be of, and their files
@@ -213,6 +215,8 @@ class KnowledgeBase:
             max_file_bytes if max_file_bytes is not None else configured_max_bytes(core)
         )
         self._embedder = embedder
+        #: index files open for searching, by (draft, thread)
+        self._readers: dict[tuple[bool, int], KbIndex] = {}
 
     # -- where -------------------------------------------------------------------------
 
@@ -350,6 +354,9 @@ class KnowledgeBase:
                     except ObjectMissing:
                         reason = "its content is not in the store (removed by gc)"
                 idx.put(path, oid=oid, kind=kind, size=size, chunks=chunks, reason=reason)
+            if report.added + report.changed + report.removed > BULK_FILES:
+                idx.optimize()  # a bulk load leaves many segments: merge them for queries
+            idx.set_meta("chunks", str(idx.count_chunks()))
             idx.set_meta("snapshot_id", report.snapshot_id)
             idx.set_meta("event_id", report.event_id)
             idx.set_meta("tree", tree)
@@ -402,42 +409,59 @@ class KnowledgeBase:
             raise UsageError("-k must be at least 1")
         if not query.strip():
             raise UsageError("the query is empty")
-        idx = self._open(draft=draft)
-        try:
-            snapshot_id = idx.meta("snapshot_id") or ""
-            if mode == "bm25":
-                rows = idx.bm25(query, k)
+        idx = self._reader(draft=draft)
+        snapshot_id = idx.meta("snapshot_id") or ""
+        if mode == "bm25":
+            rows = idx.bm25(query, k)
+        else:
+            if idx.meta("dense") != "on":
+                raise KbNotIndexed(
+                    "the knowledge base's vectors",
+                    hint="run 'strata kb index --dense' (needs the kb-dense extra)",
+                )
+            vector = self.embedder().queries([query])[0]
+            store = self._vectors(draft=draft)
+            try:
+                depth = k if mode == "dense" else max(4 * k, 20)
+                near = store.nearest(vector, depth)
+            finally:
+                store.close()
+            found = idx.rows(i for i, _ in near)
+            dense_rows = [scored(found[i], s) for i, s in near if i in found]
+            if mode == "dense":
+                rows = dense_rows
             else:
-                if idx.meta("dense") != "on":
-                    raise KbNotIndexed(
-                        "the knowledge base's vectors",
-                        hint="run 'strata kb index --dense' (needs the kb-dense extra)",
-                    )
-                vector = self.embedder().queries([query])[0]
-                store = self._vectors(draft=draft)
-                try:
-                    depth = k if mode == "dense" else max(4 * k, 20)
-                    near = store.nearest(vector, depth)
-                finally:
-                    store.close()
-                found = idx.rows(i for i, _ in near)
-                dense_rows = [scored(found[i], s) for i, s in near if i in found]
-                if mode == "dense":
-                    rows = dense_rows
-                else:
-                    rows = fuse([_safe_bm25(idx, query, depth), dense_rows], k)
-            result = SearchResult(
-                query,
-                mode,
-                idx.meta("target") or "",
-                snapshot_id,
-                idx.meta("event_id"),
-                [_hit(r, snapshot_id) for r in rows],
-            )
-        finally:
-            idx.close()
+                rows = fuse([_safe_bm25(idx, query, depth), dense_rows], k)
+        result = SearchResult(
+            query,
+            mode,
+            idx.meta("target") or "",
+            snapshot_id,
+            idx.meta("event_id"),
+            [_hit(r, snapshot_id) for r in rows],
+        )
         result.warnings = self._staleness(result, draft=draft)
         return result
+
+    def _reader(self, *, draft: bool) -> KbIndex:
+        """The index file opened for searching, kept open for this thread's next search."""
+        import threading
+
+        key = (draft, threading.get_ident())
+        idx = self._readers.get(key)
+        if idx is None or not idx.path.exists():
+            idx = self._readers[key] = self._open(draft=draft)
+        return idx
+
+    def close(self) -> None:
+        """Close the index files kept open for searching (they close with the object too)."""
+        readers = getattr(self, "_readers", {})
+        for idx in readers.values():
+            idx.close()
+        readers.clear()
+
+    def __del__(self) -> None:
+        self.close()
 
     def _open(self, *, draft: bool) -> KbIndex:
         path = self.path(draft=draft)
@@ -459,7 +483,9 @@ class KnowledgeBase:
                 found = open_draft(self.core)
                 current = found.tip() if found is not None else None
             else:
-                current = self.core.head() if result.target == "HEAD" else None
+                if result.target != "HEAD" or self.core.view().head_event == result.event_id:
+                    return []  # HEAD is still the event indexed: no need to read it
+                current = self.core.head()
         except KbError:
             return []
         if current is None or current.snapshot_ref is None:

@@ -7,7 +7,7 @@ the stored snapshot it names, so deleting it loses nothing. Tables::
     meta(key, value)          format, snapshot_id, event_id, tree, target, dense...
     files(path, oid, kind, size, status, reason, chunks)   the indexed snapshot's files
     chunks(id, path, start_line, end_line, page, heading, text)
-    chunks_fts                FTS5 over (path, heading, text), external content: chunks
+    chunks_fts                FTS5 over (path, heading, text, every), external content: chunks
 
 A file whose content hash is unchanged keeps its chunks (and their rowids);
 a changed one has its chunks replaced (chunk ids are never reused, so the
@@ -48,24 +48,29 @@ CREATE TABLE IF NOT EXISTS chunks(
     end_line INTEGER NOT NULL,
     page INTEGER,
     heading TEXT NOT NULL,
-    text TEXT NOT NULL
+    text TEXT NOT NULL,
+    every TEXT NOT NULL DEFAULT 'kbany'
 );
 CREATE INDEX IF NOT EXISTS chunks_by_path ON chunks(path);
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
-    path, heading, text, content='chunks', content_rowid='id', tokenize='porter unicode61'
+    path, heading, text, every,
+    content='chunks', content_rowid='id', tokenize='porter unicode61'
 );
 CREATE TRIGGER IF NOT EXISTS chunks_ai AFTER INSERT ON chunks BEGIN
-    INSERT INTO chunks_fts(rowid, path, heading, text)
-    VALUES (new.id, new.path, new.heading, new.text);
+    INSERT INTO chunks_fts(rowid, path, heading, text, every)
+    VALUES (new.id, new.path, new.heading, new.text, new.every);
 END;
 CREATE TRIGGER IF NOT EXISTS chunks_ad AFTER DELETE ON chunks BEGIN
-    INSERT INTO chunks_fts(chunks_fts, rowid, path, heading, text)
-    VALUES ('delete', old.id, old.path, old.heading, old.text);
+    INSERT INTO chunks_fts(chunks_fts, rowid, path, heading, text, every)
+    VALUES ('delete', old.id, old.path, old.heading, old.text, old.every);
 END;
 """
 
-#: BM25 weights of the FTS columns: path, heading, text
-WEIGHTS = (2.0, 3.0, 1.0)
+#: BM25 weights of the FTS columns: path, heading, text, and ``every`` (one token,
+#: ``kbany``, in every chunk: it lets a query match "any chunk" at no score)
+WEIGHTS = (2.0, 3.0, 1.0, 0.0)
+#: a term in more than this share of the chunks is "common" (see :meth:`KbIndex.bm25`)
+COMMON_SHARE = 0.05
 
 #: words left out of a BM25 query (they match nearly every passage)
 STOPWORDS = frozenset(
@@ -106,8 +111,8 @@ class FileRow:
     chunks: int
 
 
-def match_expression(query: str) -> str:
-    """The FTS5 expression of a free-text query: its words, OR-ed (stop words left out).
+def query_words(query: str) -> list[str]:
+    """The words of a free-text query, lower-cased, once each, English stop words left out.
 
     Raises :class:`KbError` for a query with no word in it.
     """
@@ -118,8 +123,16 @@ def match_expression(query: str) -> str:
             f"the query {query!r} has no words to search for",
             hint='e.g. strata kb search "install"',
         )
-    unique = list(dict.fromkeys(kept))
-    return " OR ".join('"' + w.replace('"', '""') + '"' for w in unique)
+    return list(dict.fromkeys(kept))
+
+
+def match_expression(query: str) -> str:
+    """The FTS5 expression of a free-text query: its words, OR-ed (see :func:`query_words`)."""
+    return _any(query_words(query))
+
+
+def _any(words: list[str]) -> str:
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 class KbIndex:
@@ -127,11 +140,14 @@ class KbIndex:
 
     def __init__(self, path: Path, *, create: bool = True) -> None:
         self.path = path
+        self._vocab = False  # the temporary tables of _split, made on first use
         if not create and not path.exists():
             raise FileNotFoundError(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        new = not path.exists()
         self.db = sqlite3.connect(path, timeout=30.0, isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
+        if new:  # WAL is a property of the file: readers never wait for an indexer
+            self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         try:
             found = self._meta_raw("format")
@@ -233,6 +249,10 @@ class KbIndex:
             ids.append(int(cursor.lastrowid or 0))
         return ids
 
+    def optimize(self) -> None:
+        """Merge the FTS5 index's segments into one (after a bulk load: faster queries)."""
+        self.db.execute("INSERT INTO chunks_fts(chunks_fts) VALUES ('optimize')")
+
     def count_chunks(self) -> int:
         """How many chunks the index holds."""
         return int(self.db.execute("SELECT count(*) FROM chunks").fetchone()[0])
@@ -253,16 +273,69 @@ class KbIndex:
     # -- BM25 -----------------------------------------------------------------------------
 
     def bm25(self, query: str, k: int) -> list[Row]:
-        """The ``k`` best chunks for ``query`` by BM25 (score: minus FTS5's bm25, higher better)."""
-        expression = match_expression(query)
+        """The ``k`` best chunks for ``query`` by BM25 (score: minus FTS5's bm25, higher better).
+
+        FTS5 scores every chunk an OR query matches, and a common word matches
+        most of them. So, as Lucene's common-terms query does, when the query
+        has both rare and common words (in more than :data:`COMMON_SHARE` of
+        the chunks), only the chunks with a rare word are candidates: the
+        expression is ``(rare...) AND (common... OR every:kbany)``, which adds
+        the common words' scores to those candidates without scoring the
+        chunks that have only common words. When that finds fewer than ``k``
+        chunks, the plain OR query runs.
+        """
+        words = query_words(query)
+        rare, common = self._split(words)
+        if rare and common:
+            rows = self._bm25(f"({_any(rare)}) AND ({_any(common)} OR every:kbany)", k)
+            if len(rows) >= k:
+                return rows
+        return self._bm25(_any(words), k)
+
+    def _bm25(self, expression: str, k: int) -> list[Row]:
+        weights = ", ".join(str(w) for w in WEIGHTS)
+        # the best k by rowid and score first: only they are joined with their text
         sql = (
-            "SELECT c.id, c.path, c.start_line, c.end_line, c.page, c.heading, c.text, "
-            f"-bm25(chunks_fts, {WEIGHTS[0]}, {WEIGHTS[1]}, {WEIGHTS[2]}) AS score "
-            "FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid "
-            "WHERE chunks_fts MATCH ? ORDER BY bm25(chunks_fts, "
-            f"{WEIGHTS[0]}, {WEIGHTS[1]}, {WEIGHTS[2]}) LIMIT ?"
+            "SELECT c.id, c.path, c.start_line, c.end_line, c.page, c.heading, c.text, -r.score "
+            f"FROM (SELECT rowid, bm25(chunks_fts, {weights}) AS score FROM chunks_fts "
+            "WHERE chunks_fts MATCH ? ORDER BY score LIMIT ?) AS r "
+            "JOIN chunks c ON c.id = r.rowid ORDER BY r.score, c.id"
         )
         return [Row(*r) for r in self.db.execute(sql, (expression, k))]
+
+    def _split(self, words: list[str]) -> tuple[list[str], list[str]]:
+        """The query's words in two lists: rare and common (by their stem's chunk count)."""
+        if len(words) < 2:
+            return words, []
+        if not self._vocab:
+            self.db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_query "
+                "USING fts5(word, tokenize='porter unicode61')"
+            )
+            self.db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_query_terms "
+                "USING fts5vocab('temp', 'kb_query', 'instance')"
+            )
+            self.db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.kb_terms "
+                "USING fts5vocab('main', 'chunks_fts', 'row')"
+            )
+            self._vocab = True
+        total = int(self.meta("chunks") or 0)
+        self.db.executemany(
+            "INSERT INTO temp.kb_query(rowid, word) VALUES (?, ?)", enumerate(words, start=1)
+        )
+        stems = dict(self.db.execute("SELECT doc, term FROM temp.kb_query_terms"))
+        self.db.execute("DELETE FROM temp.kb_query")
+        rare: list[str] = []
+        common: list[str] = []
+        for n, word in enumerate(words, start=1):
+            found = self.db.execute(
+                "SELECT doc FROM temp.kb_terms WHERE term = ?", (stems.get(n, word),)
+            ).fetchone()
+            count = int(found[0]) if found else 0
+            (common if count > COMMON_SHARE * total else rare).append(word)
+        return rare, common
 
     def chunk_id_set(self) -> set[int]:
         """The ids of every chunk."""
