@@ -706,6 +706,7 @@ class KbDenseUnavailable(KbError):
     def __init__(self, missing: str) -> None:
         super().__init__(
             f"dense retrieval needs the 'kb-dense' extra ({missing} is not installed)",
-            hint="pip install 'strata-workspace[kb-dense]', or search with --mode bm25",
+            hint="pip install 'strata-workspace[kb-dense]'; or search with --mode bm25 "
+            "and index with --no-dense",
         )
         self.missing = missing
