@@ -384,3 +384,38 @@ def test_common_words_do_not_hide_a_rare_one(ws: Path) -> None:
         hits = repo.kb.search("zeppelin server", k=5).hits  # too few rare: every match
         assert len(hits) == 5 and hits[0].path == "n07.md"
         assert len(repo.kb.search("server", k=50).hits) == 30
+
+
+def test_a_recorded_ask_replays_offline(ws: Path) -> None:
+    from strata import UnrecordedCall
+    from strata.providers.replay import ReplayProvider
+    from strata.providers.scripted import Scripted
+    from strata.providers.trace import Trace
+
+    (ws / "a.md").write_text("# A\n\nThe server listens on port 8421.\n")
+    with open_repo(ws) as repo:
+        repo.kb.index()
+        asked = repo.kb.ask("which port", provider=Scripted([{"text": "8421 [1]"}]))
+        traces = [Trace.decode(repo.objects.get(t), name=t) for t in asked.traces]
+        again = repo.kb.ask("which port", provider=ReplayProvider(traces))
+        assert again.answer == "8421 [1]"  # answered from the trace: no model
+        (ws / "a.md").write_text("# A\n\nThe server listens on port 9000.\n")
+        repo.kb.index()
+        with pytest.raises(UnrecordedCall):  # other passages: not the recorded request
+            repo.kb.ask("which port", provider=ReplayProvider(traces))
+
+
+def test_ask_through_the_cli_with_a_configured_provider(ws: Path, run_cli: CliRunner) -> None:
+    (ws / "a.md").write_text("# A\n\nThe server listens on port 8421.\n")
+    (ws / "bot.yaml").write_text("responses:\n  - text: 'Port 8421 [1].'\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[providers.bot]\nadapter = "scripted"\nscript = "bot.yaml"\n')
+    assert run_cli("kb", "index", cwd=ws)[0] == 0
+    code, out, err = run_cli("kb", "ask", "which port", "--model", "bot", "--json", cwd=ws)
+    assert code == 0, err
+    result = json.loads(out)
+    assert result["answer"] == "Port 8421 [1]." and result["provider"] == "bot"
+    assert "a.md" in {c["path"] for c in result["citations"]} and result["event_id"]
+    code, out, err = run_cli("kb", "ask", "which port", "--model", "bot", cwd=ws)
+    assert out.startswith("Port 8421 [1].\n\nSources:\n[1] ") and "a.md:1-3@" in out
