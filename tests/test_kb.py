@@ -419,3 +419,30 @@ def test_ask_through_the_cli_with_a_configured_provider(ws: Path, run_cli: CliRu
     assert "a.md" in {c["path"] for c in result["citations"]} and result["event_id"]
     code, out, err = run_cli("kb", "ask", "which port", "--model", "bot", cwd=ws)
     assert out.startswith("Port 8421 [1].\n\nSources:\n[1] ") and "a.md:1-3@" in out
+
+
+def test_index_before_anything_is_recorded(ws: Path, run_cli: CliRunner) -> None:
+    (ws / "a.md").write_text("text\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    code, _, err = run_cli("kb", "index", "--no-record", cwd=ws)
+    assert code == 1 and err.startswith("error: nothing is recorded yet") and "Traceback" not in err
+    code, _, err = run_cli("kb", "search", "text", cwd=ws)
+    assert code == 1 and "error: the knowledge base is not indexed" in err
+    assert "hint: run 'strata kb index'" in err
+    code, _, err = run_cli("kb", "index", "--ref", "HEAD", "--draft", cwd=ws)
+    assert code == 2 and "not both" in err
+
+
+def test_code_is_cut_at_its_top_level_definitions(ws: Path) -> None:
+    (ws / "m.py").write_text(
+        "import os\n\n\ndef alpha():\n    x = 1\n\n    return x\n\n\n"
+        "class Beta:\n    def gamma(self):\n        return 2\n"
+    )
+    with open_repo(ws) as repo:
+        repo.kb.index()
+        hits = repo.kb.search("import alpha return beta gamma", k=10).hits
+    assert sorted((h.start_line, h.end_line, h.heading) for h in hits) == [
+        (1, 1, ""),
+        (4, 7, "def alpha():"),
+        (10, 12, "class Beta:"),
+    ]

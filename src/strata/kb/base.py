@@ -297,8 +297,9 @@ class KnowledgeBase:
                 recorded = result.event is not None
             head = core.head()
             if head is None:
-                raise KbNotIndexed(
-                    "the workspace", hint="record it first: strata snapshot -m 'first'"
+                raise KbError(
+                    "nothing is recorded yet: there is no snapshot to index",
+                    hint="run 'strata kb index' without --no-record, or 'strata snapshot' first",
                 )
             point = core.point(head)
             target = "HEAD"

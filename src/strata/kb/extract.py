@@ -106,6 +106,8 @@ def extract(kind: str, data: bytes) -> Document:
         return Document(kind, lines, rst_headings(lines))
     if kind == "html":
         return _html(text, len(lines))
+    if kind == "code":
+        return Document(kind, lines, code_headings(lines))
     return Document(kind, lines)
 
 
@@ -160,6 +162,17 @@ def markdown_headings(lines: list[str]) -> dict[int, int]:
                 continue
             found[i - 1] = 1 if under.group(1)[0] == "=" else 2
     return found
+
+
+_DEFINITION = re.compile(
+    r"(?:export\s+)?(?:pub(?:\(\w+\))?\s+)?(?:async\s+)?"
+    r"(?:def|class|function|func|fn|struct|enum|trait|impl|interface|module)\s+\w"
+)
+
+
+def code_headings(lines: list[str]) -> dict[int, int]:
+    """The top-level definitions of code (``def``, ``class``, ``func``, ``fn``... at column 0)."""
+    return {i: 1 for i, line in enumerate(lines) if _DEFINITION.match(line)}
 
 
 _RST_UNDERLINE = re.compile(r"([=\-`:'\"~^_*+#<>])\1{2,}\s*$")
