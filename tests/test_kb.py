@@ -446,3 +446,22 @@ def test_code_is_cut_at_its_top_level_definitions(ws: Path) -> None:
         (4, 7, "def alpha():"),
         (10, 12, "class Beta:"),
     ]
+
+
+def test_the_size_limit_comes_from_config(ws: Path, run_cli: CliRunner) -> None:
+    (ws / "a.md").write_text("# A\n\n" + "word " * 100 + "\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    config = ws / ".strata" / "config.toml"
+    original = config.read_text()
+    config.write_text(original + "\n[kb]\nmax_file_bytes = 100\n")
+    code, out, err = run_cli("kb", "index", "--json", cwd=ws)
+    assert code == 0, err
+    [skipped] = json.loads(out)["skipped"]
+    assert skipped["path"] == "a.md" and "100-byte limit" in skipped["reason"]
+    config.write_text(original + "\n[kb]\nmax_file_bytes = 1000\n")
+    code, out, err = run_cli("kb", "index", "--json", cwd=ws)
+    report = json.loads(out)
+    assert report["skipped"] == [] and report["changed"] == 1  # read again: the limit moved
+    config.write_text(original + '\n[kb]\nmax_file_bytes = "big"\n')
+    code, _, err = run_cli("kb", "index", cwd=ws)
+    assert code == 1 and "kb.max_file_bytes" in err and "Traceback" not in err
