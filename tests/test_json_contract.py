@@ -176,6 +176,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger convert", "--to", "jsonl")
     s("models")
     s("hook install", "claude-code", "--dry-run")  # agent hooks (issue 14)
+    # the knowledge base (strata kb)
+    s("kb index")
+    s("kb search", "one")
+    s("kb ask", "one")
     return s.outputs
 
 

@@ -45,6 +45,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.digest",  # the workspace digest
             "strata.workshop",  # issue 13
             "strata.gateway",  # the tool gateway
+            "strata.kb",  # the knowledge base
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),

@@ -41,6 +41,9 @@ if TYPE_CHECKING:
         GatewayError,  # gateway
         GitBackendError,
         JournalError,
+        KbDenseUnavailable,
+        KbError,
+        KbNotIndexed,
         ManifestUnavailable,  # the Workshop's file context (issue 13)
         MergeConflict,
         NameTaken,
@@ -180,6 +183,10 @@ _ERRORS = (
     "PolicyInvalid",  # gateway
     "UnsupportedCapability",  # gateway
     "WorkspaceRequired",  # gateway
+    # the knowledge base (strata kb)
+    "KbDenseUnavailable",
+    "KbError",
+    "KbNotIndexed",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -299,6 +306,10 @@ __all__ = [
     "PolicyInvalid",  # gateway
     "UnsupportedCapability",  # gateway
     "WorkspaceRequired",  # gateway
+    # the knowledge base (strata kb)
+    "KbDenseUnavailable",
+    "KbError",
+    "KbNotIndexed",
 ]
 
 

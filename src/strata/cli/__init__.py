@@ -76,6 +76,7 @@ def _register() -> None:
         draft,
         hook,  # agent hooks (issue 14)
         inspect,
+        kb,  # the knowledge base
         ledger,
         mcp,  # the MCP server (issue 14)
         models,
@@ -110,6 +111,7 @@ def _register() -> None:
         exec_command,  # the tool gateway: strata exec
         mcp,  # the MCP server (issue 14)
         hook,  # agent hooks (issue 14)
+        kb,  # the knowledge base
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -78,6 +78,8 @@ class EventType(StrEnum):
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
     FILE_ARTIFACT = "file_artifact"
+    # the knowledge base: a question answered from retrieved passages (its model call linked)
+    KB_ASK = "kb_ask"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
