@@ -82,6 +82,8 @@ if TYPE_CHECKING:
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
+        WorkshopBusy,  # issue 13
+        WorkshopError,  # issue 13
     )
     from strata.ledger.events import Author, Event
     from strata.replay.preflight import PreflightResult
@@ -164,6 +166,8 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +279,8 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
 ]
 
 

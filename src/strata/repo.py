@@ -92,11 +92,14 @@ def _features() -> dict[str, Any]:
     from strata.runs.git import resolve_git_ref
     from strata.runs.recovery import recover_runs
     from strata.runs.undo import undo_run
+    from strata.workbench.timetravel import recover_draft_steps, undo_draft_rewind  # issue 13
+    from strata.workshop.session import recover_turns, undo_workshop  # issue 13
 
     return {
         "ref_schemes": {"git": resolve_git_ref},
-        "recoverers": (recover_runs,),
-        "undo_handlers": (undo_run,),
+        # the Workshop's first: recover_runs removes every stale lease it finds
+        "recoverers": (recover_turns, recover_draft_steps, recover_runs),
+        "undo_handlers": (undo_run, undo_draft_rewind, undo_workshop),
     }
 
 
