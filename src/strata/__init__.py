@@ -79,11 +79,11 @@ if TYPE_CHECKING:
         UsageError,
         WatcherFailed,
         WatcherRunning,
+        WorkshopBusy,  # issue 13
+        WorkshopError,  # issue 13
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
-        WorkshopBusy,  # issue 13
-        WorkshopError,  # issue 13
     )
     from strata.ledger.events import Author, Event
     from strata.replay.preflight import PreflightResult
