@@ -177,6 +177,14 @@ class Workshop:
         self._model = model
         self.conversation_id = self._find_conversation(conversation)
 
+    def recover(self) -> None:
+        """Finish what a killed turn left (its answer recorded as interrupted, its step undone).
+
+        Every write does this first; call it to see a whole conversation before writing.
+        """
+        with self.core.writing():
+            pass
+
     # -- which conversation ------------------------------------------------------------
 
     def _find_conversation(self, wanted: str | None) -> str:
