@@ -290,6 +290,7 @@ class Workshop:
         if rpi:
             return self._send_rpi(text, on_event=on_event, cancel=cancel)
         with self._turn("send a message") as lease:
+            provider = self._provider()  # an unknown model fails before anything is recorded
             log = self.log()
             state = self._state(log)
             marker = _last_seq(self.core)
@@ -303,7 +304,9 @@ class Workshop:
                 )
             user = ChatMessage.from_event(event)
             lease.update(user_message=user.id, state_before=state, marker=marker)
-            return self._answer(user, state, marker, on_event=on_event, cancel=cancel)
+            return self._answer(
+                user, state, marker, provider=provider, on_event=on_event, cancel=cancel
+            )
 
     def _send_rpi(
         self,
@@ -331,6 +334,7 @@ class Workshop:
         message.
         """
         with self._turn("regenerate"):
+            provider = self._provider()
             log = self.log()
             chain = log.transcript()
             users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
@@ -358,6 +362,7 @@ class Workshop:
                 user,
                 state,
                 marker,
+                provider=provider,
                 on_event=on_event,
                 cancel=cancel,
                 replaced=replaced or "",
@@ -370,6 +375,7 @@ class Workshop:
         state: dict[str, Any],
         marker: int,
         *,
+        provider: Provider,
         on_event: Callable[[object], None] | None,
         cancel: CancelToken | None,
         replaced: str | None = None,
@@ -409,7 +415,6 @@ class Workshop:
             emit(StepFinished(record.step, record.event_id, record.finish_reason))
 
         error: BaseException | None = None
-        provider = self._provider()
         try:
             run_agent(
                 core,
