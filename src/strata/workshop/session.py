@@ -860,12 +860,10 @@ def transition(
     tree = ObjectId(str(draft["tree"]))
     if current is not None and core.tree_of(current.tip()) == tree:
         return pre
-    if current is None:
-        current = start_draft(core, author=author)
-        if core.tree_of(current.tip()) == tree:
-            return pre
-    else:
-        current.record("before rewind", author=author)
+    if current is None:  # the Draft had ended: a new one, its first revision at the tree
+        start_draft(core, author=author, tree=tree, data={"reopened": str(draft["event"])})
+        return pre
+    current.record("before rewind", author=author)
     target = core.event(str(draft["event"]))
     with step(current, "rewind the Draft"), core.transaction("draft rewind", author) as tx:
         rewind_in(tx, current, target, author=author)
