@@ -99,7 +99,8 @@ def main() -> None:
         )
     print()
     print(
-        f"Target < 500 ms for the rewind: {verdict} it ({rewind * 1000:.0f} ms; undo {undo * 1000:.0f} ms)."
+        f"Target < 500 ms for the rewind: {verdict} it "
+        f"({rewind * 1000:.0f} ms; undo {undo * 1000:.0f} ms)."
     )
 
 
