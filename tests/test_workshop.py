@@ -488,3 +488,15 @@ def test_undo_of_a_turn_and_of_a_discard(ws_repo: Repository) -> None:
     # the next undo reaches the first turn: no Draft, an empty transcript
     assert ws_repo.undo().command == "chat turn"
     assert not ws_repo.layout.draft_state.exists() and w.head is None
+
+
+def test_redo_of_a_workshop_undo_is_refused_with_nothing_changed(ws_repo: Repository) -> None:
+    from strata.errors import UndoError
+
+    w = two_turns(ws_repo)
+    w.rewind(w.messages()[0].id)
+    ws_repo.undo()
+    head = w.head
+    with pytest.raises(UndoError, match="not redone"):
+        ws_repo.redo()
+    assert w.head == head and draft_file(ws_repo) == "two\n"

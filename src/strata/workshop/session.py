@@ -978,11 +978,11 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     if not isinstance(state, dict):
         return False
     core = tx.core
-    if core.layout.draft_state.exists():
-        from strata.workbench.timetravel import busy_steps
+    from strata.workbench.timetravel import busy_steps
 
-        if busy_steps(core):
-            raise WorkshopBusy("undo", [str(h.get("what")) for h in busy_steps(core)])
+    busy = _turns(core, held=True) + busy_steps(core)
+    if busy:
+        raise WorkshopBusy(f"undo {op.command}", [str(h.get("what")) for h in busy])
     marker = _last_seq(core)
     transition(
         core,
@@ -1012,7 +1012,11 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
             head=state.get("head"),
             data={"kind": "model_switch", "model": state["model"]},
         )
-    tx.details.update(undid=op.id, undid_also=[*info.get("ops", []), *inner])
+    tx.details.update(
+        undid=op.id,
+        undid_also=[*info.get("ops", []), *inner],
+        redo_refused=f"a Workshop operation ({op.command}) is not redone; do it again instead",
+    )
     return True
 
 
