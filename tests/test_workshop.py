@@ -212,6 +212,7 @@ def test_a_second_send_is_refused_while_a_turn_runs(ws_repo: Repository) -> None
         assert other.busy
         with pytest.raises(WorkshopBusy, match="in progress"):
             other.send("me too")
+        assert all(r.text != "me too" for r in other.log().records)
         with pytest.raises(WorkshopBusy):
             other.rewind(w.messages()[0].id)
     finally:
@@ -248,6 +249,7 @@ repo.workshop(provider=Slow()).send("in the child")
         w = ws_repo.workshop(provider=Recording([{"text": "no"}]))
         with pytest.raises(WorkshopBusy):
             w.send("from the parent")
+        assert all(r.text != "from the parent" for r in w.log().records)  # nothing recorded
     finally:
         go.touch()
         assert proc.wait(30) == 0
