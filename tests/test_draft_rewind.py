@@ -9,7 +9,7 @@ import pytest
 from conftest import as_json, assert_user_error, ok
 from strata import Repository
 from strata.agent.loop import run_agent
-from strata.errors import ProviderCancelled, UndoError, UnknownRef, WorkshopBusy
+from strata.errors import ProviderCancelled, ProviderError, UndoError, UnknownRef, WorkshopBusy
 from strata.providers.base import CancelToken
 from strata.providers.scripted import Scripted
 
@@ -170,3 +170,14 @@ def test_cli_draft_rewind(run_cli, ws: Path) -> None:
     assert_user_error(run_cli("draft", "rewind", "nosuchrev", cwd=ws), says="nosuchrev")
     ok(run_cli("undo", cwd=ws))
     assert (files / "a.txt").read_text() == "one\n"
+
+
+def test_a_failed_agent_step_keeps_edits_made_by_hand_before_it(repo: Repository) -> None:
+    (repo.root / "a.txt").write_text("zero\n")
+    repo.snapshot("base")
+    draft = repo.draft()
+    (draft.path / "mine.txt").write_text("by hand\n")  # not recorded
+    provider = Scripted([])  # the first model call fails
+    with pytest.raises(ProviderError):
+        run_agent(repo, provider, "edit")
+    assert (draft.path / "mine.txt").read_text() == "by hand\n"
