@@ -89,3 +89,13 @@ def test_conversations_new_and_list(run_cli, shop_ws: Path) -> None:
     older = listed[1]["id"]
     log = as_json(run_cli("chat", "log", "--json", "--conversation", older[:8], cwd=shop_ws))
     assert log["messages"][0]["text"] == "first"
+
+
+def test_chat_without_a_subcommand_opens_the_ui_or_says_it_is_missing(
+    run_cli, shop_ws: Path
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("strata.workshop.tui") is not None:
+        pytest.skip("the terminal UI is installed: its own tests drive it")
+    assert_user_error(run_cli("chat", cwd=shop_ws), says="terminal UI")

@@ -135,9 +135,13 @@ def chat(ctx: click.Context, conversation: str | None) -> None:
     """
     if ctx.invoked_subcommand is not None:
         return
+    import importlib
+
     try:
-        from strata.workshop import tui  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
+        tui = importlib.import_module("strata.workshop.tui")  # ws-rpi's module, lazily
+    except ModuleNotFoundError as exc:
+        if exc.name != "strata.workshop.tui":
+            raise  # the UI is there but a library it needs is not: not ours to hide
         from strata.errors import WorkshopError
 
         raise WorkshopError(
