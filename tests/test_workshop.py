@@ -524,3 +524,13 @@ def test_a_system_prompt_function_runs_each_turn_and_its_failure_records_nothing
     assert [m.text for m in w.messages() if m.kind == "user_message"] == ["first"]
     w.send("third")
     assert provider.requests[-1].messages[0].content == "manifest #3"
+
+
+def test_a_send_is_refused_while_an_agent_step_runs_in_the_draft(ws_repo: Repository) -> None:
+    w = shop(ws_repo, [{"text": "no"}])
+    draft = ws_repo.draft()
+    with draft.step("agent step 1"):
+        assert w.busy
+        with pytest.raises(WorkshopBusy, match="agent step 1"):
+            w.send("now")
+    assert w.messages() == []

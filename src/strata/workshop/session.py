@@ -266,8 +266,10 @@ class Workshop:
 
     @property
     def busy(self) -> bool:
-        """True while a turn (or a rewind) runs in this workspace, in any process."""
-        return bool(_turns(self.core, held=True))
+        """True while a turn (or a rewind, or an agent step) runs in this workspace."""
+        from strata.workbench.timetravel import busy_steps
+
+        return bool(_turns(self.core, held=True) or busy_steps(self.core))
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -760,6 +762,11 @@ class Workshop:
                 ) from None
             with self.core.writing():
                 pass  # finish what a killed turn left first
+            from strata.workbench.timetravel import busy_steps
+
+            stepping = busy_steps(self.core)  # an agent outside the Workshop ('strata agent')
+            if stepping:
+                raise WorkshopBusy(what, [str(h.get("what")) for h in stepping])
             lease_id = f"turn_{self.core.new_event_id().removeprefix('evt_')}"
             info = {
                 "kind": TURN_LEASE,
