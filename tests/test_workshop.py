@@ -534,3 +534,15 @@ def test_a_send_is_refused_while_an_agent_step_runs_in_the_draft(ws_repo: Reposi
         with pytest.raises(WorkshopBusy, match="agent step 1"):
             w.send("now")
     assert w.messages() == []
+
+
+@pytest.mark.parametrize("files", [True, False])
+def test_a_conversation_in_a_workspace_with_nothing_recorded_passes_check(
+    repo: Repository, files: bool
+) -> None:
+    if files:
+        (repo.root / "a.txt").write_text("never snapshotted\n")
+    w = shop(repo, [{"text": "Hi."}])
+    w.send("hello")
+    assert repo.check() == []
+    assert [m.kind for m in w.messages()][0] == "user_message"
