@@ -545,4 +545,4 @@ def test_a_conversation_in_a_workspace_with_nothing_recorded_passes_check(
     w = shop(repo, [{"text": "Hi."}])
     w.send("hello")
     assert repo.check() == []
-    assert [m.kind for m in w.messages()][0] == "user_message"
+    assert w.messages()[0].kind == "user_message"
