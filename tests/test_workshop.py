@@ -546,3 +546,22 @@ def test_a_conversation_in_a_workspace_with_nothing_recorded_passes_check(
     w.send("hello")
     assert repo.check() == []
     assert w.messages()[0].kind == "user_message"
+
+
+def test_check_passes_after_every_kind_of_workshop_operation(ws_repo: Repository) -> None:
+    w = shop(
+        ws_repo,
+        turn("a.txt", "one\n", "Set one.") + turn("a.txt", "two\n", "Set two.") + [{"text": "R"}],
+    )
+    w.send("one please")
+    target = w.head
+    assert target is not None
+    w.publish()
+    w.send("two please")
+    w.rewind(target)
+    w.regenerate()
+    ws_repo.undo()
+    ws_repo.undo()
+    w.discard()
+    ws_repo.undo()
+    assert ws_repo.check() == []
