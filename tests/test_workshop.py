@@ -565,3 +565,24 @@ def test_check_passes_after_every_kind_of_workshop_operation(ws_repo: Repository
     w.discard()
     ws_repo.undo()
     assert ws_repo.check() == []
+
+
+def test_a_summary_replaces_the_earlier_messages_in_what_the_model_is_sent(
+    ws_repo: Repository,
+) -> None:
+    provider = Recording([{"text": "A1."}, {"text": "A2."}])
+    w = ws_repo.workshop(provider=provider)
+    w.send("q1")
+    card = w.summarize("The user asked q1; the answer was A1.")
+    assert card.kind == "summary_message" and w.head == card.id
+    w.send("q2")
+    sent = [(m.role, m.content) for m in provider.requests[-1].messages[1:]]
+    assert sent == [
+        ("user", "Summary of the conversation so far:\nThe user asked q1; the answer was A1."),
+        ("user", "q2"),
+    ]
+    kept = [m.text for m in w.messages() if m.kind != "system_event"]
+    assert kept[:2] == ["q1", "A1."]  # still in the transcript
+    ws_repo.undo()  # the second turn
+    ws_repo.undo()  # the summary
+    assert w.messages()[-1].text == "A1."

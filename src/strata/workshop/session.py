@@ -617,6 +617,30 @@ class Workshop:
             self.provider = None  # the next turn opens the new model
         return ChatMessage.from_event(event)
 
+    def summarize(self, text: str) -> ChatMessage:
+        """Append a ``summary_message``: the model is sent it instead of the messages before it.
+
+        Context compression: the messages it summarises stay in the transcript
+        (and the log) but are no longer sent to the model.
+        """
+        if not text.strip():
+            raise UsageError("the summary is empty")
+        with self._turn("summarize the conversation"):
+            log = self.log()
+            state = self._state(log)
+            with self.core.transaction("chat summary", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SUMMARY_MESSAGE,
+                    self.conversation_id,
+                    text=text,
+                    parent=log.head,
+                )
+                tx.details.update(
+                    workshop={"conversation": self.conversation_id, "state_before": state}
+                )
+        return ChatMessage.from_event(event)
+
     def review(self) -> ReviewResult:
         """The Draft's change set against its base (the Draft's own review)."""
         from strata.workbench.draft import current_draft
@@ -904,6 +928,9 @@ def _history(chain: list[ChatMessage]) -> list[Message]:
     from strata.providers.base import Message
 
     out: list[Message] = []
+    summaries = [i for i, r in enumerate(chain) if r.kind == EventType.SUMMARY_MESSAGE]
+    if summaries:  # the last summary stands for everything before it
+        chain = chain[summaries[-1] :]
     for record in chain:
         if record.kind == EventType.USER_MESSAGE:
             out.append(Message("user", record.text))
