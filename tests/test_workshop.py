@@ -586,3 +586,31 @@ def test_a_summary_replaces_the_earlier_messages_in_what_the_model_is_sent(
     ws_repo.undo()  # the second turn
     ws_repo.undo()  # the summary
     assert w.messages()[-1].text == "A1."
+
+
+def test_a_prompt_hook_assembles_the_system_text_and_the_history(ws_repo: Repository) -> None:
+    provider = Recording(
+        turn("a.txt", "one\n", "Set one.") + turn("a.txt", "two\n", "Two.") + [{"text": "R."}]
+    )
+    seen: list[tuple[Path, list[str], str, str | None]] = []
+
+    def prompt(folder: Path, history: list[Any], text: str) -> tuple[str, list[Any]]:
+        a = folder / "a.txt"
+        seen.append((folder, [m.content for m in history], text, a.read_text()))
+        return f"files of {folder.name}", history[-1:]  # only the last message
+
+    w = Workshop(ws_repo, provider=provider, prompt=prompt)
+    w.send("one please")
+    assert seen[0] == (ws_repo.root, [], "one please", "original\n")  # no Draft yet
+    w.send("second")
+    draft = ws_repo.draft(create=False)
+    assert seen[1] == (draft.path, ["one please", "Set one."], "second", "one\n")
+    last = provider.requests[-2]  # the second turn's first call
+    assert last.messages[0].content == f"files of {draft.path.name}"
+    assert [(m.role, m.content) for m in last.messages[1:]] == [
+        ("assistant", "Set one."),
+        ("user", "second"),
+    ]
+    assert (draft.path / "a.txt").read_text() == "two\n"
+    w.regenerate()  # assembled once the Draft is back as it was at "second": a.txt is "one"
+    assert seen[2][1:] == (["one please", "Set one."], "second", "one\n")
