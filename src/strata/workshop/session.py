@@ -464,7 +464,7 @@ class Workshop:
         revision = draft.tip().id if draft is not None else None
         text = steps[-1].text if steps and error is None else "".join(partial)
         data: dict[str, Any] = {
-            "model": self.model,
+            "model": self.model or provider.name,
             "provider": provider.name,
             "draft_revision": revision,
             "draft_id": draft.id if draft is not None else None,
