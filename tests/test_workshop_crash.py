@@ -99,3 +99,114 @@ def test_a_killed_turn_leaves_a_consistent_conversation_and_draft(
     repo.undo()
     assert again.head == hello_answer
     assert (Path(draft.path) / "a.txt").read_text() == "original\n"
+
+
+REWIND_CHILD = r"""
+import os, signal, sys
+from strata import Repository
+from strata.providers.scripted import Scripted
+import strata.workbench.checkpoints as checkpoints
+import strata.workbench.draft as draft_module
+import strata.workbench.publish as publish
+
+point = sys.argv[3]
+
+def die_after(owner, name):
+    original = getattr(owner, name)
+    def wrapper(*args, **kwargs):
+        result = original(*args, **kwargs)
+        os.kill(os.getpid(), signal.SIGKILL)
+        return result
+    setattr(owner, name, wrapper)
+
+if point == "discard":
+    die_after(publish, "discard")
+elif point == "restore":
+    die_after(checkpoints.Checkpoints, "restore")
+elif point == "start":
+    die_after(draft_module, "start_draft")
+elif point == "answer":
+    class Dying(Scripted):
+        def stream(self, request, *, cancel=None):
+            os.kill(os.getpid(), signal.SIGKILL)
+            yield from ()
+repo = Repository.open(sys.argv[1])
+provider = Dying([], name="demo") if point == "answer" else Scripted([], name="demo")
+w = repo.workshop(provider=provider)
+if sys.argv[2] == "rewind":
+    w.rewind(w.messages()[0].id if point == "first" else sys.argv[4])
+else:
+    w.regenerate()
+"""
+
+
+def _published_then_edited(repo: Repository) -> tuple[str, str]:
+    """Turn 1 (a.txt one), published; turn 2 (a.txt two) in a new Draft; turn 1's answer, head."""
+    (repo.root / "a.txt").write_text("original\n")
+    repo.snapshot("base")
+    write = "write_file"
+    w = repo.workshop(
+        provider=Scripted(
+            [
+                {"tool_calls": [{"name": write, "arguments": {"path": "a.txt", "content": "1\n"}}]},
+                {"text": "One."},
+                {"tool_calls": [{"name": write, "arguments": {"path": "a.txt", "content": "2\n"}}]},
+                {"text": "Two."},
+            ],
+            name="demo",
+        )
+    )
+    w.send("one")
+    target = w.head
+    w.publish()
+    w.send("two")
+    assert target is not None and w.head is not None
+    return target, w.head
+
+
+@pytest.mark.parametrize("point", ["discard", "restore", "start"])
+def test_a_killed_rewind_across_a_publish_is_finished_by_the_next_write(
+    repo: Repository, point: str
+) -> None:
+    target, head = _published_then_edited(repo)
+    proc = subprocess.run(
+        [sys.executable, "-c", REWIND_CHILD, str(repo.root), "rewind", point, target],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == -9, proc.stderr
+    w = repo.workshop(provider=Scripted([], name="demo"))
+    w.recover()
+    # finished: the head at the target, Published and the Draft as they were there
+    assert w.head == target
+    assert (repo.root / "a.txt").read_text() == "original\n"
+    assert (repo.draft(create=False).path / "a.txt").read_text() == "1\n"
+    assert w.log().records[-1].data.get("recovered") is True
+    assert repo.check() == []
+    # and one undo reverses it whole
+    assert repo.undo().command == "chat rewind"
+    assert w.head == head and (repo.root / "a.txt").read_text() == "1\n"
+    assert (repo.draft(create=False).path / "a.txt").read_text() == "2\n"
+
+
+def test_a_killed_regenerate_is_recorded_as_interrupted(repo: Repository) -> None:
+    _, head = _published_then_edited(repo)
+    proc = subprocess.run(
+        [sys.executable, "-c", REWIND_CHILD, str(repo.root), "regenerate", "answer"],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == -9, proc.stderr
+    w = repo.workshop(provider=Scripted([], name="demo"))
+    w.recover()
+    last = w.messages()[-1]
+    assert last.kind == "assistant_message" and last.data["interrupted"] is True
+    assert w.messages()[-2].text == "two"
+    draft = repo.draft(create=False)
+    assert draft.workspace.scan().tree == repo.tree_of(draft.tip())
+    assert (draft.path / "a.txt").read_text() == "1\n"  # back at the state of the message
+    assert repo.check() == []
+    assert repo.undo().command == "chat regenerate"
+    assert w.head == head and (draft.path / "a.txt").read_text() == "2\n"

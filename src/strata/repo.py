@@ -99,7 +99,7 @@ def _features() -> dict[str, Any]:
     return {
         "ref_schemes": {"git": resolve_git_ref},
         # the Workshop's first: recover_runs removes every stale lease it finds
-        "recoverers": (recover_turns, recover_draft_steps, recover_runs),
+        "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (undo_run, undo_draft_rewind, undo_workshop),
     }
 

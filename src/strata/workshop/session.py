@@ -356,7 +356,7 @@ class Workshop:
         message. A ``regenerate`` system event names the replaced and the new
         message.
         """
-        with self._turn("regenerate"):
+        with self._turn("regenerate") as lease:
             provider = self._provider()
             log = self.log()
             chain = log.transcript()
@@ -375,12 +375,22 @@ class Workshop:
             checkpoint = _checkpoint_across(self.core, chain[at + 1 :])
             state = self._state(log)
             marker = _last_seq(self.core)
-            published_before = transition(
-                self.core,
-                draft=_draft_at(self.core, chain[: at + 1]),
-                checkpoint=checkpoint,
-                author=self.author,
+            draft = _draft_at(self.core, chain[: at + 1])
+            lease.update(
+                pending={
+                    "command": "chat regenerate",
+                    "user_message": user.id,
+                    "replaced": replaced,
+                    "draft": draft,
+                    "checkpoint": checkpoint,
+                },
+                state_before=state,
+                marker=marker,
             )
+            published_before = transition(
+                self.core, draft=draft, checkpoint=checkpoint, author=self.author
+            )
+            lease.update(transitioned=True, published_before=published_before)
             return self._answer(
                 user,
                 state,
@@ -554,7 +564,7 @@ class Workshop:
         message is not in the active transcript or a checkpoint it needs is gone.
         """
         core = self.core
-        with self._turn("rewind"):
+        with self._turn("rewind") as lease:
             log = self.log()
             target = log.find(message_id)
             chain = log.transcript()
@@ -569,34 +579,22 @@ class Workshop:
             draft = _draft_at(core, chain[: at + 1])
             state = self._state(log)
             marker = _last_seq(core)
+            pending = {
+                "command": "chat rewind",
+                "target": target.id,
+                "head_before": log.head,
+                "draft": draft,
+                "checkpoint": checkpoint,
+            }
+            # a rewind killed midway is finished by the next writer (recover_turns)
+            lease.update(pending=pending, state_before=state, marker=marker)
             published_before = transition(
                 core, draft=draft, checkpoint=checkpoint, author=self.author
             )
-            ops = _ops_since(core, marker)
-            with core.transaction("chat rewind", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.SYSTEM_EVENT,
-                    self.conversation_id,
-                    text=f"rewound to {target.id}",
-                    chain=False,
-                    head=target.id,
-                    data={
-                        "kind": "rewind",
-                        "to": target.id,
-                        "from": log.head,
-                        "draft_revision": draft["event"] if draft else None,
-                        "checkpoint_id": checkpoint,
-                    },
-                )
-                tx.details.update(
-                    workshop={
-                        "conversation": self.conversation_id,
-                        "state_before": state,
-                        "published_before": published_before,
-                        "ops": ops,
-                    }
-                )
+            lease.update(transitioned=True, published_before=published_before)
+            event, op_id = _record_rewind(
+                core, self.conversation_id, pending, state, published_before, marker, self.author
+            )
         return RewindResult(
             self.conversation_id,
             target.id,
@@ -605,7 +603,7 @@ class Workshop:
             draft["event"] if draft else None,
             checkpoint,
             event.id,
-            tx.id,
+            op_id,
         )
 
     def set_model(self, spec: str) -> ChatMessage:
@@ -977,6 +975,77 @@ def _ops_since(core: Core, seq: int) -> list[str]:
     return found
 
 
+def _record_rewind(
+    core: Core,
+    conversation: str,
+    pending: Mapping[str, Any],
+    state: Mapping[str, Any],
+    published_before: str | None,
+    marker: int,
+    author: Author | None,
+    *,
+    recovered: bool = False,
+) -> tuple[ChatMessage, str]:
+    """Record the ``chat rewind`` operation of a rewind whose changes are made."""
+    draft = pending.get("draft")
+    ops = _ops_since(core, marker)
+    with core.transaction("chat rewind", author) as tx:
+        event = append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text=f"rewound to {pending['target']}",
+            chain=False,
+            head=str(pending["target"]),
+            data={
+                "kind": "rewind",
+                "to": pending["target"],
+                "from": pending.get("head_before"),
+                "draft_revision": draft["event"] if draft else None,
+                "checkpoint_id": pending.get("checkpoint"),
+                **({"recovered": True} if recovered else {}),
+            },
+        )
+        tx.details.update(
+            workshop={
+                "conversation": conversation,
+                "state_before": dict(state),
+                "published_before": published_before,
+                "ops": ops,
+            }
+        )
+    return ChatMessage.from_event(event), tx.id
+
+
+def _finish_transition(core: Core, info: Mapping[str, Any]) -> str | None:
+    """Finish the state change a killed rewind or regenerate began; the checkpoint before it."""
+    from strata.core import SYSTEM
+
+    if info.get("transitioned"):
+        return info.get("published_before")
+    pending = info["pending"]
+    marker = int(info.get("marker") or 0)
+    checkpoint = pending.get("checkpoint")
+    published_before: str | None = None
+    if checkpoint:
+        done = [c for c in _ops_commands(core, marker) if c == "checkpoint restore"]
+        if done:  # Published was restored already: not again
+            published_before = _newest_pre_restore(core)
+            checkpoint = None
+    pre = transition(core, draft=pending.get("draft"), checkpoint=checkpoint, author=SYSTEM)
+    return pre or published_before
+
+
+def _ops_commands(core: Core, seq: int) -> list[str]:
+    """The commands of the operations committed after the record ``seq``."""
+    found: list[str] = []
+    for record in core.ledger.driver.scan(kind="operation", reverse=True):
+        if record.seq <= seq:
+            break
+        found.append(str(record.body.get("command")))
+    return found
+
+
 def _turns(core: Core, *, held: bool) -> list[dict[str, Any]]:
     folder = core.layout.repo / FOLDER
     leases = active_leases(folder) if held else stale_leases(folder)
@@ -1000,6 +1069,13 @@ def recover_turns(core: Core) -> list[str]:
 
     done: list[str] = []
     for info in _turns(core, held=False):
+        pending = info.get("pending")
+        command = pending.get("command") if isinstance(pending, dict) else None
+        if command is not None and command not in _ops_commands(core, int(info.get("marker") or 0)):
+            _recover_pending(core, info, str(command))
+            Path(str(info["path"])).unlink(missing_ok=True)
+            done.append(str(info.get("run_id")))
+            continue
         user = info.get("user_message")
         conversation = str(info.get("conversation", ""))
         log = ConversationLog.load(core, conversation)
@@ -1031,6 +1107,70 @@ def recover_turns(core: Core) -> list[str]:
         Path(str(info["path"])).unlink(missing_ok=True)
         done.append(str(info.get("run_id")))
     return done
+
+
+def _recover_pending(core: Core, info: Mapping[str, Any], command: str) -> None:
+    """Finish a rewind or a regenerate killed before its ``chat …`` operation was recorded.
+
+    The state change is carried through (Published, the Draft), then the
+    operation is recorded, so the conversation and the files agree and one
+    ``strata undo`` reverses it all. A regenerate's answer is recorded as
+    interrupted.
+    """
+    from strata.core import SYSTEM
+    from strata.workbench.draft import open_draft
+
+    pending: Mapping[str, Any] = info["pending"]
+    conversation = str(info.get("conversation", ""))
+    state: Mapping[str, Any] = info.get("state_before") or {}
+    marker = int(info.get("marker") or 0)
+    published_before = _finish_transition(core, info)
+    if command == "chat rewind":
+        _record_rewind(
+            core, conversation, pending, state, published_before, marker, SYSTEM, recovered=True
+        )
+        return
+    draft = open_draft(core)
+    ops = _ops_since(core, marker)
+    with core.transaction("chat regenerate", SYSTEM) as tx:
+        answer = append(
+            tx,
+            EventType.ASSISTANT_MESSAGE,
+            conversation,
+            text="",
+            parent=str(pending["user_message"]),
+            data={
+                "draft_revision": draft.tip().id if draft is not None else None,
+                "draft_id": draft.id if draft is not None else None,
+                "interrupted": True,
+                "error": {
+                    "type": "Interrupted",
+                    "message": "the turn was killed before it finished",
+                },
+            },
+        )
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text="regenerated the answer",
+            chain=False,
+            head=answer.id,
+            data={
+                "kind": "regenerate",
+                "replaced_message_id": pending.get("replaced"),
+                "new_message_id": answer.id,
+                "recovered": True,
+            },
+        )
+        tx.details.update(
+            workshop={
+                "conversation": conversation,
+                "state_before": dict(state),
+                "published_before": published_before,
+                "ops": ops,
+            }
+        )
 
 
 def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
