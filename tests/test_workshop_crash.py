@@ -210,3 +210,41 @@ def test_a_killed_regenerate_is_recorded_as_interrupted(repo: Repository) -> Non
     assert repo.check() == []
     assert repo.undo().command == "chat regenerate"
     assert w.head == head and (draft.path / "a.txt").read_text() == "2\n"
+
+
+PUBLISH_CHILD = r"""
+import os, signal, sys
+from strata import Repository
+from strata.providers.scripted import Scripted
+import strata.workbench.publish as publish
+
+original = publish.publish
+def publish_then_die(*args, **kwargs):
+    original(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGKILL)
+publish.publish = publish_then_die
+repo = Repository.open(sys.argv[1])
+repo.workshop(provider=Scripted([], name="demo")).publish()
+"""
+
+
+def test_a_publish_killed_before_its_card_gets_the_card_from_the_next_write(
+    repo: Repository,
+) -> None:
+    target, _ = _published_then_edited(repo)
+    proc = subprocess.run(
+        [sys.executable, "-c", PUBLISH_CHILD, str(repo.root)],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == -9, proc.stderr
+    assert (repo.root / "a.txt").read_text() == "2\n"  # the publish itself was whole
+    w = repo.workshop(provider=Scripted([], name="demo"))
+    w.recover()
+    cards = [m for m in w.messages() if m.system_kind == "checkpoint_publish"]
+    assert len(cards) == 2 and cards[-1].data["recovered"] is True
+    # so a rewind across both publishes still finds the first one's checkpoint
+    w.rewind(target)
+    assert (repo.root / "a.txt").read_text() == "original\n"
+    assert repo.check() == []

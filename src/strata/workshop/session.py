@@ -54,7 +54,7 @@ from strata.errors import (
     WorkshopError,
 )
 from strata.ids import ObjectId
-from strata.ledger.events import Author, EventType
+from strata.ledger.events import Author, Event, EventType
 from strata.workshop.conversation import (
     ChatMessage,
     ConversationInfo,
@@ -669,106 +669,44 @@ class Workshop:
         """Publish the Draft; a ``checkpoint_publish`` card names the checkpoint taken."""
         from strata.workbench.draft import current_draft
 
-        core = self.core
-        with self._turn("publish"):
-            log = self.log()
-            state = self._state(log)
-            marker = _last_seq(core)
-            result = current_draft(core).publish(message, expect=expect, author=self.author)
-            ops = _ops_since(core, marker)
-            cp = result.checkpoint.id
-            with core.transaction("chat publish", self.author) as tx:
-                append(
-                    tx,
-                    EventType.SYSTEM_EVENT,
-                    self.conversation_id,
-                    text=f"Published the Draft ({result.files_changed} file(s)); "
-                    f"checkpoint {cp} holds the files before ('strata checkpoint restore {cp}')",
-                    parent=log.head,
-                    data={
-                        "kind": "checkpoint_publish",
-                        "checkpoint_id": cp,
-                        "publish_event_id": result.event.id,
-                        "draft_id": state["draft"]["id"] if state["draft"] else None,
-                        "files_changed": result.files_changed,
-                    },
-                )
-                tx.details.update(
-                    workshop={
-                        "conversation": self.conversation_id,
-                        "state_before": state,
-                        "published_before": cp,
-                        "ops": ops,
-                    }
-                )
+        with self._turn("publish") as lease:
+            pending = self._pending(lease, "chat publish")
+            result = current_draft(self.core).publish(message, expect=expect, author=self.author)
+            _record_card(self.core, lease.info, pending, self.author)
         return result
 
     def discard(self) -> ChatMessage:
         """Discard the Draft; a ``draft_discarded`` card."""
         from strata.workbench.draft import current_draft
 
-        core = self.core
-        with self._turn("discard"):
-            log = self.log()
-            state = self._state(log)
-            marker = _last_seq(core)
-            draft = current_draft(core)
-            current_draft(core).discard(author=self.author)
-            ops = _ops_since(core, marker)
-            with core.transaction("chat discard", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.SYSTEM_EVENT,
-                    self.conversation_id,
-                    text=f"Discarded Draft {draft.id}",
-                    parent=log.head,
-                    data={"kind": "draft_discarded", "draft_id": draft.id},
-                )
-                tx.details.update(
-                    workshop={
-                        "conversation": self.conversation_id,
-                        "state_before": state,
-                        "ops": ops,
-                    }
-                )
-        return ChatMessage.from_event(event)
+        with self._turn("discard") as lease:
+            draft = current_draft(self.core)
+            pending = self._pending(lease, "chat discard", draft_id=draft.id)
+            draft.discard(author=self.author)
+            return _record_card(self.core, lease.info, pending, self.author)
 
     def restore(self, checkpoint_id: str) -> ChatMessage:
         """Restore Published from a checkpoint (no Draft open); a ``checkpoint_restore`` card."""
         from strata.workbench.checkpoints import Checkpoints
 
-        core = self.core
-        with self._turn("restore a checkpoint"):
-            log = self.log()
-            state = self._state(log)
-            marker = _last_seq(core)
-            checkpoints = Checkpoints(core)
+        with self._turn("restore a checkpoint") as lease:
+            checkpoints = Checkpoints(self.core)
             checkpoint = checkpoints.get(checkpoint_id)
+            pending = self._pending(lease, "chat restore", checkpoint_id=checkpoint.id)
             checkpoints.restore(checkpoint.id, author=self.author)
-            pre = _newest_pre_restore(core)
-            ops = _ops_since(core, marker)
-            with core.transaction("chat restore", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.SYSTEM_EVENT,
-                    self.conversation_id,
-                    text=f"Restored checkpoint {checkpoint.id}",
-                    parent=log.head,
-                    data={
-                        "kind": "checkpoint_restore",
-                        "checkpoint_id": checkpoint.id,
-                        "pre_restore_checkpoint_id": pre,
-                    },
-                )
-                tx.details.update(
-                    workshop={
-                        "conversation": self.conversation_id,
-                        "state_before": state,
-                        "published_before": pre,
-                        "ops": ops,
-                    }
-                )
-        return ChatMessage.from_event(event)
+            return _record_card(self.core, lease.info, pending, self.author)
+
+    def _pending(self, lease: Lease, command: str, **extra: Any) -> dict[str, Any]:
+        """Keep in the lease what the next writer needs to finish ``command`` if it is killed."""
+        log = self.log()
+        pending = {"command": command, "parent": log.head, **extra}
+        lease.update(
+            pending=pending,
+            conversation=self.conversation_id,
+            state_before=self._state(log),
+            marker=_last_seq(self.core),
+        )
+        return pending
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -1017,6 +955,83 @@ def _record_rewind(
     return ChatMessage.from_event(event), tx.id
 
 
+#: a card's command -> the operation it follows (done when that one is in the ledger)
+_CARD_AFTER = {
+    "chat publish": "publish",
+    "chat discard": "discard",
+    "chat restore": "checkpoint restore",
+}
+
+
+def _record_card(
+    core: Core,
+    info: Mapping[str, Any],
+    pending: Mapping[str, Any],
+    author: Author | None,
+    *,
+    recovered: bool = False,
+) -> ChatMessage:
+    """Record the card of a publish, discard or restore (its ``chat …`` operation)."""
+    from strata.ledger.driver import EventFilter
+
+    command = str(pending["command"])
+    conversation = str(info.get("conversation", ""))
+    marker = int(info.get("marker") or 0)
+    ops = _ops_since(core, marker)
+    published_before: str | None = None
+    data: dict[str, Any]
+    if command == "chat publish":
+        record = next(
+            iter(core.ledger.driver.find_events(EventFilter(action_type="publish"), limit=1))
+        )
+        event = Event.from_json(record.body, seq=record.seq)
+        cp = str(event.data.get("checkpoint_id"))
+        published_before = cp
+        draft_id = event.data.get("draft_id")
+        text = (
+            f"Published Draft {draft_id} ({len(event.files)} file(s)); checkpoint {cp} holds "
+            f"the files before ('strata checkpoint restore {cp}')"
+        )
+        data = {
+            "kind": "checkpoint_publish",
+            "checkpoint_id": cp,
+            "publish_event_id": event.id,
+            "draft_id": draft_id,
+            "files_changed": len(event.files),
+        }
+    elif command == "chat discard":
+        text = f"Discarded Draft {pending.get('draft_id')}"
+        data = {"kind": "draft_discarded", "draft_id": pending.get("draft_id")}
+    else:
+        published_before = _newest_pre_restore(core)
+        text = f"Restored checkpoint {pending.get('checkpoint_id')}"
+        data = {
+            "kind": "checkpoint_restore",
+            "checkpoint_id": pending.get("checkpoint_id"),
+            "pre_restore_checkpoint_id": published_before,
+        }
+    if recovered:
+        data["recovered"] = True
+    with core.transaction(command, author) as tx:
+        card = append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text=text,
+            parent=pending.get("parent"),
+            data=data,
+        )
+        tx.details.update(
+            workshop={
+                "conversation": conversation,
+                "state_before": dict(info.get("state_before") or {}),
+                "published_before": published_before,
+                "ops": ops,
+            }
+        )
+    return ChatMessage.from_event(card)
+
+
 def _finish_transition(core: Core, info: Mapping[str, Any]) -> str | None:
     """Finish the state change a killed rewind or regenerate began; the checkpoint before it."""
     from strata.core import SYSTEM
@@ -1124,6 +1139,10 @@ def _recover_pending(core: Core, info: Mapping[str, Any], command: str) -> None:
     conversation = str(info.get("conversation", ""))
     state: Mapping[str, Any] = info.get("state_before") or {}
     marker = int(info.get("marker") or 0)
+    if command in _CARD_AFTER:  # the card, when what it follows is done
+        if _CARD_AFTER[command] in _ops_commands(core, marker):
+            _record_card(core, info, pending, SYSTEM, recovered=True)
+        return
     published_before = _finish_transition(core, info)
     if command == "chat rewind":
         _record_rewind(
