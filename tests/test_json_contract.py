@@ -132,6 +132,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     published = s("publish", "--preflight")
     s("draft status")  # none open
     s("draft start")
+    s("draft rewind", "base")  # issue 13
     s("discard")
 
     s("checkpoint create", "-m", "known good")
@@ -180,6 +181,21 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("kb index")
     s("kb search", "one")
     s("kb ask", "one")
+
+    # the Workshop (issue 13): a scripted model kept outside the workspace
+    (base / "shop.yaml").write_text(
+        "- tool_calls: [{name: write_file, arguments: {path: w.txt, content: hi}}]\n"
+        "- text: Wrote w.txt.\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(f'\n[providers.shop]\nadapter = "scripted"\nscript = "{base / "shop.yaml"}"\n')
+    s("chat model", "shop")
+    s("ask", "write w.txt")
+    log = s("chat log")
+    s("chat regenerate")
+    s("chat rewind", log["messages"][0]["id"])
+    s("chat new", "another")
+    s("chat list")
     return s.outputs
 
 

@@ -89,6 +89,8 @@ if TYPE_CHECKING:
         UsageError,
         WatcherFailed,
         WatcherRunning,
+        WorkshopBusy,  # issue 13
+        WorkshopError,  # issue 13
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
@@ -187,6 +189,8 @@ _ERRORS = (
     "KbDenseUnavailable",
     "KbError",
     "KbNotIndexed",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -310,6 +314,8 @@ __all__ = [
     "KbDenseUnavailable",
     "KbError",
     "KbNotIndexed",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
 ]
 
 

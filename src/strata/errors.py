@@ -41,6 +41,7 @@ The tree::
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
+    │   │   └── WorkshopBusy       a Workshop turn is in progress (input is blocked)
     │   ├── DraftOpen              a Draft exists, so Published may not move
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
@@ -81,9 +82,10 @@ The tree::
     │   ├── CommandForbidden       the policy forbids the command
     │   ├── ApprovalDenied         a risky command was not approved
     │   └── UnsupportedCapability  run_capability of a kind the registry does not have
-    └── KbError                    the knowledge base cannot do what was asked (strata kb)
-        ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
-        └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
+    ├── KbError                    the knowledge base cannot do what was asked (strata kb)
+    │   ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
+    │   └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
+    └── WorkshopError              a Workshop rewind or turn that cannot be done
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -829,3 +831,22 @@ class KbDenseUnavailable(KbError):
             "and index with --no-dense",
         )
         self.missing = missing
+
+
+# -- the Workshop (issue 13) -------------------------------------------------------------
+
+
+class WorkshopError(StrataError):
+    """A Workshop operation that cannot be done (a rewind whose checkpoint is gone...)."""
+
+
+class WorkshopBusy(WorkspaceBusy):
+    """A Workshop turn (or a Draft step) is in progress: input is blocked until it ends."""
+
+    def __init__(self, command: str, runs: list[str]) -> None:
+        super().__init__(
+            command,
+            runs,
+            hint="wait for the current turn to finish (or stop it), then try again",
+        )
+        self.message = f"refusing to {command}: a Workshop turn is in progress ({', '.join(runs)})"

@@ -89,6 +89,7 @@ def _register() -> None:
         run,
         storage,
         watch,
+        workshop,  # issue 13
     )
     from strata.cli import exec as exec_command  # the tool gateway
 
@@ -112,6 +113,7 @@ def _register() -> None:
         mcp,  # the MCP server (issue 14)
         hook,  # agent hooks (issue 14)
         kb,  # the knowledge base
+        workshop,  # the Workshop (issue 13)
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

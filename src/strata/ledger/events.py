@@ -80,6 +80,11 @@ class EventType(StrEnum):
     FILE_ARTIFACT = "file_artifact"
     # the knowledge base: a question answered from retrieved passages (its model call linked)
     KB_ASK = "kb_ask"
+    # the Workshop's conversation (issue 13): annotation events anchored at HEAD
+    USER_MESSAGE = "user_message"
+    ASSISTANT_MESSAGE = "assistant_message"
+    SYSTEM_EVENT = "system_event"
+    SUMMARY_MESSAGE = "summary_message"
 
     @classmethod
     def parse(cls, value: str) -> EventType:

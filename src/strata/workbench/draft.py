@@ -48,6 +48,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
     from strata.sandbox.bwrap import SandboxSpec
     from strata.sandbox.net import NetPolicy
     from strata.workbench.publish import PublishResult, ReviewResult
+    from strata.workbench.timetravel import DraftRewindResult
 
 STATE_FORMAT = 1
 FILES = DRAFT_FILES
@@ -351,6 +353,43 @@ class Draft:
             artifacts=artifacts,
         )
 
+    # -- time travel (issue 13) -------------------------------------------------------
+
+    def revisions(self) -> list[Event]:
+        """The Draft's revisions, newest first (see :mod:`strata.workbench.timetravel`)."""
+        from strata.workbench.timetravel import revisions
+
+        return revisions(self)
+
+    def rewind(self, rev: str, *, author: Author | None = None) -> DraftRewindResult:
+        """Bring the Draft back to its revision ``rev`` (an event id, a prefix, or ``base``).
+
+        Recorded as a new revision (nothing is erased); ``strata undo`` reverses it.
+        """
+        from strata.workbench.timetravel import rewind
+
+        return rewind(self, rev, author=author)
+
+    def put_back(self, tree: ObjectId | None = None) -> list[str]:
+        """Bring the Draft's files to ``tree`` (default: its last revision's); the paths written.
+
+        Nothing is recorded: this is how a failed step leaves the Draft as it was.
+        """
+        from strata.workbench.timetravel import put_back
+
+        return put_back(self, tree)
+
+    def step(self, what: str, **info: Any) -> AbstractContextManager[Lease]:
+        """A context manager for a step that changes the Draft's files (an agent step).
+
+        A lease is held meanwhile (a second step is refused with
+        :class:`~strata.errors.WorkshopBusy`); if the block fails the files go
+        back to the last revision, and a killed step is put back on the next write.
+        """
+        from strata.workbench.timetravel import step
+
+        return step(self, what, **info)
+
     # -- runs --------------------------------------------------------------------------
 
     def run(
@@ -612,11 +651,22 @@ def draft_workspace(core: Core) -> Workspace:
     return workspace
 
 
-def start_draft(core: Core, *, author: Author | None = None) -> Draft:
+def start_draft(
+    core: Core,
+    *,
+    author: Author | None = None,
+    tree: ObjectId | None = None,
+    data: dict[str, Any] | None = None,
+) -> Draft:
     """Create the one Draft from Published's files (recording Published first).
 
     A folder kept from an ended Draft is brought to Published's tree by
     writing only the paths that differ; else Published's files are copied.
+
+    With ``tree`` (a Workshop rewind reopening an ended Draft), the Draft
+    starts from Published's event but its first revision holds ``tree``: a
+    kept folder is brought straight to it; a fresh copy is made of
+    Published, then brought to it. ``data`` goes into that first revision.
     """
     layout = core.layout
     with core.writing():
@@ -645,7 +695,7 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
                 _PrivateClone(core.root, layout.draft) if (core.root / ".git").is_dir() else None
             )
             try:
-                scanned = _update_kept(core, head_tree) if kept else None
+                scanned = _update_kept(core, tree or head_tree) if kept else None
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
                     for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
@@ -664,7 +714,9 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
         # the first scan of the Draft fills its stat cache (an updated kept folder was
         # scanned already to check it holds exactly Published's tree)
         draft = Draft(core, state)
-        draft.record("draft start", author=author, scanned=scanned)
+        if tree is not None and scanned is None:  # a fresh copy of Published: bring it to tree
+            draft.put_back(tree)
+        draft.record("draft start", author=author, scanned=scanned, data=data)
         return draft
 
 
