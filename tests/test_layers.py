@@ -36,7 +36,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("core", ("strata.core",)),
     (
         "features",
-        ("strata.runs", "strata.workbench", "strata.replay", "strata.providers", "strata.agent"),
+        (
+            "strata.runs",
+            "strata.workbench",
+            "strata.replay",
+            "strata.providers",
+            "strata.agent",
+            "strata.workshop",  # issue 13
+        ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),
     ("front ends", ("strata.cli", "strata._resident", "strata._entry", "strata.__main__")),

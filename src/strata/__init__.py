@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from strata.aio import AsyncRepository
-    from strata.errors import (
+    from strata.errors import (  # the RPI loop (ws-rpi)
         AmbiguousRef,
         BookmarkLocked,
         BranchInUse,
@@ -79,6 +79,8 @@ if TYPE_CHECKING:
         UsageError,
         WatcherFailed,
         WatcherRunning,
+        WorkshopLoopDetected,
+        WorkshopPlanMissing,
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
@@ -164,6 +166,9 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    # the Workshop's RPI loop (ws-rpi)
+    "WorkshopLoopDetected",
+    "WorkshopPlanMissing",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -275,6 +280,9 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    # the Workshop's RPI loop (ws-rpi)
+    "WorkshopLoopDetected",
+    "WorkshopPlanMissing",
 ]
 
 

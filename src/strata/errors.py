@@ -13,6 +13,8 @@ The tree::
 
     StrataError                                                       (exit 1)
     ├── UsageError                 bad arguments that the parser could not catch (exit 2)
+    ├── WorkshopLoopDetected       the agent repeated one tool call until the loop guard stopped it
+    ├── WorkshopPlanMissing        an RPI turn's plan phase answered without a checklist
     ├── RepositoryError
     │   ├── NotARepository         no workspace found searching upward
     │   ├── NestedRepository       init inside an existing workspace
@@ -680,3 +682,30 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
+
+
+# -- the Workshop's RPI loop (issue 13, ws-rpi) --------------------------------------------
+
+
+class WorkshopLoopDetected(StrataError):
+    """The agent repeated the same tool call until the loop guard stopped the turn."""
+
+    def __init__(self, tool: str, count: int) -> None:
+        super().__init__(
+            f"the agent called {tool} with the same arguments {count} times in a row of its "
+            "last tool calls, so the turn was stopped",
+            hint="rephrase the request or switch model (/model); what the turn did is kept",
+        )
+        self.tool = tool
+        self.count = count
+
+
+class WorkshopPlanMissing(StrataError):
+    """The plan phase of an RPI turn answered without a checklist."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(
+            f"{provider}: the plan phase answered without a checklist ('- [ ] ...' lines)",
+            hint="send the request again (the research is kept), or switch to a stronger model",
+        )
+        self.provider = provider

@@ -1,0 +1,1 @@
+"""The Workshop: a chat with an agent whose edits land in the Draft (seed 000)."""
