@@ -187,9 +187,7 @@ class _Renderer:
         self.at_line_start = True
 
     def text(self, text: str, *, style: str | None = None) -> None:
-        self.console.print(
-            text, end="", markup=False, highlight=False, style=style, soft_wrap=True
-        )
+        self.console.print(text, end="", markup=False, highlight=False, style=style, soft_wrap=True)
         self.console.file.flush()
         if text:
             self.at_line_start = text.endswith("\n")
