@@ -451,3 +451,27 @@ def test_a_conversation_id_cannot_leave_the_private_folder(tmp_path: Path) -> No
     with pytest.raises(UsageError, match="not a conversation id"):
         rpi.rpi_folder(tmp_path, "../escape")
     assert rpi.rpi_folder(tmp_path, "c1") == tmp_path / "workshop" / "c1" / "_rpi"
+
+
+def test_workbench_context_reaches_research_plan_and_items_and_the_manifest_the_summary(
+    folder: Path, state: Path
+) -> None:
+    script = [
+        {**RESEARCH[0], "expect": "MANIFEST: notes.txt"},
+        *RESEARCH[1:],
+        {**PLAN_2[0], "expect": "MANIFEST: notes.txt"},
+        {**ITEM_1[0], "expect": "MANIFEST: notes.txt"},
+        ITEM_1[1],
+        *ITEM_2,
+        {**SUMMARY[0], "expect": "files: notes.txt, title.txt"},
+    ]
+    _, provider, recorder, _ = turn(
+        folder,
+        state,
+        script,
+        context="MANIFEST: notes.txt (text, 12 bytes)",
+        manifest=lambda: "files: notes.txt, title.txt",
+    )
+    assert provider.served == len(script)
+    summary_call = llm_traces(recorder)[-1]
+    assert "MANIFEST" not in json.dumps(summary_call.request["messages"])

@@ -59,6 +59,10 @@ The entry point, for the Workshop's ``send(..., rpi=True)``::
                            # and the provider's TextDelta/ToolCallEvent/Finished
         on_step=callback,  # RpiStep after each model call and its tool calls
         cancel=token,      # a CancelToken: stops at the next call or tool call
+        context=text,      # Workbench context (manifest, file maps): added to the first
+                           # message of research, plan and each item
+        manifest=callable, # () -> the current file manifest, for the summary
+                           # (default: the list_files tool's answer)
     )
     result.text            # the summary, the assistant message to persist
 """
@@ -426,7 +430,11 @@ class _Engine:
         on_step: Callable[[RpiStep], None] | None,
         cancel: CancelToken | None,
         clock: Callable[[], float],
+        context: str,
+        manifest: Callable[[], str] | None,
     ) -> None:
+        self.context = context.strip()
+        self.manifest = manifest
         self.folder = folder
         self.provider = provider
         self.recording = RecordingProvider(provider, recorder)
@@ -455,8 +463,10 @@ class _Engine:
             return dict(self.tools)
         return {}
 
-    def opening(self, phase_text: str, user: str) -> list[Message]:
+    def opening(self, phase_text: str, user: str, *, context: bool = True) -> list[Message]:
         system = f"{self.system}\n\n{phase_text}" if self.system else phase_text
+        if context and self.context:
+            user = f"{self.context}\n\n{user}"
         return [Message("system", system), *self.history, Message("user", user)]
 
     # one model call and its tool calls
@@ -561,13 +571,15 @@ class _Engine:
 
     def summary(self, research: str, plan: Plan) -> str:
         files = ""
-        if "list_files" in self.tools:
+        if self.manifest is not None:
+            files = self.manifest()
+        elif "list_files" in self.tools:
             files = _run(self.folder, self.tools, "summary", "list_files", {}).text
         user = (
             f"Request:\n{self.request}\n\nResearch notes:\n{research}\n\n"
             f"Finished plan:\n{plan.render()}\nFiles now in the workspace:\n{files}"
         )
-        messages = self.opening(_SUMMARY, user)
+        messages = self.opening(_SUMMARY, user, context=False)
         response = self.step("summary", None, messages, {}, None)
         return response.text.strip()
 
@@ -615,6 +627,8 @@ def run_rpi(
     on_step: Callable[[RpiStep], None] | None = None,
     cancel: CancelToken | None = None,
     clock: Callable[[], float] = time.monotonic,
+    context: str = "",
+    manifest: Callable[[], str] | None = None,
 ) -> RpiResult:
     """Run (or resume) one RPI turn for ``request``; see the module doc for every argument."""
     if not request.strip():
@@ -637,6 +651,8 @@ def run_rpi(
         on_step,
         cancel,
         clock,
+        context,
+        manifest,
     )
     ran: list[Phase] = []
 
