@@ -132,6 +132,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     published = s("publish", "--preflight")
     s("draft status")  # none open
     s("draft start")
+    s("draft rewind", "base")  # issue 13
     s("discard")
 
     s("checkpoint create", "-m", "known good")

@@ -79,6 +79,8 @@ if TYPE_CHECKING:
         UsageError,
         WatcherFailed,
         WatcherRunning,
+        WorkshopBusy,  # issue 13
+        WorkshopError,  # issue 13
         WorkshopLoopDetected,
         WorkshopPlanMissing,
         WorkspaceBusy,
@@ -166,6 +168,8 @@ _ERRORS = (
     "WorkspaceBusy",
     "WorkspaceChanged",
     "WorkspaceError",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
     "WorkshopPlanMissing",
@@ -280,6 +284,8 @@ __all__ = [
     "WorkspaceChanged",
     "WorkspaceError",
     "WorkspaceOptions",
+    "WorkshopBusy",  # issue 13
+    "WorkshopError",  # issue 13
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
     "WorkshopPlanMissing",

@@ -13,8 +13,6 @@ The tree::
 
     StrataError                                                       (exit 1)
     ├── UsageError                 bad arguments that the parser could not catch (exit 2)
-    ├── WorkshopLoopDetected       the agent repeated one tool call until the loop guard stopped it
-    ├── WorkshopPlanMissing        an RPI turn's plan phase answered without a checklist
     ├── RepositoryError
     │   ├── NotARepository         no workspace found searching upward
     │   ├── NestedRepository       init inside an existing workspace
@@ -42,6 +40,7 @@ The tree::
     │   ├── WorkspaceChanged       a file changed under a rewind or restore
     │   ├── TargetNotEmpty         export into a folder that is not empty
     │   ├── WorkspaceBusy          a run holds the workspace lease
+    │   │   └── WorkshopBusy       a Workshop turn is in progress (input is blocked)
     │   ├── DraftOpen              a Draft exists, so Published may not move
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
@@ -72,9 +71,12 @@ The tree::
     │   ├── ProviderProtocolError  a malformed response or stream
     │   ├── ProviderCancelled      the call was cancelled
     │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
-    └── ReplayError
-        ├── TraceCorrupt           a trace artifact whose hash or format does not match
-        └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    ├── ReplayError
+    │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
+    │   └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
+    └── WorkshopError              a Workshop rewind or turn that cannot be done
+        ├── WorkshopLoopDetected   the agent repeated one tool call until the loop guard stopped it
+        └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -684,10 +686,29 @@ class UnrecordedCall(ReplayError):
         self.observed = observed
 
 
+# -- the Workshop (issue 13) -------------------------------------------------------------
+
+
+class WorkshopError(StrataError):
+    """A Workshop operation that cannot be done (a rewind whose checkpoint is gone...)."""
+
+
+class WorkshopBusy(WorkspaceBusy):
+    """A Workshop turn (or a Draft step) is in progress: input is blocked until it ends."""
+
+    def __init__(self, command: str, runs: list[str]) -> None:
+        super().__init__(
+            command,
+            runs,
+            hint="wait for the current turn to finish (or stop it), then try again",
+        )
+        self.message = f"refusing to {command}: a Workshop turn is in progress ({', '.join(runs)})"
+
+
 # -- the Workshop's RPI loop (issue 13, ws-rpi) --------------------------------------------
 
 
-class WorkshopLoopDetected(StrataError):
+class WorkshopLoopDetected(WorkshopError):
     """The agent repeated the same tool call until the loop guard stopped the turn."""
 
     def __init__(self, tool: str, count: int) -> None:
@@ -700,7 +721,7 @@ class WorkshopLoopDetected(StrataError):
         self.count = count
 
 
-class WorkshopPlanMissing(StrataError):
+class WorkshopPlanMissing(WorkshopError):
     """The plan phase of an RPI turn answered without a checklist."""
 
     def __init__(self, provider: str) -> None:

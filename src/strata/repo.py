@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from strata.runs.result import RunResult
     from strata.workbench.checkpoints import Checkpoints
     from strata.workbench.draft import Draft
+    from strata.workshop.session import Workshop
 
 __all__ = [
     "SYSTEM",
@@ -92,11 +93,14 @@ def _features() -> dict[str, Any]:
     from strata.runs.git import resolve_git_ref
     from strata.runs.recovery import recover_runs
     from strata.runs.undo import undo_run
+    from strata.workbench.timetravel import recover_draft_steps, undo_draft_rewind  # issue 13
+    from strata.workshop.session import recover_turns, undo_workshop  # issue 13
 
     return {
         "ref_schemes": {"git": resolve_git_ref},
-        "recoverers": (recover_runs,),
-        "undo_handlers": (undo_run,),
+        # the Workshop's first: recover_runs removes every stale lease it finds
+        "recoverers": (recover_turns, recover_draft_steps, recover_runs),
+        "undo_handlers": (undo_run, undo_draft_rewind, undo_workshop),
     }
 
 
@@ -558,6 +562,28 @@ class Repository(Core):
             cancel=cancel,
             on_text=on_text,
             on_step=on_step,
+        )
+
+    def workshop(
+        self,
+        conversation: str | None = None,
+        *,
+        provider: Provider | None = None,
+        model: str | None = None,
+        author: Author | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Workshop:
+        """The Workshop: a conversation whose agent edits land in the Draft (issue 13).
+
+        ``conversation`` picks one (an id or prefix; default: the most recent,
+        or a new one). ``provider`` answers the turns; without it the model
+        ``model`` (or the last switched to, or config.toml's default) is opened
+        with the API keys of ``environ``. See :mod:`strata.workshop.session`.
+        """
+        from strata.workshop.session import workshop
+
+        return workshop(
+            self, conversation, provider=provider, model=model, author=author, environ=environ
         )
 
     def replay(

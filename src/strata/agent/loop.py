@@ -19,13 +19,13 @@ tools on the rebuilt files.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.agent.tools import ToolResult, run_tool, specs
-from strata.errors import ProviderProtocolError, UsageError
+from strata.agent.tools import TOOLS, ToolResult, run_tool
+from strata.errors import ProviderCancelled, ProviderProtocolError, StrataError, UsageError
 from strata.ledger.events import Author
 from strata.providers.base import (
     CancelToken,
@@ -35,13 +35,12 @@ from strata.providers.base import (
     Request,
     Response,
     TextDelta,
+    ToolSpec,
 )
 from strata.providers.trace import Recorder, RecordingProvider
 
 if TYPE_CHECKING:
     from strata.core.core import Core
-    from strata.ids import ObjectId
-    from strata.workbench.draft import Draft
 
 SYSTEM_PROMPT = (
     "You are an agent editing the files of a workspace. The files are available through "
@@ -67,6 +66,27 @@ class StepOutcome:
         return out
 
 
+#: the shape of a tool table: name -> (its specification, its handler on a folder)
+ToolTable = Mapping[str, tuple[ToolSpec, Callable[[Path, dict[str, Any]], ToolResult]]]
+
+
+def call_tool(tools: ToolTable, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
+    """Run tool ``name`` of ``tools`` on ``folder``; an unknown tool or a failure is an error."""
+    if tools is TOOLS:
+        return run_tool(folder, name, arguments)
+    entry = tools.get(name)
+    if entry is None:
+        return ToolResult(f"unknown tool {name!r}; use one of {', '.join(tools)}", True)
+    try:
+        return entry[1](folder, arguments)
+    except FileNotFoundError:
+        return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
+    except UnicodeDecodeError:
+        return ToolResult(f"{name}: {arguments.get('path')} is not UTF-8 text", True)
+    except (StrataError, ValueError, OSError) as exc:
+        return ToolResult(f"{name}: {exc}", True)
+
+
 def run_step(
     provider: Provider,
     request: Request,
@@ -76,10 +96,22 @@ def run_step(
     cancel: CancelToken | None = None,
     on_text: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    tools: ToolTable | None = None,
+    on_event: Callable[[object], None] | None = None,
+    on_tool_result: Callable[[str, str, ToolResult], None] | None = None,
 ) -> StepOutcome:
-    """Ask the model, then run its tool calls on ``folder``, recording each one."""
+    """Ask the model, then run its tool calls on ``folder``, recording each one.
+
+    ``tools`` is the table the calls run from (default: :data:`strata.agent.tools.TOOLS`).
+    ``on_event`` gets every stream event of the provider (``TextDelta``,
+    ``ToolCallEvent``, ``Finished``); ``on_tool_result`` gets ``(call id,
+    tool name, result)`` after each tool call.
+    """
+    table: ToolTable = TOOLS if tools is None else tools
     response: Response | None = None
     for event in provider.stream(request, cancel=cancel):
+        if on_event is not None:
+            on_event(event)
         if isinstance(event, TextDelta) and on_text is not None:
             on_text(event.text)
         elif isinstance(event, Finished):
@@ -88,8 +120,10 @@ def run_step(
         raise ProviderProtocolError(provider.name, "the stream ended without a final response")
     results: list[tuple[str, ToolResult]] = []
     for call in response.tool_calls:
+        if cancel is not None and cancel.cancelled:
+            raise ProviderCancelled(provider.name, "the step was cancelled between its tool calls")
         started = clock()
-        result = run_tool(folder, call.name, call.arguments)
+        result = call_tool(table, folder, call.name, call.arguments)
         recorder.tool_call(
             tool=call.name,
             arguments=call.arguments,
@@ -98,6 +132,8 @@ def run_step(
             duration_ms=int((clock() - started) * 1000),
         )
         results.append((call.id, result))
+        if on_tool_result is not None:
+            on_tool_result(call.id, call.name, result)
     return StepOutcome(response, tuple(results))
 
 
@@ -153,12 +189,6 @@ class AgentResult:
         }
 
 
-def _put_back(draft: Draft, tree: ObjectId) -> None:
-    """Bring the Draft's files back to ``tree`` (its last revision), writing only what differs."""
-    workspace = draft.workspace
-    workspace.apply(workspace.plan(workspace.scan(), tree))
-
-
 def run_agent(
     core: Core,
     provider: Provider,
@@ -173,12 +203,28 @@ def run_agent(
     cancel: CancelToken | None = None,
     on_text: Callable[[str], None] | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
+    history: Sequence[Message] = (),
+    tools: ToolTable | None = None,
+    on_event: Callable[[object], None] | None = None,
+    on_step_start: Callable[[int], None] | None = None,
+    on_tool_result: Callable[[int, str, str, ToolResult], None] | None = None,
+    data: Mapping[str, Any] | None = None,
 ) -> AgentResult:
     """Run the agent on ``prompt`` in the Draft (opened when none is), one revision per step.
 
     ``tool_choice`` names a tool the first step must call (later steps leave
     the choice to the provider's profile). ``secrets`` are extra strings
     redacted from every trace (API keys are redacted by pattern anyway).
+
+    ``history`` is the conversation so far (user and assistant messages,
+    without the system message), sent between ``system`` and ``prompt``;
+    ``tools`` the tool table (default :data:`strata.agent.tools.TOOLS`).
+    ``on_event`` gets the provider's stream events, ``on_step_start`` the
+    step number before each step, ``on_tool_result`` ``(step, call id, tool,
+    result)``; ``data`` is merged into every revision's ``data`` (the
+    Workshop names its conversation there). Each step runs inside
+    :meth:`~strata.workbench.draft.Draft.step`: a step that fails or is
+    interrupted leaves the Draft's files as its last revision has them.
     """
     from strata.workbench.draft import open_draft, start_draft
 
@@ -186,26 +232,37 @@ def run_agent(
         raise UsageError("the prompt is empty")
     if max_steps < 1:
         raise UsageError("max_steps must be at least 1")
-    names = [spec.name for spec in specs()]
+    table: ToolTable = TOOLS if tools is None else tools
+    names = list(table)
     if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
         raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
     draft = open_draft(core) or start_draft(core, author=author)
     session = f"ses_{core.new_event_id().removeprefix('evt_')}"
     result = AgentResult(session, draft.id, provider.name, provider.model)
-    messages: list[Message] = [Message("system", system), Message("user", prompt)]
-    tools = specs()
+    messages: list[Message] = [Message("system", system), *history, Message("user", prompt)]
+    tool_specs = tuple(spec for spec, _ in table.values())
     for n in range(max_steps):
         recorder = Recorder(put=core.objects.put, agent_id=agent_id, secrets=secrets)
         request = Request(
             model=provider.model,
             messages=tuple(messages),
-            tools=tools,
+            tools=tool_specs,
             tool_choice=tool_choice if n == 0 else None,
         )
         clock_ms = core.now_ms()
-        before = core.tree_of(draft.tip())
-        try:
+        if on_step_start is not None:
+            on_step_start(n)
+        step_n = n
+
+        def tool_done(call_id: str, name: str, res: ToolResult, step_n: int = step_n) -> None:
+            if on_tool_result is not None:
+                on_tool_result(step_n, call_id, name, res)
+
+        # a step is recorded whole or not at all: if it fails (a Ctrl-C, a failure between
+        # two tool calls) the Draft's files go back to its last revision, so the next step
+        # does not record them as its own
+        with draft.step(f"agent step {n + 1}", session=session):
             outcome = run_step(
                 RecordingProvider(provider, recorder),
                 request,
@@ -213,35 +270,33 @@ def run_agent(
                 recorder,
                 cancel=cancel,
                 on_text=on_text,
+                tools=table,
+                on_event=on_event,
+                on_tool_result=tool_done,
             )
-        except BaseException:
-            # a step is recorded whole or not at all: the writes of its tool calls so far
-            # (a Ctrl-C, a failure between two calls) are undone, so the next step does
-            # not record them as its own
-            _put_back(draft, before)
-            raise
-        response = outcome.response
-        calls = tuple(c.name for c in response.tool_calls)
-        summary = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
-        event = draft.record(
-            f"agent step {n + 1}: " + (", ".join(calls) if calls else summary or "answer"),
-            author=author,
-            data={
-                "agent": {
-                    "session": session,
-                    "step": n,
-                    "agent_id": agent_id,
-                    "provider": provider.name,
-                    "adapter": provider.adapter,
-                    "model": provider.model,
-                    "clock_ms": clock_ms,
-                    "finish_reason": response.finish_reason,
-                    "tool_calls": len(calls),
-                }
-            },
-            always=True,
-            artifacts=tuple(recorder.ids),
-        )
+            response = outcome.response
+            calls = tuple(c.name for c in response.tool_calls)
+            summary = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
+            event = draft.record(
+                f"agent step {n + 1}: " + (", ".join(calls) if calls else summary or "answer"),
+                author=author,
+                data={
+                    "agent": {
+                        "session": session,
+                        "step": n,
+                        "agent_id": agent_id,
+                        "provider": provider.name,
+                        "adapter": provider.adapter,
+                        "model": provider.model,
+                        "clock_ms": clock_ms,
+                        "finish_reason": response.finish_reason,
+                        "tool_calls": len(calls),
+                    },
+                    **(data or {}),
+                },
+                always=True,
+                artifacts=tuple(recorder.ids),
+            )
         record = StepRecord(
             n,
             event.id if event else None,

@@ -270,6 +270,38 @@ def draft_run(
 # -- review, publish, discard ------------------------------------------------------
 
 
+@draft.command("rewind")
+@click.argument("rev", metavar="REV")
+@author_options
+@json_option
+def draft_rewind(rev: str, author: str | None, author_kind: str | None, as_json: bool) -> None:
+    """Bring the Draft back to one of its own revisions (REV: an event id, a prefix, or 'base').
+
+    The Draft's files become what they were at REV, recorded as a new
+    revision (nothing is erased: unrecorded edits are recorded first).
+    'strata undo' puts the files back. 'strata history --branch draft/ID'
+    lists the Draft's revisions.
+
+    \b
+    Example:
+      strata draft rewind 3f2a91c0
+      strata draft rewind base --json
+    """
+    who = make_author(author, author_kind)
+    with open_repo(who) as repo:
+        from strata.workbench.draft import current_draft
+
+        result = current_draft(repo).rewind(rev, author=who)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    click.echo(
+        f"Rewound Draft {result.draft_id} to {short(result.target_event_id)}: "
+        f"{len(result.paths)} file(s) changed, revision {short(result.revision_event_id)} "
+        "('strata undo' puts them back)"
+    )
+
+
 @click.command()
 @json_option
 def review(as_json: bool) -> None:

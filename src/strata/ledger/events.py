@@ -68,6 +68,11 @@ class EventType(StrEnum):
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
     PREFLIGHT = "preflight"
     REPLAY = "replay"
+    # the Workshop's conversation (issue 13): annotation events anchored at HEAD
+    USER_MESSAGE = "user_message"
+    ASSISTANT_MESSAGE = "assistant_message"
+    SYSTEM_EVENT = "system_event"
+    SUMMARY_MESSAGE = "summary_message"
 
     @classmethod
     def parse(cls, value: str) -> EventType:

@@ -48,6 +48,7 @@ import stat
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from strata.runs.process import ProcessOutcome
     from strata.sandbox.bwrap import SandboxSpec
     from strata.workbench.publish import PublishResult, ReviewResult
+    from strata.workbench.timetravel import DraftRewindResult
 
 STATE_FORMAT = 1
 FILES = DRAFT_FILES
@@ -309,6 +311,43 @@ class Draft:
             move_head=False,
             artifacts=artifacts,
         )
+
+    # -- time travel (issue 13) -------------------------------------------------------
+
+    def revisions(self) -> list[Event]:
+        """The Draft's revisions, newest first (see :mod:`strata.workbench.timetravel`)."""
+        from strata.workbench.timetravel import revisions
+
+        return revisions(self)
+
+    def rewind(self, rev: str, *, author: Author | None = None) -> DraftRewindResult:
+        """Bring the Draft back to its revision ``rev`` (an event id, a prefix, or ``base``).
+
+        Recorded as a new revision (nothing is erased); ``strata undo`` reverses it.
+        """
+        from strata.workbench.timetravel import rewind
+
+        return rewind(self, rev, author=author)
+
+    def put_back(self, tree: ObjectId | None = None) -> list[str]:
+        """Bring the Draft's files to ``tree`` (default: its last revision's); the paths written.
+
+        Nothing is recorded: this is how a failed step leaves the Draft as it was.
+        """
+        from strata.workbench.timetravel import put_back
+
+        return put_back(self, tree)
+
+    def step(self, what: str, **info: Any) -> AbstractContextManager[Lease]:
+        """A context manager for a step that changes the Draft's files (an agent step).
+
+        A lease is held meanwhile (a second step is refused with
+        :class:`~strata.errors.WorkshopBusy`); if the block fails the files go
+        back to the last revision, and a killed step is put back on the next write.
+        """
+        from strata.workbench.timetravel import step
+
+        return step(self, what, **info)
 
     # -- runs --------------------------------------------------------------------------
 

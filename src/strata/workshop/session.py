@@ -1,0 +1,1016 @@
+"""The Workshop session: send a message, the agent's edits land in the Draft; rewind, regenerate.
+
+A :class:`Workshop` is one conversation of a workspace (see
+:mod:`strata.workshop.conversation` for how it is stored). A *turn* records
+the user's message, runs the agent loop (:func:`strata.agent.loop.run_agent`)
+on the Draft with the conversation so far, then records the assistant's
+message naming the Draft revision the turn left. Only one turn runs at a
+time per workspace: a lock file (``REPO/workshop/turn.lock``) is held for the
+turn, so a second ``send`` (in this process or another) fails at once with
+:class:`~strata.errors.WorkshopBusy`, and a lease beside it says which turn
+runs; a lease whose process was killed is found by :func:`recover_turns` on
+the next write, which records the turn's assistant message as interrupted
+(the Draft's half-done step is put back by
+:func:`strata.workbench.timetravel.recover_draft_steps`).
+
+Every Workshop operation that changes state ends with one ledger operation
+named ``chat …`` (``chat turn``, ``chat rewind``, ``chat regenerate``,
+``chat publish``, ``chat discard``, ``chat restore``, ``chat model``) whose
+details keep the state before it (the conversation's head, the Draft's
+revision, the model, a checkpoint of Published when it moved) and the ids of
+the operations it was made of. ``strata undo`` of such an operation
+(:func:`undo_workshop`) brings the whole state back: Published from the
+checkpoint, the Draft to its revision (reopened if it had ended), the head
+where it was.
+
+Rewind to a message (:meth:`Workshop.rewind`): the head moves to it; the
+Draft becomes what it was at that message (the revision of the last
+assistant message at or before it, or no Draft when there was none or it had
+been published or discarded since); when a publish (or a checkpoint restore)
+lies between the message and the head, Published is restored from the
+checkpoint taken by the FIRST such publish after the message (for a restore:
+its ``pre_restore`` checkpoint); a missing checkpoint fails with nothing
+changed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from strata.core.lease import Lease, active_leases, stale_leases
+from strata.errors import (
+    ProviderCancelled,
+    StrataError,
+    UnknownRef,
+    UsageError,
+    WorkshopBusy,
+    WorkshopError,
+)
+from strata.ids import ObjectId
+from strata.ledger.events import Author, EventType
+from strata.workshop.conversation import (
+    ChatMessage,
+    ConversationInfo,
+    ConversationLog,
+    active_model,
+    append,
+    conversations,
+    latest_conversation,
+)
+
+if TYPE_CHECKING:
+    from strata.agent.loop import ToolTable
+    from strata.agent.tools import ToolResult
+    from strata.core import Core, OperationRecord, Transaction
+    from strata.providers.base import CancelToken, Message, Provider
+    from strata.workbench.publish import PublishResult, ReviewResult
+
+#: a conversation id (``conv_`` and 12 letters)
+_NEW_ID = re.compile(r"conv_[a-z0-9]{12}")
+#: the ``kind`` of the lease a turn holds
+TURN_LEASE = "workshop_turn"
+#: the folder of the turn lock and leases, inside the repository
+FOLDER = "workshop"
+LOCK = "turn.lock"
+
+WORKSHOP_SYSTEM_PROMPT = (
+    "You are the assistant of a workspace's Workshop: you talk with the user and, when a "
+    "task needs it, edit the workspace's files through your tools (list_files, read_file, "
+    "write_file, edit_file). The listed files are already present: never ask the user to "
+    "upload them. Your edits land in a Draft the user reviews, then publishes or discards. "
+    "When you are done, answer with a short summary and no tool call."
+)
+
+#: system events that end the Draft (the Draft state before them is gone)
+_DRAFT_ENDS = ("draft_published", "checkpoint_publish", "draft_discarded")
+#: system events that moved Published, and the data key of the checkpoint taken before
+_PUBLISHED_MOVES = {
+    "checkpoint_publish": "checkpoint_id",
+    "draft_published": "checkpoint_id",
+    "checkpoint_restore": "pre_restore_checkpoint_id",
+}
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One exchange: the user's message and the assistant's answer (and its Draft revision)."""
+
+    user_message: ChatMessage
+    assistant_message: ChatMessage
+    draft_revision: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata ask --json`` and ``strata chat regenerate --json`` print."""
+        return {
+            "conversation": self.assistant_message.conversation,
+            "user_message": self.user_message.to_json(),
+            "assistant_message": self.assistant_message.to_json(),
+            "draft_revision": self.draft_revision,
+        }
+
+
+@dataclass(frozen=True)
+class RewindResult:
+    """What :meth:`Workshop.rewind` did."""
+
+    conversation: str
+    message_id: str
+    head_before: str | None
+    draft_id: str | None
+    draft_revision: str | None
+    published_from_checkpoint: str | None
+    system_event: str
+    operation_id: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape ``strata chat rewind --json`` prints."""
+        return {
+            "conversation": self.conversation,
+            "message_id": self.message_id,
+            "head": self.message_id,
+            "head_before": self.head_before,
+            "draft_id": self.draft_id,
+            "draft_revision": self.draft_revision,
+            "published_from_checkpoint": self.published_from_checkpoint,
+            "system_event": self.system_event,
+            "operation_id": self.operation_id,
+        }
+
+
+class Workshop:
+    """One conversation of a workspace with an agent whose edits land in the Draft.
+
+    Get one with :meth:`strata.Repository.workshop`. ``provider`` answers the
+    turns; without it, ``open_model`` opens the provider the current model
+    names (``Repository.workshop`` passes one reading ``config.toml``).
+    ``system`` is the system prompt (the default: :data:`WORKSHOP_SYSTEM_PROMPT`)
+    and ``tools`` the tool table (default: :data:`strata.agent.tools.TOOLS`).
+    """
+
+    def __init__(
+        self,
+        core: Core,
+        conversation: str | None = None,
+        *,
+        provider: Provider | None = None,
+        model: str | None = None,
+        author: Author | None = None,
+        open_model: Callable[[str | None], Provider] | None = None,
+        system: str | None = None,
+        tools: ToolTable | None = None,
+        max_steps: int = 8,
+    ) -> None:
+        self.core = core
+        self.provider = provider
+        self.author = author or core.author
+        self.open_model = open_model
+        self.system = system or WORKSHOP_SYSTEM_PROMPT
+        self.tools = tools
+        self.max_steps = max_steps
+        self._model = model
+        self.conversation_id = self._find_conversation(conversation)
+
+    # -- which conversation ------------------------------------------------------------
+
+    def _find_conversation(self, wanted: str | None) -> str:
+        if wanted is None:
+            return latest_conversation(self.core) or self._new_id()
+        known = [c.id for c in conversations(self.core)]
+        found = [c for c in known if c == wanted or c.startswith(wanted.strip())]
+        if not found and _NEW_ID.fullmatch(wanted):
+            return wanted  # a conversation with no record yet
+        if not wanted.strip() or not found:
+            raise UnknownRef(wanted, hint="see 'strata chat list', or 'strata chat new'")
+        if len(found) > 1 and wanted not in found:
+            from strata.errors import AmbiguousRef
+
+            raise AmbiguousRef(wanted, found)
+        return wanted if wanted in found else found[0]
+
+    def _new_id(self) -> str:
+        return f"conv_{self.core.new_event_id().removeprefix('evt_')[:12]}"
+
+    def conversations(self) -> list[ConversationInfo]:
+        """Every conversation of the workspace, the most recently active first."""
+        return conversations(self.core)
+
+    def new_conversation(self, title: str | None = None) -> Workshop:
+        """Start another conversation (recorded at once); return its Workshop."""
+        conversation = self._new_id()
+        with self.core.transaction("chat new", self.author) as tx:
+            append(
+                tx,
+                EventType.SYSTEM_EVENT,
+                conversation,
+                text=title or "",
+                chain=False,
+                head=None,
+                data={"kind": "conversation_created", "title": title or ""},
+            )
+        return Workshop(
+            self.core,
+            conversation,
+            provider=self.provider,
+            model=self._model,
+            author=self.author,
+            open_model=self.open_model,
+            system=self.system,
+            tools=self.tools,
+            max_steps=self.max_steps,
+        )
+
+    # -- reading -------------------------------------------------------------------------
+
+    def log(self) -> ConversationLog:
+        """Every record of the conversation (the inactive ones after a rewind too)."""
+        return ConversationLog.load(self.core, self.conversation_id)
+
+    def messages(self) -> list[ChatMessage]:
+        """The active transcript, first message to head (system event cards included)."""
+        return self.log().transcript()
+
+    @property
+    def head(self) -> str | None:
+        """The id of the conversation's head (its last active record), or None."""
+        return self.log().head
+
+    @property
+    def model(self) -> str:
+        """The model turns use: the one given, else the last switched to, else the provider's."""
+        if self._model:
+            return self._model
+        switched = active_model(self.core)
+        if switched:
+            return switched
+        if self.provider is not None:
+            return self.provider.name
+        return ""
+
+    @property
+    def busy(self) -> bool:
+        """True while a turn (or a rewind) runs in this workspace, in any process."""
+        return bool(_turns(self.core, held=True))
+
+    # -- turns ---------------------------------------------------------------------------
+
+    def send(
+        self,
+        text: str,
+        *,
+        rpi: bool = False,
+        on_event: Callable[[object], None] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Turn:
+        """Send ``text``: record it, run the agent on the Draft, record its answer.
+
+        ``on_event`` gets the provider's stream events and the step events of
+        :mod:`strata.workshop.events`. A turn that fails (the provider, a
+        cancel) is recorded with an assistant message marked ``error`` (its
+        partial text kept, the Draft as its last whole step left it), then
+        the error is raised. :class:`~strata.errors.WorkshopBusy` when a turn
+        already runs.
+        """
+        if not text.strip():
+            raise UsageError("the message is empty")
+        if rpi:
+            return self._send_rpi(text, on_event=on_event, cancel=cancel)
+        with self._turn("send a message") as lease:
+            log = self.log()
+            state = self._state(log)
+            marker = _last_seq(self.core)
+            with self.core.transaction("chat message", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.USER_MESSAGE,
+                    self.conversation_id,
+                    text=text,
+                    parent=log.head,
+                )
+            user = ChatMessage.from_event(event)
+            lease.update(user_message=user.id, state_before=state, marker=marker)
+            return self._answer(user, state, marker, on_event=on_event, cancel=cancel)
+
+    def _send_rpi(
+        self,
+        text: str,
+        *,
+        on_event: Callable[[object], None] | None,
+        cancel: CancelToken | None,
+    ) -> Turn:
+        """The one call site of the Research → Plan → Implement loop (wired by its module)."""
+        raise WorkshopError(
+            "the Research -> Plan -> Implement loop (--rpi) is not available yet",
+            hint="send the message without --rpi",
+        )
+
+    def regenerate(
+        self,
+        *,
+        on_event: Callable[[object], None] | None = None,
+        cancel: CancelToken | None = None,
+    ) -> Turn:
+        """Replace the last assistant answer (and its Draft revision) with a new one.
+
+        From a head that is a user message (after a rewind) it answers that
+        message. A ``regenerate`` system event names the replaced and the new
+        message.
+        """
+        with self._turn("regenerate"):
+            log = self.log()
+            chain = log.transcript()
+            users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
+            if not users:
+                raise WorkshopError(
+                    "nothing to regenerate: the conversation has no user message yet",
+                    hint="send one first ('strata ask')",
+                )
+            at = users[-1]
+            user = chain[at]
+            replaced = next(
+                (r.id for r in reversed(chain[at + 1 :]) if r.kind == EventType.ASSISTANT_MESSAGE),
+                None,
+            )
+            checkpoint = _checkpoint_across(self.core, chain[at + 1 :])
+            state = self._state(log)
+            marker = _last_seq(self.core)
+            published_before = transition(
+                self.core,
+                draft=_draft_at(self.core, chain[: at + 1]),
+                checkpoint=checkpoint,
+                author=self.author,
+            )
+            return self._answer(
+                user,
+                state,
+                marker,
+                on_event=on_event,
+                cancel=cancel,
+                replaced=replaced or "",
+                published_before=published_before,
+            )
+
+    def _answer(
+        self,
+        user: ChatMessage,
+        state: dict[str, Any],
+        marker: int,
+        *,
+        on_event: Callable[[object], None] | None,
+        cancel: CancelToken | None,
+        replaced: str | None = None,
+        published_before: str | None = None,
+    ) -> Turn:
+        """Run the agent on ``user``'s message and record the answer (one ``chat …`` operation)."""
+        from strata.agent.loop import StepRecord, run_agent
+        from strata.providers.base import TextDelta
+        from strata.workbench.draft import open_draft
+        from strata.workshop.events import StepFinished, StepStarted, ToolResultEvent
+
+        core = self.core
+        log = self.log()
+        history = _history(log.transcript(user.parent))
+        draft_before = open_draft(core)
+        partial: list[str] = []
+        steps: list[StepRecord] = []
+
+        def emit(event: object) -> None:
+            if on_event is not None:
+                on_event(event)
+
+        def stream(event: object) -> None:
+            if isinstance(event, TextDelta):
+                partial.append(event.text)
+            emit(event)
+
+        def step_started(n: int) -> None:
+            partial.clear()
+            emit(StepStarted(n))
+
+        def tool_done(n: int, call_id: str, tool: str, result: ToolResult) -> None:
+            emit(ToolResultEvent(n, call_id, tool, result.text, result.is_error))
+
+        def step_done(record: StepRecord) -> None:
+            steps.append(record)
+            emit(StepFinished(record.step, record.event_id, record.finish_reason))
+
+        error: BaseException | None = None
+        provider = self._provider()
+        try:
+            run_agent(
+                core,
+                provider,
+                user.text,
+                system=self.system,
+                max_steps=self.max_steps,
+                history=history,
+                tools=self.tools,
+                cancel=cancel,
+                on_event=stream,
+                on_step_start=step_started,
+                on_tool_result=tool_done,
+                on_step=step_done,
+                data={"workshop": {"conversation": self.conversation_id, "message": user.id}},
+            )
+        except (StrataError, KeyboardInterrupt) as exc:
+            error = exc
+        draft = open_draft(core)
+        revision = draft.tip().id if draft is not None else None
+        text = steps[-1].text if steps and error is None else "".join(partial)
+        data: dict[str, Any] = {
+            "model": self.model,
+            "provider": provider.name,
+            "draft_revision": revision,
+            "draft_id": draft.id if draft is not None else None,
+            "tool_calls": [list(s.tool_calls) for s in steps],
+            "steps": [s.event_id for s in steps],
+            "traces": [t for s in steps for t in s.traces],
+        }
+        if error is not None:
+            data["error"] = {"type": type(error).__name__, "message": str(error)}
+            data["interrupted"] = isinstance(error, ProviderCancelled | KeyboardInterrupt)
+        ops = _ops_since(core, marker)
+        command = "chat turn" if replaced is None else "chat regenerate"
+        with core.transaction(command, self.author) as tx:
+            parent = user.id
+            if draft_before is None and draft is not None:
+                card = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"Draft {draft.id} created",
+                    parent=parent,
+                    data={"kind": "draft_created", "draft_id": draft.id},
+                )
+                parent = card.id
+            event = append(
+                tx,
+                EventType.ASSISTANT_MESSAGE,
+                self.conversation_id,
+                text=text,
+                parent=parent,
+                data=data,
+                author=Author("workshop", "agent", provider.model or None),
+            )
+            if replaced is not None:
+                append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text="regenerated the answer",
+                    chain=False,
+                    head=event.id,
+                    data={
+                        "kind": "regenerate",
+                        "replaced_message_id": replaced or None,
+                        "new_message_id": event.id,
+                    },
+                )
+            tx.details.update(
+                workshop={
+                    "conversation": self.conversation_id,
+                    "state_before": state,
+                    "published_before": published_before,
+                    "ops": ops,
+                }
+            )
+        if error is not None:
+            raise error
+        return Turn(user, ChatMessage.from_event(event), revision)
+
+    def _provider(self) -> Provider:
+        if self.provider is not None:
+            return self.provider
+        if self.open_model is None:
+            raise WorkshopError(
+                "no model to answer with",
+                hint="pass provider= or open_model= to Repository.workshop()",
+            )
+        return self.open_model(self.model or None)
+
+    # -- rewind, model, Draft and checkpoints --------------------------------------------
+
+    def rewind(self, message_id: str) -> RewindResult:
+        """Go back to ``message_id``: the head, the Draft (and Published across a publish).
+
+        Later records stay in the log, inactive. Nothing changes when the
+        message is not in the active transcript or a checkpoint it needs is gone.
+        """
+        core = self.core
+        with self._turn("rewind"):
+            log = self.log()
+            target = log.find(message_id)
+            chain = log.transcript()
+            ids = [r.id for r in chain]
+            if target.id not in ids:
+                raise WorkshopError(
+                    f"message {target.id} is not in the active transcript",
+                    hint="see 'strata chat log'; rewind moves only back along it",
+                )
+            at = ids.index(target.id)
+            checkpoint = _checkpoint_across(core, chain[at + 1 :])
+            draft = _draft_at(core, chain[: at + 1])
+            state = self._state(log)
+            marker = _last_seq(core)
+            published_before = transition(
+                core, draft=draft, checkpoint=checkpoint, author=self.author
+            )
+            ops = _ops_since(core, marker)
+            with core.transaction("chat rewind", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"rewound to {target.id}",
+                    chain=False,
+                    head=target.id,
+                    data={
+                        "kind": "rewind",
+                        "to": target.id,
+                        "from": log.head,
+                        "draft_revision": draft["event"] if draft else None,
+                        "checkpoint_id": checkpoint,
+                    },
+                )
+                tx.details.update(
+                    workshop={
+                        "conversation": self.conversation_id,
+                        "state_before": state,
+                        "published_before": published_before,
+                        "ops": ops,
+                    }
+                )
+        return RewindResult(
+            self.conversation_id,
+            target.id,
+            log.head,
+            draft["id"] if draft else None,
+            draft["event"] if draft else None,
+            checkpoint,
+            event.id,
+            tx.id,
+        )
+
+    def set_model(self, spec: str) -> ChatMessage:
+        """Switch the model (it becomes the workspace's default); a ``model_switch`` card."""
+        spec = spec.strip()
+        if not spec:
+            raise UsageError("name a model: PROVIDER or PROVIDER:MODEL ('strata models')")
+        from strata.providers.config import resolve
+
+        resolve(spec, config=self.core.config.raw, environ={})  # an unknown name fails here
+        before = self.model
+        with self._turn("switch the model"):
+            log = self.log()
+            state = self._state(log)
+            with self.core.transaction("chat model", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"switched model to {spec}",
+                    parent=log.head,
+                    data={"kind": "model_switch", "model": spec, "from": before or None},
+                )
+                tx.details.update(
+                    workshop={"conversation": self.conversation_id, "state_before": state}
+                )
+        self._model = None
+        if self.provider is not None and self.open_model is not None:
+            self.provider = None  # the next turn opens the new model
+        return ChatMessage.from_event(event)
+
+    def review(self) -> ReviewResult:
+        """The Draft's change set against its base (the Draft's own review)."""
+        from strata.workbench.draft import current_draft
+
+        return current_draft(self.core).review(author=self.author)
+
+    def publish(self, message: str = "", *, expect: str | None = None) -> PublishResult:
+        """Publish the Draft; a ``checkpoint_publish`` card names the checkpoint taken."""
+        from strata.workbench.draft import current_draft
+
+        core = self.core
+        with self._turn("publish"):
+            log = self.log()
+            state = self._state(log)
+            marker = _last_seq(core)
+            result = current_draft(core).publish(message, expect=expect, author=self.author)
+            ops = _ops_since(core, marker)
+            cp = result.checkpoint.id
+            with core.transaction("chat publish", self.author) as tx:
+                append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"Published the Draft ({result.files_changed} file(s)); "
+                    f"checkpoint {cp} holds the files before ('strata checkpoint restore {cp}')",
+                    parent=log.head,
+                    data={
+                        "kind": "checkpoint_publish",
+                        "checkpoint_id": cp,
+                        "publish_event_id": result.event.id,
+                        "draft_id": state["draft"]["id"] if state["draft"] else None,
+                        "files_changed": result.files_changed,
+                    },
+                )
+                tx.details.update(
+                    workshop={
+                        "conversation": self.conversation_id,
+                        "state_before": state,
+                        "published_before": cp,
+                        "ops": ops,
+                    }
+                )
+        return result
+
+    def discard(self) -> ChatMessage:
+        """Discard the Draft; a ``draft_discarded`` card."""
+        from strata.workbench.draft import current_draft
+
+        core = self.core
+        with self._turn("discard"):
+            log = self.log()
+            state = self._state(log)
+            marker = _last_seq(core)
+            draft = current_draft(core)
+            current_draft(core).discard(author=self.author)
+            ops = _ops_since(core, marker)
+            with core.transaction("chat discard", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"Discarded Draft {draft.id}",
+                    parent=log.head,
+                    data={"kind": "draft_discarded", "draft_id": draft.id},
+                )
+                tx.details.update(
+                    workshop={
+                        "conversation": self.conversation_id,
+                        "state_before": state,
+                        "ops": ops,
+                    }
+                )
+        return ChatMessage.from_event(event)
+
+    def restore(self, checkpoint_id: str) -> ChatMessage:
+        """Restore Published from a checkpoint (no Draft open); a ``checkpoint_restore`` card."""
+        from strata.workbench.checkpoints import Checkpoints
+
+        core = self.core
+        with self._turn("restore a checkpoint"):
+            log = self.log()
+            state = self._state(log)
+            marker = _last_seq(core)
+            checkpoints = Checkpoints(core)
+            checkpoint = checkpoints.get(checkpoint_id)
+            checkpoints.restore(checkpoint.id, author=self.author)
+            pre = _newest_pre_restore(core)
+            ops = _ops_since(core, marker)
+            with core.transaction("chat restore", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text=f"Restored checkpoint {checkpoint.id}",
+                    parent=log.head,
+                    data={
+                        "kind": "checkpoint_restore",
+                        "checkpoint_id": checkpoint.id,
+                        "pre_restore_checkpoint_id": pre,
+                    },
+                )
+                tx.details.update(
+                    workshop={
+                        "conversation": self.conversation_id,
+                        "state_before": state,
+                        "published_before": pre,
+                        "ops": ops,
+                    }
+                )
+        return ChatMessage.from_event(event)
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _state(self, log: ConversationLog) -> dict[str, Any]:
+        """What ``strata undo`` of the next operation brings back."""
+        from strata.workbench.draft import open_draft
+
+        draft = open_draft(self.core)
+        drafted: dict[str, Any] | None = None
+        if draft is not None:
+            tip = draft.tip()
+            drafted = {"id": draft.id, "event": tip.id, "tree": self.core.tree_of(tip)}
+        return {
+            "conversation": self.conversation_id,
+            "head": log.head,
+            "draft": drafted,
+            "model": active_model(self.core),
+        }
+
+    @contextlib.contextmanager
+    def _turn(self, what: str) -> Iterator[Lease]:
+        """Hold the turn lock (else :class:`WorkshopBusy`) and a lease naming the turn."""
+        folder = self.core.layout.repo / FOLDER
+        folder.mkdir(exist_ok=True)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                held = _turns(self.core, held=True)
+                raise WorkshopBusy(
+                    what, [str(h.get("what") or h.get("run_id")) for h in held] or ["a turn"]
+                ) from None
+            with self.core.writing():
+                pass  # finish what a killed turn left first
+            lease_id = f"turn_{self.core.new_event_id().removeprefix('evt_')}"
+            info = {
+                "kind": TURN_LEASE,
+                "what": what,
+                "conversation": self.conversation_id,
+                "pid": os.getpid(),
+            }
+            with Lease.acquire(folder, lease_id, info) as lease:
+                yield lease
+        finally:
+            os.close(fd)
+
+
+def workshop(
+    core: Core,
+    conversation: str | None = None,
+    *,
+    provider: Provider | None = None,
+    model: str | None = None,
+    author: Author | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Workshop:
+    """A :class:`Workshop` whose models open from the repository's ``config.toml``.
+
+    ``environ`` is where API keys are read (the library reads no environment
+    itself; the CLI passes its own).
+    """
+    from strata.providers.config import open_provider
+
+    env = dict(environ or {})
+
+    def open_model(spec: str | None) -> Provider:
+        return open_provider(spec, config=core.config.raw, environ=env, root=core.root)
+
+    return Workshop(
+        core, conversation, provider=provider, model=model, author=author, open_model=open_model
+    )
+
+
+# -- the state a rewind or an undo goes to -----------------------------------------------
+
+
+def _draft_at(core: Core, chain: list[ChatMessage]) -> dict[str, Any] | None:
+    """The Draft as it was at the last record of ``chain`` (None: no Draft was open)."""
+    for record in reversed(chain):
+        if record.kind == EventType.ASSISTANT_MESSAGE and record.draft_revision:
+            event = core.event(record.draft_revision)
+            return {
+                "id": record.data.get("draft_id"),
+                "event": event.id,
+                "tree": core.tree_of(event),
+            }
+        if record.system_kind in _DRAFT_ENDS:
+            return None
+    return None
+
+
+def _checkpoint_across(core: Core, later: list[ChatMessage]) -> str | None:
+    """The checkpoint that puts Published back before ``later``: the first move's own.
+
+    A publish card names the checkpoint its publish took; a restore card its
+    ``pre_restore`` checkpoint. :class:`WorkshopError` when it is gone.
+    """
+    from strata.workbench.checkpoints import Checkpoints
+
+    for record in later:
+        key = _PUBLISHED_MOVES.get(record.system_kind or "")
+        if key is None:
+            continue
+        checkpoint = record.data.get(key)
+        try:
+            if not checkpoint:
+                raise UnknownRef(str(checkpoint))
+            return Checkpoints(core).get(str(checkpoint)).id
+        except StrataError:
+            raise WorkshopError(
+                f"cannot rewind across {record.system_kind} {record.id}: its checkpoint "
+                f"{checkpoint or '(none recorded)'} is missing; nothing was changed",
+                hint="rewind to a message after it, or restore a checkpoint by hand "
+                "('strata checkpoint list')",
+            ) from None
+    return None
+
+
+def transition(
+    core: Core,
+    *,
+    draft: Mapping[str, Any] | None,
+    checkpoint: str | None,
+    author: Author | None = None,
+) -> str | None:
+    """Bring Published to ``checkpoint`` (when given) and the Draft to ``draft`` (None: no Draft).
+
+    Returns the ``pre_restore`` checkpoint taken when Published moved (what
+    puts it back), else None. Each change is an operation of its own; the
+    caller records the ``chat …`` operation that groups them.
+    """
+    from strata.workbench.checkpoints import Checkpoints
+    from strata.workbench.draft import open_draft, start_draft
+    from strata.workbench.timetravel import rewind_in, step
+
+    pre: str | None = None
+    current = open_draft(core)
+    if checkpoint is not None:
+        if current is not None:
+            current.discard(author=author)
+            current = None
+        Checkpoints(core).restore(checkpoint, author=author)
+        pre = _newest_pre_restore(core)
+    if draft is None:
+        if current is not None:
+            current.discard(author=author)
+        return pre
+    tree = ObjectId(str(draft["tree"]))
+    if current is not None and core.tree_of(current.tip()) == tree:
+        return pre
+    if current is None:
+        current = start_draft(core, author=author)
+        if core.tree_of(current.tip()) == tree:
+            return pre
+    else:
+        current.record("before rewind", author=author)
+    target = core.event(str(draft["event"]))
+    with step(current, "rewind the Draft"), core.transaction("draft rewind", author) as tx:
+        rewind_in(tx, current, target, author=author)
+    return pre
+
+
+def _newest_pre_restore(core: Core) -> str | None:
+    from strata.workbench.checkpoints import Checkpoints
+
+    return next((c.id for c in Checkpoints(core).list() if c.kind == "pre_restore"), None)
+
+
+def _history(chain: list[ChatMessage]) -> list[Message]:
+    """The transcript as the model reads it: user and assistant messages, summaries."""
+    from strata.providers.base import Message
+
+    out: list[Message] = []
+    for record in chain:
+        if record.kind == EventType.USER_MESSAGE:
+            out.append(Message("user", record.text))
+        elif record.kind == EventType.ASSISTANT_MESSAGE and record.text:
+            out.append(Message("assistant", record.text))
+        elif record.kind == EventType.SUMMARY_MESSAGE:
+            out.append(Message("user", "Summary of the conversation so far:\n" + record.text))
+    return out
+
+
+def _last_seq(core: Core) -> int:
+    ops = core.ledger.operations(limit=1)
+    return int(ops[0]["seq"]) if ops else 0
+
+
+def _ops_since(core: Core, seq: int) -> list[str]:
+    """The ids of the operations committed after the record ``seq``, oldest first."""
+    found: list[str] = []
+    for record in core.ledger.driver.scan(kind="operation", reverse=True):
+        if record.seq <= seq:
+            break
+        found.append(str(record.body["id"]))
+    found.reverse()
+    return found
+
+
+def _turns(core: Core, *, held: bool) -> list[dict[str, Any]]:
+    folder = core.layout.repo / FOLDER
+    leases = active_leases(folder) if held else stale_leases(folder)
+    return [h for h in leases if h.get("kind") == TURN_LEASE]
+
+
+# -- what the core calls -------------------------------------------------------------------
+
+
+def recover_turns(core: Core) -> list[str]:
+    """Record every turn whose process was killed: its answer is an interrupted message.
+
+    A recoverer of :class:`~strata.core.Core` (the write lock is held). The
+    Draft's half-done step is put back by
+    :func:`strata.workbench.timetravel.recover_draft_steps`.
+    """
+    folder = core.layout.repo / FOLDER
+    if not folder.is_dir():
+        return []
+    from strata.workbench.draft import open_draft
+
+    done: list[str] = []
+    for info in _turns(core, held=False):
+        user = info.get("user_message")
+        conversation = str(info.get("conversation", ""))
+        log = ConversationLog.load(core, conversation)
+        if user and log.head == user:
+            draft = open_draft(core)
+            state = info.get("state_before") or {}
+            revision = draft.tip().id if draft is not None else None
+            ops = _ops_since(core, int(info.get("marker") or 0))
+            with core.transaction("chat turn", Author("strata", "system")) as tx:
+                append(
+                    tx,
+                    EventType.ASSISTANT_MESSAGE,
+                    conversation,
+                    text="",
+                    parent=str(user),
+                    data={
+                        "draft_revision": revision,
+                        "draft_id": draft.id if draft is not None else None,
+                        "interrupted": True,
+                        "error": {
+                            "type": "Interrupted",
+                            "message": "the turn was killed before it finished",
+                        },
+                    },
+                )
+                tx.details.update(
+                    workshop={"conversation": conversation, "state_before": state, "ops": ops}
+                )
+        Path(str(info["path"])).unlink(missing_ok=True)
+        done.append(str(info.get("run_id")))
+    return done
+
+
+def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
+    """``strata undo`` of a ``chat …`` operation: the state before it comes back whole.
+
+    Published from the checkpoint taken before it moved, the Draft to the
+    revision it had (reopened when it had ended, discarded when there was
+    none), the conversation's head and the model where they were. False for
+    any other operation.
+    """
+    info = op.details.get("workshop")
+    if not op.command.startswith("chat ") or not isinstance(info, dict):
+        return False
+    state = info.get("state_before")
+    if not isinstance(state, dict):
+        return False
+    core = tx.core
+    if core.layout.draft_state.exists():
+        from strata.workbench.timetravel import busy_steps
+
+        if busy_steps(core):
+            raise WorkshopBusy("undo", [str(h.get("what")) for h in busy_steps(core)])
+    marker = _last_seq(core)
+    transition(
+        core,
+        draft=state.get("draft"),
+        checkpoint=info.get("published_before"),
+        author=tx.author,
+    )
+    inner = _ops_since(core, marker)
+    tx.set_view(core.view())
+    conversation = str(info.get("conversation") or state.get("conversation") or "")
+    append(
+        tx,
+        EventType.SYSTEM_EVENT,
+        conversation,
+        text=f"undid {op.command}",
+        chain=False,
+        head=state.get("head"),
+        data={"kind": "undo", "undid": op.id, "command": op.command},
+    )
+    if "model" in state and state.get("model") != active_model(core):
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text=f"model back to {state['model'] or 'the default'}",
+            chain=False,
+            head=state.get("head"),
+            data={"kind": "model_switch", "model": state["model"]},
+        )
+    tx.details.update(undid=op.id, undid_also=[*info.get("ops", []), *inner])
+    return True
+
+
+__all__ = [
+    "RewindResult",
+    "Turn",
+    "Workshop",
+    "recover_turns",
+    "transition",
+    "undo_workshop",
+    "workshop",
+]
