@@ -245,7 +245,7 @@ class _Renderer:
 
 
 def _turn_text(turn: Any) -> str:
-    for name in ("text", "message"):
+    for name in ("text", "assistant_message", "message"):
         value = getattr(turn, name, None)
         if isinstance(value, str):
             return value
@@ -292,8 +292,11 @@ class Chat:
             self.console = Console(highlight=False)
         self.out = _Renderer(self.console)
 
+    def _model(self) -> str:
+        return self.workshop.model or "the workspace's default"
+
     def _toolbar(self) -> str:
-        return f" model: {self.workshop.model}  │  Ctrl-R regenerate · Ctrl-D quit · /help"
+        return f" model: {self._model()}  │  Ctrl-R regenerate · Ctrl-D quit · /help"
 
     def _keys(self) -> Any:
         from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
@@ -310,7 +313,7 @@ class Chat:
 
     def run(self) -> int:
         """Read and answer until /quit or Ctrl-D; the exit status."""
-        self.out.line(f"Strata Workshop · model {self.workshop.model} · /help for commands")
+        self.out.line(f"Strata Workshop · model: {self._model()} · /help for commands")
         self.show_history(limit=10, header=False)
         while True:
             try:
@@ -336,23 +339,38 @@ class Chat:
         self.turn(lambda on, c: w.send(text, rpi=rpi, on_event=on, cancel=c))
 
     def turn(self, start: Callable[[Callable[[Any], None], CancelToken], Any]) -> None:
-        """Run a turn in a worker thread; Ctrl-C cancels it."""
+        """Run a turn in a worker thread; Ctrl-C cancels it; then the turn's system events."""
+        seen = {m.id for m in self.workshop.messages()}
+        try:
+            self._turn(start)
+        finally:
+            for m in self.workshop.messages():
+                if m.id not in seen and "system" in m.kind and m.text:
+                    self.out.card("Event", m.text)
+
+    def _turn(self, start: Callable[[Callable[[Any], None], CancelToken], Any]) -> None:
         cancel = CancelToken()
         renderer = _Renderer(self.console)
         self.out = renderer
         outcome: dict[str, Any] = {}
+
+        done = threading.Event()
 
         def work() -> None:
             try:
                 outcome["turn"] = start(renderer.event, cancel)
             except BaseException as exc:  # reported by the main thread
                 outcome["error"] = exc
+            finally:
+                done.set()
 
         worker = threading.Thread(target=work, name="workshop-turn", daemon=True)
         worker.start()
-        while worker.is_alive():
+        # an Event, not Thread.join: a join interrupted by Ctrl-C may report a thread that
+        # still runs as ended (Python 3.11)
+        while not done.is_set():
             try:
-                worker.join(0.1)
+                done.wait(0.1)
             except KeyboardInterrupt:
                 if not cancel.cancelled:
                     cancel.cancel()
@@ -412,7 +430,7 @@ class Chat:
             self.out.card("Rewound", f"Rewound to {argument}.{tail}")
         elif name == "/model":
             if not argument:
-                self.out.card("Model", f"The model is {w.model}. Switch with /model NAME.")
+                self.out.card("Model", f"The model is {self._model()}. Switch with /model NAME.")
                 return None
             w.set_model(argument)
             self.out.card("Model switched", f"Model switched to {w.model}.")
