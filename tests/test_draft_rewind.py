@@ -9,7 +9,7 @@ import pytest
 from conftest import as_json, assert_user_error, ok
 from strata import Repository
 from strata.agent.loop import run_agent
-from strata.errors import ProviderCancelled, UnknownRef, WorkshopBusy
+from strata.errors import ProviderCancelled, ProviderError, UndoError, UnknownRef, WorkshopBusy
 from strata.providers.base import CancelToken
 from strata.providers.scripted import Scripted
 
@@ -56,6 +56,9 @@ def test_rewind_to_base_and_undo_puts_the_files_back(repo: Repository) -> None:
     assert (draft.path / "a.txt").read_text() == "two\n"
     assert (draft.path / "b.txt").read_text() == "new\n"
     assert repo.tree_of(draft.tip()) == repo.tree_of(repo.event(second))
+    with pytest.raises(UndoError, match="not redone"):  # refs alone would leave the files behind
+        repo.redo()
+    assert (draft.path / "a.txt").read_text() == "two\n"
 
 
 def test_unrecorded_edits_are_recorded_before_a_rewind(repo: Repository) -> None:
@@ -167,3 +170,14 @@ def test_cli_draft_rewind(run_cli, ws: Path) -> None:
     assert_user_error(run_cli("draft", "rewind", "nosuchrev", cwd=ws), says="nosuchrev")
     ok(run_cli("undo", cwd=ws))
     assert (files / "a.txt").read_text() == "one\n"
+
+
+def test_a_failed_agent_step_keeps_edits_made_by_hand_before_it(repo: Repository) -> None:
+    (repo.root / "a.txt").write_text("zero\n")
+    repo.snapshot("base")
+    draft = repo.draft()
+    (draft.path / "mine.txt").write_text("by hand\n")  # not recorded
+    provider = Scripted([])  # the first model call fails
+    with pytest.raises(ProviderError):
+        run_agent(repo, provider, "edit")
+    assert (draft.path / "mine.txt").read_text() == "by hand\n"

@@ -161,6 +161,21 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger index rebuild")
     s("ledger convert", "--to", "jsonl")
     s("models")
+
+    # the Workshop (issue 13): a scripted model kept outside the workspace
+    (base / "shop.yaml").write_text(
+        "- tool_calls: [{name: write_file, arguments: {path: w.txt, content: hi}}]\n"
+        "- text: Wrote w.txt.\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(f'\n[providers.shop]\nadapter = "scripted"\nscript = "{base / "shop.yaml"}"\n')
+    s("chat model", "shop")
+    s("ask", "write w.txt")
+    log = s("chat log")
+    s("chat regenerate")
+    s("chat rewind", log["messages"][0]["id"])
+    s("chat new", "another")
+    s("chat list")
     return s.outputs
 
 

@@ -212,6 +212,7 @@ def test_a_second_send_is_refused_while_a_turn_runs(ws_repo: Repository) -> None
         assert other.busy
         with pytest.raises(WorkshopBusy, match="in progress"):
             other.send("me too")
+        assert all(r.text != "me too" for r in other.log().records)
         with pytest.raises(WorkshopBusy):
             other.rewind(w.messages()[0].id)
     finally:
@@ -248,6 +249,7 @@ repo.workshop(provider=Slow()).send("in the child")
         w = ws_repo.workshop(provider=Recording([{"text": "no"}]))
         with pytest.raises(WorkshopBusy):
             w.send("from the parent")
+        assert all(r.text != "from the parent" for r in w.log().records)  # nothing recorded
     finally:
         go.touch()
         assert proc.wait(30) == 0
@@ -488,3 +490,15 @@ def test_undo_of_a_turn_and_of_a_discard(ws_repo: Repository) -> None:
     # the next undo reaches the first turn: no Draft, an empty transcript
     assert ws_repo.undo().command == "chat turn"
     assert not ws_repo.layout.draft_state.exists() and w.head is None
+
+
+def test_redo_of_a_workshop_undo_is_refused_with_nothing_changed(ws_repo: Repository) -> None:
+    from strata.errors import UndoError
+
+    w = two_turns(ws_repo)
+    w.rewind(w.messages()[0].id)
+    ws_repo.undo()
+    head = w.head
+    with pytest.raises(UndoError, match="not redone"):
+        ws_repo.redo()
+    assert w.head == head and draft_file(ws_repo) == "two\n"

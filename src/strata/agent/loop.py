@@ -237,7 +237,13 @@ def run_agent(
     if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
         raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft = open_draft(core) or start_draft(core, author=author)
+    draft = open_draft(core)
+    if draft is not None:
+        # edits made in the Draft by hand are recorded first: a failed step puts the files
+        # back to the last revision, which must not lose them
+        draft.record("before the agent", author=author)
+    else:
+        draft = start_draft(core, author=author)
     session = f"ses_{core.new_event_id().removeprefix('evt_')}"
     result = AgentResult(session, draft.id, provider.name, provider.model)
     messages: list[Message] = [Message("system", system), *history, Message("user", prompt)]

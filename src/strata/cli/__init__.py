@@ -77,6 +77,7 @@ def _register() -> None:
         run,
         storage,
         watch,
+        workshop,  # issue 13
     )
 
     for module in (
@@ -94,6 +95,7 @@ def _register() -> None:
         replay,
         preflight,
         models,
+        workshop,  # issue 13
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from strata.core.restore import restore_into
 from strata.core.results import OperationRecord, Point, RedoResult, UndoResult
-from strata.errors import CorruptRepository, DraftOpen
+from strata.errors import CorruptRepository, DraftOpen, UndoError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import View
@@ -58,6 +58,9 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
     with core.transaction("redo", author) as tx:
         undo_op = OperationRecord.from_json(core.ledger.redo_target())
         original_id = str(undo_op.details["undid"])
+        refused = undo_op.details.get("redo_refused")
+        if refused:  # an undo handler that cannot be redone by refs and files alone (Workshop)
+            raise UndoError(f"cannot redo {original_id}: {refused}", hint=None)
         original = next(
             (
                 OperationRecord.from_json(o)

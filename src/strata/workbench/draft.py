@@ -572,11 +572,22 @@ def draft_workspace(core: Core) -> Workspace:
     return workspace
 
 
-def start_draft(core: Core, *, author: Author | None = None) -> Draft:
+def start_draft(
+    core: Core,
+    *,
+    author: Author | None = None,
+    tree: ObjectId | None = None,
+    data: dict[str, Any] | None = None,
+) -> Draft:
     """Create the one Draft from Published's files (recording Published first).
 
     A folder kept from an ended Draft is brought to Published's tree by
     writing only the paths that differ; else Published's files are copied.
+
+    With ``tree`` (a Workshop rewind reopening an ended Draft), the Draft
+    starts from Published's event but its first revision holds ``tree``: a
+    kept folder is brought straight to it; a fresh copy is made of
+    Published, then brought to it. ``data`` goes into that first revision.
     """
     layout = core.layout
     with core.writing():
@@ -605,7 +616,7 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
                 _PrivateClone(core.root, layout.draft) if (core.root / ".git").is_dir() else None
             )
             try:
-                scanned = _update_kept(core, head_tree) if kept else None
+                scanned = _update_kept(core, tree or head_tree) if kept else None
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
                     for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
@@ -624,7 +635,9 @@ def start_draft(core: Core, *, author: Author | None = None) -> Draft:
         # the first scan of the Draft fills its stat cache (an updated kept folder was
         # scanned already to check it holds exactly Published's tree)
         draft = Draft(core, state)
-        draft.record("draft start", author=author, scanned=scanned)
+        if tree is not None and scanned is None:  # a fresh copy of Published: bring it to tree
+            draft.put_back(tree)
+        draft.record("draft start", author=author, scanned=scanned, data=data)
         return draft
 
 

@@ -243,5 +243,9 @@ def undo_draft_rewind(tx: Transaction, op: OperationRecord) -> bool:
             always=True,
             tx=tx,
         )
-    tx.details.update(undid=op.id, draft_id=draft.id)
+    tx.details.update(
+        undid=op.id,
+        draft_id=draft.id,
+        redo_refused="a Draft rewind is not redone; rewind the Draft again instead",
+    )
     return True

@@ -177,6 +177,14 @@ class Workshop:
         self._model = model
         self.conversation_id = self._find_conversation(conversation)
 
+    def recover(self) -> None:
+        """Finish what a killed turn left (its answer recorded as interrupted, its step undone).
+
+        Every write does this first; call it to see a whole conversation before writing.
+        """
+        with self.core.writing():
+            pass
+
     # -- which conversation ------------------------------------------------------------
 
     def _find_conversation(self, wanted: str | None) -> str:
@@ -282,6 +290,7 @@ class Workshop:
         if rpi:
             return self._send_rpi(text, on_event=on_event, cancel=cancel)
         with self._turn("send a message") as lease:
+            provider = self._provider()  # an unknown model fails before anything is recorded
             log = self.log()
             state = self._state(log)
             marker = _last_seq(self.core)
@@ -295,7 +304,9 @@ class Workshop:
                 )
             user = ChatMessage.from_event(event)
             lease.update(user_message=user.id, state_before=state, marker=marker)
-            return self._answer(user, state, marker, on_event=on_event, cancel=cancel)
+            return self._answer(
+                user, state, marker, provider=provider, on_event=on_event, cancel=cancel
+            )
 
     def _send_rpi(
         self,
@@ -323,6 +334,7 @@ class Workshop:
         message.
         """
         with self._turn("regenerate"):
+            provider = self._provider()
             log = self.log()
             chain = log.transcript()
             users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
@@ -350,6 +362,7 @@ class Workshop:
                 user,
                 state,
                 marker,
+                provider=provider,
                 on_event=on_event,
                 cancel=cancel,
                 replaced=replaced or "",
@@ -362,6 +375,7 @@ class Workshop:
         state: dict[str, Any],
         marker: int,
         *,
+        provider: Provider,
         on_event: Callable[[object], None] | None,
         cancel: CancelToken | None,
         replaced: str | None = None,
@@ -401,7 +415,6 @@ class Workshop:
             emit(StepFinished(record.step, record.event_id, record.finish_reason))
 
         error: BaseException | None = None
-        provider = self._provider()
         try:
             run_agent(
                 core,
@@ -847,12 +860,10 @@ def transition(
     tree = ObjectId(str(draft["tree"]))
     if current is not None and core.tree_of(current.tip()) == tree:
         return pre
-    if current is None:
-        current = start_draft(core, author=author)
-        if core.tree_of(current.tip()) == tree:
-            return pre
-    else:
-        current.record("before rewind", author=author)
+    if current is None:  # the Draft had ended: a new one, its first revision at the tree
+        start_draft(core, author=author, tree=tree, data={"reopened": str(draft["event"])})
+        return pre
+    current.record("before rewind", author=author)
     target = core.event(str(draft["event"]))
     with step(current, "rewind the Draft"), core.transaction("draft rewind", author) as tx:
         rewind_in(tx, current, target, author=author)
@@ -967,11 +978,11 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     if not isinstance(state, dict):
         return False
     core = tx.core
-    if core.layout.draft_state.exists():
-        from strata.workbench.timetravel import busy_steps
+    from strata.workbench.timetravel import busy_steps
 
-        if busy_steps(core):
-            raise WorkshopBusy("undo", [str(h.get("what")) for h in busy_steps(core)])
+    busy = _turns(core, held=True) + busy_steps(core)
+    if busy:
+        raise WorkshopBusy(f"undo {op.command}", [str(h.get("what")) for h in busy])
     marker = _last_seq(core)
     transition(
         core,
@@ -1001,7 +1012,11 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
             head=state.get("head"),
             data={"kind": "model_switch", "model": state["model"]},
         )
-    tx.details.update(undid=op.id, undid_also=[*info.get("ops", []), *inner])
+    tx.details.update(
+        undid=op.id,
+        undid_also=[*info.get("ops", []), *inner],
+        redo_refused=f"a Workshop operation ({op.command}) is not redone; do it again instead",
+    )
     return True
 
 

@@ -1,0 +1,317 @@
+"""The Workshop's commands: ``strata ask`` (one headless turn) and ``strata chat …``.
+
+``strata chat`` alone opens the terminal UI (:mod:`strata.workshop.tui`);
+its subcommands read and move the conversation: ``log``, ``rewind``,
+``regenerate``, ``model``, ``new``, ``list``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from strata.cli.common import emit_json, json_option, make_author, open_repo, short
+
+if TYPE_CHECKING:
+    from strata.repo import Repository
+    from strata.workshop.conversation import ChatMessage
+    from strata.workshop.session import Turn, Workshop
+
+
+def _conversation_option(func: Any) -> Any:
+    return click.option(
+        "--conversation",
+        "conversation",
+        default=None,
+        metavar="ID",
+        help="The conversation (an id or prefix, 'strata chat list'); default: the latest.",
+    )(func)
+
+
+def _open(repo: Repository, conversation: str | None, model: str | None = None) -> Workshop:
+    """The Workshop of ``repo``, its models opened with this process's API keys."""
+    return repo.workshop(
+        conversation, model=model, author=make_author(None, None), environ=dict(os.environ)
+    )
+
+
+def _streamer(as_json: bool) -> Callable[[object], None]:
+    """Print the answer's text as it streams, and one line per tool call (not with --json)."""
+    from strata.providers.base import TextDelta
+    from strata.workshop.events import StepFinished, ToolResultEvent
+
+    state = {"text": False}
+
+    def on_event(event: object) -> None:
+        if as_json:
+            return
+        if isinstance(event, TextDelta):
+            click.echo(event.text, nl=False)
+            sys.stdout.flush()
+            state["text"] = True
+        elif isinstance(event, ToolResultEvent):
+            if state["text"]:
+                click.echo()
+                state["text"] = False
+            mark = "error" if event.is_error else "ok"
+            click.echo(f"  [{event.tool}: {mark}]", err=True)
+        elif isinstance(event, StepFinished) and state["text"]:
+            click.echo()
+            state["text"] = False
+
+    return on_event
+
+
+def _echo_turn(turn: Turn) -> None:
+    revision = turn.draft_revision
+    where = f"Draft revision {short(revision)}" if revision else "no Draft"
+    click.echo(
+        f"[message {short(turn.assistant_message.id)}; {where}; "
+        "'strata review' shows the Draft, 'strata chat rewind MSG' goes back]",
+        err=True,
+    )
+
+
+# -- strata ask ---------------------------------------------------------------------------
+
+
+@click.command("ask")
+@click.argument("message")
+@_conversation_option
+@click.option(
+    "--model",
+    "model",
+    default=None,
+    metavar="PROVIDER[:MODEL]",
+    help="The model for this turn (default: the Workshop's, 'strata chat model').",
+)
+@click.option("--rpi", is_flag=True, help="Run the Research -> Plan -> Implement loop.")
+@json_option
+def ask(
+    message: str, conversation: str | None, model: str | None, rpi: bool, as_json: bool
+) -> None:
+    """Send MESSAGE to the Workshop's agent: one turn, headless (for scripts).
+
+    The answer streams to stdout; the agent's file edits land in the Draft
+    (one revision per step), linked to the answer. The conversation is kept
+    in the ledger: 'strata chat log' shows it, 'strata chat rewind MSG' and
+    'strata undo' go back.
+
+    \b
+    Example:
+      strata ask "Add a greeting to README.md"
+      strata ask --json --model local "Summarise notes.md"
+    """
+    with open_repo() as repo:
+        workshop = _open(repo, conversation, model)
+        turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
+    if as_json:
+        emit_json(turn.to_json())
+        return
+    _echo_turn(turn)
+
+
+# -- strata chat ----------------------------------------------------------------------------
+
+
+@click.group("chat", invoke_without_command=True)
+@_conversation_option
+@click.pass_context
+def chat(ctx: click.Context, conversation: str | None) -> None:
+    """Chat with the Workshop's agent in the terminal; or read and move the conversation.
+
+    Alone, 'strata chat' opens the terminal UI (slash commands: /rewind MSG,
+    /regenerate, /model NAME, /review, /publish, /discard, /history).
+
+    \b
+    Example:
+      strata chat
+      strata chat log
+      strata chat rewind 3f2a91c0
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    import importlib
+
+    try:
+        tui = importlib.import_module("strata.workshop.tui")  # ws-rpi's module, lazily
+    except ModuleNotFoundError as exc:
+        if exc.name != "strata.workshop.tui":
+            raise  # the UI is there but a library it needs is not: not ours to hide
+        from strata.errors import WorkshopError
+
+        raise WorkshopError(
+            "the Workshop's terminal UI is not installed in this build",
+            hint="use 'strata ask \"...\"' and the 'strata chat' subcommands meanwhile",
+        ) from None
+    with open_repo() as repo:
+        tui.run(_open(repo, conversation))
+
+
+def _message_line(m: ChatMessage, head: str | None) -> str:
+    marker = "*" if m.id == head else " "
+    who = {
+        "user_message": "you",
+        "assistant_message": "assistant",
+        "summary_message": "summary",
+    }.get(m.kind, m.system_kind or "system")
+    text = m.text.strip().replace("\n", " ")
+    if len(text) > 100:
+        text = text[:97] + "..."
+    extra = ""
+    if m.draft_revision:
+        extra = f"  (Draft revision {short(m.draft_revision)})"
+    if m.data.get("error"):
+        extra += "  [interrupted]" if m.data.get("interrupted") else "  [failed]"
+    return f"{marker} {short(m.id)} {m.ts[:19]} {who}: {text}{extra}"
+
+
+@chat.command("log")
+@_conversation_option
+@click.option("--all", "everything", is_flag=True, help="Also inactive records (after rewinds).")
+@json_option
+def chat_log(conversation: str | None, everything: bool, as_json: bool) -> None:
+    """Show the conversation, first message to head (the head is marked *).
+
+    \b
+    Example:
+      strata chat log
+      strata chat log --all --json
+    """
+    with open_repo() as repo:
+        workshop = _open(repo, conversation)
+        log = workshop.log()
+        records = log.records if everything else log.transcript()
+        head = log.head
+    if as_json:
+        emit_json(
+            {
+                "conversation": workshop.conversation_id,
+                "head": head,
+                "messages": [m.to_json() for m in records],
+            }
+        )
+        return
+    if not records:
+        click.echo("The conversation is empty ('strata ask \"...\"' starts it).")
+        return
+    for m in records:
+        click.echo(_message_line(m, head))
+
+
+@chat.command("rewind")
+@click.argument("message_id", metavar="MSG")
+@_conversation_option
+@json_option
+def chat_rewind(message_id: str, conversation: str | None, as_json: bool) -> None:
+    """Go back to message MSG: later messages become inactive, the Draft is as it was then.
+
+    Rewinding to an assistant message restores the Draft revision it made;
+    to the first message, discards the Draft; across a publish, restores
+    Published from that publish's checkpoint. 'strata undo' reverses it.
+
+    \b
+    Example:
+      strata chat rewind 3f2a91c0
+    """
+    with open_repo() as repo:
+        result = _open(repo, conversation).rewind(message_id)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    where = (
+        f"the Draft at revision {short(result.draft_revision)}"
+        if result.draft_revision
+        else "no Draft"
+    )
+    published = (
+        f"; Published restored from checkpoint {short(result.published_from_checkpoint)}"
+        if result.published_from_checkpoint
+        else ""
+    )
+    click.echo(
+        f"Rewound to {short(result.message_id)}: {where}{published} ('strata undo' reverses it)"
+    )
+
+
+@chat.command("regenerate")
+@_conversation_option
+@json_option
+def chat_regenerate(conversation: str | None, as_json: bool) -> None:
+    """Answer the last user message again, replacing the last answer and its Draft revision.
+
+    \b
+    Example:
+      strata chat regenerate
+    """
+    with open_repo() as repo:
+        turn = _open(repo, conversation).regenerate(on_event=_streamer(as_json))
+    if as_json:
+        emit_json(turn.to_json())
+        return
+    _echo_turn(turn)
+
+
+@chat.command("model")
+@click.argument("spec", metavar="PROVIDER[:MODEL]")
+@_conversation_option
+@json_option
+def chat_model(spec: str, conversation: str | None, as_json: bool) -> None:
+    """Switch the Workshop's model (the workspace's default from now on).
+
+    \b
+    Example:
+      strata chat model local
+    """
+    with open_repo() as repo:
+        card = _open(repo, conversation).set_model(spec)
+    if as_json:
+        emit_json(card.to_json())
+        return
+    click.echo(f"Switched the model to {spec}.")
+
+
+@chat.command("new")
+@click.argument("title", required=False, default=None)
+@json_option
+def chat_new(title: str | None, as_json: bool) -> None:
+    """Start a new conversation (the next 'strata ask' continues it).
+
+    \b
+    Example:
+      strata chat new "quarterly report"
+    """
+    with open_repo() as repo:
+        workshop = _open(repo, None).new_conversation(title)
+    if as_json:
+        emit_json({"conversation": workshop.conversation_id, "title": title or ""})
+        return
+    click.echo(f"Started conversation {workshop.conversation_id}.")
+
+
+@chat.command("list")
+@json_option
+def chat_list(as_json: bool) -> None:
+    """List the workspace's conversations, the most recent first.
+
+    \b
+    Example:
+      strata chat list --json
+    """
+    with open_repo() as repo:
+        infos = _open(repo, None).conversations()
+    if as_json:
+        emit_json({"conversations": [i.to_json() for i in infos]})
+        return
+    if not infos:
+        click.echo("No conversation yet ('strata ask \"...\"' starts one).")
+        return
+    for i in infos:
+        click.echo(f"{i.id}  {i.updated_ts[:19]}  {i.records:4} records  {i.title}")
+
+
+COMMANDS = [ask, chat]

@@ -1,0 +1,101 @@
+"""``strata ask`` and ``strata chat …``: the Workshop from the command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import as_json, assert_user_error, ok
+
+SCRIPT = """\
+- tool_calls: [{name: write_file, arguments: {path: a.txt, content: "one\\n"}}]
+- text: Set a.txt to one.
+  stream: 4
+"""
+
+
+@pytest.fixture
+def shop_ws(run_cli, ws: Path, tmp_path: Path) -> Path:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    (tmp_path / "shop.yaml").write_text(SCRIPT)
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{tmp_path / "shop.yaml"}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    return ws
+
+
+def draft_path(run_cli, ws: Path) -> Path:
+    return Path(as_json(run_cli("draft", "status", "--json", cwd=ws))["path"])
+
+
+def test_ask_streams_the_answer_and_edits_the_draft(run_cli, shop_ws: Path) -> None:
+    out = ok(run_cli("ask", "set a.txt to one", cwd=shop_ws))
+    assert out.startswith("Set a.txt to one.")
+    assert (draft_path(run_cli, shop_ws) / "a.txt").read_text() == "one\n"
+    assert (shop_ws / "a.txt").read_text() == "original\n"
+    log = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))
+    assert [m["kind"] for m in log["messages"]] == [
+        "user_message",
+        "system_event",
+        "assistant_message",
+    ]
+    assert log["head"] == log["messages"][-1]["id"]
+    text = ok(run_cli("chat", "log", cwd=shop_ws))
+    assert "you: set a.txt to one" in text and "* " in text
+
+
+def test_chat_rewind_regenerate_and_undo(run_cli, shop_ws: Path) -> None:
+    turn = as_json(run_cli("ask", "--json", "set a.txt to one", cwd=shop_ws))
+    files = draft_path(run_cli, shop_ws)
+    first = turn["user_message"]["id"]
+    rewound = as_json(run_cli("chat", "rewind", first[:10], "--json", cwd=shop_ws))
+    assert rewound["head"] == first and rewound["draft_revision"] is None
+    assert as_json(run_cli("draft", "status", "--json", cwd=shop_ws))["open"] is False
+    again = as_json(run_cli("chat", "regenerate", "--json", cwd=shop_ws))
+    assert again["user_message"]["id"] == first
+    assert again["assistant_message"]["text"] == "Set a.txt to one."
+    assert (files / "a.txt").read_text() == "one\n"
+    ok(run_cli("undo", cwd=shop_ws))  # the regenerate: back to the rewound head, no Draft
+    log = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))
+    assert log["head"] == first
+    ok(run_cli("undo", cwd=shop_ws))  # the rewind: the first answer and its Draft back
+    log = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))
+    assert log["head"] == turn["assistant_message"]["id"]
+    assert (files / "a.txt").read_text() == "one\n"
+
+
+def test_bad_input_is_one_clear_line(run_cli, shop_ws: Path) -> None:
+    assert_user_error(run_cli("ask", " ", cwd=shop_ws), code=2, says="empty")
+    assert_user_error(run_cli("ask", "--rpi", "plan", cwd=shop_ws), says="not available yet")
+    assert_user_error(run_cli("chat", "rewind", "nosuchmsg", cwd=shop_ws), says="nosuchmsg")
+    assert_user_error(run_cli("chat", "regenerate", cwd=shop_ws), says="nothing to regenerate")
+    assert_user_error(run_cli("chat", "model", "nosuch", cwd=shop_ws), says="nosuch")
+    assert_user_error(run_cli("ask", "--model", "nosuch", "hi", cwd=shop_ws), says="nosuch")
+    # nothing was half-recorded
+    assert as_json(run_cli("chat", "log", "--json", cwd=shop_ws))["messages"] == []
+
+
+def test_conversations_new_and_list(run_cli, shop_ws: Path) -> None:
+    ok(run_cli("ask", "first", cwd=shop_ws))
+    new = as_json(run_cli("chat", "new", "second", "--json", cwd=shop_ws))
+    listed = as_json(run_cli("chat", "list", "--json", cwd=shop_ws))["conversations"]
+    assert next(c["id"] for c in listed) == new["conversation"] and len(listed) == 2
+    log = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))
+    assert log["conversation"] == new["conversation"] and log["messages"] == []
+    older = listed[1]["id"]
+    log = as_json(run_cli("chat", "log", "--json", "--conversation", older[:8], cwd=shop_ws))
+    assert log["messages"][0]["text"] == "first"
+
+
+def test_chat_without_a_subcommand_opens_the_ui_or_says_it_is_missing(
+    run_cli, shop_ws: Path
+) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("strata.workshop.tui") is not None:
+        pytest.skip("the terminal UI is installed: its own tests drive it")
+    assert_user_error(run_cli("chat", cwd=shop_ws), says="terminal UI")
