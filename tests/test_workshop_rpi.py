@@ -475,3 +475,56 @@ def test_workbench_context_reaches_research_plan_and_items_and_the_manifest_the_
     assert provider.served == len(script)
     summary_call = llm_traces(recorder)[-1]
     assert "MANIFEST" not in json.dumps(summary_call.request["messages"])
+
+
+def test_on_a_repository_each_step_is_a_draft_revision_and_the_summary_is_the_answer(
+    tmp_path: Path,
+) -> None:
+    from strata import Repository
+    from strata.workbench.draft import open_draft
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("one\nteh two\n")
+    script = RESEARCH + PLAN_2 + ITEM_1 + ITEM_2 + SUMMARY
+    with Repository.init(ws) as repo:
+        repo.snapshot(message="base")
+        state = rpi.rpi_folder(repo.layout.repo, "conv_1")
+        started: list[int] = []
+        result = rpi.run_rpi_agent(
+            repo,
+            Scripted(script),
+            "tidy the notes",
+            state=state,
+            key="evt_user_1",
+            on_step_start=started.append,
+            data={"workshop": {"conversation": "conv_1"}},
+        )
+        assert result.text == "I added a title and fixed a typo."
+        assert [s.step for s in result.steps] == list(range(9)) == started
+        draft = open_draft(repo)
+        assert draft is not None and draft.id == result.draft_id
+        assert (draft.path / "title.txt").read_text() == "Title\n"
+        assert (ws / "notes.txt").read_text() == "one\nteh two\n"  # Published is untouched
+        events = [repo.event(s.event_id) for s in result.steps if s.event_id]
+        assert len(events) == 9
+        phases = [(e.data["rpi"]["phase"], e.data["rpi"]["item"]) for e in events]
+        assert phases[3:] == [
+            ("plan", None),
+            ("implement", 1),
+            ("implement", 1),
+            ("implement", 2),
+            ("implement", 2),
+            ("summary", None),
+        ]
+        assert all(e.data["workshop"] == {"conversation": "conv_1"} for e in events)
+        assert [len(e.artifacts) for e in events] == [2, 2, 1, 1, 2, 1, 2, 1, 1]
+        assert json.loads((state / "run.json").read_text())["request"] == "evt_user_1"
+        # the same message again: nothing is redone; another message starts over
+        again = rpi.run_rpi_agent(
+            repo, Scripted([]), "tidy the notes", state=state, key="evt_user_1"
+        )
+        assert again.text == result.text
+        assert [(s.event_id, s.traces) for s in again.steps] == [(None, ())]
+        with pytest.raises(ProviderError, match="all were served"):
+            rpi.run_rpi_agent(repo, Scripted([]), "tidy the notes", state=state, key="evt_user_2")

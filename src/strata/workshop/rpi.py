@@ -54,7 +54,8 @@ The entry point, for the Workshop's ``send(..., rpi=True)``::
         state=rpi_folder(repo.layout.repo, conversation_id),
         history=messages,  # earlier conversation turns (Message list), may be empty
         system=system_text,
-        recorder=recorder, # a strata.providers.trace.Recorder: every call is traced
+        recorder=recorder, # a strata.providers.trace.Recorder (every call is traced),
+                           # or a () -> Recorder factory (a fresh one per step)
         on_event=callback, # PhaseStarted/PhaseCompleted/ImplementProgress/ToolCompleted
                            # and the provider's TextDelta/ToolCallEvent/Finished
         on_step=callback,  # RpiStep after each model call and its tool calls
@@ -63,31 +64,44 @@ The entry point, for the Workshop's ``send(..., rpi=True)``::
                            # message of research, plan and each item
         manifest=callable, # () -> the current file manifest, for the summary
                            # (default: the list_files tool's answer)
+        scope=callable,    # (phase, item) -> a context manager each step runs in
+        key=message_id,    # what identifies the request (default: its text)
     )
     result.text            # the summary, the assistant message to persist
+
+:func:`run_rpi_agent` is the same on a repository's Draft, shaped like
+:func:`strata.agent.loop.run_agent` (same callbacks, an ``AgentResult``
+whose last step is the summary): each step runs inside ``Draft.step`` and is
+recorded as a Draft revision (``data.rpi``). The Workshop's
+``send(..., rpi=True)`` calls it where a plain turn calls ``run_agent``, with
+``state=rpi_folder(core.layout.repo, conversation)`` and ``key=`` the user
+message's id, and calls :func:`clear` on rewind and regenerate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
+from strata.agent.loop import AgentResult, StepRecord, call_tool
 from strata.agent.tools import ToolResult
 from strata.atomic import atomic_write
 from strata.errors import (
     ProviderProtocolError,
-    StrataError,
     UsageError,
     WorkshopLoopDetected,
     WorkshopPlanMissing,
 )
+from strata.ledger.events import Author
 from strata.providers.base import (
     CancelToken,
     Finished,
@@ -101,6 +115,9 @@ from strata.providers.base import (
 )
 from strata.providers.trace import Recorder, RecordingProvider, canonical_json
 from strata.providers.transport import check_cancel
+
+if TYPE_CHECKING:
+    from strata.core.core import Core
 
 Phase = Literal["research", "plan", "implement", "summary"]
 PHASES: tuple[Phase, ...] = ("research", "plan", "implement", "summary")
@@ -415,6 +432,20 @@ _SUMMARY = (
 )
 
 
+@dataclass
+class _Options:
+    history: tuple[Message, ...]
+    system: str
+    new_recorder: Callable[[], Recorder]
+    on_event: Callable[[RpiEvent], None] | None
+    on_step: Callable[[RpiStep], None] | None
+    cancel: CancelToken | None
+    clock: Callable[[], float]
+    context: str
+    manifest: Callable[[], str] | None
+    scope: Callable[[Phase, int | None], AbstractContextManager[object]]
+
+
 class _Engine:
     def __init__(
         self,
@@ -423,32 +454,24 @@ class _Engine:
         tools: ToolMap,
         request: str,
         state: Path,
-        history: Sequence[Message],
-        system: str,
-        recorder: Recorder,
-        on_event: Callable[[RpiEvent], None] | None,
-        on_step: Callable[[RpiStep], None] | None,
-        cancel: CancelToken | None,
-        clock: Callable[[], float],
-        context: str,
-        manifest: Callable[[], str] | None,
+        options: _Options,
     ) -> None:
-        self.context = context.strip()
-        self.manifest = manifest
         self.folder = folder
         self.provider = provider
-        self.recording = RecordingProvider(provider, recorder)
         self.tools = tools
         self.request = request
         self.state = state
-        self.history = tuple(history)
-        self.system = system
-        self.recorder = recorder
-        self.on_event = on_event
-        self.on_step = on_step
-        self.cancel = cancel
-        self.clock = clock
-        self.first_trace = len(recorder.ids)
+        self.history = options.history
+        self.system = options.system
+        self.new_recorder = options.new_recorder
+        self.on_event = options.on_event
+        self.on_step = options.on_step
+        self.cancel = options.cancel
+        self.clock = options.clock
+        self.context = options.context.strip()
+        self.manifest = options.manifest
+        self.scope = options.scope
+        self.traces: list[str] = []
 
     def emit(self, event: RpiEvent) -> None:
         if self.on_event is not None:
@@ -485,38 +508,47 @@ class _Engine:
             tools=tuple(spec for spec, _ in tools.values()),
             tool_choice="auto" if phase == "plan" and tools else None,
         )
-        first = len(self.recorder.ids)
-        response: Response | None = None
+        recorder = self.new_recorder()
+        first = len(recorder.ids)
         visible = phase == "summary"
-        for event in self.recording.stream(request, cancel=self.cancel):
-            if isinstance(event, Finished):
-                response = event.response
-            if visible or isinstance(event, ToolCallEvent):
-                self.emit(event)
-        if response is None:
-            raise ProviderProtocolError(self.provider.name, "the stream ended without a response")
-        messages.append(response.message())
-        warnings = []
-        for call in response.tool_calls:
-            if detector is not None:
-                warning = detector.observe(call.name, call.arguments)
-                if warning is not None:
-                    warnings.append(warning)
-            check_cancel(self.provider.name, self.cancel)
-            started = self.clock()
-            result = _run(self.folder, tools, phase, call.name, call.arguments)
-            self.recorder.tool_call(
-                tool=call.name,
-                arguments=call.arguments,
-                result=result.text,
-                is_error=result.is_error,
-                duration_ms=int((self.clock() - started) * 1000),
-            )
-            self.emit(ToolCompleted(call.name, result.is_error, phase))
-            messages.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+        with self.scope(phase, item):
+            response: Response | None = None
+            for event in RecordingProvider(self.provider, recorder).stream(
+                request, cancel=self.cancel
+            ):
+                if isinstance(event, Finished):
+                    response = event.response
+                if visible or isinstance(event, ToolCallEvent):
+                    self.emit(event)
+            if response is None:
+                raise ProviderProtocolError(
+                    self.provider.name, "the stream ended without a response"
+                )
+            added = [response.message()]
+            warnings = []
+            for call in response.tool_calls:
+                if detector is not None:
+                    warning = detector.observe(call.name, call.arguments)
+                    if warning is not None:
+                        warnings.append(warning)
+                check_cancel(self.provider.name, self.cancel)
+                started = self.clock()
+                result = _run(self.folder, self.tools, tools, phase, call.name, call.arguments)
+                recorder.tool_call(
+                    tool=call.name,
+                    arguments=call.arguments,
+                    result=result.text,
+                    is_error=result.is_error,
+                    duration_ms=int((self.clock() - started) * 1000),
+                )
+                self.emit(ToolCompleted(call.name, result.is_error, phase))
+                added.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+            traces = tuple(recorder.ids[first:])
+            if self.on_step is not None:
+                self.on_step(RpiStep(phase, item, response, traces))
+        self.traces.extend(traces)
+        messages.extend(added)
         messages.extend(Message("user", w) for w in warnings)
-        if self.on_step is not None:
-            self.on_step(RpiStep(phase, item, response, tuple(self.recorder.ids[first:])))
         return response
 
     def tool_loop(
@@ -574,7 +606,7 @@ class _Engine:
         if self.manifest is not None:
             files = self.manifest()
         elif "list_files" in self.tools:
-            files = _run(self.folder, self.tools, "summary", "list_files", {}).text
+            files = call_tool(self.tools, self.folder, "list_files", {}).text
         user = (
             f"Request:\n{self.request}\n\nResearch notes:\n{research}\n\n"
             f"Finished plan:\n{plan.render()}\nFiles now in the workspace:\n{files}"
@@ -593,24 +625,17 @@ class _ItemFailed(Exception):
 
 def _run(
     folder: Path,
-    tools: Mapping[str, tuple[ToolSpec, ToolHandler]],
+    table: ToolMap,
+    allowed: Mapping[str, tuple[ToolSpec, ToolHandler]],
     phase: str,
     name: str,
     arguments: dict[str, Any],
 ) -> ToolResult:
-    entry = tools.get(name)
-    if entry is None:
+    if name in table and name not in allowed:
         return ToolResult(
-            f"{name!r} is not a tool of the {phase} phase; use one of {', '.join(tools)}", True
+            f"{name!r} is not a tool of the {phase} phase; use one of {', '.join(allowed)}", True
         )
-    try:
-        return entry[1](folder, arguments)
-    except FileNotFoundError:
-        return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
-    except UnicodeDecodeError:
-        return ToolResult(f"{name}: {arguments.get('path')} is not UTF-8 text", True)
-    except (StrataError, ValueError, OSError) as exc:
-        return ToolResult(f"{name}: {exc}", True)
+    return call_tool(allowed, folder, name, arguments)
 
 
 def run_rpi(
@@ -622,38 +647,47 @@ def run_rpi(
     state: Path,
     history: Sequence[Message] = (),
     system: str = "",
-    recorder: Recorder,
+    recorder: Recorder | Callable[[], Recorder],
     on_event: Callable[[RpiEvent], None] | None = None,
     on_step: Callable[[RpiStep], None] | None = None,
     cancel: CancelToken | None = None,
     clock: Callable[[], float] = time.monotonic,
     context: str = "",
     manifest: Callable[[], str] | None = None,
+    scope: Callable[[Phase, int | None], AbstractContextManager[object]] | None = None,
+    key: str | None = None,
 ) -> RpiResult:
     """Run (or resume) one RPI turn for ``request``; see the module doc for every argument."""
     if not request.strip():
         raise UsageError("the request is empty")
+    identity = request if key is None else key
     run = _Run.load(state)
-    if run is None or run.request != request:
+    if run is None or run.request != identity:
         clear(state)
-        run = _Run(request)
+        run = _Run(identity)
         run.save(state)
-    engine = _Engine(
-        folder,
-        provider,
-        tools,
-        request,
-        state,
-        history,
-        system,
-        recorder,
-        on_event,
-        on_step,
-        cancel,
-        clock,
-        context,
-        manifest,
+    new_recorder: Callable[[], Recorder]
+    if isinstance(recorder, Recorder):
+        shared = recorder
+
+        def new_recorder() -> Recorder:
+            return shared
+
+    else:
+        new_recorder = recorder
+    options = _Options(
+        history=tuple(history),
+        system=system,
+        new_recorder=new_recorder,
+        on_event=on_event,
+        on_step=on_step,
+        cancel=cancel,
+        clock=clock,
+        context=context,
+        manifest=manifest,
+        scope=scope or (lambda phase, item: contextlib.nullcontext()),
     )
+    engine = _Engine(folder, provider, tools, request, state, options)
     ran: list[Phase] = []
 
     research = _read(state / RESEARCH_FILE)
@@ -687,8 +721,7 @@ def run_rpi(
         summary = engine.summary(research, plan) + "\n"
         _write(state / SUMMARY_FILE, summary)
         engine.emit(PhaseCompleted("summary"))
-    traces = list(recorder.ids[engine.first_trace :])
-    return RpiResult(summary.strip(), ran, plan, research.strip(), traces)
+    return RpiResult(summary.strip(), ran, plan, research.strip(), engine.traces)
 
 
 def _implement(engine: _Engine, run: _Run, research: str, plan: Plan) -> None:
@@ -713,3 +746,123 @@ def _implement(engine: _Engine, run: _Run, research: str, plan: Plan) -> None:
         # plan.md first: a crash between the two writes retries an item at most once more
         _write(state / PLAN_FILE, plan.render())
         run.save(state)
+
+
+# -- on a repository's Draft ---------------------------------------------------------------
+
+
+def run_rpi_agent(
+    core: Core,
+    provider: Provider,
+    prompt: str,
+    *,
+    state: Path,
+    key: str | None = None,
+    system: str = "",
+    history: Sequence[Message] = (),
+    tools: ToolMap | None = None,
+    context: str = "",
+    author: Author | None = None,
+    agent_id: str = "workshop-rpi",
+    secrets: tuple[str, ...] = (),
+    cancel: CancelToken | None = None,
+    on_event: Callable[[object], None] | None = None,
+    on_step_start: Callable[[int], None] | None = None,
+    on_step: Callable[[StepRecord], None] | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> AgentResult:
+    """:func:`run_rpi` on the Draft, shaped like :func:`strata.agent.loop.run_agent`.
+
+    The Draft is opened when none is (hand edits in an open one are recorded
+    first); every model call with its tool calls runs inside
+    :meth:`~strata.workbench.draft.Draft.step` and is recorded as a Draft
+    revision whose artifacts are its traces and whose ``data.rpi`` names the
+    session, step, phase and plan item (``data`` is merged in). The result's
+    last step is the summary: ``result.text`` is the assistant's answer.
+    ``key`` identifies the request for resumption (the Workshop passes the
+    user message's id); ``state`` is the conversation's ``_rpi`` folder
+    (:func:`rpi_folder`). A turn whose summary was written before returns it
+    as a last step without an event (nothing is asked of the model).
+    """
+    from strata.agent.tools import TOOLS
+    from strata.workbench.draft import open_draft, start_draft
+
+    author = author or Author(agent_id, "agent", provider.model or None)
+    draft = open_draft(core)
+    if draft is not None:
+        draft.record("before the agent", author=author)
+    else:
+        draft = start_draft(core, author=author)
+    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
+    result = AgentResult(session, draft.id, provider.name, provider.model)
+    current: dict[str, Any] = {}
+
+    @contextlib.contextmanager
+    def scope(phase: Phase, item: int | None) -> Iterator[None]:
+        n = len(result.steps)
+        current.update(step=n, clock_ms=core.now_ms())
+        if on_step_start is not None:
+            on_step_start(n)
+        label = f"rpi {phase}" + (f" item {item}" if item is not None else "")
+        with draft.step(label, session=session):
+            yield
+
+    def record(step: RpiStep) -> None:
+        response = step.response
+        calls = tuple(c.name for c in response.tool_calls)
+        first = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
+        phase = step.phase + (f" item {step.item}" if step.item is not None else "")
+        event = draft.record(
+            f"rpi {phase}: " + (", ".join(calls) if calls else first or "answer"),
+            author=author,
+            data={
+                "rpi": {
+                    "session": session,
+                    "step": current["step"],
+                    "phase": step.phase,
+                    "item": step.item,
+                    "agent_id": agent_id,
+                    "provider": provider.name,
+                    "adapter": provider.adapter,
+                    "model": provider.model,
+                    "clock_ms": current["clock_ms"],
+                    "finish_reason": response.finish_reason,
+                    "tool_calls": len(calls),
+                },
+                **(data or {}),
+            },
+            always=True,
+            artifacts=step.traces,
+        )
+        record = StepRecord(
+            current["step"],
+            event.id if event else None,
+            response.text,
+            calls,
+            response.finish_reason,
+            step.traces,
+        )
+        result.steps.append(record)
+        if on_step is not None:
+            on_step(record)
+
+    outcome = run_rpi(
+        draft.path,
+        provider,
+        TOOLS if tools is None else tools,
+        prompt,
+        state=state,
+        key=key,
+        history=history,
+        system=system,
+        recorder=lambda: Recorder(put=core.objects.put, agent_id=agent_id, secrets=secrets),
+        on_event=on_event,
+        on_step=record,
+        cancel=cancel,
+        context=context,
+        scope=scope,
+    )
+    if "summary" not in outcome.phases_run:
+        # a turn finished before (killed before its answer was recorded): its summary again
+        result.steps.append(StepRecord(len(result.steps), None, outcome.text, (), "stop", ()))
+    return result
