@@ -491,6 +491,7 @@ def test_on_a_repository_each_step_is_a_draft_revision_and_the_summary_is_the_an
         repo.snapshot(message="base")
         state = rpi.rpi_folder(repo.layout.repo, "conv_1")
         started: list[int] = []
+        tools: list[tuple[int, str, bool]] = []
         result = rpi.run_rpi_agent(
             repo,
             Scripted(script),
@@ -498,8 +499,15 @@ def test_on_a_repository_each_step_is_a_draft_revision_and_the_summary_is_the_an
             state=state,
             key="evt_user_1",
             on_step_start=started.append,
+            on_tool_result=lambda n, _id, name, res: tools.append((n, name, res.is_error)),
             data={"workshop": {"conversation": "conv_1"}},
         )
+        assert tools == [
+            (0, "list_files", False),
+            (1, "read_file", False),
+            (4, "write_file", False),
+            (6, "edit_file", False),
+        ]
         assert result.text == "I added a title and fixed a typo."
         assert [s.step for s in result.steps] == list(range(9)) == started
         draft = open_draft(repo)

@@ -444,6 +444,7 @@ class _Options:
     context: str
     manifest: Callable[[], str] | None
     scope: Callable[[Phase, int | None], AbstractContextManager[object]]
+    on_tool_result: Callable[[str, str, ToolResult], None] | None = None
 
 
 class _Engine:
@@ -471,6 +472,7 @@ class _Engine:
         self.context = options.context.strip()
         self.manifest = options.manifest
         self.scope = options.scope
+        self.on_tool_result = options.on_tool_result
         self.traces: list[str] = []
 
     def emit(self, event: RpiEvent) -> None:
@@ -541,6 +543,8 @@ class _Engine:
                     is_error=result.is_error,
                     duration_ms=int((self.clock() - started) * 1000),
                 )
+                if self.on_tool_result is not None:
+                    self.on_tool_result(call.id, call.name, result)
                 self.emit(ToolCompleted(call.name, result.is_error, phase))
                 added.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
             traces = tuple(recorder.ids[first:])
@@ -656,6 +660,7 @@ def run_rpi(
     manifest: Callable[[], str] | None = None,
     scope: Callable[[Phase, int | None], AbstractContextManager[object]] | None = None,
     key: str | None = None,
+    on_tool_result: Callable[[str, str, ToolResult], None] | None = None,
 ) -> RpiResult:
     """Run (or resume) one RPI turn for ``request``; see the module doc for every argument."""
     if not request.strip():
@@ -686,6 +691,7 @@ def run_rpi(
         context=context,
         manifest=manifest,
         scope=scope or (lambda phase, item: contextlib.nullcontext()),
+        on_tool_result=on_tool_result,
     )
     engine = _Engine(folder, provider, tools, request, state, options)
     ran: list[Phase] = []
@@ -768,8 +774,10 @@ def run_rpi_agent(
     cancel: CancelToken | None = None,
     on_event: Callable[[object], None] | None = None,
     on_step_start: Callable[[int], None] | None = None,
+    on_tool_result: Callable[[int, str, str, ToolResult], None] | None = None,
     on_step: Callable[[StepRecord], None] | None = None,
     data: Mapping[str, Any] | None = None,
+    max_steps: int | None = None,
 ) -> AgentResult:
     """:func:`run_rpi` on the Draft, shaped like :func:`strata.agent.loop.run_agent`.
 
@@ -783,6 +791,9 @@ def run_rpi_agent(
     user message's id); ``state`` is the conversation's ``_rpi`` folder
     (:func:`rpi_folder`). A turn whose summary was written before returns it
     as a last step without an event (nothing is asked of the model).
+    ``on_tool_result`` gets ``(step, call id, tool, result)``; ``max_steps``
+    is accepted for ``run_agent``'s callers and ignored: the phases have
+    their own budgets.
     """
     from strata.agent.tools import TOOLS
     from strata.workbench.draft import open_draft, start_draft
@@ -806,6 +817,10 @@ def run_rpi_agent(
         label = f"rpi {phase}" + (f" item {item}" if item is not None else "")
         with draft.step(label, session=session):
             yield
+
+    def tool_done(call_id: str, name: str, result: ToolResult) -> None:
+        if on_tool_result is not None:
+            on_tool_result(current["step"], call_id, name, result)
 
     def record(step: RpiStep) -> None:
         response = step.response
@@ -861,6 +876,7 @@ def run_rpi_agent(
         cancel=cancel,
         context=context,
         scope=scope,
+        on_tool_result=tool_done,
     )
     if "summary" not in outcome.phases_run:
         # a turn finished before (killed before its answer was recorded): its summary again
