@@ -268,17 +268,7 @@ def chat_workspace(tmp_path: Path) -> Path:
     return open_workspace(tmp_path)
 
 
-#: what ``strata chat`` runs (until the CLI command lands: the same calls, from Python)
-CHAT = [
-    sys.executable,
-    "-c",
-    "import os, sys\n"
-    "from strata import Repository\n"
-    "from strata.workshop.tui import run\n"
-    "with Repository.open('.') as repo:\n"
-    "    code = run(repo.workshop(environ=os.environ))\n"
-    "sys.exit(code)\n",
-]
+CHAT = [sys.executable, "-m", "strata", "chat"]
 
 
 @pytest.fixture
