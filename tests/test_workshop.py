@@ -502,3 +502,35 @@ def test_redo_of_a_workshop_undo_is_refused_with_nothing_changed(ws_repo: Reposi
     with pytest.raises(UndoError, match="not redone"):
         ws_repo.redo()
     assert w.head == head and draft_file(ws_repo) == "two\n"
+
+
+def test_a_system_prompt_function_runs_each_turn_and_its_failure_records_nothing(
+    ws_repo: Repository,
+) -> None:
+    provider = Recording([{"text": "One."}, {"text": "Two."}])
+    calls: list[int] = []
+
+    def prompt() -> str:
+        calls.append(1)
+        if len(calls) == 2:
+            raise WorkshopError("the file manifest cannot be built")
+        return f"manifest #{len(calls)}"
+
+    w = Workshop(ws_repo, provider=provider, system=prompt)
+    w.send("first")
+    assert provider.requests[0].messages[0].content == "manifest #1"
+    with pytest.raises(WorkshopError, match="manifest"):
+        w.send("second")
+    assert [m.text for m in w.messages() if m.kind == "user_message"] == ["first"]
+    w.send("third")
+    assert provider.requests[-1].messages[0].content == "manifest #3"
+
+
+def test_a_send_is_refused_while_an_agent_step_runs_in_the_draft(ws_repo: Repository) -> None:
+    w = shop(ws_repo, [{"text": "no"}])
+    draft = ws_repo.draft()
+    with draft.step("agent step 1"):
+        assert w.busy
+        with pytest.raises(WorkshopBusy, match="agent step 1"):
+            w.send("now")
+    assert w.messages() == []

@@ -150,8 +150,11 @@ class Workshop:
     Get one with :meth:`strata.Repository.workshop`. ``provider`` answers the
     turns; without it, ``open_model`` opens the provider the current model
     names (``Repository.workshop`` passes one reading ``config.toml``).
-    ``system`` is the system prompt (the default: :data:`WORKSHOP_SYSTEM_PROMPT`)
-    and ``tools`` the tool table (default: :data:`strata.agent.tools.TOOLS`).
+    ``system`` is the system prompt (the default: :data:`WORKSHOP_SYSTEM_PROMPT`),
+    or a function called at the start of every turn that returns it (a prompt
+    assembled from the workspace's files: if it raises, the turn fails with
+    nothing recorded); ``tools`` is the tool table (default:
+    :data:`strata.agent.tools.TOOLS`).
     """
 
     def __init__(
@@ -163,7 +166,7 @@ class Workshop:
         model: str | None = None,
         author: Author | None = None,
         open_model: Callable[[str | None], Provider] | None = None,
-        system: str | None = None,
+        system: str | Callable[[], str] | None = None,
         tools: ToolTable | None = None,
         max_steps: int = 8,
     ) -> None:
@@ -263,8 +266,10 @@ class Workshop:
 
     @property
     def busy(self) -> bool:
-        """True while a turn (or a rewind) runs in this workspace, in any process."""
-        return bool(_turns(self.core, held=True))
+        """True while a turn (or a rewind, or an agent step) runs in this workspace."""
+        from strata.workbench.timetravel import busy_steps
+
+        return bool(_turns(self.core, held=True) or busy_steps(self.core))
 
     # -- turns ---------------------------------------------------------------------------
 
@@ -291,6 +296,7 @@ class Workshop:
             return self._send_rpi(text, on_event=on_event, cancel=cancel)
         with self._turn("send a message") as lease:
             provider = self._provider()  # an unknown model fails before anything is recorded
+            system = self._system_prompt()
             log = self.log()
             state = self._state(log)
             marker = _last_seq(self.core)
@@ -305,7 +311,13 @@ class Workshop:
             user = ChatMessage.from_event(event)
             lease.update(user_message=user.id, state_before=state, marker=marker)
             return self._answer(
-                user, state, marker, provider=provider, on_event=on_event, cancel=cancel
+                user,
+                state,
+                marker,
+                provider=provider,
+                system=system,
+                on_event=on_event,
+                cancel=cancel,
             )
 
     def _send_rpi(
@@ -335,6 +347,7 @@ class Workshop:
         """
         with self._turn("regenerate"):
             provider = self._provider()
+            system = self._system_prompt()
             log = self.log()
             chain = log.transcript()
             users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
@@ -363,6 +376,7 @@ class Workshop:
                 state,
                 marker,
                 provider=provider,
+                system=system,
                 on_event=on_event,
                 cancel=cancel,
                 replaced=replaced or "",
@@ -376,6 +390,7 @@ class Workshop:
         marker: int,
         *,
         provider: Provider,
+        system: str,
         on_event: Callable[[object], None] | None,
         cancel: CancelToken | None,
         replaced: str | None = None,
@@ -420,7 +435,7 @@ class Workshop:
                 core,
                 provider,
                 user.text,
-                system=self.system,
+                system=system,
                 max_steps=self.max_steps,
                 history=history,
                 tools=self.tools,
@@ -496,6 +511,9 @@ class Workshop:
         if error is not None:
             raise error
         return Turn(user, ChatMessage.from_event(event), revision)
+
+    def _system_prompt(self) -> str:
+        return self.system() if callable(self.system) else self.system
 
     def _provider(self) -> Provider:
         if self.provider is not None:
@@ -744,6 +762,11 @@ class Workshop:
                 ) from None
             with self.core.writing():
                 pass  # finish what a killed turn left first
+            from strata.workbench.timetravel import busy_steps
+
+            stepping = busy_steps(self.core)  # an agent outside the Workshop ('strata agent')
+            if stepping:
+                raise WorkshopBusy(what, [str(h.get("what")) for h in stepping])
             lease_id = f"turn_{self.core.new_event_id().removeprefix('evt_')}"
             info = {
                 "kind": TURN_LEASE,
