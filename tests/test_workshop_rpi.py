@@ -536,3 +536,22 @@ def test_on_a_repository_each_step_is_a_draft_revision_and_the_summary_is_the_an
         assert [(s.event_id, s.traces) for s in again.steps] == [(None, ())]
         with pytest.raises(ProviderError, match="all were served"):
             rpi.run_rpi_agent(repo, Scripted([]), "tidy the notes", state=state, key="evt_user_2")
+
+
+def test_a_plan_written_as_a_numbered_list_is_taken_but_amendments_must_be_checkboxes(
+    folder: Path, state: Path
+) -> None:
+    script = [
+        *RESEARCH,
+        {"text": "Plan:\n1. Add a title\n2) Fix the typo\n"},
+        ITEM_1[0],
+        {"text": "DONE: title.\n1. a numbered line is not an amendment"},
+        *ITEM_2,
+        *SUMMARY,
+    ]
+    result, provider, _, _ = turn(folder, state, script)
+    assert provider.served == len(script)
+    assert [(i.text, i.status) for i in result.plan.items] == [
+        ("Add a title", "x"),
+        ("Fix the typo", "x"),
+    ]

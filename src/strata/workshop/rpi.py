@@ -217,6 +217,7 @@ _ITEM = re.compile(r"^- \[([ xX!])\] (?:(\d+)\.\s*)?(.*?)\s*$")
 _FAILED = re.compile(r"\s*\[Failed: (.*)\]$")
 _ORIGINAL = re.compile(r"<!--\s*original_count:\s*(\d+)\s*-->")
 _CHECKLIST = re.compile(r"^\s*[-*] \[ \]\s*(?:\d+[.)]\s*)?(\S.*?)\s*$")
+_NUMBERED = re.compile(r"^\s*\d+[.)]\s+(\S.*?)\s*$")
 
 
 @dataclass
@@ -282,9 +283,17 @@ class Plan:
         return cls(items, original)
 
 
-def checklist(text: str) -> list[str]:
-    """The ``- [ ] …`` items of a model's answer (numbers stripped)."""
-    return [m.group(1) for line in text.splitlines() if (m := _CHECKLIST.match(line))]
+def checklist(text: str, *, numbered: bool = False) -> list[str]:
+    """The ``- [ ] …`` items of a model's answer (numbers stripped).
+
+    ``numbered``: when there is none, its ``1. …`` lines instead (a plan
+    written as a numbered list; amendments must be ``- [ ]`` lines).
+    """
+    lines = text.splitlines()
+    found = [m.group(1) for line in lines if (m := _CHECKLIST.match(line))]
+    if not found and numbered:
+        found = [m.group(1) for line in lines if (m := _NUMBERED.match(line))]
+    return found
 
 
 # -- loop detection ------------------------------------------------------------------------
@@ -583,7 +592,7 @@ class _Engine:
     def plan(self, research: str) -> Plan:
         messages = self.opening(_PLAN, f"Request:\n{self.request}\n\nResearch notes:\n{research}")
         text, _ = self.tool_loop("plan", None, messages, PLAN_TURNS)
-        steps = checklist(text)
+        steps = checklist(text, numbered=True)
         if not steps:
             raise WorkshopPlanMissing(self.provider.name)
         return Plan([PlanItem(n, s) for n, s in enumerate(steps, 1)], len(steps))
