@@ -24,6 +24,7 @@ import pytest
 
 from conftest import CliRunner
 from strata import Repository
+from strata.workbench.draft import open_draft
 from strata.workshop.tui import run
 
 needs_tmux = pytest.mark.skipif(
@@ -145,6 +146,24 @@ def test_discard_throws_the_draft_away(repo_ws: Repository) -> None:
     assert code == 0
     assert "The Draft was discarded" in screen
     assert not (repo_ws.root / "todo.txt").exists()
+
+
+def test_keys_review_history_and_publish_with_a_confirming_enter(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    # F2 review, F3 history, Alt-P writes /publish (nothing happens until Enter)
+    code, screen = session(workshop, "write it\r\x1bOQ\x1bOR\x1bp\r\x04")
+    assert code == 0
+    assert "added     todo.txt" in screen
+    assert "] you: write it" in screen
+    assert "The Draft was published" in screen
+    assert (repo_ws.root / "todo.txt").read_text() == "buy milk\n"
+    # Alt-D writes /discard; Ctrl-C at the prompt clears it: nothing is discarded
+    workshop.send("write it")
+    code, screen = session(workshop, "\x1bd\x03\x04")
+    assert "The Draft was discarded" not in screen
+    assert open_draft(repo_ws) is not None  # the Draft is still there
+    discarded = [m for m in workshop.messages() if m.data.get("kind") == "draft_discarded"]
+    assert discarded == []
 
 
 def test_bad_commands_say_what_to_do_and_the_session_goes_on(repo_ws: Repository) -> None:

@@ -15,7 +15,9 @@ printed with :mod:`rich`:
 Keys: Enter sends, Ctrl-C during a turn cancels it (at the next model or tool
 call; what the turn recorded so far is kept), Ctrl-C at the prompt clears the
 line, Ctrl-R regenerates the last answer (or answers the head after a rewind),
-Ctrl-D on an empty line quits.
+Ctrl-D on an empty line quits; F2 shows the review, F3 the history; Alt-P and
+Alt-D write ``/publish`` and ``/discard`` into the composer, for Enter to
+confirm (a destructive action is never one key).
 
 Commands: ``/rewind MSG``, ``/regenerate``, ``/model NAME``, ``/review``,
 ``/publish``, ``/discard``, ``/history``, ``/rpi TEXT``, ``/help``, ``/quit``.
@@ -130,6 +132,8 @@ Type a message and press Enter: the agent answers, and its edits land in the Dra
   /help           this help
   /quit           leave (Ctrl-D)
 
+Keys: Ctrl-R regenerate · F2 review · F3 history · Alt-P writes /publish and
+Alt-D /discard into the composer (Enter confirms) · Ctrl-D quit.
 Ctrl-C during a turn cancels it; Ctrl-C at the prompt clears the line."""
 
 COMMANDS = (
@@ -306,6 +310,25 @@ class Chat:
         @keys.add("c-r")
         def _regenerate(event: KeyPressEvent) -> None:
             event.app.exit(result="/regenerate")
+
+        @keys.add("f2")
+        def _review(event: KeyPressEvent) -> None:
+            event.app.exit(result="/review")
+
+        @keys.add("f3")
+        def _history(event: KeyPressEvent) -> None:
+            event.app.exit(result="/history")
+
+        # publish and discard are only written into the composer: Enter confirms them
+        @keys.add("escape", "p")
+        def _publish(event: KeyPressEvent) -> None:
+            event.current_buffer.text = "/publish"
+            event.current_buffer.cursor_position = len("/publish")
+
+        @keys.add("escape", "d")
+        def _discard(event: KeyPressEvent) -> None:
+            event.current_buffer.text = "/discard"
+            event.current_buffer.cursor_position = len("/discard")
 
         return keys
 
