@@ -346,3 +346,38 @@ def test_chat_in_tmux_says_what_is_wrong_and_goes_on(chat: Tmux) -> None:
     chat.keys("C-d")
     screen = chat.wait_for("EXIT=")
     assert "EXIT=0" in screen and "Traceback" not in screen
+
+
+@needs_tmux
+@pytest.mark.slow
+def test_ctrl_c_in_tmux_cancels_a_streaming_turn_of_a_real_http_model(
+    tmp_path: Path, run_cli: CliRunner, wire: Any
+) -> None:
+    from wire_server import text
+
+    ws = open_workspace(tmp_path)
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.slow]\nadapter = "openai-chat"\nmodel = "m"\n'
+            f'base_url = "{wire.openai_url}"\nretry_delays = []\n'
+        )
+    # a long answer, one character every 0.1 s: the turn is still streaming when Ctrl-C comes
+    wire.queue(text("Counting slowly: " + "one two three " * 30, chunk=1, chunk_delay=0.1))
+    env = run_cli.env({"TERM": "xterm-256color", "STRATA_MODEL": "slow"})
+    chat = Tmux(CHAT, cwd=ws, env=env)
+    try:
+        chat.type("count for me")
+        chat.wait_for("Counting slowly")
+        chat.tmux("send-keys", "-t", chat.name, "C-c")
+        screen = chat.wait_for("Turn cancelled")
+        assert "cancelling the turn" in screen
+        assert "one two three " * 30 not in screen.replace("\n", "")
+        chat.keys("C-d")
+        screen = chat.wait_for("EXIT=")
+        assert "EXIT=0" in screen and "Traceback" not in screen
+    finally:
+        chat.close()
+    with Repository.open(ws) as repo:
+        answers = [m for m in repo.workshop().messages() if m.kind == "assistant_message"]
+    assert len(answers) == 1 and answers[0].data.get("interrupted") is True
+    assert answers[0].text.startswith("Counting slowly")  # the partial answer is kept
