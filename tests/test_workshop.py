@@ -534,3 +534,83 @@ def test_a_send_is_refused_while_an_agent_step_runs_in_the_draft(ws_repo: Reposi
         with pytest.raises(WorkshopBusy, match="agent step 1"):
             w.send("now")
     assert w.messages() == []
+
+
+@pytest.mark.parametrize("files", [True, False])
+def test_a_conversation_in_a_workspace_with_nothing_recorded_passes_check(
+    repo: Repository, files: bool
+) -> None:
+    if files:
+        (repo.root / "a.txt").write_text("never snapshotted\n")
+    w = shop(repo, [{"text": "Hi."}])
+    w.send("hello")
+    assert repo.check() == []
+    assert w.messages()[0].kind == "user_message"
+
+
+def test_check_passes_after_every_kind_of_workshop_operation(ws_repo: Repository) -> None:
+    w = shop(
+        ws_repo,
+        turn("a.txt", "one\n", "Set one.") + turn("a.txt", "two\n", "Set two.") + [{"text": "R"}],
+    )
+    w.send("one please")
+    target = w.head
+    assert target is not None
+    w.publish()
+    w.send("two please")
+    w.rewind(target)
+    w.regenerate()
+    ws_repo.undo()
+    ws_repo.undo()
+    w.discard()
+    ws_repo.undo()
+    assert ws_repo.check() == []
+
+
+def test_a_summary_replaces_the_earlier_messages_in_what_the_model_is_sent(
+    ws_repo: Repository,
+) -> None:
+    provider = Recording([{"text": "A1."}, {"text": "A2."}])
+    w = ws_repo.workshop(provider=provider)
+    w.send("q1")
+    card = w.summarize("The user asked q1; the answer was A1.")
+    assert card.kind == "summary_message" and w.head == card.id
+    w.send("q2")
+    sent = [(m.role, m.content) for m in provider.requests[-1].messages[1:]]
+    assert sent == [
+        ("user", "Summary of the conversation so far:\nThe user asked q1; the answer was A1."),
+        ("user", "q2"),
+    ]
+    kept = [m.text for m in w.messages() if m.kind != "system_event"]
+    assert kept[:2] == ["q1", "A1."]  # still in the transcript
+    ws_repo.undo()  # the second turn
+    ws_repo.undo()  # the summary
+    assert w.messages()[-1].text == "A1."
+
+
+def test_a_prompt_hook_assembles_the_system_text_and_the_history(ws_repo: Repository) -> None:
+    provider = Recording(
+        turn("a.txt", "one\n", "Set one.") + turn("a.txt", "two\n", "Two.") + [{"text": "R."}]
+    )
+    seen: list[tuple[Path, list[str], str, str | None]] = []
+
+    def prompt(folder: Path, history: list[Any], text: str) -> tuple[str, list[Any]]:
+        a = folder / "a.txt"
+        seen.append((folder, [m.content for m in history], text, a.read_text()))
+        return f"files of {folder.name}", history[-1:]  # only the last message
+
+    w = Workshop(ws_repo, provider=provider, prompt=prompt)
+    w.send("one please")
+    assert seen[0] == (ws_repo.root, [], "one please", "original\n")  # no Draft yet
+    w.send("second")
+    draft = ws_repo.draft(create=False)
+    assert seen[1] == (draft.path, ["one please", "Set one."], "second", "one\n")
+    last = provider.requests[-2]  # the second turn's first call
+    assert last.messages[0].content == f"files of {draft.path.name}"
+    assert [(m.role, m.content) for m in last.messages[1:]] == [
+        ("assistant", "Set one."),
+        ("user", "second"),
+    ]
+    assert (draft.path / "a.txt").read_text() == "two\n"
+    w.regenerate()  # assembled once the Draft is back as it was at "second": a.txt is "one"
+    assert seen[2][1:] == (["one please", "Set one."], "second", "one\n")

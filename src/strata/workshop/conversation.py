@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import AmbiguousRef, UnknownRef
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
+from strata.store.tree import EMPTY_TREE
 
 if TYPE_CHECKING:
     from strata.core import Core, Transaction
@@ -263,6 +264,12 @@ def append(
     else:
         body["chain"] = False
     head_event = tx.head()
+    if head_event is None:  # nothing recorded yet: a record is anchored at Published's state
+        tx.auto_save("the conversation's first record")
+        head_event = tx.head()
+        if head_event is None:  # an empty workspace: recorded as it is
+            tx.record(EMPTY_TREE, "the workspace before the conversation")
+            head_event = tx.head()
     summary = text.strip().splitlines()[0][:120] if text.strip() else ""
     label = body.get("kind") or kind
     event = tx.annotate(

@@ -39,7 +39,7 @@ import contextlib
 import fcntl
 import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -72,6 +72,8 @@ if TYPE_CHECKING:
     from strata.providers.base import CancelToken, Message, Provider
     from strata.workbench.publish import PublishResult, ReviewResult
 
+#: ``prompt(folder, history, user_text) -> (system text, messages before the user's)``
+PromptHook = Callable[[Path, "list[Message]", str], "tuple[str, Sequence[Message]]"]
 #: a conversation id (``conv_`` and 12 letters)
 _NEW_ID = re.compile(r"conv_[a-z0-9]{12}")
 #: the ``kind`` of the lease a turn holds
@@ -154,7 +156,12 @@ class Workshop:
     or a function called at the start of every turn that returns it (a prompt
     assembled from the workspace's files: if it raises, the turn fails with
     nothing recorded); ``tools`` is the tool table (default:
-    :data:`strata.agent.tools.TOOLS`).
+    :data:`strata.agent.tools.TOOLS`). ``prompt`` (:data:`PromptHook`), when
+    given, assembles both the system text and the history sent: it gets the
+    folder the agent works on (the Draft's, else the workspace's), the
+    conversation so far as messages and the user's text, and returns the
+    system text and the messages to send before the user's (e.g. the last
+    eight, from ``strata.workshop.context.build_prompt``).
     """
 
     def __init__(
@@ -169,6 +176,7 @@ class Workshop:
         system: str | Callable[[], str] | None = None,
         tools: ToolTable | None = None,
         max_steps: int = 8,
+        prompt: PromptHook | None = None,
     ) -> None:
         self.core = core
         self.provider = provider
@@ -177,6 +185,7 @@ class Workshop:
         self.system = system or WORKSHOP_SYSTEM_PROMPT
         self.tools = tools
         self.max_steps = max_steps
+        self.prompt = prompt
         self._model = model
         self.conversation_id = self._find_conversation(conversation)
 
@@ -235,6 +244,7 @@ class Workshop:
             system=self.system,
             tools=self.tools,
             max_steps=self.max_steps,
+            prompt=self.prompt,
         )
 
     # -- reading -------------------------------------------------------------------------
@@ -296,8 +306,9 @@ class Workshop:
             return self._send_rpi(text, on_event=on_event, cancel=cancel)
         with self._turn("send a message") as lease:
             provider = self._provider()  # an unknown model fails before anything is recorded
-            system = self._system_prompt()
             log = self.log()
+            # a prompt that cannot be assembled (no manifest) fails before anything is recorded
+            assembled = self._assemble(_history(log.transcript()), text)
             state = self._state(log)
             marker = _last_seq(self.core)
             with self.core.transaction("chat message", self.author) as tx:
@@ -315,7 +326,7 @@ class Workshop:
                 state,
                 marker,
                 provider=provider,
-                system=system,
+                assembled=assembled,
                 on_event=on_event,
                 cancel=cancel,
             )
@@ -347,7 +358,6 @@ class Workshop:
         """
         with self._turn("regenerate"):
             provider = self._provider()
-            system = self._system_prompt()
             log = self.log()
             chain = log.transcript()
             users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
@@ -376,7 +386,7 @@ class Workshop:
                 state,
                 marker,
                 provider=provider,
-                system=system,
+                assembled=None,  # assembled once the files are back as they were at the message
                 on_event=on_event,
                 cancel=cancel,
                 replaced=replaced or "",
@@ -390,7 +400,7 @@ class Workshop:
         marker: int,
         *,
         provider: Provider,
-        system: str,
+        assembled: tuple[str, list[Message]] | None,
         on_event: Callable[[object], None] | None,
         cancel: CancelToken | None,
         replaced: str | None = None,
@@ -404,7 +414,6 @@ class Workshop:
 
         core = self.core
         log = self.log()
-        history = _history(log.transcript(user.parent))
         draft_before = open_draft(core)
         partial: list[str] = []
         steps: list[StepRecord] = []
@@ -431,6 +440,9 @@ class Workshop:
 
         error: BaseException | None = None
         try:
+            if assembled is None:
+                assembled = self._assemble(_history(log.transcript(user.parent)), user.text)
+            system, history = assembled
             run_agent(
                 core,
                 provider,
@@ -512,8 +524,16 @@ class Workshop:
             raise error
         return Turn(user, ChatMessage.from_event(event), revision)
 
-    def _system_prompt(self) -> str:
-        return self.system() if callable(self.system) else self.system
+    def _assemble(self, history: list[Message], text: str) -> tuple[str, list[Message]]:
+        """The system text and the history a turn sends (the ``prompt`` hook's, if any)."""
+        if self.prompt is not None:
+            from strata.workbench.draft import open_draft
+
+            draft = open_draft(self.core)
+            folder = draft.path if draft is not None else self.core.root
+            system, messages = self.prompt(folder, history, text)
+            return system, list(messages)
+        return (self.system() if callable(self.system) else self.system), history
 
     def _provider(self) -> Provider:
         if self.provider is not None:
@@ -615,6 +635,30 @@ class Workshop:
         self._model = None
         if self.provider is not None and self.open_model is not None:
             self.provider = None  # the next turn opens the new model
+        return ChatMessage.from_event(event)
+
+    def summarize(self, text: str) -> ChatMessage:
+        """Append a ``summary_message``: the model is sent it instead of the messages before it.
+
+        Context compression: the messages it summarises stay in the transcript
+        (and the log) but are no longer sent to the model.
+        """
+        if not text.strip():
+            raise UsageError("the summary is empty")
+        with self._turn("summarize the conversation"):
+            log = self.log()
+            state = self._state(log)
+            with self.core.transaction("chat summary", self.author) as tx:
+                event = append(
+                    tx,
+                    EventType.SUMMARY_MESSAGE,
+                    self.conversation_id,
+                    text=text,
+                    parent=log.head,
+                )
+                tx.details.update(
+                    workshop={"conversation": self.conversation_id, "state_before": state}
+                )
         return ChatMessage.from_event(event)
 
     def review(self) -> ReviewResult:
@@ -904,6 +948,9 @@ def _history(chain: list[ChatMessage]) -> list[Message]:
     from strata.providers.base import Message
 
     out: list[Message] = []
+    summaries = [i for i, r in enumerate(chain) if r.kind == EventType.SUMMARY_MESSAGE]
+    if summaries:  # the last summary stands for everything before it
+        chain = chain[summaries[-1] :]
     for record in chain:
         if record.kind == EventType.USER_MESSAGE:
             out.append(Message("user", record.text))
