@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from typing import Any
 
     from strata.aio import AsyncRepository
-    from strata.errors import (
+    from strata.errors import (  # the RPI loop (ws-rpi)
         AmbiguousRef,
         ApprovalDenied,  # gateway
         BookmarkLocked,
@@ -91,6 +91,8 @@ if TYPE_CHECKING:
         WatcherRunning,
         WorkshopBusy,  # issue 13
         WorkshopError,  # issue 13
+        WorkshopLoopDetected,
+        WorkshopPlanMissing,
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
@@ -191,6 +193,9 @@ _ERRORS = (
     "KbNotIndexed",
     "WorkshopBusy",  # issue 13
     "WorkshopError",  # issue 13
+    # the Workshop's RPI loop (ws-rpi)
+    "WorkshopLoopDetected",
+    "WorkshopPlanMissing",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -316,6 +321,9 @@ __all__ = [
     "KbNotIndexed",
     "WorkshopBusy",  # issue 13
     "WorkshopError",  # issue 13
+    # the Workshop's RPI loop (ws-rpi)
+    "WorkshopLoopDetected",
+    "WorkshopPlanMissing",
 ]
 
 

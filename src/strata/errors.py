@@ -86,6 +86,8 @@ The tree::
     │   ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
     │   └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
     └── WorkshopError              a Workshop rewind or turn that cannot be done
+        ├── WorkshopLoopDetected   the agent repeated one tool call until the loop guard stopped it
+        └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -850,3 +852,30 @@ class WorkshopBusy(WorkspaceBusy):
             hint="wait for the current turn to finish (or stop it), then try again",
         )
         self.message = f"refusing to {command}: a Workshop turn is in progress ({', '.join(runs)})"
+
+
+# -- the Workshop's RPI loop (issue 13, ws-rpi) --------------------------------------------
+
+
+class WorkshopLoopDetected(WorkshopError):
+    """The agent repeated the same tool call until the loop guard stopped the turn."""
+
+    def __init__(self, tool: str, count: int) -> None:
+        super().__init__(
+            f"the agent called {tool} with the same arguments {count} times in a row of its "
+            "last tool calls, so the turn was stopped",
+            hint="rephrase the request or switch model (/model); what the turn did is kept",
+        )
+        self.tool = tool
+        self.count = count
+
+
+class WorkshopPlanMissing(WorkshopError):
+    """The plan phase of an RPI turn answered without a checklist."""
+
+    def __init__(self, provider: str) -> None:
+        super().__init__(
+            f"{provider}: the plan phase answered without a checklist ('- [ ] ...' lines)",
+            hint="send the request again (the research is kept), or switch to a stronger model",
+        )
+        self.provider = provider

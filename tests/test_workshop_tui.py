@@ -1,0 +1,383 @@
+"""``strata chat``, the Workshop's terminal UI, driven for real in tmux (send-keys, capture-pane).
+
+Each test starts ``strata chat`` in a tmux session of its own (on a tmux
+server of its own, ``-L``) in a scratch workspace whose providers are scripted,
+types into it and reads the screen.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import CliRunner
+from strata import Repository
+from strata.workbench.draft import open_draft
+from strata.workshop.tui import run
+
+needs_tmux = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (scripts/dev installs it)"
+)
+
+# each turn opens its model afresh, so a script starts over at every turn
+BOT = """\
+responses:
+  - tool_calls:
+      - name: read_file
+        arguments: {path: notes.txt}
+  - text: "Hello! I read your notes and they look fine."
+    stream: 4
+"""
+OTHER = """\
+responses:
+  - tool_calls:
+      - name: write_file
+        arguments: {path: todo.txt, content: "buy milk\\n"}
+  - text: "I wrote todo.txt."
+    stream: 3
+"""
+
+# -- in process: prompt_toolkit's pipe input, the screen written to a buffer ---------------
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+def open_workspace(tmp_path: Path) -> Path:
+    """A workspace with one file; its providers ``bot`` (the default) and ``other`` scripted."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "notes.txt").write_text("milk\n")
+    (tmp_path / "bot.yaml").write_text(BOT)
+    (tmp_path / "other.yaml").write_text(OTHER)
+    with Repository.init(ws) as repo:
+        repo.snapshot(message="base")
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            '\n[model]\ndefault = "bot"\n'
+            f'\n[providers.bot]\nadapter = "scripted"\nscript = "{tmp_path / "bot.yaml"}"\n'
+            f'\n[providers.other]\nadapter = "scripted"\nscript = "{tmp_path / "other.yaml"}"\n'
+        )
+    return ws
+
+
+def session(workshop: Any, keys: str) -> tuple[int, str]:
+    """Run the terminal UI on ``keys`` (typed ahead); its exit status and the screen's text."""
+    from prompt_toolkit.data_structures import Size
+    from prompt_toolkit.input import create_pipe_input
+    from prompt_toolkit.output.vt100 import Vt100_Output
+
+    screen = io.StringIO()
+    output = Vt100_Output(screen, lambda: Size(rows=40, columns=120))
+    with create_pipe_input() as pipe:
+        pipe.send_text(keys)
+        code = run(workshop, input=pipe, output=output)
+    return code, ANSI.sub("", screen.getvalue())
+
+
+@pytest.fixture
+def repo_ws(tmp_path: Path) -> Iterator[Repository]:
+    ws = open_workspace(tmp_path)
+    with Repository.open(ws) as repo:
+        yield repo
+
+
+def test_a_turn_streams_shows_its_tool_calls_and_is_recorded(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop()
+    code, screen = session(workshop, "hello\r/history\r\x04")
+    assert code == 0
+    assert "Hello! I read your notes and they look fine." in screen
+    assert "→ read_file path=notes.txt" in screen
+    kinds = [(m.kind, m.text) for m in workshop.messages()]
+    assert ("user_message", "hello") in kinds
+    assert ("assistant_message", "Hello! I read your notes and they look fine.") in kinds
+    user = next(m for m in workshop.messages() if m.kind == "user_message")
+    assert f"[{user.id}] you: hello" in screen  # /history lists the ids /rewind takes
+    assert screen.rstrip().endswith("bye")
+
+
+def test_rewind_then_ctrl_r_answers_the_message_again(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop()
+    first = workshop.send("hello")
+    user = first.user_message.id
+    # Ctrl-R (\x12) regenerates from the head the rewind left
+    code, screen = session(workshop, f"/rewind {user}\r\x12/quit\r")
+    assert code == 0
+    assert f"Rewound to {user}." in screen
+    assert "Ctrl-R or /regenerate answers it again" in screen
+    after = screen[screen.index("Rewound to") :]
+    assert after.count("Hello! I read your notes") == 1  # answered again after the rewind
+    kinds = [m.kind for m in workshop.messages()]
+    assert kinds[-1] == "assistant_message" and workshop.messages()[-1].id != (
+        first.assistant_message.id
+    )
+
+
+def test_model_switch_review_publish(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop()
+    keys = "/model other\rwrite it\r/review\r/publish\r\x04"
+    code, screen = session(workshop, keys)
+    assert code == 0
+    assert "Model switched to other." in screen
+    assert "→ write_file path=todo.txt content=buy milk" in screen
+    assert "I wrote todo.txt." in screen
+    assert "Draft " in screen and " created" in screen  # the turn's system event, as a card
+    assert "added" in screen and "todo.txt" in screen  # the review card
+    assert "The Draft was published to the workspace" in screen
+    assert (repo_ws.root / "todo.txt").read_text() == "buy milk\n"
+    cards = [m.data.get("kind") for m in workshop.messages() if m.kind == "system_event"]
+    assert "model_switch" in cards
+
+
+def test_discard_throws_the_draft_away(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    code, screen = session(workshop, "write it\r/discard\r\x04")
+    assert code == 0
+    assert "The Draft was discarded" in screen
+    assert not (repo_ws.root / "todo.txt").exists()
+
+
+def test_keys_review_history_and_publish_with_a_confirming_enter(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    # F2 review, F3 history, Alt-P writes /publish (nothing happens until Enter)
+    code, screen = session(workshop, "write it\r\x1bOQ\x1bOR\x1bp\r\x04")
+    assert code == 0
+    assert "added     todo.txt" in screen
+    assert "] you: write it" in screen
+    assert "The Draft was published" in screen
+    assert (repo_ws.root / "todo.txt").read_text() == "buy milk\n"
+    # Alt-D writes /discard; Ctrl-C at the prompt clears it: nothing is discarded
+    workshop.send("write it")
+    code, screen = session(workshop, "\x1bd\x03\x04")
+    assert "The Draft was discarded" not in screen
+    assert open_draft(repo_ws) is not None  # the Draft is still there
+    discarded = [m for m in workshop.messages() if m.data.get("kind") == "draft_discarded"]
+    assert discarded == []
+
+
+def test_bad_commands_say_what_to_do_and_the_session_goes_on(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop()
+    code, screen = session(workshop, "/rewind evt_nope\r/frobnicate\r/model\r/help\rhello\r\x04")
+    assert code == 0
+    assert "error:" in screen and "Traceback" not in screen
+    assert "unknown command /frobnicate" in screen
+    assert "The model is the workspace's default" in screen
+    assert "/rewind MSG" in screen  # the help
+    assert "Hello! I read your notes" in screen
+
+
+def test_ctrl_c_during_a_turn_cancels_it_and_the_session_goes_on(repo_ws: Repository) -> None:
+    from strata.agent.tools import TOOLS, ToolResult
+    from strata.providers.base import ToolSpec
+    from strata.providers.scripted import Scripted
+    from strata.workshop.session import Workshop
+
+    def slow(folder: Path, arguments: dict[str, Any]) -> ToolResult:
+        signal.raise_signal(signal.SIGINT)  # the user presses Ctrl-C while the tool runs
+        time.sleep(0.5)
+        return ToolResult("slow done")
+
+    tools = {**TOOLS, "slow": (ToolSpec("slow", "takes time", {"type": "object"}), slow)}
+    provider = Scripted(
+        [
+            {"tool_calls": [{"name": "slow", "arguments": {}}]},
+            # the cancelled turn asks for no more: the next turn gets this answer
+            {"text": "Still here."},
+        ]
+    )
+    workshop = Workshop(repo_ws, provider=provider, tools=tools)
+    code, screen = session(workshop, "go slow\rare you there?\r\x04")
+    assert code == 0
+    assert "(cancelling the turn…)" in screen
+    assert "Turn cancelled" in screen, screen
+    assert provider.served == 2
+    assert "Still here." in screen
+    interrupted = [m for m in workshop.messages() if m.data.get("interrupted")]
+    assert len(interrupted) == 1
+
+
+# -- for real, in tmux ---------------------------------------------------------------------
+
+
+class Tmux:
+    """One tmux session on a private server, 100x30."""
+
+    def __init__(self, command: list[str], *, cwd: Path, env: dict[str, str]) -> None:
+        self.server = f"wsrpi-{uuid.uuid4().hex[:8]}"
+        self.name = "chat"
+        line = " ".join(shlex.quote(part) for part in command)
+        self.tmux(
+            "new-session",
+            "-d",
+            "-s",
+            self.name,
+            "-x",
+            "100",
+            "-y",
+            "30",
+            "-c",
+            str(cwd),
+            # the shell stays after the command ends, so its exit status can be read
+            f"{line}; echo EXIT=$?; sleep 600",
+            env=env,
+        )
+
+    def tmux(self, *args: str, env: dict[str, str] | None = None) -> str:
+        return subprocess.run(
+            ["tmux", "-L", self.server, *args],
+            check=True,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=20,
+        ).stdout
+
+    def ready(self, timeout: float = 45) -> None:
+        """Wait for an empty prompt: keys typed before it are read by the terminal, not by us
+        (a Ctrl-D would be the terminal's end of file)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = [line.strip() for line in self.screen().splitlines() if line.strip()]
+            lines = [line for line in lines if not line.startswith("model:")]
+            if lines and lines[-1] == "you>":
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no prompt; the screen:\n{self.screen()}")
+            time.sleep(0.1)
+
+    def keys(self, *keys: str) -> None:
+        self.ready()
+        self.tmux("send-keys", "-t", self.name, *keys)
+
+    def type(self, text: str) -> None:
+        self.ready()
+        self.tmux("send-keys", "-t", self.name, "-l", text + "\r")
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-S", "-200", "-t", self.name)
+
+    def wait_for(self, text: str, *, after: int = 0, timeout: float = 45) -> str:
+        """The screen once ``text`` appears ``after`` times or more."""
+        deadline = time.monotonic() + timeout
+        while True:
+            screen = self.screen()
+            if screen.count(text) > after:
+                return screen
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} did not appear; the screen:\n{screen}")
+            time.sleep(0.1)
+
+    def close(self) -> None:
+        subprocess.run(["tmux", "-L", self.server, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def chat_workspace(tmp_path: Path) -> Path:
+    return open_workspace(tmp_path)
+
+
+CHAT = [sys.executable, "-m", "strata", "chat"]
+
+
+@pytest.fixture
+def chat(chat_workspace: Path, run_cli: CliRunner) -> Iterator[Tmux]:
+    env = run_cli.env({"TERM": "xterm-256color"})
+    session = Tmux(CHAT, cwd=chat_workspace, env=env)
+    try:
+        session.wait_for("you>", timeout=60)
+        yield session
+    finally:
+        session.close()
+
+
+@needs_tmux
+@pytest.mark.slow
+def test_chat_in_tmux_answers_switches_model_rewinds_regenerates_and_quits(chat: Tmux) -> None:
+    chat.wait_for("model: the workspace's default")  # the bottom bar names the model
+    chat.type("hello there")
+    screen = chat.wait_for("look fine.")
+    assert "→ read_file path=notes.txt" in screen
+    assert "Hello! I read your notes and they look fine." in screen
+
+    chat.type("/model other")
+    chat.wait_for("Model switched to other.")
+    chat.type("write my todo")
+    screen = chat.wait_for("I wrote todo.txt.")
+    assert "→ write_file path=todo.txt content=buy milk" in screen
+    chat.wait_for("model: other")
+
+    chat.type("/history")
+    screen = chat.wait_for("] you: write my todo")
+    user_id = next(
+        line.split("]")[0].lstrip("[")
+        for line in screen.splitlines()
+        if line.startswith("[") and line.endswith("] you: write my todo")
+    )
+    chat.type(f"/rewind {user_id}")
+    chat.wait_for("Ctrl-R or /regenerate answers it again")
+    answers = chat.screen().count("agent:")
+    chat.keys("C-r")
+    chat.wait_for("agent:", after=answers)
+    chat.keys("C-d")
+    screen = chat.wait_for("EXIT=")
+    assert "EXIT=0" in screen and "Traceback" not in screen
+
+
+@needs_tmux
+@pytest.mark.slow
+def test_chat_in_tmux_says_what_is_wrong_and_goes_on(chat: Tmux) -> None:
+    chat.type("/rewind evt_nope")
+    screen = chat.wait_for("error:")
+    chat.type("/frobnicate")
+    chat.wait_for("unknown command /frobnicate")
+    chat.type("hello")
+    chat.wait_for("look fine.")
+    chat.keys("C-d")
+    screen = chat.wait_for("EXIT=")
+    assert "EXIT=0" in screen and "Traceback" not in screen
+
+
+@needs_tmux
+@pytest.mark.slow
+def test_ctrl_c_in_tmux_cancels_a_streaming_turn_of_a_real_http_model(
+    tmp_path: Path, run_cli: CliRunner, wire: Any
+) -> None:
+    from wire_server import text
+
+    ws = open_workspace(tmp_path)
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.slow]\nadapter = "openai-chat"\nmodel = "m"\n'
+            f'base_url = "{wire.openai_url}"\nretry_delays = []\n'
+        )
+    # a long answer, one character every 0.1 s: the turn is still streaming when Ctrl-C comes
+    wire.queue(text("Counting slowly: " + "one two three " * 30, chunk=1, chunk_delay=0.1))
+    env = run_cli.env({"TERM": "xterm-256color", "STRATA_MODEL": "slow"})
+    chat = Tmux(CHAT, cwd=ws, env=env)
+    try:
+        chat.type("count for me")
+        chat.wait_for("Counting slowly")
+        chat.tmux("send-keys", "-t", chat.name, "C-c")
+        screen = chat.wait_for("Turn cancelled")
+        assert "cancelling the turn" in screen
+        assert "one two three " * 30 not in screen.replace("\n", "")
+        chat.keys("C-d")
+        screen = chat.wait_for("EXIT=")
+        assert "EXIT=0" in screen and "Traceback" not in screen
+    finally:
+        chat.close()
+    with Repository.open(ws) as repo:
+        answers = [m for m in repo.workshop().messages() if m.kind == "assistant_message"]
+    assert len(answers) == 1 and answers[0].data.get("interrupted") is True
+    assert answers[0].text.startswith("Counting slowly")  # the partial answer is kept
