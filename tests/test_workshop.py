@@ -154,14 +154,14 @@ def test_conversation_survives_reopening_and_several_coexist(ws_repo: Repository
     assert [m.text for m in first.messages() if m.kind == "user_message"] == ["first"]
 
 
-def test_an_empty_message_and_rpi_fail_clearly(ws_repo: Repository) -> None:
+def test_an_empty_message_fails_clearly_and_records_nothing(ws_repo: Repository) -> None:
     w = shop(ws_repo, [])
     from strata.errors import UsageError
 
     with pytest.raises(UsageError):
         w.send("  ")
-    with pytest.raises(WorkshopError, match="not available yet"):
-        w.send("plan it", rpi=True)
+    with pytest.raises(UsageError):
+        w.send("", rpi=True)
     assert w.messages() == []
 
 

@@ -70,7 +70,6 @@ def test_chat_rewind_regenerate_and_undo(run_cli, shop_ws: Path) -> None:
 
 def test_bad_input_is_one_clear_line(run_cli, shop_ws: Path) -> None:
     assert_user_error(run_cli("ask", " ", cwd=shop_ws), code=2, says="empty")
-    assert_user_error(run_cli("ask", "--rpi", "plan", cwd=shop_ws), says="not available yet")
     assert_user_error(run_cli("chat", "rewind", "nosuchmsg", cwd=shop_ws), says="nosuchmsg")
     assert_user_error(run_cli("chat", "regenerate", cwd=shop_ws), says="nothing to regenerate")
     assert_user_error(run_cli("chat", "model", "nosuch", cwd=shop_ws), says="nosuch")
@@ -99,3 +98,40 @@ def test_chat_without_a_subcommand_opens_the_ui_or_says_it_is_missing(
     if importlib.util.find_spec("strata.workshop.tui") is not None:
         pytest.skip("the terminal UI is installed: its own tests drive it")
     assert_user_error(run_cli("chat", cwd=shop_ws), says="terminal UI")
+
+
+RPI_SCRIPT = """\
+- tool_calls: [{name: list_files, arguments: {}}]
+- text: a.txt holds 'original'.
+- text: "- [ ] 1. Set a.txt to one"
+- tool_calls: [{name: write_file, arguments: {path: a.txt, content: "one\\n"}}]
+- text: "DONE: a.txt is one"
+- text: I set a.txt to one, as planned.
+"""
+
+
+def test_ask_rpi_researches_plans_implements_and_summarises(
+    run_cli, shop_ws: Path, tmp_path: Path
+) -> None:
+    (tmp_path / "shop.yaml").write_text(RPI_SCRIPT)
+    turn = as_json(run_cli("ask", "--rpi", "set a.txt to one", "--json", cwd=shop_ws))
+    # only the summary is the user-visible answer; the phases' texts are not messages
+    assert turn["assistant_message"]["text"] == "I set a.txt to one, as planned."
+    log = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))
+    assert [m["kind"] for m in log["messages"]].count("assistant_message") == 1
+    assert (draft_path(run_cli, shop_ws) / "a.txt").read_text() == "one\n"
+    assert (shop_ws / "a.txt").read_text() == "original\n"
+    plan = next((shop_ws / ".strata" / "workshop").glob("*/_rpi/plan.md")).read_text()
+    assert "- [x] 1. Set a.txt to one" in plan
+    # a rewind voids the RPI progress
+    ok(run_cli("chat", "rewind", log["messages"][0]["id"], cwd=shop_ws))
+    assert list((shop_ws / ".strata" / "workshop").glob("*/_rpi/plan.md")) == []
+
+
+def test_the_model_is_told_the_files_and_the_digest(run_cli, shop_ws: Path, tmp_path: Path) -> None:
+    ok(run_cli("digest", "set", "Build with make; tests in tests/.", cwd=shop_ws))
+    ok(run_cli("ask", "set a.txt to one", cwd=shop_ws))
+    turn = as_json(run_cli("chat", "log", "--json", cwd=shop_ws))["messages"][-1]
+    trace = ok(run_cli("cat", turn["data"]["traces"][0], cwd=shop_ws))
+    assert "a.txt" in trace and "Build with make; tests in tests/." in trace
+    assert "upload" in trace  # the file context contract: never ask the user to upload

@@ -14,6 +14,7 @@ the Workshop's prompt assembly includes.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -212,7 +213,15 @@ def digest_context_item(
     that would rather leave the section out).
     """
     store = OverridesStore(overrides) if isinstance(overrides, Path) else overrides
-    resolved = WorkspaceDigest(core, session, store, tag).show(key)
+    # the placeholder in a prompt is the design, not a problem to warn about on every turn
+    # (the warning is for 'strata digest show'); it is still in resolved.warnings
+    quiet = logging.getLogger("strata.digest")
+    was = quiet.disabled
+    quiet.disabled = True
+    try:
+        resolved = WorkspaceDigest(core, session, store, tag).show(key)
+    finally:
+        quiet.disabled = was
     if resolved.source == "placeholder" and not placeholder:
         return None
     return resolved.section()

@@ -156,7 +156,11 @@ class Workshop:
     or a function called at the start of every turn that returns it (a prompt
     assembled from the workspace's files: if it raises, the turn fails with
     nothing recorded); ``tools`` is the tool table (default:
-    :data:`strata.agent.tools.TOOLS`). ``prompt`` (:data:`PromptHook`), when
+    :data:`strata.agent.tools.TOOLS`), or a function called once per turn that
+    returns one (:meth:`strata.Repository.workshop` passes the Workshop's tools,
+    :func:`strata.workshop.tools.workshop_tools`, and a ``prompt`` built by
+    :func:`strata.workshop.context.build_prompt` with the workspace digest).
+    ``prompt`` (:data:`PromptHook`), when
     given, assembles both the system text and the history sent: it gets the
     folder the agent works on (the Draft's, else the workspace's), the
     conversation so far as messages and the user's text, and returns the
@@ -174,7 +178,7 @@ class Workshop:
         author: Author | None = None,
         open_model: Callable[[str | None], Provider] | None = None,
         system: str | Callable[[], str] | None = None,
-        tools: ToolTable | None = None,
+        tools: ToolTable | Callable[[], ToolTable] | None = None,
         max_steps: int = 8,
         prompt: PromptHook | None = None,
     ) -> None:
@@ -302,8 +306,6 @@ class Workshop:
         """
         if not text.strip():
             raise UsageError("the message is empty")
-        if rpi:
-            return self._send_rpi(text, on_event=on_event, cancel=cancel)
         with self._turn("send a message") as lease:
             provider = self._provider()  # an unknown model fails before anything is recorded
             log = self.log()
@@ -329,20 +331,8 @@ class Workshop:
                 assembled=assembled,
                 on_event=on_event,
                 cancel=cancel,
+                rpi=rpi,
             )
-
-    def _send_rpi(
-        self,
-        text: str,
-        *,
-        on_event: Callable[[object], None] | None,
-        cancel: CancelToken | None,
-    ) -> Turn:
-        """The one call site of the Research → Plan → Implement loop (wired by its module)."""
-        raise WorkshopError(
-            "the Research -> Plan -> Implement loop (--rpi) is not available yet",
-            hint="send the message without --rpi",
-        )
 
     def regenerate(
         self,
@@ -372,6 +362,12 @@ class Workshop:
                 (r.id for r in reversed(chain[at + 1 :]) if r.kind == EventType.ASSISTANT_MESSAGE),
                 None,
             )
+            answers = [r for r in chain[at + 1 :] if r.kind == EventType.ASSISTANT_MESSAGE]
+            was_rpi = any(r.data.get("rpi") for r in answers)
+            # an RPI answer cut short (a crash, a cancel, a provider error) resumes from its
+            # first unfinished phase; any other answer's progress is void
+            if not (was_rpi and answers and answers[-1].data.get("error")):
+                self._clear_rpi()
             checkpoint = _checkpoint_across(self.core, chain[at + 1 :])
             state = self._state(log)
             marker = _last_seq(self.core)
@@ -401,7 +397,14 @@ class Workshop:
                 cancel=cancel,
                 replaced=replaced or "",
                 published_before=published_before,
+                rpi=was_rpi,
             )
+
+    def _clear_rpi(self) -> None:
+        """Forget the Research -> Plan -> Implement progress (a rewind or regenerate voids it)."""
+        from strata.workshop.rpi import clear, rpi_folder
+
+        clear(rpi_folder(self.core.layout.repo, self.conversation_id))
 
     def _answer(
         self,
@@ -415,8 +418,13 @@ class Workshop:
         cancel: CancelToken | None,
         replaced: str | None = None,
         published_before: str | None = None,
+        rpi: bool = False,
     ) -> Turn:
-        """Run the agent on ``user``'s message and record the answer (one ``chat …`` operation)."""
+        """Run the agent on ``user``'s message and record the answer (one ``chat …`` operation).
+
+        With ``rpi`` the Research -> Plan -> Implement loop answers
+        (:func:`strata.workshop.rpi.run_rpi_agent`), resumable by the message's id.
+        """
         from strata.agent.loop import StepRecord, run_agent
         from strata.providers.base import TextDelta
         from strata.workbench.draft import open_draft
@@ -453,27 +461,39 @@ class Workshop:
             if assembled is None:
                 assembled = self._assemble(_history(log.transcript(user.parent)), user.text)
             system, history = assembled
-            run_agent(
-                core,
-                provider,
-                user.text,
-                system=system,
-                max_steps=self.max_steps,
-                history=history,
-                tools=self.tools,
-                cancel=cancel,
-                on_event=stream,
-                on_step_start=step_started,
-                on_tool_result=tool_done,
-                on_step=step_done,
-                data={"workshop": {"conversation": self.conversation_id, "message": user.id}},
-            )
+            tools = self.tools() if callable(self.tools) else self.tools
+            common: dict[str, Any] = {
+                "system": system,
+                "max_steps": self.max_steps,
+                "history": history,
+                "tools": tools,
+                "cancel": cancel,
+                "on_event": stream,
+                "on_step_start": step_started,
+                "on_tool_result": tool_done,
+                "on_step": step_done,
+                "data": {"workshop": {"conversation": self.conversation_id, "message": user.id}},
+            }
+            if rpi:
+                from strata.workshop.rpi import rpi_folder, run_rpi_agent
+
+                run_rpi_agent(
+                    core,
+                    provider,
+                    user.text,
+                    state=rpi_folder(core.layout.repo, self.conversation_id),
+                    key=user.id,
+                    **common,
+                )
+            else:
+                run_agent(core, provider, user.text, **common)
         except (StrataError, KeyboardInterrupt) as exc:
             error = exc
         draft = open_draft(core)
         revision = draft.tip().id if draft is not None else None
         text = steps[-1].text if steps and error is None else "".join(partial)
         data: dict[str, Any] = {
+            "rpi": rpi,
             "model": self.model or provider.name,
             "provider": provider.name,
             "draft_revision": revision,
@@ -592,6 +612,7 @@ class Workshop:
                 core, draft=draft, checkpoint=checkpoint, author=self.author
             )
             lease.update(transitioned=True, published_before=published_before)
+            self._clear_rpi()
             event, op_id = _record_rewind(
                 core, self.conversation_id, pending, state, published_before, marker, self.author
             )
@@ -781,8 +802,38 @@ def workshop(
     def open_model(spec: str | None) -> Provider:
         return open_provider(spec, config=core.config.raw, environ=env, root=core.root)
 
+    def prompt(folder: Path, history: list[Message], text: str) -> tuple[str, list[Message]]:
+        # the files the agent works on (manifest, maps, small files inlined), the workspace
+        # digest as a context item, the last messages; see strata.workshop.context
+        from strata.digest import digest_context_item
+        from strata.workshop.context import build_prompt
+
+        item = digest_context_item(core)
+        assembled = build_prompt(
+            folder,
+            history,
+            user_text=text,
+            context_items=[item] if item is not None else [],
+            rules=core.rules(),
+        )
+        # build_prompt's messages: the system message, the history kept, the user's text
+        kept = [m for m in assembled.messages[:-1] if m.role != "system"]
+        return assembled.system, kept
+
+    def tools() -> ToolTable:
+        from strata.workshop.tools import workshop_tools
+
+        return workshop_tools(rules=core.rules())  # one per turn: recall_tool_result's memory
+
     return Workshop(
-        core, conversation, provider=provider, model=model, author=author, open_model=open_model
+        core,
+        conversation,
+        provider=provider,
+        model=model,
+        author=author,
+        open_model=open_model,
+        prompt=prompt,
+        tools=tools,
     )
 
 
