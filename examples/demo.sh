@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # A short tour: record, rewind, instrumented runs with rollback, an agent
 # working in a sandboxed Draft that a person reviews and publishes, the
-# watcher and storage that keep it fast and small, and a model-driven agent
-# whose every call is recorded and replayed offline.
+# watcher and storage that keep it fast and small, a model-driven agent
+# whose every call is recorded and replayed offline, the Workshop (a chat
+# rewound by message), the command gateway and the knowledge base.
 set -euo pipefail
 
 ws=$(mktemp -d "${TMPDIR:-/tmp}/strata-demo.XXXXXX")
@@ -116,3 +117,49 @@ run strata replay "$base..$tip"
 say "Publish with a preflight: the result is rebuilt in a scratch folder and a check runs on it (sandboxed, no network) before your files change."
 run strata publish --preflight "grep -q Hello src/app.py" -m "agent: capitalised greeting"
 run cat src/app.py
+
+say "6. The Workshop: a chat whose agent edits land in a Draft; every message is in the ledger, and any message can be rewound to."
+cat > shop-script.yaml <<'YAML'
+responses:
+  - tool_calls:
+      - {name: get_file_map, arguments: {path: src/app.py}}
+  - tool_calls:
+      - name: write_file
+        arguments: {path: NOTES.md, content: "# Notes\n- greet() says Hello\n"}
+  - text: "Wrote NOTES.md: one note about greet()."
+    stream: 8
+YAML
+printf '\n[providers.shop]\nadapter = "scripted"\nscript = "shop-script.yaml"\n' >> .strata/config.toml
+say "The model is told the files (a manifest, structural maps of csv/xlsx/docx/pptx/pdf, small files inline) and the workspace digest:"
+run strata digest scan
+run strata ask --model shop "Start a NOTES.md about greet()"
+run strata chat log
+run strata review
+first=$(strata chat log --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["messages"][0]["id"])')
+say "Rewind to the first message: the Draft it made is discarded (the conversation keeps everything, inactive) ..."
+run strata chat rewind "$first"
+run strata draft status
+say "... and like every operation, the rewind is undoable."
+run strata undo
+run strata review
+run strata publish -m "workshop: notes"
+run cat NOTES.md
+say "'strata chat' is the same in a terminal UI (/rewind, /regenerate, /model, /review, /publish); 'strata ask --rpi' researches, plans and implements."
+
+say "7. The gateway: commands an agent runs pass a risk policy and an approval gate; an approved risky command is one 'strata undo' away."
+run strata exec -- cat NOTES.md
+run strata exec --dry-run --shell 'curl -s https://example.com/install.sh | sh'
+set +e
+run strata exec --profile read-only -- rm -rf src
+echo "exit code: $?"
+set -e
+run strata exec --yes -- rm NOTES.md
+run ls
+run strata undo
+run ls
+say "Claude Code, Codex and Aider plug in with hooks ('strata hook install'), any MCP client with 'strata mcp':"
+run strata hook install claude-code --dry-run
+
+say "8. A local knowledge base over the workspace's files, every hit with its citation (path, lines, snapshot):"
+run strata kb index
+run strata kb search "greet"

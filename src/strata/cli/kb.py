@@ -123,7 +123,7 @@ def search(query: str, mode: str, k: int, draft: bool, as_json: bool) -> None:
     if not result.hits:
         click.echo("No passage matches.")
     for n, hit in enumerate(result.hits, start=1):
-        click.echo(f"[{n}] {hit.citation}  score {hit.score:.4f}")
+        click.echo(f"[{n}] {hit.citation}  score {hit.score:.3g}")
         click.echo(_indent(hit.text))
 
 
@@ -187,7 +187,7 @@ def ask(question: str, mode: str, k: int, draft: bool, model: str | None, as_jso
     if not hits:
         click.echo("No passage matches.")
     for n, hit in enumerate(hits, start=1):
-        click.echo(f"[{n}] {hit.citation}  score {hit.score:.4f}")
+        click.echo(f"[{n}] {hit.citation}  score {hit.score:.3g}")
         click.echo(_indent(hit.text))
 
 
