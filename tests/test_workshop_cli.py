@@ -135,3 +135,26 @@ def test_the_model_is_told_the_files_and_the_digest(run_cli, shop_ws: Path, tmp_
     trace = ok(run_cli("cat", turn["data"]["traces"][0], cwd=shop_ws))
     assert "a.txt" in trace and "Build with make; tests in tests/." in trace
     assert "upload" in trace  # the file context contract: never ask the user to upload
+
+
+TABLE_SCRIPT = """\
+- tool_calls:
+  - {name: table_query, arguments: {path: d.csv, sql: "SELECT sum(a) AS s FROM t", sheet: null}}
+- tool_calls: [{name: recall_tool_result, arguments: {index: 1, offset: null}}]
+- tool_calls: [{name: write_file, arguments: {path: total.txt, content: "4\\n"}}]
+- text: The sum is 4.
+"""
+
+
+def test_a_workshop_turn_replays_offline_with_the_workshops_own_tools(
+    run_cli, shop_ws: Path, tmp_path: Path
+) -> None:
+    (shop_ws / "d.csv").write_text("a,b\n1,2\n3,4\n")
+    (tmp_path / "shop.yaml").write_text(TABLE_SCRIPT)
+    ok(run_cli("ask", "sum a into total.txt", cwd=shop_ws))
+    base = as_json(run_cli("draft", "status", "--json", cwd=shop_ws))["base_event_id"]
+    steps = as_json(run_cli("history", "--json", "--action", "draft_revision", cwd=shop_ws))
+    tip = (steps["events"] if isinstance(steps, dict) else steps)[0]["id"]
+    report = as_json(run_cli("replay", f"{base}..{tip}", "--json", cwd=shop_ws))
+    assert report["ok"] is True and report["first_divergence"] is None
+    assert [(s["kind"], s["status"]) for s in report["steps"]] == [("agent", "same")] * 4

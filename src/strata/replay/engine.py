@@ -52,8 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
-from strata.agent.loop import StepOutcome, run_step
-from strata.agent.tools import specs
+from strata.agent.loop import StepOutcome, ToolTable, run_step
 from strata.core.storage import ts_ms
 from strata.digest.optimize import optimize_annotations, replay_optimize
 from strata.errors import (
@@ -67,7 +66,7 @@ from strata.errors import (
 )
 from strata.ids import ObjectId
 from strata.ledger.events import Event
-from strata.providers.base import Message, Request
+from strata.providers.base import Message, Request, ToolSpec
 from strata.providers.replay import ReplayProvider, first_difference
 from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, Trace
 from strata.store.materialize import export_tree
@@ -334,6 +333,7 @@ def _run(
         report.divergence = _tree_divergence(core, "(start)", tree, scan)
         return
     carried: tuple[str, int, list[Message]] | None = None  # session, step, messages
+    tables: dict[str, ToolTable] = {}  # each session's tool table (a Workshop's keeps results)
     for event in events:
         expected = core.tree_of(event)
         if event.id in runs and not is_agent_step(event):
@@ -383,10 +383,15 @@ def _run(
             )
             divergence: Divergence | None = None
             messages: list[Message] | None = None
+            session = str(info.get("session"))
             try:
-                if carried and carried[0] == info.get("session") and carried[1] + 1 == info["step"]:
+                if carried and carried[0] == session and carried[1] + 1 == info["step"]:
                     messages = carried[2]
-                outcome, messages = _replay_step(traces, files, messages)
+                else:
+                    tables.pop(session, None)  # a session replayed from its middle
+                outcome, messages = _replay_step(
+                    traces, files, messages, tables=tables, session=session, core=core
+                )
             except UnrecordedCall as exc:
                 divergence = Divergence(
                     event.id, "unrecorded_call", None, exc.message + note, exc.observed
@@ -499,10 +504,43 @@ class _ToolDiverged(Exception):
         self.detail = detail
 
 
+def tool_table(core: Core, recorded: tuple[ToolSpec, ...]) -> ToolTable:
+    """The tool table whose tools are exactly those a step's model call offered.
+
+    A step records the specs it sent, not which table ran them: ``strata agent``'s
+    (:data:`strata.agent.tools.TOOLS`) or the Workshop's
+    (:func:`strata.workshop.tools.workshop_tools`, whole or a phase's subset).
+    :class:`TraceCorrupt` when none matches (a tool set this Strata does not have).
+    """
+    from strata.agent.tools import TOOLS
+    from strata.workshop.tools import workshop_tools
+
+    wanted = [spec.to_json() for spec in recorded]
+    candidates: list[ToolTable] = [TOOLS]
+    candidates += [workshop_tools(phase=p, rules=core.rules()) for p in (None, "research", "plan")]
+    for table in candidates:
+        if [spec.to_json() for spec, _ in table.values()] == wanted:
+            return table
+    names = ", ".join(spec.name for spec in recorded) or "none"
+    raise TraceCorrupt(
+        "(step)", f"its model call offered tools this Strata does not have ({names})"
+    )
+
+
 def _replay_step(
-    traces: list[Trace], folder: Path, messages: list[Message] | None
+    traces: list[Trace],
+    folder: Path,
+    messages: list[Message] | None,
+    *,
+    tables: dict[str, ToolTable],
+    session: str,
+    core: Core,
 ) -> tuple[StepOutcome, list[Message]]:
-    """Run one recorded step again; return its outcome and the conversation after it."""
+    """Run one recorded step again; return its outcome and the conversation after it.
+
+    The tools run from the table the step offered the model (:func:`tool_table`),
+    one per session, so a tool that reads an earlier call's result finds it.
+    """
     llm = [t for t in traces if t.event_type == LLM_CALL]
     recorded_tools = [t for t in traces if t.event_type == TOOL_CALL]
     if not llm:
@@ -510,10 +548,13 @@ def _replay_step(
     first = Request.from_json(llm[0].request)
     if messages is None:
         messages = list(first.messages)
+    if session not in tables:
+        tables[session] = tool_table(core, first.tools)
+    table = tables[session]
     request = Request(
         model=first.model,
         messages=tuple(messages),
-        tools=specs(),
+        tools=tuple(spec for spec, _ in table.values()),
         tool_choice=first.tool_choice,
         reasoning_effort=first.reasoning_effort,
         max_output_tokens=first.max_output_tokens,
@@ -523,7 +564,7 @@ def _replay_step(
         put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id
     )
     with no_network():
-        outcome = run_step(provider, request, folder, observed)
+        outcome = run_step(provider, request, folder, observed, tools=table)
     if len(observed.traces) != len(recorded_tools):
         raise _ToolDiverged(
             None,
