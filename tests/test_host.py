@@ -151,6 +151,13 @@ def test_a_plan_runs_a_command_that_changes_a_file_and_undo_reverts_it(ws: Path)
         assert result.activity[3].text.endswith("1 file changed")
         repo.undo()  # one step: the task's change
         assert (ws / "notes.txt").read_text() == "draft\n"
+        # the whole run replays from its traces: the model is shown no ids or timings
+        traces = [Trace.decode(repo.objects.get(t), name=t) for t in result.traces]
+        again = repo.host(
+            "finalise the notes", provider=ReplayProvider(traces), approver=approve_all()
+        )
+        assert again.status == "completed" and again.answer == "I rewrote notes.txt."
+        assert (ws / "notes.txt").read_text() == "final\n"
 
 
 def test_a_denied_command_fails_its_task_with_the_reason(ws: Path) -> None:
