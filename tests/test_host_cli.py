@@ -116,7 +116,7 @@ def test_the_step_cap_exits_1(ws: Path, run_cli: CliRunner) -> None:
         "  - tool_calls: [{name: local_kb_retrieval, arguments: {query: a, k: 1}}]\n"
         "  - tool_calls: [{name: local_kb_retrieval, arguments: {query: b, k: 1}}]\n",
     )
-    code, out, err = run_cli("host", "x", "--model", "bot", "--max-steps", "1", "--json", cwd=ws)
+    code, out, _ = run_cli("host", "x", "--model", "bot", "--max-steps", "1", "--json", cwd=ws)
     assert code == 1 and json.loads(out)["status"] == "max_steps"
 
 
