@@ -286,3 +286,21 @@ def test_history_action_host_lists_the_lifecycle(ws: Path) -> None:
         repo.host("hi", provider=Scripted([retrieve("x y"), {"text": "hello"}]))
         assert actions(repo, "task") == []
         assert actions(repo)[0] == "host_run_started"
+
+
+def test_commands_go_through_the_callers_approver(ws: Path) -> None:
+    from strata.gateway import ApprovalRequest, callback_approver
+
+    asked: list[ApprovalRequest] = []
+
+    def no(request: ApprovalRequest) -> bool:
+        asked.append(request)
+        return False
+
+    script = [plan(task("terminal_exec", "move", command="mv notes.txt n.txt")), {"text": "no"}]
+    with Repository.init(ws) as repo:
+        result = repo.host("move", provider=Scripted(script), approver=callback_approver(no))
+        assert [r.command for r in asked] == ["mv notes.txt n.txt"] and asked[0].risk == "medium"
+        (denied,) = result.tasks
+        assert denied.error is not None and "denied by the callback" in denied.error["message"]
+        assert (ws / "notes.txt").exists()

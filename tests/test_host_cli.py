@@ -132,3 +132,16 @@ def test_bad_input_is_one_clear_error(ws: Path, run_cli: CliRunner, tmp_path: Pa
 def test_help_has_an_example(run_cli: CliRunner, tmp_path: Path) -> None:
     code, out, _ = run_cli("host", "--help", cwd=tmp_path)
     assert code == 0 and "Example:" in out and 'strata host "' in out
+
+
+def test_a_provider_failure_ends_the_run_recorded_and_exits_1(ws: Path, run_cli: CliRunner) -> None:
+    script(ws, "responses:\n  - tool_calls: [{name: local_kb_retrieval, arguments: {query: a}}]\n")
+    code, out, err = run_cli("host", "x", "--model", "bot", cwd=ws)
+    assert code == 1 and "Traceback" not in err
+    assert "error: bot: the script" in err and "all were served" in err
+    code, out, _ = run_cli("history", "--action", "host_run_finished", "--json", cwd=ws)
+    (ended,) = json.loads(out)
+    # the first call, its retrieval, and the failed call, whose trace keeps the error
+    assert ended["data"]["host"]["status"] == "error" and len(ended["artifacts"]) == 3
+    code, out, _ = run_cli("cat", ended["artifacts"][2], cwd=ws)
+    assert code == 0 and "all were served" in out

@@ -39,6 +39,7 @@ timings, so the same workspace gives the same requests).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from collections.abc import Callable, Sequence
@@ -356,7 +357,9 @@ class HostRun:
         except BaseException as exc:
             result.status = "error"
             reason = str(exc) or type(exc).__name__
-            self.finish(error={"type": type(exc).__name__, "message": reason})
+            # the ledger may refuse now (a busy workspace): the cause is what matters
+            with contextlib.suppress(StrataError):
+                self.finish(error={"type": type(exc).__name__, "message": reason})
             raise
         self.finish()
         return result
