@@ -55,6 +55,7 @@ def test_the_tools_are_strict_schemas() -> None:
 def test_an_answer_from_retrieval_alone_cites_its_passages(ws: Path) -> None:
     script = [
         retrieve("server port"),
+        retrieve("cache"),
         {"text": "The server listens on port 8421 [1].", "stream": 5},
     ]
     streamed: list[str] = []
@@ -65,11 +66,17 @@ def test_an_answer_from_retrieval_alone_cites_its_passages(ws: Path) -> None:
         assert result.status == "answered" and result.ok
         assert result.answer == "The server listens on port 8421 [1]."
         assert "".join(streamed) == result.answer  # streamed as it came
-        cited = [result.passages[n - 1] for n in result.citations]
-        assert [(h.path, h.start_line) for h in cited] == [("guide.md", 1)]
-        assert "8421" in cited[0].text and cited[0].citation.startswith("guide.md:1-3@")
+        # two passages were read, numbered across the run; the answer cites the first
+        assert [(h.path, h.start_line) for h in result.passages] == [
+            ("guide.md", 1),
+            ("guide.md", 5),
+        ]
+        assert result.citations == [1]
+        cited = result.passages[0]
+        assert "8421" in cited.text and cited.citation.startswith("guide.md:1-3@")
         assert actions(repo) == [
             "host_run_started",
+            "host_step",
             "host_step",
             "host_step",
             "host_run_finished",
@@ -79,10 +86,13 @@ def test_an_answer_from_retrieval_alone_cites_its_passages(ws: Path) -> None:
         kinds = [Trace.decode(repo.objects.get(t), name=t).event_type for t in first.artifacts]
         assert kinds == ["llm_call", "tool_call"]
         finished = repo.event(result.finished_event_id or "")
-        assert list(finished.artifacts) == result.traces and len(result.traces) == 3
-        assert finished.data["host"]["citations"] == [cited[0].citation]
+        assert list(finished.artifacts) == result.traces and len(result.traces) == 5
+        assert finished.data["host"]["citations"] == [cited.citation]
         lines = [a.text for a in result.activity]
-        assert lines[0] == "searched the knowledge base for 'server port': [1]"
+        assert lines[:2] == [
+            "searched the knowledge base for 'server port': [1]",
+            "searched the knowledge base for 'cache': [2]",
+        ]
         assert lines[-1].startswith("answered, citing [1] guide.md:1-3@")
 
 
