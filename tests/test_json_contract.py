@@ -196,6 +196,17 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("chat rewind", log["messages"][0]["id"])
     s("chat new", "another")
     s("chat list")
+    # the host loop (seed 001): a retrieval, a plan with one task, a summary
+    (ws / "host.yaml").write_text(
+        "responses:\n"
+        "  - tool_calls: [{name: local_kb_retrieval, arguments: {query: one, k: 2}}]\n"
+        "  - tool_calls: [{name: create_plan, arguments: {goal: look, tasks: "
+        "[{kind: terminal_exec, title: list, command: ls}]}}]\n"
+        "  - text: 'Listed [1].'\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[providers.hoster]\nadapter = "scripted"\nscript = "host.yaml"\n')
+    s("host", "--model", "hoster", "list the files")
     return s.outputs
 
 

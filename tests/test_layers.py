@@ -46,6 +46,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.workshop",  # issue 13
             "strata.gateway",  # the tool gateway
             "strata.kb",  # the knowledge base
+            "strata.host",  # the host loop (seed 001)
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.digest import WorkspaceDigest
     from strata.gateway import Approver, ExecResult, Gateway
+    from strata.host import Activity, HostResult  # the host loop
     from strata.kb import KnowledgeBase
     from strata.providers.base import CancelToken, Provider
     from strata.replay.engine import Commands, ReplayReport, StepReplay
@@ -808,3 +809,46 @@ class Repository(Core):
 
         store = OverridesStore(Path(overrides)) if overrides is not None else None
         return WorkspaceDigest(self, session, store, tag)
+
+    # -- the host loop (strata.host, seed 001) ---------------------------------------------
+
+    def host(
+        self,
+        request: str,
+        *,
+        provider: Provider,
+        approver: Approver | None = None,
+        profile: str | None = None,
+        max_steps: int | None = None,
+        timeout_s: float | None = None,
+        index: bool = True,
+        author: Author | None = None,
+        secrets: Sequence[str] = (),
+        cancel: CancelToken | None = None,
+        on_text: Callable[[str], None] | None = None,
+        on_activity: Callable[[Activity], None] | None = None,
+    ) -> HostResult:
+        """Answer ``request`` as seed 001's host: retrieve, then answer or run a plan.
+
+        See :mod:`strata.host`: the model (``provider``) searches the knowledge
+        base, then answers with citations or emits capability tasks that run
+        through this workspace's gateway (``approver`` answers what its policy
+        wants approved); every step, plan and task is recorded.
+        """
+        from strata.host import loop
+
+        return loop.run_host(
+            self,
+            provider,
+            request,
+            approver=approver,
+            profile=profile,
+            max_steps=loop.MAX_STEPS if max_steps is None else max_steps,
+            timeout_s=loop.TIMEOUT_S if timeout_s is None else timeout_s,
+            index=index,
+            author=author,
+            secrets=secrets,
+            cancel=cancel,
+            on_text=on_text,
+            on_activity=on_activity,
+        )

@@ -75,6 +75,7 @@ def _register() -> None:
         digest,  # the workspace digest
         draft,
         hook,  # agent hooks (issue 14)
+        host,  # the host loop (seed 001)
         inspect,
         kb,  # the knowledge base
         ledger,
@@ -114,6 +115,7 @@ def _register() -> None:
         hook,  # agent hooks (issue 14)
         kb,  # the knowledge base
         workshop,  # the Workshop (issue 13)
+        host,  # the host loop (seed 001)
     ):
         for command in module.COMMANDS:
             cli.add_command(command)

@@ -85,6 +85,13 @@ class EventType(StrEnum):
     ASSISTANT_MESSAGE = "assistant_message"
     SYSTEM_EVENT = "system_event"
     SUMMARY_MESSAGE = "summary_message"
+    # the host loop (strata.host, seed 001): a run, its model steps, its plans and tasks
+    HOST_RUN_STARTED = "host_run_started"
+    HOST_STEP = "host_step"
+    PLAN_CREATED = "plan_created"
+    TASK_STARTED = "task_started"
+    TASK_FINISHED = "task_finished"
+    HOST_RUN_FINISHED = "host_run_finished"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
@@ -102,6 +109,16 @@ ACTION_FAMILIES: dict[str, tuple[EventType, ...]] = {
     "approval": (EventType.APPROVAL_REQUESTED, EventType.APPROVAL_DECIDED),
     "tool_call": (EventType.TOOL_CALL_STARTED, EventType.TOOL_CALL_FINISHED),
     "terminal_step": (EventType.TERMINAL_STEP_STARTED, EventType.TERMINAL_STEP_FINISHED),
+    # the host loop: a run's lifecycle, its steps, plans and tasks
+    "host": (
+        EventType.HOST_RUN_STARTED,
+        EventType.HOST_STEP,
+        EventType.PLAN_CREATED,
+        EventType.TASK_STARTED,
+        EventType.TASK_FINISHED,
+        EventType.HOST_RUN_FINISHED,
+    ),
+    "task": (EventType.TASK_STARTED, EventType.TASK_FINISHED),
 }
 
 ACTION_SCOPES = ("line", "block", "file", "project")
