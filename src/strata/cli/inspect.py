@@ -38,7 +38,10 @@ _LETTER = {
 @click.option("--branch", help="Only events recorded on this branch.")
 @click.option("--operation", metavar="ID", help="Only events of this operation.")
 @click.option(
-    "--action", metavar="TYPE", help="Only events of this action type (snapshot, rewind…)."
+    "--action",
+    metavar="TYPE",
+    help="Only events of this action type (snapshot, rewind…), or of a family: "
+    "approval, tool_call, terminal_step, host, task.",
 )
 @click.option(
     "--group-by",
