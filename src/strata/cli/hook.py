@@ -77,8 +77,9 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
 
     \b
     Example:
-      echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
-             "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
+      strata hook install claude-code   # writes .claude/settings.json to call this
+      # by hand: echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
+      #   "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
     """
     from strata.integrations import fasthook
     from strata.integrations.hooks import pre_tool_use, read_payload
@@ -141,8 +142,7 @@ def hook_codex(ctx: click.Context, message: tuple[str, ...]) -> None:
 
     \b
     Example:
-      strata hook codex '{"type": "agent-turn-complete", "turn-id": "t1",
-                          "input-messages": ["fix the tests"]}'
+      strata hook codex '{"type": "agent-turn-complete", "input-messages": ["fix it"]}'
     """
     from strata.integrations import fasthook
 

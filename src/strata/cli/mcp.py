@@ -84,8 +84,8 @@ def mcp(
 
     \b
     Example:
-      claude mcp add strata -- strata -C ~/project mcp
       strata mcp --transport http --port 8765 --token-file ~/.config/strata/mcp-token
+      # Claude Code: claude mcp add strata -- strata -C ~/project mcp
     """
     from strata.integrations.mcp_server import StrataTools, build_server, serve_http, serve_stdio
 

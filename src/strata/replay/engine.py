@@ -521,9 +521,15 @@ def tool_table(core: Core, recorded: tuple[ToolSpec, ...]) -> ToolTable:
     for table in candidates:
         if [spec.to_json() for spec, _ in table.values()] == wanted:
             return table
-    names = ", ".join(spec.name for spec in recorded) or "none"
+    # the same tools described differently (Strata changed since the recording): replayed,
+    # so the model call's difference is reported where it is (an unrecorded call)
+    names = [spec.name for spec in recorded]
+    for table in candidates:
+        if list(table) == names:
+            return table
+    names_shown = ", ".join(names) or "none"
     raise TraceCorrupt(
-        "(step)", f"its model call offered tools this Strata does not have ({names})"
+        "(step)", f"its model call offered tools this Strata does not have ({names_shown})"
     )
 
 
