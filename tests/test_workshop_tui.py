@@ -172,7 +172,7 @@ def test_bad_commands_say_what_to_do_and_the_session_goes_on(repo_ws: Repository
     assert code == 0
     assert "error:" in screen and "Traceback" not in screen
     assert "unknown command /frobnicate" in screen
-    assert "The model is the workspace's default" in screen
+    assert "The model is bot (the default)" in screen  # config.toml's [model] default
     assert "/rewind MSG" in screen  # the help
     assert "Hello! I read your notes" in screen
 
@@ -304,7 +304,7 @@ def chat(chat_workspace: Path, run_cli: CliRunner) -> Iterator[Tmux]:
 @needs_tmux
 @pytest.mark.slow
 def test_chat_in_tmux_answers_switches_model_rewinds_regenerates_and_quits(chat: Tmux) -> None:
-    chat.wait_for("model: the workspace's default")  # the bottom bar names the model
+    chat.wait_for("model: bot (the default)")  # the bottom bar names the model
     chat.type("hello there")
     screen = chat.wait_for("look fine.")
     assert "→ read_file path=notes.txt" in screen

@@ -297,7 +297,17 @@ class Chat:
         self.out = _Renderer(self.console)
 
     def _model(self) -> str:
-        return self.workshop.model or "the workspace's default"
+        if self.workshop.model:
+            return self.workshop.model
+        from strata.errors import StrataError
+        from strata.providers.config import default_spec
+
+        core = getattr(self.workshop, "core", None)
+        try:  # config.toml's [model] default, by name (STRATA_MODEL is the CLI's to read)
+            named = default_spec(core.config.raw, {}) if core is not None else None
+        except StrataError:
+            named = None
+        return f"{named} (the default)" if named else "the workspace's default"
 
     def _toolbar(self) -> str:
         return f" model: {self._model()}  │  Ctrl-R regenerate · Ctrl-D quit · /help"
