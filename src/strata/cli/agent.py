@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short
+from strata.cli.common import (
+    emit_json,
+    json_option,
+    model_option,
+    open_model,
+    open_repo,
+    short,
+)
 
 
 @click.command("agent")
 @click.argument("prompt")
-@click.option(
-    "--model",
-    "model",
-    default=None,
-    metavar="PROVIDER[:MODEL]",
-    help="The provider (and model) to use; default $STRATA_MODEL or [model] default "
-    "of config.toml ('strata models' lists them).",
-)
+@model_option()
 @click.option(
     "--max-steps",
     type=click.IntRange(min=1, max=200),
@@ -60,20 +59,9 @@ def agent(
       strata replay BASE..TIP         # the ids 'strata history' shows
     """
     from strata.agent.loop import StepRecord
-    from strata.providers.config import open_provider
-    from strata.providers.transport import Retry
 
     with open_repo() as repo:
-        provider = open_provider(
-            model,
-            config=repo.config.raw,
-            environ=os.environ,
-            root=repo.root,
-            retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
-        )
-        secrets = tuple(
-            v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v
-        )
+        provider, secrets = open_model(repo, model)
         streamed = not as_json and sys.stdout.isatty()
 
         def on_text(text: str) -> None:

@@ -249,3 +249,36 @@ def command_output_to_stderr(active: bool) -> Iterator[None]:
         sys.stdout.flush()
         os.dup2(saved, 1)
         os.close(saved)
+
+
+def model_option(help_text: str | None = None) -> Callable[[F], F]:
+    """The shared ``--model PROVIDER[:MODEL]`` option of the commands that call a model."""
+    text = help_text or (
+        "The provider (and model) to use; default $STRATA_MODEL or [model] default "
+        "of config.toml ('strata models' lists them)."
+    )
+    return click.option("--model", "model", default=None, metavar="PROVIDER[:MODEL]", help=text)
+
+
+def open_model(repo: Any, model: str | None) -> tuple[Any, tuple[str, ...]]:
+    """The provider ``model`` names (or the default), and the secrets its traces must not keep.
+
+    Retries are announced on stderr (``strata: …``), so a user never waits in
+    silence; the secrets are the environment's ``*_API_KEY`` and ``*_TOKEN`` values.
+    """
+    from strata.providers.config import open_provider
+    from strata.providers.transport import Retry
+
+    provider = open_provider(
+        model,
+        config=repo.config.raw,
+        environ=os.environ,
+        root=repo.root,
+        retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
+    )
+    return provider, environment_secrets()
+
+
+def environment_secrets() -> tuple[str, ...]:
+    """The environment's ``*_API_KEY`` and ``*_TOKEN`` values (redacted from traces)."""
+    return tuple(v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v)

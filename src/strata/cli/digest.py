@@ -16,7 +16,15 @@ from typing import Any, TypeVar
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short, warn
+from strata.cli.common import (
+    emit_json,
+    json_option,
+    model_option,
+    open_model,
+    open_repo,
+    short,
+    warn,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -231,14 +239,7 @@ def clear(
 
 
 @digest.command("optimize")
-@click.option(
-    "--model",
-    "model",
-    default=None,
-    metavar="PROVIDER[:MODEL]",
-    help="The provider (and model) to use; default $STRATA_MODEL or [model] default "
-    "of config.toml ('strata models' lists them).",
-)
+@model_option()
 @click.option(
     "--focus",
     default=None,
@@ -273,8 +274,6 @@ def optimize(
       strata digest optimize --scope global --tag team --focus "the CLI"
     """
     from strata.digest import Scope
-    from strata.providers.config import open_provider
-    from strata.providers.transport import Retry
 
     folder = _store(store) if scope == "global" else None
     with open_repo() as repo:
@@ -283,16 +282,7 @@ def optimize(
             from strata.digest.optimize import check_scope
 
             check_scope(Scope.GLOBAL, handle.overrides, tag)
-        provider = open_provider(
-            model,
-            config=repo.config.raw,
-            environ=os.environ,
-            root=repo.root,
-            retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
-        )
-        secrets = tuple(
-            v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v
-        )
+        provider, secrets = open_model(repo, model)
         result = handle.optimize(
             provider, key=key, scope=Scope(scope), tag=tag, focus=focus, secrets=secrets
         )

@@ -15,19 +15,22 @@ import sys
 
 import click
 
-from strata.cli.common import emit_json, json_option, make_author, open_repo, warn
+from strata.cli.common import (
+    emit_json,
+    json_option,
+    make_author,
+    model_option,
+    open_model,
+    open_repo,
+    warn,
+)
 from strata.errors import NotARepository, WorkspaceRequired
 
 
 @click.command("host")
 @click.argument("request")
-@click.option(
-    "--model",
-    "model",
-    default=None,
-    metavar="PROVIDER[:MODEL]",
-    help="The provider (and model) of the host; default $STRATA_MODEL or [model] default "
-    "of config.toml.",
+@model_option(
+    "The provider (and model) of the host; default $STRATA_MODEL or [model] default of config.toml."
 )
 @click.option("--yes", "-y", is_flag=True, help="Approve in advance the commands that ask.")
 @click.option(
@@ -86,24 +89,13 @@ def host(
     """
     from strata.gateway import approve_all, terminal_approver
     from strata.host import Activity
-    from strata.providers.config import open_provider
-    from strata.providers.transport import Retry
 
     try:
         repo = open_repo(make_author(None, None))
     except NotARepository:
         raise WorkspaceRequired(os.getcwd()) from None
     with repo:
-        provider = open_provider(
-            model,
-            config=repo.config.raw,
-            environ=os.environ,
-            root=repo.root,
-            retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
-        )
-        secrets = tuple(
-            v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v
-        )
+        provider, secrets = open_model(repo, model)
 
         def text(delta: str) -> None:
             sys.stdout.write(delta)

@@ -6,7 +6,16 @@ import os
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short, warn
+from strata.cli.common import (
+    emit_json,
+    environment_secrets,
+    json_option,
+    model_option,
+    open_model,
+    open_repo,
+    short,
+    warn,
+)
 
 MODES = ("bm25", "dense", "hybrid")
 
@@ -130,13 +139,9 @@ def search(query: str, mode: str, k: int, draft: bool, as_json: bool) -> None:
 @kb.command("ask")
 @click.argument("question")
 @_search_options
-@click.option(
-    "--model",
-    "model",
-    default=None,
-    metavar="PROVIDER[:MODEL]",
-    help="The provider (and model) to answer with; default $STRATA_MODEL or [model] default "
-    "of config.toml. With none configured, the passages are printed.",
+@model_option(
+    "The provider (and model) to answer with; default $STRATA_MODEL or [model] default "
+    "of config.toml. With none configured, the passages are printed."
 )
 @json_option
 def ask(question: str, mode: str, k: int, draft: bool, model: str | None, as_json: bool) -> None:
@@ -151,22 +156,13 @@ def ask(question: str, mode: str, k: int, draft: bool, model: str | None, as_jso
       strata kb ask "how do I run the tests?"
       strata kb ask --model local "what does the cache key contain?" --json
     """
-    from strata.providers.config import default_choice, open_provider
-    from strata.providers.transport import Retry
+    from strata.providers.config import default_choice
 
     with open_repo() as repo:
         provider = None
         if model is not None or default_choice(repo.config.raw, os.environ) is not None:
-            provider = open_provider(
-                model,
-                config=repo.config.raw,
-                environ=os.environ,
-                root=repo.root,
-                retry=Retry(notify=lambda line: click.echo(f"strata: {line}", err=True)),
-            )
-        secrets = tuple(
-            v for k_, v in os.environ.items() if k_.endswith(("_API_KEY", "_TOKEN")) and v
-        )
+            provider, _ = open_model(repo, model)
+        secrets = environment_secrets()
         result = repo.kb.ask(
             question, provider=provider, k=k, mode=mode, draft=draft, secrets=secrets
         )

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import emit_json, json_option, make_author, open_repo, short
+from strata.cli.common import (
+    emit_json,
+    json_option,
+    make_author,
+    model_option,
+    open_repo,
+    short,
+)
 
 if TYPE_CHECKING:
     from strata.repo import Repository
@@ -82,13 +89,7 @@ def _echo_turn(turn: Turn) -> None:
 @click.command("ask")
 @click.argument("message")
 @_conversation_option
-@click.option(
-    "--model",
-    "model",
-    default=None,
-    metavar="PROVIDER[:MODEL]",
-    help="The model for this turn (default: the Workshop's, 'strata chat model').",
-)
+@model_option("The model for this turn (default: the Workshop's, 'strata chat model').")
 @click.option("--rpi", is_flag=True, help="Run the Research -> Plan -> Implement loop.")
 @json_option
 def ask(

@@ -46,6 +46,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from strata.agent.loop import StepRecord
 from strata.errors import ProviderProtocolError, StrataError, UsageError
 from strata.host.tools import (
     KB_TOOL,
@@ -185,27 +186,8 @@ class HostPlan:
         }
 
 
-@dataclass
-class HostStep:
-    """One model call of the run (and its retrieval calls)."""
-
-    step: int
-    event_id: str | None
-    text: str
-    tool_calls: tuple[str, ...]
-    finish_reason: str
-    traces: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        """As JSON."""
-        return {
-            "step": self.step,
-            "event_id": self.event_id,
-            "text": self.text,
-            "tool_calls": list(self.tool_calls),
-            "finish_reason": self.finish_reason,
-            "traces": list(self.traces),
-        }
+HostStep = StepRecord
+"""One model call of the run (and its retrieval calls): recorded as an agent's step is."""
 
 
 @dataclass
@@ -383,16 +365,9 @@ class HostRun:
             for call in response.tool_calls:
                 if call.name != PLAN_TOOL:
                     replies[call.id] = self.tool(n, call, recorder)
-            step = HostStep(
-                n,
-                None,
-                response.text,
-                tuple(c.name for c in response.tool_calls),
-                response.finish_reason,
-                tuple(recorder.ids),
-            )
-            calls = ", ".join(step.tool_calls) or "answer"
-            step.event_id = self.note(
+            names = tuple(c.name for c in response.tool_calls)
+            traces = tuple(recorder.ids)
+            event_id = self.note(
                 EventType.HOST_STEP,
                 {
                     "step": n,
@@ -400,11 +375,12 @@ class HostRun:
                     "adapter": self.provider.adapter,
                     "model": self.provider.model,
                     "finish_reason": response.finish_reason,
-                    "tool_calls": list(step.tool_calls),
+                    "tool_calls": list(names),
                 },
-                f"host step {n + 1}: {calls}",
-                artifacts=step.traces,
+                f"host step {n + 1}: {', '.join(names) or 'answer'}",
+                artifacts=traces,
             )
+            step = HostStep(n, event_id, response.text, names, response.finish_reason, traces)
             result.steps.append(step)
             result.traces.extend(step.traces)
             self.pending = []
