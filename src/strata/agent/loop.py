@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.agent.tools import TOOLS, ToolResult, run_tool
-from strata.errors import ProviderCancelled, ProviderProtocolError, StrataError, UsageError
+from strata.agent.tools import TOOLS, ToolResult, call_tool
+from strata.errors import ProviderCancelled, ProviderProtocolError, UsageError
 from strata.ledger.events import Author
 from strata.providers.base import (
     CancelToken,
@@ -68,23 +68,6 @@ class StepOutcome:
 
 #: the shape of a tool table: name -> (its specification, its handler on a folder)
 ToolTable = Mapping[str, tuple[ToolSpec, Callable[[Path, dict[str, Any]], ToolResult]]]
-
-
-def call_tool(tools: ToolTable, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Run tool ``name`` of ``tools`` on ``folder``; an unknown tool or a failure is an error."""
-    if tools is TOOLS:
-        return run_tool(folder, name, arguments)
-    entry = tools.get(name)
-    if entry is None:
-        return ToolResult(f"unknown tool {name!r}; use one of {', '.join(tools)}", True)
-    try:
-        return entry[1](folder, arguments)
-    except FileNotFoundError:
-        return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
-    except UnicodeDecodeError:
-        return ToolResult(f"{name}: {arguments.get('path')} is not UTF-8 text", True)
-    except (StrataError, ValueError, OSError) as exc:
-        return ToolResult(f"{name}: {exc}", True)
 
 
 def run_step(

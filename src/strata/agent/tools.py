@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -163,11 +163,16 @@ def specs() -> tuple[ToolSpec, ...]:
     return tuple(spec for spec, _ in TOOLS.values())
 
 
-def run_tool(folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
-    """Run tool ``name`` on ``folder``; an unknown tool or a failure is an error result."""
-    entry = TOOLS.get(name)
+def call_tool(
+    tools: Mapping[str, tuple[ToolSpec, Callable[[Path, dict[str, Any]], ToolResult]]],
+    folder: Path,
+    name: str,
+    arguments: dict[str, Any],
+) -> ToolResult:
+    """Run tool ``name`` of ``tools`` on ``folder``; an unknown tool or a failure is an error."""
+    entry = tools.get(name)
     if entry is None:
-        return ToolResult(f"unknown tool {name!r}; use one of {', '.join(TOOLS)}", True)
+        return ToolResult(f"unknown tool {name!r}; use one of {', '.join(tools)}", True)
     try:
         return entry[1](folder, arguments)
     except FileNotFoundError:

@@ -26,7 +26,6 @@ Every event of one call carries the same ``tool_call_id`` in its data.
 from __future__ import annotations
 
 import contextlib
-import os
 import shlex
 import shutil
 import signal
@@ -56,6 +55,7 @@ from strata.gateway.approval import (
 )
 from strata.gateway.policy import Policy, PolicyDecision, load_policy
 from strata.ledger.events import Author, EventType
+from strata.runs.process import kill_group, wait_session
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -522,23 +522,10 @@ def run_bounded(
     assert proc.stdout is not None and proc.stderr is not None
     budget = _Budget(max_output, proc.pid)
     readers = [budget.reader(proc.stdout, 0), budget.reader(proc.stderr, 1)]
-    timed_out = False
     try:
-        try:
-            status = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = not budget.over
-            _kill_group(proc.pid, signal.SIGTERM)
-            try:
-                status = proc.wait(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid, signal.SIGKILL)
-                status = proc.wait()
+        status, timed_out = wait_session(proc, timeout_s=timeout_s, grace_s=KILL_GRACE_S)
+        timed_out = timed_out and not budget.over  # the output's overflow killed it first
     finally:
-        if proc.returncode is None:  # interrupted while waiting
-            _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-        _kill_group(proc.pid, signal.SIGKILL)  # what it left running in its session
         for r in readers:
             r.join(timeout=KILL_GRACE_S)
         proc.stdout.close()
@@ -585,12 +572,7 @@ class _Budget:
                         self.used = self.limit
                         if not self.over:
                             self.over = True
-                            _kill_group(self.pid, signal.SIGKILL)
+                            kill_group(self.pid, signal.SIGKILL)
                         continue  # drain what is left so the writer is not blocked
                     self.kept[index].extend(chunk)
                     self.used += len(chunk)
-
-
-def _kill_group(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)

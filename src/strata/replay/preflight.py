@@ -71,6 +71,7 @@ from strata.errors import (
 )
 from strata.ids import ObjectId
 from strata.ledger.events import Author, Event, EventType
+from strata.runs.process import wait_session
 from strata.sandbox.paths import check_relative, display_path, is_internal
 from strata.store.objects import ObjectStore, verified_chunks
 from strata.store.tree import TreeEntry, read_tree
@@ -766,23 +767,9 @@ def _run_copy(
         return CheckResult(argv, sandbox, timeout_s, True, failed, None, False, 0, message, False)
     assert proc.stdout is not None
     tail = _Tail(proc.stdout)
-    timed_out = False
     try:
-        try:
-            status = proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc.pid, signal.SIGTERM)
-            try:
-                status = proc.wait(timeout=KILL_GRACE_S)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc.pid, signal.SIGKILL)
-                status = proc.wait()
+        status, timed_out = wait_session(proc, timeout_s=timeout_s, grace_s=KILL_GRACE_S)
     finally:
-        if proc.returncode is None:  # interrupted while waiting
-            _kill_group(proc.pid, signal.SIGKILL)
-            proc.wait()
-        _kill_group(proc.pid, signal.SIGKILL)  # what it left running in its session
         tail.thread.join(timeout=KILL_GRACE_S)
         proc.stdout.close()
     duration = int((time.monotonic() - start) * 1000)
@@ -794,11 +781,6 @@ def _run_copy(
     return CheckResult(
         argv, sandbox, timeout_s, True, code, sig, timed_out, duration, output, truncated
     )
-
-
-def _kill_group(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signum)
 
 
 @contextlib.contextmanager

@@ -102,3 +102,37 @@ def run_command(
     sig = -status if status < 0 else None
     code = 128 + sig if sig is not None else status
     return ProcessOutcome(code, sig, bool(received), received[0] if received else None, duration)
+
+
+def kill_group(pid: int, signum: int) -> None:
+    """Send ``signum`` to process group ``pid``; nothing when it is gone (or not ours)."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signum)
+
+
+def wait_session(
+    proc: subprocess.Popen[bytes], *, timeout_s: float, grace_s: float
+) -> tuple[int, bool]:
+    """Wait for ``proc`` (in a session of its own): its status, and whether it timed out.
+
+    Past ``timeout_s`` its whole group gets SIGTERM, then SIGKILL after ``grace_s``. However
+    it ends (an interrupt included), whatever it left running in its session is killed.
+    """
+    timed_out = False
+    try:
+        try:
+            status = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_group(proc.pid, signal.SIGTERM)
+            try:
+                status = proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                kill_group(proc.pid, signal.SIGKILL)
+                status = proc.wait()
+    finally:
+        if proc.returncode is None:  # interrupted while waiting
+            kill_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        kill_group(proc.pid, signal.SIGKILL)  # what it left running in its session
+    return status, timed_out

@@ -92,8 +92,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from strata.agent.loop import AgentResult, StepRecord, call_tool
-from strata.agent.tools import ToolResult
+from strata.agent.loop import AgentResult, StepRecord
+from strata.agent.tools import ToolResult, call_tool
 from strata.atomic import atomic_write
 from strata.errors import (
     ProviderProtocolError,
