@@ -627,6 +627,27 @@ class Workshop:
             op_id,
         )
 
+    def _record_one(
+        self,
+        what: str,
+        command: str,
+        kind: EventType,
+        text: str,
+        data: dict[str, Any] | None = None,
+    ) -> Event:
+        """Append one record after the head, as one undoable ``command`` operation."""
+        with self._turn(what):
+            log = self.log()
+            state = self._state(log)
+            with self.core.transaction(command, self.author) as tx:
+                event = append(
+                    tx, kind, self.conversation_id, text=text, parent=log.head, data=data
+                )
+                tx.details.update(
+                    workshop={"conversation": self.conversation_id, "state_before": state}
+                )
+        return event
+
     def set_model(self, spec: str) -> ChatMessage:
         """Switch the model (it becomes the workspace's default); a ``model_switch`` card."""
         spec = spec.strip()
@@ -636,21 +657,13 @@ class Workshop:
 
         resolve(spec, config=self.core.config.raw, environ={})  # an unknown name fails here
         before = self.model
-        with self._turn("switch the model"):
-            log = self.log()
-            state = self._state(log)
-            with self.core.transaction("chat model", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.SYSTEM_EVENT,
-                    self.conversation_id,
-                    text=f"switched model to {spec}",
-                    parent=log.head,
-                    data={"kind": "model_switch", "model": spec, "from": before or None},
-                )
-                tx.details.update(
-                    workshop={"conversation": self.conversation_id, "state_before": state}
-                )
+        event = self._record_one(
+            "switch the model",
+            "chat model",
+            EventType.SYSTEM_EVENT,
+            f"switched model to {spec}",
+            {"kind": "model_switch", "model": spec, "from": before or None},
+        )
         self._model = None
         if self.provider is not None and self.open_model is not None:
             self.provider = None  # the next turn opens the new model
@@ -664,20 +677,9 @@ class Workshop:
         """
         if not text.strip():
             raise UsageError("the summary is empty")
-        with self._turn("summarize the conversation"):
-            log = self.log()
-            state = self._state(log)
-            with self.core.transaction("chat summary", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.SUMMARY_MESSAGE,
-                    self.conversation_id,
-                    text=text,
-                    parent=log.head,
-                )
-                tx.details.update(
-                    workshop={"conversation": self.conversation_id, "state_before": state}
-                )
+        event = self._record_one(
+            "summarize the conversation", "chat summary", EventType.SUMMARY_MESSAGE, text
+        )
         return ChatMessage.from_event(event)
 
     def review(self) -> ReviewResult:
