@@ -152,3 +152,22 @@ def test_terminal_prompt_approves(ws: Path, cli: CliRunner) -> None:
     assert proc.returncode == 0, err
     assert b"command:   rm notes.txt" in shown and b"risk:      medium" in shown
     assert not (ws / "notes.txt").exists()
+
+
+def test_undo_reverts_the_last_change_not_the_records_made_after_it(run_cli, tmp_path) -> None:
+    ws = tmp_path / "undo-ws"
+    ws.mkdir()
+    (ws / "app.py").write_text("x = 1\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", cwd=ws)[0] == 0
+    assert run_cli("exec", "--yes", "--", "touch", "y.txt", cwd=ws)[0] == 0
+    # only records follow: a read-only command, a refused one, a dry run
+    assert run_cli("exec", "--", "cat", "app.py", cwd=ws)[0] == 0
+    assert run_cli("exec", "--profile", "read-only", "--", "rm", "app.py", cwd=ws)[0] == 1
+    assert run_cli("exec", "--dry-run", "--", "rm", "app.py", cwd=ws)[0] == 0
+    code, _, err = run_cli("undo", cwd=ws)
+    assert code == 0, err
+    assert not (ws / "y.txt").exists()  # the one change, reverted by one undo
+    code, _, err = run_cli("redo", cwd=ws)
+    assert code == 0, err
+    assert (ws / "y.txt").exists()

@@ -247,19 +247,29 @@ def test_a_bash_command_the_policy_wants_approved_is_refused(
     assert verdict.reason.startswith("strata: ") and "needs approval" in verdict.reason
 
 
-def test_pre_tool_use_refuses_a_risky_bash_command_with_exit_2(
+def test_pre_tool_use_refuses_a_high_risk_bash_command_with_exit_2(
     workspace: Path, run_cli: CliRunner
 ) -> None:
-    payload = claude("PreToolUse", "Bash", {"command": "rm app.py"}, workspace)
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
     code, out, err = hook(run_cli, payload, cwd=workspace)
     assert code == 2 and out == ""
-    assert err.startswith("strata: medium-risk command") and "needs approval" in err
+    assert err.startswith("strata: high-risk command") and "needs approval" in err
+
+
+@pytest.mark.parametrize("command", ["rm app.py", "make", "python -m pytest", "git commit -m x"])
+def test_a_medium_risk_bash_command_is_left_to_claude_code_unless_strict(
+    workspace: Path, run_cli: CliRunner, command: str
+) -> None:
+    payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
+    assert hook(run_cli, payload, cwd=workspace) == (0, "", "")  # Claude Code's rules decide
+    code, _, err = hook(run_cli, payload, cwd=workspace, args=("--strict",))
+    assert code == 2 and err.startswith("strata: medium-risk command")
 
 
 def test_pre_tool_use_ask_hands_the_prompt_to_claude_code(
     workspace: Path, run_cli: CliRunner
 ) -> None:
-    payload = claude("PreToolUse", "Bash", {"command": "rm app.py"}, workspace)
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
     code, out, err = hook(run_cli, payload, cwd=workspace, args=("--ask",))
     assert code == 0, err
     answer = json.loads(out)["hookSpecificOutput"]

@@ -61,8 +61,14 @@ def hook() -> None:
     help="Have Claude Code ask you about a Bash command the policy wants approved "
     "(permissionDecision 'ask') instead of refusing it.",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse a medium-risk Bash command the policy wants approved too (by default "
+    "Claude Code's own permission rules decide it).",
+)
 @click.pass_context
-def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
+def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> None:
     """Answer one Claude Code hook (its JSON on stdin).
 
     PostToolUse records a snapshot: the tool's name and input are the
@@ -71,8 +77,11 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
     workspace or into .strata, and a Bash command the workspace's command
     policy forbids: exit code 2 with the reason on stderr, which Claude Code
     shows the model. A Bash command the policy wants approved is refused the
-    same way, or with --ask handed to Claude Code's own prompt
-    (permissionDecision "ask", with the reason). Other events, and any event
+    same way when its risk is high (with --ask handed to Claude Code's own
+    prompt: permissionDecision "ask", with the reason); a medium-risk one
+    (make, pytest, git commit…) is left to Claude Code's own permission rules,
+    since PostToolUse records it and 'strata undo' reverts it (--strict
+    refuses it too). Other events, and any event
     outside a Strata workspace, are accepted silently.
 
     \b
@@ -115,6 +124,8 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool) -> None:
             with Repository(layout) as repo:
                 policy = gateway_policy(repo.gateway().decide)
                 verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+        if verdict.ask and verdict.risk == "medium" and not strict:
+            return  # Claude Code's own permission rules decide; its changes are recorded
         if verdict.ask and ask_prompts:
             answer = {
                 "hookSpecificOutput": {

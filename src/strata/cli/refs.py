@@ -323,7 +323,10 @@ def undo(as_json: bool) -> None:
     if as_json:
         emit_json(result.to_json())
     else:
-        click.echo(f"Undid {result.command} {short(result.undid)} ('strata redo' re-applies it)")
+        # a Workshop operation or a Draft rewind is done again, not redone
+        again = result.command.startswith("chat ") or result.command == "draft rewind"
+        hint = "do it again to re-apply it" if again else "'strata redo' re-applies it"
+        click.echo(f"Undid {result.command} {short(result.undid)} ({hint})")
 
 
 @click.command()

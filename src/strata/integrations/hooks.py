@@ -9,9 +9,11 @@ Write, MultiEdit, NotebookEdit) may write only inside the workspace and never
 into its repository (``.strata``); a Bash command goes through the workspace's
 command policy (:mod:`strata.gateway`). A refusal is Claude Code's blocking
 answer: exit code 2, the reason on stderr (shown to the model). A command the
-policy wants approved is refused too (an agent may run with Claude Code's
-permissions bypassed), or with ``--ask`` handed to Claude Code's own prompt
-(``permissionDecision: ask``).
+policy wants approved is, by default, left to Claude Code's own permission
+rules when its risk is medium (it is recorded and one ``strata undo`` away
+anyway) and refused when it is high (an agent may run with Claude Code's
+permissions bypassed); ``--ask`` hands a high one to Claude Code's own prompt
+(``permissionDecision: ask``) and ``--strict`` refuses a medium one too.
 """
 
 from __future__ import annotations
@@ -42,6 +44,8 @@ class Verdict:
     reason: str = ""
     ask: bool = False
     """Neither allowed nor refused: the user is to be asked (Claude Code's ``ask``)."""
+    risk: str = ""
+    """The command's risk class (``low``, ``medium``, ``high``), for a Bash command."""
 
 
 #: judges a shell command started in a folder (the command policy)
@@ -130,6 +134,7 @@ def gateway_policy(decide: Callable[..., Any]) -> CommandPolicy:
             why + " (needs approval: ask the user to run it, or to approve it with "
             "'strata exec --shell ...' in a terminal)",
             ask=True,
+            risk=str(decision.risk),
         )
 
     return judge

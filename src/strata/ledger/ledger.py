@@ -395,7 +395,7 @@ class Ledger:
         undone: set[str] = set()
         for op in self.operations():
             details = op.get("details") or {}
-            if op["command"] in ("auto_save", "gc"):
+            if op["command"] in ("auto_save", "gc") or self.changes_nothing(op):
                 continue  # part of the command that needed it; gc moves no ref and no file
             if op["command"] == "undo":
                 undone.add(details["undid"])
@@ -412,6 +412,29 @@ class Ledger:
             return op
         raise NothingToUndo()
 
+    def changes_nothing(self, op: dict[str, Any]) -> bool:
+        """True for an operation undo and redo step over: it only recorded something.
+
+        See :func:`changes_nothing`; a run's closing operation counts when the run
+        changed no file (its ``before`` and ``after`` marks name the same state).
+        """
+        if op["command"] != "run" or op.get("view_before") != op.get("view_after"):
+            return changes_nothing(op)
+        run_id = (op.get("details") or {}).get("run_id")
+        if not run_id:
+            return False
+        marks: dict[str, str | None] = {}
+        for record in self.driver.find_events(
+            EventFilter(operation_id=str(run_id), action_type="workspace_snapshot_taken"),
+            limit=None,
+        ):
+            body = record.body
+            label = str((body.get("data") or {}).get("label"))
+            marks.setdefault(label, body.get("anchor_event_id"))
+        before = marks.get("before")
+        after = marks.get("after", marks.get("after_failure"))
+        return before is not None and before == after
+
     def redo_target(self) -> dict[str, Any]:
         """The undo that ``redo`` would reverse: the newest undo not yet redone.
 
@@ -426,7 +449,7 @@ class Ledger:
                 if redone == 0:
                     return op
                 redone -= 1
-            elif op["command"] in ("auto_save", "gc"):
+            elif op["command"] in ("auto_save", "gc") or self.changes_nothing(op):
                 continue  # saved by the undo or redo that follows it; gc changes no view
             else:
                 break
@@ -435,6 +458,49 @@ class Ledger:
     def verify(self) -> str | None:
         """The first broken link of the hash chain, or None."""
         return verify_chain(self.driver.scan())
+
+
+#: operations that only record what happened (an audit trail: a tool call, an approval,
+#: a question answered): with no ref moved and no file written, undo has nothing to reverse
+RECORD_ONLY = frozenset(
+    {
+        "workspace_snapshot_taken",
+        "workspace_diff_computed",
+        "tool_call_started",
+        "tool_call_finished",
+        "terminal_step_started",
+        "terminal_step_finished",
+        "approval_requested",
+        "approval_decided",
+        "file_artifact",
+        "kb_ask",
+        "host_run_started",
+        "host_step",
+        "plan_created",
+        "task_started",
+        "task_finished",
+        "host_run_finished",
+        "preflight",
+        "replay",
+    }
+)
+
+#: details of an operation that say it changed something a handler of undo reverses
+_CHANGED = ("tree_before", "tree_after", "workshop", "draft_tree_before", "undid", "redid")
+
+
+def changes_nothing(op: dict[str, Any]) -> bool:
+    """True for an operation ``undo`` skips: no ref moved, no file written, only a record.
+
+    An operation with no event at all (a review that found the Draft as recorded), or
+    one of :data:`RECORD_ONLY`; never one that moved a ref or carries files to put back.
+    """
+    if op.get("view_before") != op.get("view_after"):
+        return False
+    details = op.get("details") or {}
+    if any(key in details for key in _CHANGED):
+        return False
+    return not op.get("events") or op["command"] in RECORD_ONLY
 
 
 def check_ref_name(name: str, *, what: str) -> str:
