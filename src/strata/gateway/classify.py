@@ -415,6 +415,10 @@ class _Walker:
             sink.append(
                 Finding("high", "write-outside", "redirects output outside the workspace", text)
             )
+        elif where == "repository":
+            sink.append(
+                Finding("high", "write-repository", "redirects output into Strata's .strata", text)
+            )
         elif where == "unknown":
             sink.append(
                 Finding("medium", "redirect", "redirects output to a file named at run time", text)
@@ -663,7 +667,10 @@ class _Walker:
     # -- paths ---------------------------------------------------------------------------
 
     def place(self, word: _Word) -> str:
-        """Where a written path lands: ``inside``, ``outside``, ``sink`` or ``unknown``."""
+        """Where a written path lands: inside, repository, outside, sink or unknown.
+
+        ``repository`` is the workspace's own ``.strata`` (Strata's records).
+        """
         text = word.text
         if word.tilde or text.startswith("~"):
             return "outside"
@@ -679,7 +686,8 @@ class _Walker:
         path = Path(posixpath.normpath(posixpath.join(str(self.cwd or "/"), text)))
         for root in (self.workspace, self.real_workspace):
             if path == root or path.is_relative_to(root):
-                return "inside"
+                private = root / ".strata"
+                return "repository" if path.is_relative_to(private) else "inside"
         return "outside"
 
     def change_folder(self, args: list[_Word]) -> None:
@@ -708,8 +716,12 @@ class _Walker:
     ) -> None:
         """Judge a command that writes ``targets``: high outside the workspace, else ``risk``."""
         for t in targets:
-            if self.place(t) == "outside":
+            where = self.place(t)
+            if where == "outside":
                 add("high", "write-outside", f"{reason} outside the workspace ({t.text})")
+                return
+            if where == "repository":
+                add("high", "write-repository", f"{reason} in Strata's .strata ({t.text})")
                 return
         add(risk, rule, reason)
 
@@ -750,6 +762,9 @@ def _rm(
             "rm-recursive",
             "removes folders and everything in them" + (" without asking (-f)" if force else ""),
         )
+        # and where: outside the workspace or in .strata, no rule may allow it
+        if {w.place(o) for o in operands} & {"outside", "repository"}:
+            w.writes(operands, add, rule="delete", reason=f"{name} -r deletes folders")
         return
     w.writes(operands, add, rule="delete", reason=f"{name} deletes files")
 

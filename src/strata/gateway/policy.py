@@ -56,6 +56,10 @@ Decision = Literal["allow", "prompt", "forbid"]
 DECISIONS: tuple[Decision, ...] = ("allow", "prompt", "forbid")
 _STRICT = {"allow": 0, "prompt": 1, "forbid": 2}
 
+#: findings no rule can allow past the profile: a write outside the workspace, or into
+#: Strata's own records (an agent rewriting its policy or its ledger)
+NOT_BY_RULE = frozenset({"write-outside", "write-repository"})
+
 #: what each profile gives each risk class
 PROFILES: dict[str, dict[str, Decision]] = {
     "read-only": {"low": "allow", "medium": "forbid", "high": "forbid"},
@@ -180,7 +184,11 @@ class Policy:
         judged: list[PartDecision] = []
         for part in risk.parts:
             rule = self.rule_for(part.argv) if part.argv else None
-            judged.append(PartDecision(part, rule.decision if rule else table[part.risk], rule))
+            decision = rule.decision if rule else table[part.risk]
+            if rule is not None and any(f.rule in NOT_BY_RULE for f in part.findings):
+                # a rule may make such a part stricter, never looser than its profile
+                decision = max(decision, table[part.risk], key=_STRICT.__getitem__)
+            judged.append(PartDecision(part, decision, rule))
         # (decision, risk, finding, rule) of every candidate, in order
         candidates: list[tuple[Decision, str, Finding, Rule | None]] = [
             (j.decision, j.part.risk, j.part.findings[0], j.rule) for j in judged if j.part.findings
@@ -198,7 +206,12 @@ class Policy:
             key=lambda c: (_STRICT[c[0]], RISKS.index(c[1])),
         )
         why = f"{top.risk} ({top.rule}): {top.reason} [{top.part}]"
-        if rule is not None:
+        if rule is not None and decision != rule.decision:
+            reason = (
+                f"rule {rule.name} ({rule.shown()}) says {rule.decision}, but no rule may allow "
+                f"this past profile {self.profile}; {why}"
+            )
+        elif rule is not None:
             just = f" ({rule.justification})" if rule.justification else ""
             reason = f"rule {rule.name} ({rule.shown()}) says {decision}{just}; {why}"
         else:
