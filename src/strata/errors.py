@@ -876,6 +876,7 @@ class WorkshopPlanMissing(WorkshopError):
     def __init__(self, provider: str) -> None:
         super().__init__(
             f"{provider}: the plan phase answered without a checklist ('- [ ] ...' lines)",
-            hint="send the request again (the research is kept), or switch to a stronger model",
+            hint="'strata chat regenerate' tries the plan again (the research is kept), or "
+            "switch to a stronger model ('strata chat model NAME')",
         )
         self.provider = provider

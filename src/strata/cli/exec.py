@@ -186,9 +186,18 @@ def _exec(
         if result.truncated:
             notes.append(f"output passed {max_output} bytes: truncated, the command was killed")
         if result.changes:
+            from strata.layout import find_layout
+
+            # undo moves Published, which waits while a Draft is open (the Workshop's too)
+            draft_open = find_layout(Path.cwd()).draft_state.exists()
+            undo = (
+                "'strata undo' reverts it once the open Draft is published or discarded"
+                if draft_open
+                else "'strata undo' reverts it"
+            )
             notes.append(
                 f"{len(result.changes)} file{'s' if len(result.changes) != 1 else ''} changed "
-                f"(run {result.run_id}; 'strata undo' reverts it)"
+                f"(run {result.run_id}; {undo})"
             )
         for note in notes:
             click.echo(f"strata: {note}", err=True)
