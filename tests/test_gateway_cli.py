@@ -171,3 +171,14 @@ def test_undo_reverts_the_last_change_not_the_records_made_after_it(run_cli, tmp
     code, _, err = run_cli("redo", cwd=ws)
     assert code == 0, err
     assert (ws / "y.txt").exists()
+
+
+def test_a_misspelt_gateway_table_is_refused_not_dropped(run_cli, tmp_path) -> None:
+    ws = tmp_path / "typo-ws"
+    ws.mkdir()
+    assert run_cli("init", cwd=ws)[0] == 0
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gatway]\nprofile = "read-only"\n')
+    code, out, err = run_cli("exec", "--dry-run", "--", "rm", "a.txt", cwd=ws)
+    assert code == 1 and out == ""
+    assert "[gatway], which Strata does not read" in err and "rename it [gateway]" in err

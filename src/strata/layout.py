@@ -278,6 +278,33 @@ def load_config(layout: Layout) -> Config:
     )
 
 
+#: the tables of config.toml Strata reads (each checked by what uses it)
+CONFIG_TABLES = (
+    "repository",
+    "ignore",
+    "ledger",
+    "watch",
+    "retention",
+    "providers",
+    "model",
+    "gateway",
+    "kb",
+)
+
+
+def misspelt_table(raw: dict[str, Any], name: str) -> str | None:
+    """A top-level key of config.toml that is no table Strata reads but looks like ``name``.
+
+    ``[gatway]`` would otherwise be ignored without a word, and with it the
+    settings the user meant for ``[gateway]``.
+    """
+    import difflib
+
+    unknown = [k for k in raw if k not in CONFIG_TABLES]
+    close = difflib.get_close_matches(name, unknown, n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
 def watch_problem(raw: dict[str, Any]) -> str | None:
     """What is wrong with the ``[watch]`` table of a parsed ``config.toml`` (None: nothing)."""
     watch = raw.get("watch", {})

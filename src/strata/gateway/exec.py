@@ -141,11 +141,18 @@ class ExecResult:
 
 def policy_for(core: Core, *, profile: str | None = None) -> Policy:
     """The policy of ``core``'s ``config.toml`` (``[gateway]``), ``profile`` overriding its own."""
+    from strata.errors import PolicyInvalid
+    from strata.layout import misspelt_table
+
     table = core.config.raw.get("gateway")
     if table is not None and not isinstance(table, dict):
-        from strata.errors import PolicyInvalid
-
         raise PolicyInvalid(f"{core.layout.config}: [gateway] is not a table")
+    if table is None and (near := misspelt_table(core.config.raw, "gateway")) is not None:
+        # a policy the user wrote must not be dropped for a typo
+        raise PolicyInvalid(
+            f"{core.layout.config} has [{near}], which Strata does not read",
+            hint="rename it [gateway] (see docs/gateway.md)",
+        )
     return load_policy(table, workspace=core.root, profile=profile, origin=str(core.layout.config))
 
 
