@@ -158,3 +158,17 @@ def test_a_workshop_turn_replays_offline_with_the_workshops_own_tools(
     report = as_json(run_cli("replay", f"{base}..{tip}", "--json", cwd=shop_ws))
     assert report["ok"] is True and report["first_divergence"] is None
     assert [(s["kind"], s["status"]) for s in report["steps"]] == [("agent", "same")] * 4
+
+
+def test_regenerate_asks_the_model_that_gave_the_answer(run_cli, ws: Path, tmp_path: Path) -> None:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    (tmp_path / "fake.yaml").write_text("- text: An answer.\n")
+    with open(ws / ".strata" / "config.toml", "a") as config:  # no [model] default
+        config.write(f'\n[providers.fake]\nadapter = "scripted"\nscript = "{tmp_path}/fake.yaml"\n')
+    ok(run_cli("ask", "--model", "fake", "hello", cwd=ws))
+    turn = as_json(run_cli("chat", "regenerate", "--json", cwd=ws))
+    assert turn["assistant_message"]["text"] == "An answer."
+    assert turn["assistant_message"]["data"]["model"] == "fake"
+    again = as_json(run_cli("chat", "regenerate", "--model", "fake", "--json", cwd=ws))
+    assert again["assistant_message"]["text"] == "An answer."

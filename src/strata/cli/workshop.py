@@ -241,16 +241,21 @@ def chat_rewind(message_id: str, conversation: str | None, as_json: bool) -> Non
 
 @chat.command("regenerate")
 @_conversation_option
+@model_option(
+    "The model for the new answer (default: the Workshop's, else the one that gave the "
+    "answer being replaced)."
+)
 @json_option
-def chat_regenerate(conversation: str | None, as_json: bool) -> None:
+def chat_regenerate(conversation: str | None, model: str | None, as_json: bool) -> None:
     """Answer the last user message again, replacing the last answer and its Draft revision.
 
     \b
     Example:
       strata chat regenerate
+      strata chat regenerate --model local   # ask another model this time
     """
     with open_repo() as repo:
-        turn = _open(repo, conversation).regenerate(on_event=_streamer(as_json))
+        turn = _open(repo, conversation, model).regenerate(on_event=_streamer(as_json))
     if as_json:
         emit_json(turn.to_json())
         return

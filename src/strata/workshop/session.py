@@ -347,7 +347,6 @@ class Workshop:
         message.
         """
         with self._turn("regenerate") as lease:
-            provider = self._provider()
             log = self.log()
             chain = log.transcript()
             users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
@@ -363,6 +362,9 @@ class Workshop:
                 None,
             )
             answers = [r for r in chain[at + 1 :] if r.kind == EventType.ASSISTANT_MESSAGE]
+            # without a model chosen, the one that gave the answer being replaced
+            used = str(answers[-1].data.get("model") or "") if answers else ""
+            provider = self._provider(fallback=used or None)
             was_rpi = any(r.data.get("rpi") for r in answers)
             # an RPI answer cut short (a crash, a cancel, a provider error) resumes from its
             # first unfinished phase; any other answer's progress is void
@@ -565,7 +567,8 @@ class Workshop:
             return system, list(messages)
         return (self.system() if callable(self.system) else self.system), history
 
-    def _provider(self) -> Provider:
+    def _provider(self, *, fallback: str | None = None) -> Provider:
+        """The provider of this turn: the one given, else the model's (else ``fallback``)."""
         if self.provider is not None:
             return self.provider
         if self.open_model is None:
@@ -573,7 +576,7 @@ class Workshop:
                 "no model to answer with",
                 hint="pass provider= or open_model= to Repository.workshop()",
             )
-        return self.open_model(self.model or None)
+        return self.open_model(self.model or fallback or None)
 
     # -- rewind, model, Draft and checkpoints --------------------------------------------
 
