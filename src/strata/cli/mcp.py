@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from strata.cli.common import author_options, make_author, open_repo
+from strata.cli.common import AUTHOR_KINDS, make_author, open_repo
 from strata.errors import UsageError
 
 
@@ -60,7 +60,17 @@ def _check_port(port: int) -> None:
     type=click.Path(dir_okay=False),
     help="Read the HTTP bearer token from this file (default: a new token, printed on stderr).",
 )
-@author_options
+@click.option(
+    "--author",
+    default=None,
+    help="Who the changes are recorded as (default $STRATA_AUTHOR or mcp).",
+)
+@click.option(
+    "--author-kind",
+    type=click.Choice(AUTHOR_KINDS),
+    default=None,
+    help="What made them (default $STRATA_AUTHOR_KIND or agent).",
+)
 def mcp(
     transport: str,
     port: int,

@@ -417,7 +417,7 @@ class KnowledgeBase:
         else:
             if idx.meta("dense") != "on":
                 raise KbNotIndexed(
-                    "the knowledge base's vectors",
+                    "the knowledge base's dense retrieval (its vectors)",
                     hint="run 'strata kb index --dense' (needs the kb-dense extra)",
                 )
             vector = self.embedder().queries([query])[0]
