@@ -583,13 +583,14 @@ def test_undo_after_a_run_puts_back_what_the_command_changed_and_redo_reapplies_
         "run", "--json", "--", "sh", "-c", "echo x >> a.txt; echo n > new.txt; rm b.txt", cwd=ws
     )
     assert code == 0, err
+    run_id = json.loads(out)["run_id"]
     base_head = json.loads(run_cli("history", "--json", "--action", "snapshot", cwd=ws)[1])[-1]
     after = manifest(ws)
     assert after != before
 
     code, out, err = run_cli("undo", cwd=ws)
     assert code == 0, err
-    assert "Undid run" in out
+    assert f"Undid run {run_id[:12]}" in out  # the id the run printed
     assert manifest(ws) == before  # one undo reverses what the command did
     status = json.loads(run_cli("status", "--json", cwd=ws)[1])
     assert status["clean"] and status["head_event_id"] == base_head["id"]

@@ -326,7 +326,12 @@ def undo(as_json: bool) -> None:
         # a Workshop operation or a Draft rewind is done again, not redone
         again = result.command.startswith("chat ") or result.command == "draft rewind"
         hint = "do it again to re-apply it" if again else "'strata redo' re-applies it"
-        click.echo(f"Undid {result.command} {short(result.undid)} ({hint})")
+        what = (
+            f"run {short(result.run_id)}"  # the id the run printed
+            if result.run_id and result.command == "run"
+            else f"{result.command} {short(result.undid)}"
+        )
+        click.echo(f"Undid {what} ({hint})")
 
 
 @click.command()

@@ -430,6 +430,8 @@ class UndoResult:
     command: str
     ts: str
     operation_id: str
+    run_id: str | None = None
+    """The run the undone operation ended (the id ``strata run`` and ``strata exec`` print)."""
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata undo --json`` prints."""

@@ -36,7 +36,10 @@ def undo(core: Core, *, author: Author | None = None) -> UndoResult:
     with core.transaction("undo", author) as tx:
         target = OperationRecord.from_json(core.ledger.undo_target())
         guard_draft_undo(core, "undo", target)
-        result = UndoResult(target.id, target.command, target.ts, tx.id)
+        run_id = target.details.get("run_id")
+        result = UndoResult(
+            target.id, target.command, target.ts, tx.id, str(run_id) if run_id else None
+        )
         for handler in core.undo_handlers:
             if handler(tx, target):
                 return result
