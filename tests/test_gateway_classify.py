@@ -229,3 +229,27 @@ def test_the_fast_path_decides_as_bashlex_does(monkeypatch: pytest.MonkeyPatch) 
             slow.part,
         ), c
         assert [p.argv for p in quick[c].parts] == [p.argv for p in slow.parts], c
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "esac'\"(if ${4#'[[done",  # bashlex 0.18 never returns from an unclosed '${'
+        "echo ${HOME",
+        "4&&<<<8\\",  # bashlex raises TypeError (one trailing backslash)
+        "#)then ?b=710if b~",  # bashlex raises AttributeError
+    ],
+)
+def test_input_the_parser_mishandles_is_high_and_judged_at_once(command: str) -> None:
+    import threading
+
+    found: list[object] = []
+    worker = threading.Thread(
+        target=lambda: found.append(classify(command, workspace=WS)), daemon=True
+    )
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "the classifier never returned"
+    decision = found[0]
+    assert decision.risk == "high"  # type: ignore[attr-defined]
+    assert decision.findings[0].rule == "unparseable"  # type: ignore[attr-defined]

@@ -302,10 +302,14 @@ class _Walker:
             self.simple(words, source.strip(), depth)
             return
         import bashlex
+        from bashlex.errors import ParsingError
 
         try:
+            if _unclosed_parameter(source):
+                # bashlex 0.18 loops forever on a '${' with no '}' after it
+                raise ParsingError("a '${' is never closed", source, source.find("${"))
             trees = bashlex.parse(source)
-        except Exception as exc:  # bashlex raises ParsingError, NotImplementedError and others
+        except (ParsingError, NotImplementedError, *BASHLEX_BUGS) as exc:
             what = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             self.loose.append(
                 Finding(
@@ -724,6 +728,28 @@ class _Walker:
                 add("high", "write-repository", f"{reason} in Strata's .strata ({t.text})")
                 return
         add(risk, rule, reason)
+
+
+#: what bashlex 0.18 raises on input it mishandles besides its ParsingError and
+#: NotImplementedError (seen by fuzzing it: AttributeError and TypeError on a stray
+#: newline or backslash); such input is unparseable, so high, never a crash of the gate
+BASHLEX_BUGS: tuple[type[Exception], ...] = (
+    AttributeError,
+    TypeError,
+    LookupError,
+    ValueError,
+    RecursionError,
+)
+
+
+def _unclosed_parameter(source: str) -> bool:
+    """True when a ``${`` has no ``}`` after it (the input bashlex never returns from)."""
+    at = source.find("${")
+    while at != -1:
+        if source.find("}", at + 2) == -1:
+            return True
+        at = source.find("${", at + 2)
+    return False
 
 
 # -- the rules of single programs ------------------------------------------------------------
