@@ -434,3 +434,15 @@ def test_post_tool_use_outside_a_workspace_does_nothing(run_cli: CliRunner, tmp_
     payload = claude("PostToolUse", "Write", {"file_path": "a.txt", "content": "a\n"}, plain)
     assert hook(run_cli, payload, cwd=plain) == (0, "", "")
     assert sorted(os.listdir(plain)) == ["a.txt"]
+
+
+def test_a_bash_command_that_cannot_be_judged_is_refused_not_let_through(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    # Claude Code runs the tool when a hook fails other than with exit 2
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "no-such-profile"\n')
+    payload = claude("PreToolUse", "Bash", {"command": "ls"}, workspace)
+    code, out, err = hook(run_cli, payload, cwd=workspace)
+    assert code == 2 and out == ""
+    assert err.startswith("strata: cannot judge the command:") and "profile" in err

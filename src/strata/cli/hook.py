@@ -121,9 +121,17 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
         if payload.get("tool_name") != "Bash":  # the file rules need no repository
             verdict = pre_tool_use(payload, root=layout.workspace)
         else:
-            with Repository(layout) as repo:
-                policy = gateway_policy(repo.gateway().decide)
-                verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+            try:
+                with Repository(layout) as repo:
+                    policy = gateway_policy(repo.gateway().decide)
+                    verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+            except StrataError as exc:
+                # Claude Code runs the tool when a hook fails any other way: a command that
+                # cannot be judged (a broken [gateway] policy) is refused, not let through
+                hint = f" ({exc.hint})" if exc.hint else ""
+                click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
+                sys.stdout.flush()
+                raise SystemExit(2) from None
         if verdict.ask and verdict.risk == "medium" and not strict:
             return  # Claude Code's own permission rules decide; its changes are recorded
         if verdict.ask and ask_prompts:
