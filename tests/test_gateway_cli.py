@@ -182,3 +182,10 @@ def test_a_misspelt_gateway_table_is_refused_not_dropped(run_cli, tmp_path) -> N
     code, out, err = run_cli("exec", "--dry-run", "--", "rm", "a.txt", cwd=ws)
     assert code == 1 and out == ""
     assert "[gatway], which Strata does not read" in err and "rename it [gateway]" in err
+
+
+def test_the_cli_offers_exactly_the_gateways_profiles() -> None:
+    from strata.cli.common import PROFILE_NAMES
+    from strata.gateway.policy import PROFILES
+
+    assert tuple(PROFILES) == PROFILE_NAMES  # kept apart so start-up imports no policy code

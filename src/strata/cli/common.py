@@ -282,3 +282,12 @@ def open_model(repo: Any, model: str | None) -> tuple[Any, tuple[str, ...]]:
 def environment_secrets() -> tuple[str, ...]:
     """The environment's ``*_API_KEY`` and ``*_TOKEN`` values (redacted from traces)."""
     return tuple(v for k, v in os.environ.items() if k.endswith(("_API_KEY", "_TOKEN")) and v)
+
+
+#: the tool gateway's policy profiles (strata.gateway.policy.PROFILES, not imported at start-up)
+PROFILE_NAMES = ("read-only", "workspace-write", "full")
+
+
+def profile_option(help_text: str) -> Callable[[F], F]:
+    """The shared ``--profile`` option of the commands that run commands through the gateway."""
+    return click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help_text)

@@ -22,6 +22,7 @@ from strata.cli.common import (
     json_option,
     make_author,
     open_repo,
+    profile_option,
     versioned,
 )
 from strata.errors import GatewayError, NotARepository, UsageError, WorkspaceRequired
@@ -52,16 +53,13 @@ _SHOWN = 64 * 1024
 )
 @click.option(
     "--max-output",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=1),
     default=1 << 20,
     show_default=True,
     help="Bytes of output kept (stdout and stderr together); more kills the command.",
 )
-@click.option(
-    "--profile",
-    type=click.Choice(["read-only", "workspace-write", "full"]),
-    default=None,
-    help="The policy profile (default: config.toml's [gateway] profile, else workspace-write).",
+@profile_option(
+    "The policy profile (default: config.toml's [gateway] profile, else workspace-write)."
 )
 @click.option(
     "--cwd",

@@ -22,6 +22,7 @@ from strata.cli.common import (
     model_option,
     open_model,
     open_repo,
+    profile_option,
     warn,
 )
 from strata.errors import NotARepository, WorkspaceRequired
@@ -48,12 +49,7 @@ from strata.errors import NotARepository, WorkspaceRequired
     show_default=True,
     help="Seconds each terminal task may run before its process group is killed.",
 )
-@click.option(
-    "--profile",
-    type=click.Choice(["read-only", "workspace-write", "full"]),
-    default=None,
-    help="The gateway's policy profile (default: config.toml's [gateway] profile).",
-)
+@profile_option("The gateway's policy profile (default: config.toml's [gateway] profile).")
 @click.option(
     "--no-index",
     is_flag=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 from pathlib import Path
 
 import click
@@ -15,6 +14,8 @@ from strata.errors import UsageError
 def _token(token_file: str | None) -> tuple[str, bool]:
     """The bearer token: read from ``token_file``, else a new one (and whether it is new)."""
     if token_file is None:
+        import secrets  # only here: every command imports this module
+
         return secrets.token_urlsafe(32), True
     try:
         text = Path(token_file).read_text(encoding="utf-8").strip()
