@@ -119,6 +119,57 @@ def test_snapshot_status_and_rewind_list_only_the_changed_folders(
     assert auto and auto[0].files == ("pkg5/sub/m0.py",)  # nothing missed by the auto-save
 
 
+def test_a_folder_whose_entries_changed_is_read_name_by_name_not_listed(
+    watched: tuple[Repository, ChangeMonitor],
+) -> None:
+    """The watcher names the entries that changed: only they are looked at, and nothing is missed.
+
+    Edits, a same-size rewrite, a deletion, a new file, a new ignored file, a
+    permission change, a symlink, a file replaced by a folder: each incremental
+    scan lists no folder but new ones, and records what a full walk finds.
+    """
+    from strata.store.ignore import IgnoreRules
+    from strata.store.objects import MemoryObjectStore
+    from strata.store.scan import Scanner
+    from strata.store.statcache import StatCache
+
+    repo, _ = watched
+    sub = repo.root / "pkg2" / "sub"
+    (repo.root / ".gitignore").write_text("*.log\n")
+    repo.snapshot("ignore logs")
+    steps: list[Callable[[], object]] = [
+        lambda: (sub / "m0.py").write_text("value = 'zero'\n"),
+        lambda: (sub / "m0.py").write_text("value = 'ZERO'\n"),  # same size, at once
+        lambda: (sub / "m1.py").unlink(),
+        lambda: (sub / "fresh.py").write_text("fresh\n"),
+        lambda: (sub / "debug.log").write_text("ignored\n"),
+        lambda: (sub / "m2.py").chmod(0o755),
+        lambda: (sub / "link").symlink_to("m2.py"),
+        lambda: ((sub / "fresh.py").unlink(), (sub / "fresh.py").mkdir()),
+        lambda: (sub / "fresh.py" / "inner.txt").write_text("inner\n"),
+    ]
+    rules = IgnoreRules.root(defaults=repo.config.ignore_defaults)
+    for n, step in enumerate(steps):
+        step()
+        result = repo.snapshot(f"step {n}")
+        scan = _last(repo)
+        assert scan.watcher == "incremental", scan.watcher
+        # nothing listed, or only the folder that replaced a file (it is new)
+        assert scan.folders_listed == (1 if n == 7 else 0), (n, scan.folders_listed)
+        if n == 4:  # an ignored file: nothing to record
+            assert result.event is None
+        else:
+            assert result.event is not None, f"step {n} was missed"
+        full = Scanner(repo.root, MemoryObjectStore(), rules=rules, cache=StatCache(None)).scan()
+        assert scan.tree == full.tree, n
+        assert repo.status().clean, n
+        assert _last(repo).watcher == "incremental" and _last(repo).folders_listed == 0, n
+    assert repo.show("HEAD", "pkg2/sub/m0.py") == b"value = 'ZERO'\n"
+    assert repo.show("HEAD", "pkg2/sub/fresh.py/inner.txt") == b"inner\n"
+    assert "pkg2/sub/debug.log" not in {c.path for c in repo.diff("HEAD~8", "HEAD").files}
+    assert repo.check() == []
+
+
 def test_a_run_asks_the_watcher_for_both_its_snapshots(
     watched: tuple[Repository, ChangeMonitor],
 ) -> None:

@@ -132,10 +132,56 @@ def test_a_served_command_loads_only_what_starts_fast(
     assert code == 0 and "Recorded" in out, err
     assert _status(run_cli, ws)["commands_run"] == 1  # the watcher ran it
     loaded = {line.rpartition("|")[2].strip() for line in err.splitlines() if "|" in line}
-    assert "strata._resident" in loaded and "json" in loaded
-    # socket's enums, typing and the rest of Strata cost milliseconds the client never spends
-    slow = {"socket", "typing", "array", "selectors", "click", "strata.cli", "strata.store.watch"}
+    assert "strata._resident" in loaded and "strata._wire" in loaded
+    # socket's enums, typing, json (and its re) and the rest of Strata cost milliseconds the
+    # client never spends
+    slow = {"socket", "typing", "array", "selectors", "json", "re", "click", "strata.cli"}
+    slow.add("strata.store.watch")
     assert loaded & slow == set()
+
+
+def test_the_installed_command_and_hook_load_neither_re_nor_json(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """The ``strata`` script pip installs (``bin/strata``) hands a served command over at once.
+
+    pip's generated console script imports ``re`` and the ``json`` module imports it
+    too: 6 ms of every command that the client does not need.
+    """
+    script = Path(sys.executable).parent / "strata"
+    if not script.exists():
+        pytest.skip("strata is not installed beside this Python")
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    served(ws)
+    env = {**run_cli.env(), "PYTHONPROFILEIMPORTTIME": "1"}
+    (ws / "new.txt").write_text("new\n")
+    snap = subprocess.run([script, "snapshot", "-m", "x"], cwd=ws, env=env, capture_output=True)
+    post = {
+        "session_id": "s1",
+        "cwd": str(ws),
+        "hook_event_name": "PostToolUse",
+        "tool_name": "Write",
+        "tool_input": {"file_path": str(ws / "b.txt"), "content": "b\n"},
+    }
+    (ws / "b.txt").write_text("b\n")
+    hook = subprocess.run(
+        [script, "hook", "claude-code"],
+        input=json.dumps(post).encode(),
+        cwd=ws,
+        env=env,
+        capture_output=True,
+    )
+    for proc in (snap, hook):
+        assert proc.returncode == 0, proc.stderr
+        loaded = {ln.rpartition(b"|")[2].strip() for ln in proc.stderr.splitlines() if b"|" in ln}
+        assert b"strata._resident" in loaded
+        assert loaded & {b"re", b"json", b"click", b"strata.cli"} == set()
+    assert _status(run_cli, ws)["commands_run"] == 2  # the watcher ran both
+    code, out, err = run_cli("history", "--limit", "1", "--json", cwd=ws)
+    assert code == 0, err
+    shown = json.dumps({"file_path": str(ws / "b.txt"), "content": "b\n"}, ensure_ascii=False)
+    assert json.loads(out)[0]["rationale"] == f"Write {shown}"
 
 
 def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(

@@ -10,14 +10,16 @@ which records it without this process importing the rest of Strata. When no
 watcher answers, the CLI's ``hook`` command runs as usual and finds what was
 read from stdin in :data:`pending_stdin`.
 
-Only the standard library is imported here (``json``, ``os``, ``sys``).
+Only the standard library is imported here (``os``, ``sys``; JSON through
+:mod:`strata._wire`, which spares the ``json`` module's import).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
+
+from strata import _wire
 
 #: what :func:`try_fast` read from stdin (the CLI's hook command reads it from here)
 pending_stdin: str | None = None
@@ -44,7 +46,7 @@ def _clip(value: object) -> object:
 
 def tool_rationale(tool_name: str, tool_input: object) -> str:
     """``TOOL {input as JSON}``: a tool call as the rationale of its snapshot (clipped)."""
-    shown = json.dumps(_clip(tool_input), ensure_ascii=False, sort_keys=False)
+    shown = _wire.dumps(_clip(tool_input), ensure_ascii=False)
     text = f"{tool_name} {shown}"
     return text if len(text) <= RATIONALE_LIMIT else text[: RATIONALE_LIMIT - 1] + "…"
 
@@ -92,12 +94,12 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
     """
     try:
         if agent == "claude-code":
-            payload = json.loads(stdin_text)
+            payload = _wire.loads(stdin_text)
             if isinstance(payload, dict):
                 cwd = payload.get("cwd")
                 return claude_code_snapshot(payload), str(cwd) if cwd else None
         elif agent == "codex" and args:
-            payload = json.loads(args[-1])
+            payload = _wire.loads(args[-1])
             if isinstance(payload, dict):
                 cwd = payload.get("cwd")
                 return codex_snapshot(payload), str(cwd) if cwd else None

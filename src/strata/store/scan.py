@@ -35,14 +35,18 @@ way it is reported, and callers that delete or overwrite (a rollback, a
 rewind) leave every such path alone.
 
 Given ``changed`` (the paths a change monitor saw change since the stat
-cache was written), a scan lists only the folders those paths name: each
-changed path's folder, and the changed path itself with everything below it
-(it may be a folder created, moved in or replaced). Every other folder is
-taken from the stat cache without a system call; a subtree that holds no
-changed path keeps its cached tree id whole. Folders the cache does not
-know, folders with racy entries (so their stats are fresh for a restore's
-checks) and folders whose ignore rules differ from
-the cached ones are listed as in a full walk. A changed ignore file
+cache was written), a scan looks only where those paths are: a changed path
+that is a folder (created, moved in or replaced) is listed with everything
+below it; the folder holding a changed path is *not* listed: its cached rows
+are brought up to date from its changed names alone, one ``lstat`` each
+(and the names of its racy files, read again), as the monitor names every
+entry that changed (:meth:`Scanner._patch`). Every other folder is taken
+from the stat cache without a system call; a subtree that holds no changed
+path keeps its cached tree id whole. Folders the cache does not know or
+holds without a tree id (a status, which stores nothing, saw them change),
+folders whose ignore rules differ from the cached ones, and a folder with a
+changed entry a listing handles better (a special file, an unreadable
+entry) are listed as in a full walk. A changed ignore file
 (``.gitignore``, ``.strataignore``) or other root rules (config defaults, a
 run's extra patterns) turn the scan into a full walk.
 """
@@ -175,6 +179,11 @@ class _Plan:
         self.roots = frozenset(changed)
         #: the folders holding a changed path, and the folders with racy entries
         self.parents = frozenset(p.rpartition("/")[0] for p in changed) | frozenset(racy)
+        #: folder -> the names in it that changed (each one is looked at alone)
+        self.names: dict[str, set[str]] = {}
+        for path in changed:
+            parent, _, name = path.rpartition("/")
+            self.names.setdefault(parent, set()).add(name)
         #: every folder at or above a folder to list (where the walk must descend)
         above: set[str] = set()
         for p in self.roots | self.parents:
@@ -186,8 +195,10 @@ class _Plan:
         self.above = above
 
     def must_list(self, key: str) -> bool:
-        if key in self.parents:
-            return True
+        return key in self.parents or self.below_root(key)
+
+    def below_root(self, key: str) -> bool:
+        """True when ``key`` or a folder above it changed (it is listed with all below it)."""
         p = key
         while p:
             if p in self.roots:
@@ -276,6 +287,8 @@ class Scanner:
         self.incremental = self._plan is not None
         #: folders listed by the last scan (all of them without ``changed``)
         self.folders_listed = 0
+        #: folders brought up to date from their changed names alone (see :meth:`_patch`)
+        self.folders_patched = 0
         self._errors: dict[str, str] = {}
         #: compare a listed folder with the cache's quick record first (see the module doc)
         self._fast = True
@@ -472,6 +485,7 @@ class Scanner:
         folders = [_Folder("", str(self.root), self.rules)]
         index = 0
         listed = 0
+        self.folders_patched = 0
         while index < len(folders):
             folder = folders[index]
             if folder.whole:
@@ -486,7 +500,7 @@ class Scanner:
     def _reuse(self, folder: _Folder, folders: list[_Folder], plan: _Plan) -> bool:
         """Take ``folder`` from the stat cache without listing it; False when it must be listed."""
         key = folder.key
-        if plan.must_list(key):
+        if plan.below_root(key):
             return False
         cached = self.cache.get(key)
         if cached is None or not cached.tree:
@@ -506,26 +520,111 @@ class Scanner:
             return False
         if any(r[0] != "d" and r[4] not in cached.files for r in cached.rows):
             return False
+        rows: dict[str, list[object]] = {
+            name: [kind, mode, size, oid, None if kind == "d" else cached.files[name]]
+            for kind, mode, size, oid, name in cached.rows
+        }
+        folder.clean = True
+        if key in plan.parents and not self._patch(folder, rules, plan, cached, rows):
+            folder.clean = False
+            return False
         folder.rules = rules
-        for kind, mode, size, oid, name in cached.rows:
-            if kind == "d":
+        for name, row in rows.items():
+            if row[0] == "d":
                 child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
                 child_key = child.key
                 if (
-                    child_key not in plan.above
+                    row[3]
+                    and child_key not in plan.above
                     and not plan.must_list(child_key)
                     and self.cache.blob(child_key) is not None
                 ):
                     # nothing at or below it changed: its tree is the one this row names
                     child.whole = True
-                    child.hint = oid
+                    child.hint = str(row[3])
                     child.clean = True
                 folder.children[name] = len(folders)
                 folders.append(child)
-                folder.entries[name] = ["d", mode, 0, "", None]
+                folder.entries[name] = ["d", row[1], 0, "", None]
             else:
-                folder.entries[name] = [kind, mode, size, oid, cached.files[name]]
-        folder.clean = True
+                folder.entries[name] = row
+        return True
+
+    def _patch(
+        self,
+        folder: _Folder,
+        rules: IgnoreRules,
+        plan: _Plan,
+        cached: DirCache,
+        rows: dict[str, list[object]],
+    ) -> bool:
+        """Bring a folder's cached ``rows`` up to date by looking at its changed names alone.
+
+        The change monitor named every entry of the folder that changed since
+        the cache was written; the cache's racy files are looked at again too.
+        Each such name gets one ``lstat``; the other entries are as cached.
+        False (the folder is then listed) for anything a listing handles better:
+        a special file, an entry that cannot be read, a folder not named as
+        changed itself.
+        """
+        racy = [n for n, st in cached.files.items() if st[2] < 0]
+        names = set(cached.names)
+        ignored = set(cached.ignored)
+        clean = True
+        for name in sorted(plan.names.get(folder.key, set()).union(racy)):
+            path = folder.abs + "/" + name
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                if name in names:
+                    names.discard(name)
+                    ignored.discard(name)
+                    if rows.pop(name, None) is not None:
+                        clean = False
+                continue
+            except OSError:
+                return False  # a listing records why it cannot be read
+            mode = st.st_mode
+            is_dir = stat.S_ISDIR(mode)
+            if is_dir and folder.prefix + name not in plan.roots:
+                return False  # only a folder named as changed is listed in full below
+            names.add(name)
+            if rules.ignored_names(folder.prefix, [(name, is_dir)]):
+                ignored.add(name)
+                if rows.pop(name, None) is not None:
+                    clean = False
+                continue
+            ignored.discard(name)
+            hit = cached.files.get(name)
+            was = rows.get(name)
+            if is_dir:
+                clean = clean and was is not None and was[0] == "d" and was[1] == mode & 0o777
+                rows[name] = ["d", mode & 0o777, 0, "", None]
+            elif stat.S_ISREG(mode):
+                key = _stat_key(st)
+                if hit is not None and hit[:5] == key and was is not None and was[0] == "f":
+                    rows[name] = ["f", key[0], key[1], hit[5], hit]
+                else:
+                    rows[name] = ["f", key[0], key[1], None, None]
+                    clean = False
+            elif stat.S_ISLNK(mode):
+                try:
+                    target = os.readlink(os.fsencode(path))
+                except OSError:
+                    return False
+                oid = self.store.put(target)
+                key = _stat_key(st)
+                rows[name] = ["l", 0o777, len(target), oid, (*key, oid)]
+                same = was is not None and was[0] == "l" and hit is not None and hit[5] == oid
+                clean = clean and same
+            else:
+                return False  # a listing skips it with a warning
+        folder.names = tuple(sorted(names))
+        folder.ignored = frozenset(ignored)
+        # the listing order is unknown: the next full walk compares this folder row by row
+        folder.order, folder.digest = "", b""
+        folder.clean = clean and folder.names == cached.names
+        self.folders_patched += 1
         return True
 
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:

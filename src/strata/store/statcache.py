@@ -338,6 +338,17 @@ def _write_base(path: Path, body: dict[str, Any]) -> None:
         raise
 
 
+def _without_tree(blob: bytes) -> bytes:
+    """A folder's blob with its tree id cleared (its stats kept, to spare reading files again)."""
+    try:
+        raw = marshal.loads(blob)
+    except (TypeError, ValueError, EOFError):
+        return blob
+    if not (isinstance(raw, tuple) and len(raw) == 6):
+        return blob
+    return marshal.dumps((*raw[:4], "", raw[5]))
+
+
 def forget_memory() -> None:
     """Drop every stat cache this process keeps in memory (they are read again when used)."""
     with _MEMORY_LOCK:
@@ -434,15 +445,17 @@ class StatCache:
 
         ``started_ns`` is when the scan that found them started. The folders
         named in ``unverified`` name objects that were never stored (a scan
-        that only hashed): they keep what the cache held before (or are
-        dropped) and are marked racy, so every later scan lists them again.
+        that only hashed): they keep the stats the cache held before (or are
+        dropped), without a tree id, and are marked racy, so every later scan
+        lists them again (a folder without a tree id is never brought up to
+        date from its changed names alone).
         """
         before = {k: self._raw.get(k) for k in unverified}
         self.dirs = {k: v for k, v in dirs.items() if k not in unverified}
         self._raw = {k: v for k, v in (inherited or {}).items() if k not in unverified}
         for key, blob in before.items():
             if blob is not None:
-                self._raw[key] = blob
+                self._raw[key] = _without_tree(blob)
         self._unverified = unverified
         self._started_ns = started_ns
 
