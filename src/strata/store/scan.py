@@ -71,6 +71,9 @@ from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
 READ_ATTEMPTS = 4
+#: a scan with more files to read than this, or more bytes, reads them on a thread pool
+POOL_FILES = 32
+POOL_BYTES = 4 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -856,8 +859,16 @@ class Scanner:
             return f.read(1024 * 1024)
 
     def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
-        """Hash (and store) every job's file; each batch's results are applied as it ends."""
-        if len(jobs) > 8 and self.threads > 1:
+        """Hash (and store) every job's file; each batch's results are applied as it ends.
+
+        A few small files are read here: starting the pool's threads and
+        handing the work over costs more than their reading (the agent's edit
+        loop: ten new files of 30 KB were stored in 3.0 ms here, 3.6 ms through a pool of two).
+        """
+        if self.threads > 1 and (
+            len(jobs) > POOL_FILES
+            or (len(jobs) > 1 and sum(int(j.folder.entries[j.name][2]) for j in jobs) > POOL_BYTES)  # type: ignore[call-overload]
+        ):
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
             done = 0

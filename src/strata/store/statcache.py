@@ -183,18 +183,24 @@ class DirCache:
     def load(cls, raw: tuple[Any, ...]) -> DirCache:
         """The inverse of :meth:`dump`."""
         names, rules, ignored, files, tree, rows = raw
+        # checked with as few Python steps per file as can be: this runs for every folder a
+        # scan reads from the cache file
         if not (
-            isinstance(names, tuple)
-            and all(isinstance(n, str) for n in names)
-            and isinstance(rules, str)
-            and isinstance(tree, str)
-            and isinstance(rows, tuple)
-            and isinstance(files, dict)
+            type(names) is tuple
+            and (not names or set(map(type, names)) == {str})
+            and type(rules) is str
+            and type(tree) is str
+            and type(rows) is tuple
+            and type(files) is dict
             and all(
-                isinstance(st, tuple)
+                type(st) is tuple
                 and len(st) == 6
-                and all(type(v) is int for v in st[:5])
-                and isinstance(st[5], str)
+                and type(st[0]) is int
+                and type(st[1]) is int
+                and type(st[2]) is int
+                and type(st[3]) is int
+                and type(st[4]) is int
+                and type(st[5]) is str
                 for st in files.values()
             )
         ):
