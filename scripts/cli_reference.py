@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from strata.cli import cli
+from strata.cli import cli, load_all
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "cli.md"
 WIDTH = 88
@@ -34,6 +34,7 @@ def commands() -> list[tuple[str, click.Command]]:
             else:
                 found.append((full, command))
 
+    load_all()
     visit("", cli)
     return found
 

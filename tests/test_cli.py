@@ -15,7 +15,7 @@ import click
 import pytest
 
 from conftest import CliRunner, Dir, File, Link, as_json, assert_user_error, ok
-from strata.cli import cli
+from strata.cli import COMMAND_MODULES, cli, load_all
 from strata.store.objects import hash_bytes
 
 MakeTree = Callable[..., Path]
@@ -190,8 +190,48 @@ def _all_commands() -> list[list[str]]:
             if isinstance(command, click.Group):
                 walk(command, [*prefix, name])
 
+    load_all()
     walk(cli, [])
     return found
+
+
+def test_every_command_is_found_in_the_module_the_table_names() -> None:
+    """The root group imports a command's module on demand, from ``COMMAND_MODULES``."""
+    import importlib
+
+    defined = {}
+    for module in sorted(set(COMMAND_MODULES.values())):
+        for command in importlib.import_module(f"strata.cli.{module}").COMMANDS:
+            defined[command.name] = module
+    assert defined == COMMAND_MODULES
+    cli_modules = {
+        p.stem for p in Path(importlib.import_module("strata.cli").__file__).parent.glob("*.py")
+    }
+    with_commands = {
+        m for m in cli_modules if hasattr(importlib.import_module(f"strata.cli.{m}"), "COMMANDS")
+    }
+    assert with_commands == set(COMMAND_MODULES.values())  # no module's commands left out
+
+
+def test_a_command_loads_only_its_own_module() -> None:
+    """``strata status`` outside a workspace imports neither the Workshop nor the gateway."""
+    code = (
+        "import sys\n"
+        "from strata.cli import main\n"
+        "try:\n"
+        "    main(['status'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "import json\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('strata.cli.'))))\n"
+    )
+    env = {**os.environ, "STRATA_NO_DAEMON": "1"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/"
+    )
+    loaded = set(json.loads(out.stdout.strip().splitlines()[-1]))
+    assert "strata.cli.inspect" in loaded, out
+    assert loaded.isdisjoint({"strata.cli.workshop", "strata.cli.mcp", "strata.cli.kb"}), loaded
 
 
 def test_the_cli_has_the_documented_commands() -> None:

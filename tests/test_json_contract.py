@@ -22,7 +22,7 @@ import jsonschema
 import pytest
 
 from conftest import CliRunner
-from strata.cli import cli
+from strata.cli import cli, load_all
 
 SCHEMAS = resources.files("strata.schemas").joinpath("cli")
 
@@ -38,6 +38,7 @@ def json_commands() -> dict[str, click.Command]:
             for name, sub in command.commands.items():
                 visit(f"{prefix} {name}".strip(), sub)
 
+    load_all()
     visit("", cli)
     return found
 

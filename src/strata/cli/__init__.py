@@ -1,6 +1,7 @@
 """The ``strata`` command line.
 
-One click group; one module per command family. This is the only place that
+One click group; one module per command family, imported only when one of its
+commands runs (:data:`COMMAND_MODULES`). This is the only place that
 maps errors to output and exit codes: a :class:`~strata.errors.StrataError`
 prints ``error: …`` (and ``hint: …``) and exits with its class's ``exit_code``
 (2 for usage errors, 1 for most others); a usage error the parser finds exits
@@ -17,9 +18,11 @@ was given ``--json``, the error is one JSON object on stderr instead::
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sqlite3
 import sys
+from collections.abc import Mapping
 from typing import NoReturn
 
 import click
@@ -29,7 +32,20 @@ from strata.cli.common import State, remember_json, report_error
 from strata.errors import CorruptRepository, DiskFull, StrataError
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _LazyGroup(click.Group):
+    """The root group: lists every command, imports a command's module when it is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(cmd_name)
+        if module is not None and cmd_name not in self.commands:
+            _load(module)
+        return self.commands.get(cmd_name)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="strata", message="%(prog)s %(version)s")
 @click.option(
     "-C",
@@ -69,59 +85,64 @@ def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
     state.debug = state.debug or debug
 
 
-def _register() -> None:
-    from strata.cli import (
-        agent,
-        digest,  # the workspace digest
-        draft,
-        hook,  # agent hooks (issue 14)
-        host,  # the host loop (seed 001)
-        inspect,
-        kb,  # the knowledge base
-        ledger,
-        mcp,  # the MCP server (issue 14)
-        models,
-        preflight,
-        record,
-        recover,
-        refs,
-        replay,
-        rewind,
-        run,
-        storage,
-        watch,
-        workshop,  # issue 13
-    )
-    from strata.cli import exec as exec_command  # the tool gateway
-
-    for module in (
-        record,
-        inspect,
-        rewind,
-        refs,
-        ledger,
-        recover,
-        run,
-        watch,
-        draft,
-        storage,
-        agent,
-        replay,
-        preflight,
-        models,
-        digest,  # the workspace digest
-        exec_command,  # the tool gateway: strata exec
-        mcp,  # the MCP server (issue 14)
-        hook,  # agent hooks (issue 14)
-        kb,  # the knowledge base
-        workshop,  # the Workshop (issue 13)
-        host,  # the host loop (seed 001)
-    ):
-        for command in module.COMMANDS:
-            cli.add_command(command)
+#: every command, by name: the module of ``strata.cli`` that defines it. A command's module
+#: is imported only when that command runs (or help lists them all): a command then loads
+#: what it needs, not every command's imports (``tests/test_cli.py`` checks this table
+#: against each module's ``COMMANDS``).
+COMMAND_MODULES = {
+    "init": "record",
+    "snapshot": "record",
+    "history": "inspect",
+    "diff": "inspect",
+    "status": "inspect",
+    "show": "inspect",
+    "export": "inspect",
+    "cat": "inspect",
+    "check": "inspect",
+    "rewind": "rewind",
+    "restore": "rewind",
+    "branch": "refs",
+    "bookmark": "refs",
+    "op": "refs",
+    "undo": "refs",
+    "redo": "refs",
+    "ledger": "ledger",
+    "recover": "recover",
+    "run": "run",
+    "watch": "watch",
+    "draft": "draft",
+    "review": "draft",
+    "publish": "draft",
+    "discard": "draft",
+    "checkpoint": "draft",
+    "gc": "storage",
+    "repack": "storage",
+    "du": "storage",
+    "agent": "agent",
+    "replay": "replay",
+    "preflight": "preflight",
+    "models": "models",
+    "digest": "digest",  # the workspace digest
+    "exec": "exec",  # the tool gateway
+    "mcp": "mcp",  # the MCP server (issue 14)
+    "hook": "hook",  # agent hooks (issue 14)
+    "kb": "kb",  # the knowledge base
+    "ask": "workshop",  # the Workshop (issue 13)
+    "chat": "workshop",
+    "host": "host",  # the host loop (seed 001)
+}
 
 
-_register()
+def _load(module: str) -> None:
+    for command in importlib.import_module(f"strata.cli.{module}").COMMANDS:
+        cli.add_command(command)
+
+
+def load_all() -> Mapping[str, click.Command]:
+    """Import every command's module; return the commands by name (help, docs, tests)."""
+    for module in dict.fromkeys(COMMAND_MODULES.values()):
+        _load(module)
+    return cli.commands
 
 
 def _json_requested(args: list[str], state: State) -> bool:

@@ -527,6 +527,9 @@ def _preload() -> None:
     common.AUTOSTART = False  # a command run here never starts another watcher
     for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
         importlib.import_module(module)
+    from strata.cli import load_all
+
+    load_all()  # every command the watcher may run, loaded before the first asks
 
 
 def _serve_only(
