@@ -524,6 +524,41 @@ def test_install_aider(workspace: Path, run_cli: CliRunner) -> None:
     assert conf.read_text() == "lint-cmd: flake8\n"
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "aider"])
+def test_install_refuses_a_config_path_in_a_missing_folder(
+    workspace: Path, run_cli: CliRunner, agent: str
+) -> None:
+    typo = workspace / ".cluade" / "settings.json"
+    for extra in ((), ("--dry-run",)):
+        code, out, err = run_cli(
+            "hook", "install", agent, "--config", str(typo), *extra, cwd=workspace
+        )
+        assert code == 2 and out == ""
+        assert err.startswith(
+            f"error: cannot write {typo}: the folder {typo.parent} does not exist"
+        )
+    code, _, err = run_cli("hook", "install", agent, "--config", str(typo), "--json", cwd=workspace)
+    assert code == 2 and json.loads(err)["error"]["type"] == "ConfigError"
+    assert not typo.parent.exists()
+    (workspace / "notes").write_text("a file\n")
+    code, _, err = run_cli("hook", "install", agent, "--config", "notes/x.conf", cwd=workspace)
+    assert code == 2 and "the folder " + str(workspace / "notes") + " is not a folder" in err
+
+
+def test_install_makes_only_the_agents_own_folder(workspace: Path, run_cli: CliRunner) -> None:
+    settings = workspace / ".claude" / "settings.json"
+    code, out, err = run_cli(
+        "hook", "install", "claude-code", "--config", ".claude/settings.json", cwd=workspace
+    )
+    assert code == 0, err  # the default place, named: its folder is made
+    assert out.startswith("--- /dev/null\n") and "hook claude-code" in settings.read_text()
+    codex = run_cli.home / ".codex" / "config.toml"
+    assert not codex.parent.exists()
+    result = as_json(run_cli("hook", "install", "codex", "--json", cwd=workspace))
+    assert result["created"] is True and result["diff"].startswith("--- /dev/null")
+    assert "strata" in codex.read_text()  # ~/.codex made: where Codex reads it
+
+
 def test_install_outside_a_workspace_names_init(run_cli: CliRunner, tmp_path: Path) -> None:
     plain = tmp_path / "plain"
     plain.mkdir()

@@ -325,6 +325,8 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
     command). Other settings are kept; installing again changes nothing;
     a setting of yours Strata would have to replace is refused, named.
+    --config PATH must be in a folder that exists (only the agent's own
+    folder at its default place, such as .claude/, is made when missing).
 
     \b
     Example:
@@ -332,16 +334,27 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
       strata hook install codex --dry-run --json
     """
     from strata.integrations.install import default_path, plan
+    from strata.layout import find_layout
 
-    if config_path is not None:
-        path = Path(config_path).absolute()
-    elif agent == "codex":
-        path = default_path(agent, workspace=Path.cwd(), home=Path.home())
-    else:
+    if agent == "codex":
+        default: Path | None = default_path(agent, workspace=Path.cwd(), home=Path.home())
+    elif config_path is None:
         with open_repo(start_watcher=False) as repo:
             root = repo.root
-        path = default_path(agent, workspace=root, home=Path.home())
-    change = plan(agent, path)
+        default = default_path(agent, workspace=root, home=Path.home())
+    else:
+        try:
+            default = default_path(
+                agent, workspace=find_layout(Path.cwd()).workspace, home=Path.home()
+            )
+        except NotARepository:
+            default = None  # no workspace: no default place either
+    path = Path(config_path).absolute() if config_path is not None else default
+    assert path is not None
+    # only the agent's own folder at its default place is made when missing: a mistyped
+    # --config path would otherwise get a file no agent reads
+    own = default is not None and path.resolve() == default.resolve()
+    change = plan(agent, path, make_folder=own)
     if not dry_run:
         change.apply()
     if as_json:
