@@ -50,6 +50,8 @@ def test_no_terminal_and_no_yes_is_denied(ws: Path, cli: CliRunner) -> None:
     assert error["type"] == "ApprovalDenied" and error["code"] == "approval_denied"
     history = as_json(cli("history", "--action", "approval", "--json", cwd=ws))
     assert [e["action_type"] for e in history] == ["approval_decided", "approval_requested"] * 2
+    shown = ok(cli("history", "--action", "approval", cwd=ws))  # why, without --json
+    assert "denied by terminal: rm notes.txt — approval needed but there is no terminal" in shown
 
 
 def test_yes_approves_and_undo_reverts(ws: Path, cli: CliRunner) -> None:
@@ -68,6 +70,8 @@ def test_forbidden_by_profile(ws: Path, cli: CliRunner) -> None:
     code, _, err = cli("exec", "--profile", "read-only", "--yes", "--json", "--", "rm", "x", cwd=ws)
     assert code == 1
     assert json.loads(err.splitlines()[-1])["error"]["code"] == "command_forbidden"
+    shown = ok(cli("history", "--action", "tool_call_finished", cwd=ws))
+    assert "forbidden: rm x — profile read-only" in shown
 
 
 def test_config_rules_apply(ws: Path, cli: CliRunner) -> None:

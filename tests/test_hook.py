@@ -287,6 +287,111 @@ def test_pre_tool_use_follows_the_workspace_policy(workspace: Path, run_cli: Cli
     assert code == 2 and "forbidden by the workspace's [gateway] policy" in err
 
 
+# -- PreToolUse: what the hook refuses is recorded ------------------------------------------------
+
+
+def events(run_cli: CliRunner, ws: Path, *args: str) -> list[dict[str, Any]]:
+    found: list[dict[str, Any]] = as_json(run_cli("history", "--json", *args, cwd=ws))
+    return found
+
+
+def test_a_refused_command_is_in_the_approval_history_with_its_risk_reason_and_session(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
+    code, _, err = hook(run_cli, payload, cwd=workspace)
+    assert code == 2 and "not recorded" not in err
+    decided, requested = events(run_cli, workspace, "--action", "approval")
+    session = {"name": "abc123-session", "kind": "agent"}
+    assert requested["action_type"] == "approval_requested" and requested["author"] == session
+    assert requested["data"]["command"] == "rm -rf app.py"
+    assert requested["data"]["risk"] == "high" and "rm-recursive" in requested["data"]["reason"]
+    assert decided["action_type"] == "approval_decided" and decided["author"] == session
+    assert decided["data"]["approved"] is False and decided["data"]["risk"] == "high"
+    assert decided["data"]["by"] == "strata hook claude-code"
+    assert "high-risk command that needs approval" in decided["data"]["reason"]
+    shown = ok(run_cli("history", "--action", "approval", cwd=workspace))
+    assert "abc123-session (agent)" in shown and "approval requested (high): rm -rf app.py" in shown
+    assert "denied by strata hook claude-code: rm -rf app.py — the hook refuses" in shown
+    # the whole call is one tool call, as 'strata exec' records one
+    finished, started = events(run_cli, workspace, "--action", "tool_call")
+    assert started["data"]["tool"] == "Bash" and finished["data"]["status"] == "denied"
+    ids = {e["data"]["tool_call_id"] for e in (started, finished, requested, decided)}
+    assert len(ids) == 1
+
+
+def test_a_refusal_is_no_undo_step(workspace: Path, run_cli: CliRunner) -> None:
+    (workspace / "app.py").write_text("print('v2')\n")
+    ok(run_cli("snapshot", "-m", "v2", cwd=workspace))
+    for command in ("rm -rf app.py", "git push --force"):
+        payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
+        assert hook(run_cli, payload, cwd=workspace)[0] == 2
+    v2 = events(run_cli, workspace, "--action", "snapshot")[0]
+    undone = as_json(run_cli("undo", "--json", cwd=workspace))
+    assert undone["command"] == "snapshot"  # the refusals only recorded something
+    assert undone["undone_operation_id"] == v2["operation_id"]
+
+
+def test_a_forbidden_command_and_a_file_tool_refusal_are_recorded(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "read-only"\n')
+    payload = claude("PreToolUse", "Bash", {"command": "rm app.py"}, workspace)
+    assert hook(run_cli, payload, cwd=workspace)[0] == 2
+    outside = claude("PreToolUse", "Write", {"file_path": "/etc/cron.d/x"}, workspace)
+    assert hook(run_cli, outside, cwd=workspace)[0] == 2
+    write, rm = events(run_cli, workspace, "--action", "tool_call_finished")
+    assert rm["data"]["status"] == "forbidden" and rm["data"]["risk"] == "medium"
+    assert "forbidden by the workspace's [gateway] policy" in rm["data"]["reason"]
+    assert write["data"]["status"] == "forbidden" and write["data"]["tool"] == "Write"
+    assert write["data"]["reason"].startswith("Write of /etc/cron.d/x refused: it is outside")
+    assert write["author"] == {"name": "abc123-session", "kind": "agent"}
+    assert events(run_cli, workspace, "--action", "approval") == []  # nothing was to approve
+
+
+def test_a_prompt_handed_to_claude_code_is_recorded_as_requested(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
+    code, out, err = hook(run_cli, payload, cwd=workspace, args=("--ask",))
+    assert code == 0 and err == ""
+    assert json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "ask"
+    (requested,) = events(run_cli, workspace, "--action", "approval")
+    assert requested["action_type"] == "approval_requested"
+    assert requested["data"]["asked"] == "Claude Code's permission prompt"
+
+
+def test_what_the_hook_lets_through_records_nothing(workspace: Path, run_cli: CliRunner) -> None:
+    before = len(events(run_cli, workspace))
+    for command in ("ls -la", "rm app.py"):  # low; medium left to Claude Code's own rules
+        payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
+        assert hook(run_cli, payload, cwd=workspace) == (0, "", "")
+    assert len(events(run_cli, workspace)) == before
+
+
+def test_a_refusal_that_cannot_be_recorded_still_refuses_at_once(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    import fcntl
+    import time
+
+    from strata.cli.hook import RECORD_WAIT_S
+
+    before = len(events(run_cli, workspace))
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
+    with open(workspace / ".strata" / "lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another strata command is writing, and stays
+        start = time.monotonic()
+        code, out, err = hook(run_cli, payload, cwd=workspace)
+        took = time.monotonic() - start
+    assert code == 2 and out == ""  # fails closed: Claude Code runs the tool on any other code
+    assert err.startswith("strata: high-risk command")
+    assert "this answer was not recorded: another strata command is writing" in err
+    assert took < RECORD_WAIT_S + 5
+    assert len(events(run_cli, workspace)) == before
+
+
 def test_pre_tool_use_outside_a_workspace_allows(run_cli: CliRunner, tmp_path: Path) -> None:
     payload = claude("PreToolUse", "Write", {"file_path": "/etc/x", "content": ""}, tmp_path)
     assert hook(run_cli, payload, cwd=tmp_path) == (0, "", "")
@@ -417,6 +522,41 @@ def test_install_aider(workspace: Path, run_cli: CliRunner) -> None:
     code, _, err = run_cli("hook", "install", "aider", cwd=workspace)
     assert code == 2 and "already sets lint-cmd" in err
     assert conf.read_text() == "lint-cmd: flake8\n"
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex", "aider"])
+def test_install_refuses_a_config_path_in_a_missing_folder(
+    workspace: Path, run_cli: CliRunner, agent: str
+) -> None:
+    typo = workspace / ".cluade" / "settings.json"
+    for extra in ((), ("--dry-run",)):
+        code, out, err = run_cli(
+            "hook", "install", agent, "--config", str(typo), *extra, cwd=workspace
+        )
+        assert code == 2 and out == ""
+        assert err.startswith(
+            f"error: cannot write {typo}: the folder {typo.parent} does not exist"
+        )
+    code, _, err = run_cli("hook", "install", agent, "--config", str(typo), "--json", cwd=workspace)
+    assert code == 2 and json.loads(err)["error"]["type"] == "ConfigError"
+    assert not typo.parent.exists()
+    (workspace / "notes").write_text("a file\n")
+    code, _, err = run_cli("hook", "install", agent, "--config", "notes/x.conf", cwd=workspace)
+    assert code == 2 and "the folder " + str(workspace / "notes") + " is not a folder" in err
+
+
+def test_install_makes_only_the_agents_own_folder(workspace: Path, run_cli: CliRunner) -> None:
+    settings = workspace / ".claude" / "settings.json"
+    code, out, err = run_cli(
+        "hook", "install", "claude-code", "--config", ".claude/settings.json", cwd=workspace
+    )
+    assert code == 0, err  # the default place, named: its folder is made
+    assert out.startswith("--- /dev/null\n") and "hook claude-code" in settings.read_text()
+    codex = run_cli.home / ".codex" / "config.toml"
+    assert not codex.parent.exists()
+    result = as_json(run_cli("hook", "install", "codex", "--json", cwd=workspace))
+    assert result["created"] is True and result["diff"].startswith("--- /dev/null")
+    assert "strata" in codex.read_text()  # ~/.codex made: where Codex reads it
 
 
 def test_install_outside_a_workspace_names_init(run_cli: CliRunner, tmp_path: Path) -> None:

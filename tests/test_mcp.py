@@ -274,6 +274,26 @@ def test_http_port_in_use_is_a_clear_error(
     assert err.startswith(f"error: cannot listen on 127.0.0.1:{port}") and "--port" in err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--port", "9000"),
+        ("--transport", "stdio", "--port", "8765"),  # the default port, given: still a mistake
+        ("--token-file", "token"),
+    ],
+    ids=["port", "stdio-port", "token-file"],
+)
+def test_http_options_without_http_are_a_usage_error(
+    run_cli: CliRunner, workspace: Path, args: tuple[str, ...]
+) -> None:
+    # silently serving stdio would leave the user's client waiting on a port nobody opened
+    code, out, err = run_cli("mcp", *args, cwd=workspace)
+    assert code == 2 and out == ""
+    first = err.splitlines()[0]
+    assert first.startswith(f"error: {args[-2]} is for the HTTP server: add --transport http")
+    assert "Traceback" not in err
+
+
 def test_outside_a_workspace_is_a_clear_error(run_cli: CliRunner, tmp_path: Path) -> None:
     code, _, err = run_cli("mcp", cwd=tmp_path, env={"HOME": os.fspath(tmp_path)})
     assert code == 1 and err.startswith("error: ") and "Traceback" not in err

@@ -278,7 +278,8 @@ def load_config(layout: Layout) -> Config:
     )
 
 
-#: the tables of config.toml Strata reads (each checked by what uses it)
+#: the tables of config.toml Strata reads (each checked by what uses it); Strata writes
+#: the first three (``init``), the user adds the others (docs/format.md, section 1.2)
 CONFIG_TABLES = (
     "repository",
     "ignore",
@@ -292,6 +293,26 @@ CONFIG_TABLES = (
 )
 
 
+def unknown_tables(raw: dict[str, Any]) -> list[str]:
+    """The top-level keys of a parsed config.toml that are no table Strata reads, sorted.
+
+    They stop nothing (a newer Strata's table, read by an older one, must not
+    stop recording): the CLI warns about them, and the command that reads a
+    table refuses one that looks like it (:func:`misspelt_table`).
+    """
+    return sorted(k for k in raw if k not in CONFIG_TABLES)
+
+
+def unknown_tables_warning(raw: dict[str, Any]) -> str | None:
+    """The one-line warning about :func:`unknown_tables` (None: there are none)."""
+    unknown = unknown_tables(raw)
+    if not unknown:
+        return None
+    names = ", ".join(f"[{k}]" for k in unknown)
+    verb = "is not a table" if len(unknown) == 1 else "are not tables"
+    return f"{names} {verb} Strata reads, ignored (known: {', '.join(CONFIG_TABLES)})"
+
+
 def misspelt_table(raw: dict[str, Any], name: str) -> str | None:
     """A top-level key of config.toml that is no table Strata reads but looks like ``name``.
 
@@ -300,13 +321,22 @@ def misspelt_table(raw: dict[str, Any], name: str) -> str | None:
     """
     import difflib
 
-    unknown = [k for k in raw if k not in CONFIG_TABLES]
-    close = difflib.get_close_matches(name, unknown, n=1, cutoff=0.75)
+    close = difflib.get_close_matches(name, unknown_tables(raw), n=1, cutoff=0.75)
     return close[0] if close else None
+
+
+def misspelt_problem(raw: dict[str, Any], name: str) -> str | None:
+    """Why the command that reads ``[name]`` must not run: a near miss of it (None: none)."""
+    near = misspelt_table(raw, name)
+    if near is None:
+        return None
+    return f"[{near}] is not a table Strata reads: did you mean [{name}]?"
 
 
 def watch_problem(raw: dict[str, Any]) -> str | None:
     """What is wrong with the ``[watch]`` table of a parsed ``config.toml`` (None: nothing)."""
+    if (near := misspelt_problem(raw, "watch")) is not None:
+        return near
     watch = raw.get("watch", {})
     if not isinstance(watch, dict):
         return "[watch] is not a table"
@@ -348,6 +378,8 @@ RETENTION_DEFAULTS = {
 
 def retention_settings(raw: dict[str, Any]) -> dict[str, int]:
     """The ``[retention]`` table with defaults filled in; ValueError naming a bad key."""
+    if (near := misspelt_problem(raw, "retention")) is not None:
+        raise ValueError(near)  # gc would prune by the defaults, not by what the user wrote
     table = raw.get("retention", {})
     if not isinstance(table, dict):
         raise ValueError("[retention] is not a table")

@@ -156,11 +156,31 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
     repo = Repository.open(
         Path.cwd(), author=author or make_author(None, None), progress=Progress(), **_injected()
     )
+    _warn_unknown_tables(repo)
     if start_watcher and AUTOSTART:
         from strata.cli.watch import autostart
 
         autostart(repo)
     return repo
+
+
+#: the config files this process has warned about (a command may open its repository twice)
+_WARNED: set[Path] = set()
+
+
+def _warn_unknown_tables(repo: Repository) -> None:
+    """Warn, once, about tables of config.toml Strata does not read (a typo drops settings).
+
+    A warning and not a refusal: recording must go on whatever the file holds
+    (and an older Strata must keep recording in a repository a newer one
+    configured); the command that reads a table refuses a near miss of it.
+    """
+    from strata.layout import unknown_tables_warning
+
+    problem = unknown_tables_warning(repo.config.raw)
+    if problem is not None and repo.layout.config not in _WARNED:
+        _WARNED.add(repo.layout.config)
+        warn(f"{repo.layout.config}: {problem}")
 
 
 def init_repo(

@@ -8,15 +8,21 @@ Claude Code's PreToolUse, which judges the call.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from strata.cli.common import emit_json, json_option, open_repo, warn
 from strata.errors import NotARepository, StrataError
+
+if TYPE_CHECKING:
+    from strata.integrations.hooks import Verdict
+    from strata.repo import Repository
 
 # -- recording ---------------------------------------------------------------------------
 
@@ -81,8 +87,10 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
     prompt: permissionDecision "ask", with the reason); a medium-risk one
     (make, pytest, git commit…) is left to Claude Code's own permission rules,
     since PostToolUse records it and 'strata undo' reverts it (--strict
-    refuses it too). Other events, and any event
-    outside a Strata workspace, are accepted silently.
+    refuses it too). Each refusal is recorded, the session as its author:
+    'strata history --action approval' (or --action tool_call for a
+    forbidden call) shows the command, its risk, the reason. Other events,
+    and any event outside a Strata workspace, are accepted silently.
 
     \b
     Example:
@@ -91,7 +99,7 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
       #   "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
     """
     from strata.integrations import fasthook
-    from strata.integrations.hooks import pre_tool_use, read_payload
+    from strata.integrations.hooks import read_payload
 
     text = fasthook.pending_stdin
     if text is None:
@@ -110,21 +118,39 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
         if _in_workspace():  # elsewhere (hooks installed for every project): nothing to do
             _snapshot(ctx, command)
     elif event == "PreToolUse":
-        from strata.integrations.hooks import gateway_policy
-        from strata.layout import find_layout
-        from strata.repo import Repository
+        _pre_tool_use(payload, ask_prompts=ask_prompts, strict=strict)
 
-        try:
-            layout = find_layout(Path.cwd())
-        except NotARepository:
-            return  # not a Strata workspace: nothing here to protect
+
+#: the longest a refusal waits for the write lock to record itself (another command may
+#: be writing): past it the refusal stands unrecorded, with a warning
+RECORD_WAIT_S = 2.0
+
+#: who judged a call, as recorded in the gateway's events
+HOOK_NAME = "strata hook claude-code"
+
+
+def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -> None:
+    """Judge a PreToolUse call; a refusal exits 2 (Claude Code's blocking answer).
+
+    A refusal, and a call handed to Claude Code's own prompt, is recorded in the
+    ledger as the gateway records its decisions (:func:`strata.gateway.record_decision`).
+    """
+    from strata.integrations.hooks import gateway_policy, pre_tool_use
+    from strata.layout import find_layout
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return  # not a Strata workspace: nothing here to protect
+    with contextlib.ExitStack() as stack:
+        repo: Repository | None = None
         if payload.get("tool_name") != "Bash":  # the file rules need no repository
             verdict = pre_tool_use(payload, root=layout.workspace)
         else:
             try:
-                with Repository(layout) as repo:
-                    policy = gateway_policy(repo.gateway().decide)
-                    verdict = pre_tool_use(payload, root=repo.root, policy=policy)
+                repo = stack.enter_context(_open(payload))
+                policy = gateway_policy(repo.gateway().decide)
+                verdict = pre_tool_use(payload, root=repo.root, policy=policy)
             except StrataError as exc:
                 # Claude Code runs the tool when a hook fails any other way: a command that
                 # cannot be judged (a broken [gateway] policy) is refused, not let through
@@ -132,21 +158,101 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
                 click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
                 sys.stdout.flush()
                 raise SystemExit(2) from None
-        if verdict.ask and verdict.risk == "medium" and not strict:
-            return  # Claude Code's own permission rules decide; its changes are recorded
-        if verdict.ask and ask_prompts:
-            answer = {
-                "hookSpecificOutput": {
-                    "hookEventName": "PreToolUse",
-                    "permissionDecision": "ask",
-                    "permissionDecisionReason": verdict.reason,
-                }
+        _answer(payload, verdict, repo, ask_prompts=ask_prompts, strict=strict)
+
+
+def _answer(
+    payload: dict[str, Any],
+    verdict: Verdict,
+    repo: Repository | None,
+    *,
+    ask_prompts: bool,
+    strict: bool,
+) -> None:
+    """Give Claude Code the hook's answer to a judged call, and record a refusal or a prompt."""
+    if verdict.allowed:
+        return
+    if verdict.ask and verdict.risk == "medium" and not strict:
+        return  # Claude Code's own permission rules decide; its changes are recorded
+    if verdict.ask and ask_prompts:
+        answer = {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "permissionDecision": "ask",
+                "permissionDecisionReason": verdict.reason,
             }
-            click.echo(json.dumps(answer))
-        elif not verdict.allowed:
-            click.echo(verdict.reason, err=True)
-            sys.stdout.flush()
-            raise SystemExit(2)
+        }
+        click.echo(json.dumps(answer))
+        sys.stdout.flush()
+        _record(payload, verdict, repo, "asked", by="Claude Code's permission prompt")
+        return
+    click.echo(verdict.reason, err=True)
+    sys.stdout.flush()
+    try:
+        if verdict.ask:
+            how = "(--strict)" if verdict.risk == "medium" else "(--ask hands it to Claude Code)"
+            why = f"the hook refuses a {verdict.risk}-risk command that needs approval {how}"
+            _record(payload, verdict, repo, "denied", reason=why)
+        else:
+            _record(payload, verdict, repo, "forbidden")
+    finally:
+        # exit 2 whatever happened above: any other exit lets Claude Code run the tool
+        raise SystemExit(2)
+
+
+def _open(payload: dict[str, Any]) -> Repository:
+    """The workspace's repository, with the agent's session as the author (kind agent)."""
+    from strata.cli.common import open_repo
+    from strata.ledger.events import Author
+
+    session = str(payload.get("session_id") or "claude-code")
+    return open_repo(Author(session, "agent"), start_watcher=False)
+
+
+def _record(
+    payload: dict[str, Any],
+    verdict: Verdict,
+    repo: Repository | None,
+    outcome: str,
+    *,
+    reason: str | None = None,
+    by: str = HOOK_NAME,
+) -> None:
+    """Record the hook's answer to a call (in ``repo``, opened when None).
+
+    A failure to record is a warning on stderr, never a change of answer;
+    the write lock is waited for :data:`RECORD_WAIT_S` at most. ``reason``
+    is why it was refused (default: the verdict's).
+    """
+    import sqlite3
+
+    from strata.gateway.exec import record_decision
+    from strata.integrations.fasthook import tool_rationale
+
+    tool = str(payload.get("tool_name") or "tool")
+    tool_input = payload.get("tool_input")
+    if tool == "Bash" and isinstance(tool_input, dict):
+        command = str(tool_input.get("command"))
+    else:
+        command = tool_rationale(tool, tool_input)
+    try:
+        with contextlib.ExitStack() as stack:
+            if repo is None:
+                repo = stack.enter_context(_open(payload))
+            repo.lock.timeout = RECORD_WAIT_S
+            record_decision(
+                repo,
+                command,
+                outcome=outcome,
+                reason=(reason or verdict.reason).removeprefix("strata: "),
+                by=by,
+                decision=verdict.decision,
+                tool=tool,
+                cwd=Path.cwd(),
+            )
+    except (StrataError, OSError, sqlite3.Error) as exc:
+        message = exc.message if isinstance(exc, StrataError) else str(exc)
+        click.echo(f"strata: (this answer was not recorded: {message})", err=True)
 
 
 @hook.command("codex", context_settings={"ignore_unknown_options": True})
@@ -219,6 +325,8 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
     command). Other settings are kept; installing again changes nothing;
     a setting of yours Strata would have to replace is refused, named.
+    --config PATH must be in a folder that exists (only the agent's own
+    folder at its default place, such as .claude/, is made when missing).
 
     \b
     Example:
@@ -226,16 +334,27 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
       strata hook install codex --dry-run --json
     """
     from strata.integrations.install import default_path, plan
+    from strata.layout import find_layout
 
-    if config_path is not None:
-        path = Path(config_path).absolute()
-    elif agent == "codex":
-        path = default_path(agent, workspace=Path.cwd(), home=Path.home())
-    else:
+    if agent == "codex":
+        default: Path | None = default_path(agent, workspace=Path.cwd(), home=Path.home())
+    elif config_path is None:
         with open_repo(start_watcher=False) as repo:
             root = repo.root
-        path = default_path(agent, workspace=root, home=Path.home())
-    change = plan(agent, path)
+        default = default_path(agent, workspace=root, home=Path.home())
+    else:
+        try:
+            default = default_path(
+                agent, workspace=find_layout(Path.cwd()).workspace, home=Path.home()
+            )
+        except NotARepository:
+            default = None  # no workspace: no default place either
+    path = Path(config_path).absolute() if config_path is not None else default
+    assert path is not None
+    # only the agent's own folder at its default place is made when missing: a mistyped
+    # --config path would otherwise get a file no agent reads
+    own = default is not None and path.resolve() == default.resolve()
+    change = plan(agent, path, make_folder=own)
     if not dry_run:
         change.apply()
     if as_json:

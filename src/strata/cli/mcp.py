@@ -54,12 +54,13 @@ def _check_port(port: int) -> None:
     type=click.IntRange(1, 65535),
     default=8765,
     show_default=True,
-    help="The HTTP port (with --transport http).",
+    help="The HTTP port (only with --transport http).",
 )
 @click.option(
     "--token-file",
     type=click.Path(dir_okay=False),
-    help="Read the HTTP bearer token from this file (default: a new token, printed on stderr).",
+    help="Read the HTTP bearer token from this file (only with --transport http; default: "
+    "a new token, printed on stderr).",
 )
 @click.option(
     "--author",
@@ -72,7 +73,9 @@ def _check_port(port: int) -> None:
     default=None,
     help="What made them (default $STRATA_AUTHOR_KIND or agent).",
 )
+@click.pass_context
 def mcp(
+    ctx: click.Context,
     transport: str,
     port: int,
     token_file: str | None,
@@ -90,14 +93,26 @@ def mcp(
     strata://diff/{a}/{b}. Changes are recorded with --author (default:
     $STRATA_AUTHOR, else "mcp") of kind agent.
 
-    Over HTTP the server listens on 127.0.0.1:PORT/mcp only, and every
-    request must send 'Authorization: Bearer TOKEN'.
+    Over HTTP the server listens on 127.0.0.1:PORT/mcp only (no other
+    address), and every request must send 'Authorization: Bearer TOKEN'.
+    --port and --token-file are HTTP's: given without --transport http they
+    are a usage error, not ignored.
 
     \b
     Example:
       strata mcp --transport http --port 8765 --token-file ~/.config/strata/mcp-token
       # Claude Code: claude mcp add strata -- strata -C ~/project mcp
     """
+    from click.core import ParameterSource
+
+    if transport != "http":
+        for name in ("port", "token_file"):
+            if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
+                flag = "--" + name.replace("_", "-")
+                raise click.UsageError(
+                    f"{flag} is for the HTTP server: add --transport http "
+                    "(stdio, the default, has no port and no token)"
+                )
     from strata.integrations.mcp_server import StrataTools, build_server, serve_http, serve_stdio
 
     who = make_author(

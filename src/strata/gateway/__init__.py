@@ -24,6 +24,10 @@ Public entry points (names kept stable for ``strata mcp`` and ``strata hook``):
   timeout_s, max_output, cwd, env) -> ExecResult``; :func:`terminal_exec`
   ``(core, command, *, policy=None, profile=None, approver=None, …) ->
   ExecResult`` is the one-call form (:mod:`strata.gateway.exec`).
+  :func:`record_decision` ``(core, command, *, outcome, reason, by,
+  decision=None, tool, cwd, author) -> str`` records the gate's answer to a
+  call that runs elsewhere (an agent's hook refused it, or handed it to the
+  agent's own prompt), as record-only events ``strata undo`` steps over.
   ``Repository.exec(...)`` and ``Repository.gateway(...)`` are the facade's.
 * :func:`run_capability` ``(core, kind, args, *, gateway=None) -> dict`` —
   the capability registry: ``terminal_exec``, ``docx``, ``excel``
@@ -51,7 +55,13 @@ from strata.gateway.approval import (
 )
 from strata.gateway.capabilities import CAPABILITIES, run_capability
 from strata.gateway.classify import RISKS, Finding, Part, Risk, RiskDecision, classify
-from strata.gateway.exec import ExecResult, Gateway, policy_for, terminal_exec
+from strata.gateway.exec import (
+    ExecResult,
+    Gateway,
+    policy_for,
+    record_decision,
+    terminal_exec,
+)
 from strata.gateway.policy import (
     DECISIONS,
     PROFILES,
@@ -87,6 +97,7 @@ __all__ = [
     "deny_all",
     "load_policy",
     "policy_for",
+    "record_decision",
     "run_capability",
     "state_summary",
     "terminal_approver",

@@ -262,7 +262,7 @@ class Gateway:
                 core,
                 EventType.TOOL_CALL_FINISHED,
                 {**base, "status": "forbidden", "reason": decision.reason, "risk": decision.risk},
-                f"forbidden: {text}",
+                f"forbidden: {text} — {decision.reason}",
                 author=author,
                 operation=call,
             )
@@ -291,7 +291,9 @@ class Gateway:
             core,
             EventType.APPROVAL_DECIDED,
             {**base, "command": text, "risk": decision.risk, **answer.to_json()},
-            f"{'approved' if answer.approved else 'denied'} by {answer.by}: {text}",
+            f"approved by {answer.by}: {text}"
+            if answer.approved
+            else f"denied by {answer.by}: {text} — {answer.reason}",
             author=author,
             operation=call,
         )
@@ -452,6 +454,98 @@ class Gateway:
         if not path.is_dir():
             raise UsageError(f"{cwd} is not a folder of the workspace")
         return path
+
+
+def record_decision(
+    core: Core,
+    command: str,
+    *,
+    outcome: str,
+    reason: str,
+    by: str,
+    decision: PolicyDecision | None = None,
+    tool: str = "terminal_exec",
+    cwd: Path | str | None = None,
+    author: Author | None = None,
+) -> str:
+    """Record the gate's answer to a command that runs elsewhere (an agent's own tool).
+
+    An agent's hook (``strata hook claude-code``) judges a call the agent
+    makes itself; nothing runs here. Its answer is recorded with the events
+    :meth:`Gateway.exec` records for the same answer, in one record-only operation
+    (``strata undo`` steps over it), and the operation's id, which every
+    event carries as ``tool_call_id``, is returned. ``outcome`` is
+    ``forbidden`` (the policy, or a rule of the hook's, refuses it),
+    ``denied`` (it needs approval and ``by`` refused it: ``reason`` says
+    why) or ``asked`` (it needs approval and was handed to ``by``, whose
+    answer Strata does not see). ``decision`` is the policy's, when the
+    policy judged it (its risk class and reason are recorded).
+    """
+    if outcome not in ("forbidden", "denied", "asked"):
+        raise UsageError(f"unknown outcome {outcome!r}; use forbidden, denied or asked")
+    if outcome != "forbidden" and decision is None:
+        raise UsageError(f"an approval {outcome} needs the policy's decision (decision=...)")
+    author = author or core.author
+    risk = decision.risk if decision is not None else None
+    where = str(cwd) if cwd is not None else str(core.root)
+    command_type = {
+        "forbidden": EventType.TOOL_CALL_FINISHED,
+        "denied": EventType.APPROVAL_DECIDED,
+        "asked": EventType.APPROVAL_REQUESTED,
+    }[outcome]
+    with core.transaction(command_type, author) as tx:
+        base = {"tool_call_id": tx.id, "tool": tool}
+        events: list[tuple[str, dict[str, Any], str]] = [
+            (
+                EventType.TOOL_CALL_STARTED,
+                {**base, "command": command, "cwd": where, "judged_by": by},
+                f"{tool}: {command}",
+            )
+        ]
+        if outcome == "forbidden":
+            events.append(
+                (
+                    EventType.TOOL_CALL_FINISHED,
+                    {**base, "status": "forbidden", "reason": reason, "risk": risk},
+                    f"forbidden: {command} — {reason}",
+                )
+            )
+        else:
+            assert decision is not None
+            request = ApprovalRequest(
+                command=command,
+                risk=decision.risk,
+                reason=decision.reason,
+                workspace=str(core.root),
+                cwd=where,
+                rule=decision.rule,
+            )
+            asked = {"asked": by} if outcome == "asked" else {}
+            events.append(
+                (
+                    EventType.APPROVAL_REQUESTED,
+                    {**base, **request.to_json(), **asked},
+                    f"approval requested ({decision.risk}): {command}",
+                )
+            )
+        if outcome == "denied":
+            answer = ApprovalDecision(False, reason, by)
+            events += [
+                (
+                    EventType.APPROVAL_DECIDED,
+                    {**base, "command": command, "risk": risk, **answer.to_json()},
+                    f"denied by {by}: {command} — {reason}",
+                ),
+                (
+                    EventType.TOOL_CALL_FINISHED,
+                    {**base, "status": "denied", "reason": reason, "by": by},
+                    f"denied: {command}",
+                ),
+            ]
+        head = tx.head()
+        for action, data, rationale in events:
+            tx.annotate(action, anchor=head.id if head else None, data=data, rationale=rationale)
+        return tx.id
 
 
 def terminal_exec(

@@ -14,6 +14,7 @@ rules when its risk is medium (it is recorded and one ``strata undo`` away
 anyway) and refused when it is high (an agent may run with Claude Code's
 permissions bypassed); ``--ask`` hands a high one to Claude Code's own prompt
 (``permissionDecision: ask``) and ``--strict`` refuses a medium one too.
+The CLI records each refusal with :func:`strata.gateway.record_decision`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from strata.errors import PathError, UsageError
 from strata.layout import MARKER
+
+if TYPE_CHECKING:
+    from strata.gateway.policy import PolicyDecision
 
 #: Claude Code's tools that write files, and the key of their path in ``tool_input``
 FILE_TOOLS = {
@@ -46,6 +50,8 @@ class Verdict:
     """Neither allowed nor refused: the user is to be asked (Claude Code's ``ask``)."""
     risk: str = ""
     """The command's risk class (``low``, ``medium``, ``high``), for a Bash command."""
+    decision: PolicyDecision | None = None
+    """The command policy's decision, for a Bash command it judged (it is recorded)."""
 
 
 #: judges a shell command started in a folder (the command policy)
@@ -128,13 +134,19 @@ def gateway_policy(decide: Callable[..., Any]) -> CommandPolicy:
         if decision.decision == "allow":
             return ALLOW
         if decision.decision == "forbid":
-            return Verdict(False, why + " (forbidden by the workspace's [gateway] policy)")
+            return Verdict(
+                False,
+                why + " (forbidden by the workspace's [gateway] policy)",
+                risk=str(decision.risk),
+                decision=decision,
+            )
         return Verdict(
             False,
             why + " (needs approval: ask the user to run it, or to approve it with "
             "'strata exec --shell ...' in a terminal)",
             ask=True,
             risk=str(decision.risk),
+            decision=decision,
         )
 
     return judge

@@ -10,7 +10,11 @@
   ``lint-cmd: strata hook aider`` (Aider runs it with the edited files' names).
 
 Each install is idempotent: a second one finds its entries and changes
-nothing. An entry that would replace something the user set (another Codex
+nothing. A configuration file goes into a folder that exists: only the
+agent's own folder at its default place (``.claude/`` in the workspace,
+``~/.codex/``) is made when missing; any other missing folder is refused,
+since a mistyped ``--config`` path would otherwise get a file no agent reads.
+An entry that would replace something the user set (another Codex
 ``notify``, another Aider ``lint-cmd``) is refused, naming it, with nothing
 written. :func:`plan` computes the change without writing; :meth:`Change.apply`
 writes it atomically.
@@ -70,7 +74,7 @@ class Change:
         return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
 
     def apply(self) -> None:
-        """Write the new configuration (atomically; its folder made when missing)."""
+        """Write the new configuration (atomically; its folder made when :func:`plan` allowed)."""
         if not self.changed:
             return
         from strata.atomic import atomic_write
@@ -247,8 +251,20 @@ def default_path(agent: str, *, workspace: Path, home: Path) -> Path:
     raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
 
 
-def plan(agent: str, path: Path) -> Change:
-    """What installing Strata's hooks for ``agent`` into ``path`` changes (nothing written)."""
+def plan(agent: str, path: Path, *, make_folder: bool = False) -> Change:
+    """What installing Strata's hooks for ``agent`` into ``path`` changes (nothing written).
+
+    ``path``'s folder must exist, unless ``make_folder`` (the agent's default
+    place, see :func:`default_path`): a :class:`ConfigError` names it otherwise.
+    """
     if agent not in PLANNERS:
         raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
+    folder = path.parent
+    if not make_folder and not folder.is_dir():
+        what = "is not a folder" if folder.exists() else "does not exist"
+        raise ConfigError(
+            f"cannot write {path}: the folder {folder} {what}",
+            hint="check the --config path (no agent would read a file there), or make "
+            "the folder first",
+        )
     return PLANNERS[agent](path)

@@ -606,10 +606,12 @@ def _hit(row: Row, snapshot_id: str) -> Hit:
 
 def configured_max_bytes(core: Core) -> int:
     """``[kb] max_file_bytes`` of config.toml (default :data:`DEFAULT_MAX_FILE_BYTES`)."""
+    from strata.layout import bad_config, misspelt_problem
+
+    if (near := misspelt_problem(core.config.raw, "kb")) is not None:
+        raise bad_config(core.layout, near)
     table = core.config.raw.get("kb", {})
     value = table.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES) if isinstance(table, dict) else None
     if type(value) is not int or value < 1:
-        from strata.layout import bad_config
-
         raise bad_config(core.layout, "kb.max_file_bytes is not a whole number of bytes above 0")
     return value

@@ -138,6 +138,15 @@ def _not_configured(name: str, problem: str, *, hint: str | None = None) -> Prov
     )
 
 
+def _refuse_near_misses(config: Mapping[str, Any]) -> None:
+    """Refuse ``[provider.x]`` or ``[models]``: what the user wrote there would be dropped."""
+    from strata.layout import misspelt_problem
+
+    for name in ("providers", "model"):
+        if (near := misspelt_problem(dict(config), name)) is not None:
+            raise _not_configured("config.toml", near)
+
+
 def _table(config: Mapping[str, Any], key: str) -> dict[str, Any]:
     value = config.get(key, {})
     if not isinstance(value, dict):
@@ -147,6 +156,7 @@ def _table(config: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def providers(config: Mapping[str, Any]) -> dict[str, ProviderSettings]:
     """Every provider: the built-ins, then ``config``'s ``[providers.*]`` (checked), by name."""
+    _refuse_near_misses(config)
     tables = _table(config, "providers")
     out: dict[str, ProviderSettings] = {}
     for name in [*BUILTINS, *(n for n in tables if n not in BUILTINS)]:
@@ -274,6 +284,7 @@ def default_choice(config: Mapping[str, Any], environ: Mapping[str, str]) -> tup
     chosen = environ.get("STRATA_MODEL")
     if chosen:
         return chosen, "STRATA_MODEL"
+    _refuse_near_misses(config)
     default = _table(config, "model").get("default")
     if default is not None:
         if not isinstance(default, str) or not default:
