@@ -503,6 +503,15 @@ def test_install_codex_in_a_scratch_home(run_cli: CliRunner, tmp_path: Path) -> 
     assert other.read_text() == 'notify = ["notify-send"]\n'
 
 
+def test_install_codex_writes_where_codex_home_points(run_cli: CliRunner, tmp_path: Path) -> None:
+    """Codex reads $CODEX_HOME/config.toml when the variable is set: that is the file changed."""
+    codex_home = tmp_path / "codex-home"
+    out = ok(run_cli("hook", "install", "codex", cwd=tmp_path, env={"CODEX_HOME": str(codex_home)}))
+    assert str(codex_home / "config.toml") in out
+    assert "strata" in (codex_home / "config.toml").read_text()  # its folder made: Codex's own
+    assert not (run_cli.home / ".codex").exists()
+
+
 def test_install_aider(workspace: Path, run_cli: CliRunner) -> None:
     conf = workspace / ".aider.conf.yml"
     conf.write_text("model: sonnet\nauto-commits: true\n")

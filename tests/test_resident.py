@@ -184,6 +184,24 @@ def test_the_installed_command_and_hook_load_neither_re_nor_json(
     assert json.loads(out)[0]["rationale"] == f"Write {shown}"
 
 
+def test_each_served_command_warns_of_an_unknown_config_table(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """The watcher runs many commands in one process: each one warns, as it would alone."""
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    with (ws / ".strata" / "config.toml").open("a", encoding="utf-8") as f:
+        f.write('\n[policy]\nprofile = "read-only"\n')
+    served(ws)
+    for n in range(2):
+        (ws / f"new{n}.txt").write_text(f"{n}\n")
+        code, out, err = run_cli("snapshot", "-m", f"served {n}", cwd=ws)
+        assert code == 0 and "Recorded" in out, err
+        (warning,) = err.splitlines()
+        assert "config.toml: [policy] is not a table" in warning, n
+    assert _status(run_cli, ws)["commands_run"] == 2
+
+
 def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(
     tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
 ) -> None:

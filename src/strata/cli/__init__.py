@@ -28,7 +28,7 @@ from typing import NoReturn
 import click
 
 from strata._version import __version__
-from strata.cli.common import State, remember_json, report_error
+from strata.cli.common import State, new_command, remember_json, report_error
 from strata.errors import CorruptRepository, DiskFull, StrataError
 
 
@@ -156,6 +156,7 @@ def _json_requested(args: list[str], state: State) -> bool:
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``strata`` console script."""
     args = list(sys.argv[1:] if argv is None else argv)
+    new_command()
     state = State(debug="--debug" in args or os.environ.get("STRATA_DEBUG") == "1")
     color = False if os.environ.get("NO_COLOR") else None  # no-color.org: set and not empty
 

@@ -164,8 +164,13 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
     return repo
 
 
-#: the config files this process has warned about (a command may open its repository twice)
+#: the config files this command has warned about (a command may open its repository twice)
 _WARNED: set[Path] = set()
+
+
+def new_command() -> None:
+    """Forget what the previous command warned about (a watcher runs many in one process)."""
+    _WARNED.clear()
 
 
 def _warn_unknown_tables(repo: Repository) -> None:

@@ -321,7 +321,7 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     """Write AGENT's configuration so it runs Strata's hooks; print the diff.
 
     claude-code: .claude/settings.json of the workspace (PreToolUse and
-    PostToolUse hooks). codex: ~/.codex/config.toml (notify). aider:
+    PostToolUse hooks). codex: ~/.codex/config.toml, or $CODEX_HOME/config.toml (notify). aider:
     .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
     command). Other settings are kept; installing again changes nothing;
     a setting of yours Strata would have to replace is refused, named.
@@ -337,7 +337,12 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     from strata.layout import find_layout
 
     if agent == "codex":
-        default: Path | None = default_path(agent, workspace=Path.cwd(), home=Path.home())
+        default: Path | None = default_path(
+            agent,
+            workspace=Path.cwd(),
+            home=Path.home(),
+            codex_home=os.environ.get("CODEX_HOME"),
+        )
     elif config_path is None:
         with open_repo(start_watcher=False) as repo:
             root = repo.root

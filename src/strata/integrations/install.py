@@ -240,11 +240,17 @@ PLANNERS: dict[str, Callable[[Path], Change]] = {
 }
 
 
-def default_path(agent: str, *, workspace: Path, home: Path) -> Path:
-    """Where ``agent`` reads the configuration Strata writes."""
+def default_path(agent: str, *, workspace: Path, home: Path, codex_home: str | None = None) -> Path:
+    """Where ``agent`` reads the configuration Strata writes.
+
+    Codex reads ``$CODEX_HOME/config.toml`` when ``CODEX_HOME`` is set (pass
+    its value as ``codex_home``), ``~/.codex/config.toml`` otherwise.
+    """
     if agent == "claude-code":
         return workspace / ".claude" / "settings.json"
     if agent == "codex":
+        if codex_home:
+            return Path(codex_home).expanduser().absolute() / "config.toml"
         return home / ".codex" / "config.toml"
     if agent == "aider":
         return workspace / ".aider.conf.yml"
