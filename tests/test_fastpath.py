@@ -170,6 +170,36 @@ def test_a_folder_whose_entries_changed_is_read_name_by_name_not_listed(
     assert repo.check() == []
 
 
+@pytest.mark.parametrize("statuses", [1, 2])
+def test_a_snapshot_after_a_status_stores_what_the_status_only_looked_at(
+    watched: tuple[Repository, ChangeMonitor], statuses: int
+) -> None:
+    """A status hashes without storing: the next snapshot stores it, still without listing.
+
+    A second status sees the first one's unstored ids in the cache: they must not
+    pass for stored.
+    """
+    repo, _ = watched
+    repo.snapshot("token")
+    sub = repo.root / "pkg4" / "sub"
+    (sub / "m0.py").write_text("the status saw this\n")
+    (sub / "new.py").write_text("and this\n")
+    (sub / "m1.py").unlink()
+    old = time.time() - 60  # not racy: only the cache can make them be read again
+    for path in (sub / "m0.py", sub / "new.py"):
+        os.utime(path, (old, old))
+    for _ in range(statuses):
+        changed = {c.path for c in repo.status().changes}
+        assert changed == {"pkg4/sub/m0.py", "pkg4/sub/new.py", "pkg4/sub/m1.py"}
+    event = repo.snapshot("after the status").event
+    assert _last(repo).watcher == "incremental" and _last(repo).folders_listed == 0
+    assert event is not None and set(event.files) == changed
+    assert repo.show("HEAD", "pkg4/sub/m0.py") == b"the status saw this\n"
+    assert repo.show("HEAD", "pkg4/sub/new.py") == b"and this\n"
+    assert repo.check() == []
+    assert repo.status().clean
+
+
 def test_a_run_asks_the_watcher_for_both_its_snapshots(
     watched: tuple[Repository, ChangeMonitor],
 ) -> None:
@@ -315,6 +345,24 @@ def test_a_torn_save_leaves_a_cache_that_hides_no_edit(
     assert repo.show("HEAD", "pkg10/sub/m1.py") == b"value = 'two'\n"
     assert repo.show("HEAD", "pkg11/sub/m1.py") == b"value = 'six'\n"
     assert repo.status().clean
+
+
+def test_without_a_watcher_two_statuses_then_a_snapshot_store_the_new_file(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    _fill(ws)
+    repo = make_repo(ws)
+    repo.snapshot("start")
+    path = ws / "pkg0" / "sub" / "pending.txt"
+    path.write_text("pending\n")
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    for _ in range(2):
+        assert [c.path for c in repo.status().changes] == ["pkg0/sub/pending.txt"]
+    event = repo.snapshot("now").event
+    assert event is not None and event.files == ("pkg0/sub/pending.txt",)
+    assert repo.show("HEAD", "pkg0/sub/pending.txt") == b"pending\n"
+    assert repo.check() == []
 
 
 def test_a_racy_same_size_edit_is_seen(ws: Path, make_repo: Callable[..., Repository]) -> None:

@@ -506,8 +506,8 @@ class Scanner:
         if plan.below_root(key):
             return False
         cached = self.cache.get(key)
-        if cached is None or not cached.tree:
-            return False
+        if cached is None or (not cached.tree and key not in plan.parents):
+            return False  # without a tree id (a status saw it change) it is only patched
         folder.cached = cached
         folder.names = cached.names
         folder.ignored = cached.ignored
@@ -626,7 +626,8 @@ class Scanner:
         folder.ignored = frozenset(ignored)
         # the listing order is unknown: the next full walk compares this folder row by row
         folder.order, folder.digest = "", b""
-        folder.clean = clean and folder.names == cached.names
+        # a folder without a tree id names objects that may not be stored: its tree is rebuilt
+        folder.clean = clean and folder.names == cached.names and bool(cached.tree)
         self.folders_patched += 1
         return True
 

@@ -344,15 +344,34 @@ def _write_base(path: Path, body: dict[str, Any]) -> None:
         raise
 
 
-def _without_tree(blob: bytes) -> bytes:
-    """A folder's blob with its tree id cleared (its stats kept, to spare reading files again)."""
-    try:
-        raw = marshal.loads(blob)
-    except (TypeError, ValueError, EOFError):
-        return blob
-    if not (isinstance(raw, tuple) and len(raw) == 6):
-        return blob
-    return marshal.dumps((*raw[:4], "", raw[5]))
+def _unverified(found: DirCache | None, before: bytes | None, started_ns: int) -> bytes | None:
+    """What the cache keeps of a folder a scan saw change but stored nothing of (a status).
+
+    The rows as that scan found them, without a tree id (the folder's tree and
+    the ids its rows name may not be stored), and every file whose object id
+    the cache did not hold before marked racy (an impossible mtime), so the
+    next scan that stores reads it again. A file whose id the cache held with
+    a real mtime is stored (only a scan that stores leaves one; a racy mark
+    may come from an earlier status): its fresh stat is kept. So the next
+    scan brings the folder up to date from its racy names and the names the
+    watcher reports, without listing it.
+    """
+    if found is None:
+        return None
+    old: dict[str, FileStat] = {}
+    if before is not None:
+        with contextlib.suppress(TypeError, ValueError, EOFError):
+            old = DirCache.load(marshal.loads(before)).files
+    names, rules, ignored, files, _tree, rows = found.dump(started_ns)
+
+    def racy(st: FileStat) -> FileStat:
+        return (st[0], st[1], -1, st[3], st[4], st[5])
+
+    kept = {
+        name: st if (o := old.get(name)) is not None and o[2] >= 0 and o[5] == st[5] else racy(st)
+        for name, st in files.items()
+    }
+    return marshal.dumps((names, rules, ignored, kept, "", rows))
 
 
 def forget_memory() -> None:
@@ -451,17 +470,21 @@ class StatCache:
 
         ``started_ns`` is when the scan that found them started. The folders
         named in ``unverified`` name objects that were never stored (a scan
-        that only hashed): they keep the stats the cache held before (or are
-        dropped), without a tree id, and are marked racy, so every later scan
-        lists them again (a folder without a tree id is never brought up to
-        date from its changed names alone).
+        that only hashed): they are kept without a tree id, their files not
+        known to be stored marked racy (see :func:`_unverified`), and the
+        folders are marked racy, so every later scan looks at them again
+        until one that stores saves them.
         """
         before = {k: self._raw.get(k) for k in unverified}
         self.dirs = {k: v for k, v in dirs.items() if k not in unverified}
         self._raw = {k: v for k, v in (inherited or {}).items() if k not in unverified}
         for key, blob in before.items():
-            if blob is not None:
-                self._raw[key] = _without_tree(blob)
+            # its quick record described the old rows (a listing that matched it would take
+            # the rows of this blob, whose ids may not be stored): dropped
+            self._quick.pop(key, None)
+            kept = _unverified(dirs.get(key), blob, started_ns)
+            if kept is not None:
+                self._raw[key] = kept
         self._unverified = unverified
         self._started_ns = started_ns
 
