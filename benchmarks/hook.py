@@ -9,7 +9,9 @@ files in both workspaces and times, side by side:
   documented schema) until it exits: the snapshot is handed to the watcher
   before the CLI is imported; the event is checked afterwards (untimed)
   vs ``git add -A`` + ``git commit -q -m x``;
-* for reference: a plain ``strata snapshot`` (the same path, without the
+* for reference (the last two rows taken after all the timed samples, since a
+  snapshot run locally rewrites the stat cache the watcher then reads again):
+  a plain ``strata snapshot`` (the same path, without the
   hook's message), the same hook with ``STRATA_NO_RESIDENT=1`` (the CLI loads
   Strata and snapshots in its own process, the watcher still answering which
   paths changed), and a PreToolUse for a Bash command (the policy's decision,
@@ -119,12 +121,12 @@ def main() -> None:
     sb.run([sb.STRATA, "watch", "--daemon", "--no-capture"], st_ws)
     sb.run([sb.STRATA, "snapshot"], st_ws)  # the stat cache now holds a watcher token
     run_no = 0
+    target = str(st_ws / edits[0].path)
     try:
         for i in range(args.runs):
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
             sb.edit(git_ws, edits, run_no, args.seed)
-            target = str(st_ws / edits[0].path)
             post = payload(
                 st_ws, "PostToolUse", "Edit", {"file_path": target, "new_string": f"{i}"}
             )
@@ -137,14 +139,21 @@ def main() -> None:
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
             add("snapshot strata (watcher)", sb.timed(sb.seq(st_ws, [sb.STRATA, "snapshot"])))
+            sb.log(f"run {i + 1}/{args.runs}")
+        # the reference rows after the timed ones: a snapshot run locally rewrites the stat
+        # cache, which the watcher then reads again on its next command (an agent's hooks
+        # never run locally while a watcher serves them)
+        for i in range(args.runs):
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
+            post = payload(
+                st_ws, "PostToolUse", "Edit", {"file_path": target, "new_string": f"local {i}"}
+            )
             sb.ENV["STRATA_NO_RESIDENT"] = "1"
             add("hook strata (watcher, run locally)", hook(st_ws, post))
             del sb.ENV["STRATA_NO_RESIDENT"]
             pre = payload(st_ws, "PreToolUse", "Bash", {"command": "rm -rf build"})
             add("PreToolUse Bash decision", hook(st_ws, pre, ok=(2,)))
-            sb.log(f"run {i + 1}/{args.runs}")
     finally:
         sb.run([sb.STRATA, "watch", "--stop"], st_ws)
 
