@@ -188,9 +188,17 @@ def test_a_snapshot_after_a_status_stores_what_the_status_only_looked_at(
     old = time.time() - 60  # not racy: only the cache can make them be read again
     for path in (sub / "m0.py", sub / "new.py"):
         os.utime(path, (old, old))
+    cache = repo.layout.statcache
+    saved = [
+        (p.stat().st_size, p.stat().st_mtime_ns) for p in (cache, cache.with_name("statcache.log"))
+    ]
     for _ in range(statuses):
         changed = {c.path for c in repo.status().changes}
         assert changed == {"pkg4/sub/m0.py", "pkg4/sub/new.py", "pkg4/sub/m1.py"}
+    # the status had nothing worth keeping: its files are read again by the next scan anyway
+    assert saved == [
+        (p.stat().st_size, p.stat().st_mtime_ns) for p in (cache, cache.with_name("statcache.log"))
+    ]
     event = repo.snapshot("after the status").event
     assert _last(repo).watcher == "incremental" and _last(repo).folders_listed == 0
     assert event is not None and set(event.files) == changed

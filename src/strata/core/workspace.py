@@ -81,23 +81,49 @@ class Scan:
         """What the scan saw at ``path`` (None: nothing)."""
         return self.result.stat_of(path)
 
+    def _changed_folders(self) -> tuple[list[str], frozenset[str]]:
+        """The folders whose cached view this scan replaces, and those of them it cannot vouch for.
+
+        After a scan that stored nothing, a folder whose tree is not the cached
+        one names objects that may not be in the store (*unverified*); one whose
+        tree is the cached one names only stored objects (new stats only).
+        """
+        changed = [key for key, d in self.result.dirs.items() if self.cache.dirs.get(key) is not d]
+        if not isinstance(self.store, OverlayStore):
+            return changed, frozenset()
+        unverified = frozenset(
+            key
+            for key in changed
+            if (cached := self.cache.dirs.get(key)) is None
+            or cached.tree != self.result.dirs[key].tree
+            or not cached.tree
+        )
+        return changed, unverified
+
+    @property
+    def worth_saving_unstored(self) -> bool:
+        """Whether a scan that stored nothing should save the stat cache.
+
+        Not when it was incremental and every folder it would replace is
+        unverified: those keep only racy marks (their files are read again by
+        the next scan whatever), and the next scan asks the watcher from the
+        old token, which names the same paths again. Saving would only cost
+        the time of writing it (a status after edits).
+        """
+        if not self.worth_saving:
+            return False
+        changed, unverified = self._changed_folders()
+        return not (self.scanner.incremental and changed and set(changed) <= unverified)
+
     def save_cache(self) -> None:
         """Keep the stat cache, so the next scan re-reads only what changed.
 
         After a scan that stored nothing, the folders it found changed would
-        name objects that are not in the store: they keep what the cache held
-        and are marked to be listed by every later scan, until a scan that
-        stores its objects saves them.
+        name objects that are not in the store: they are kept without a tree
+        id and with their new files marked racy (``StatCache.replace``), so
+        the next scan that stores reads those files again.
         """
-        unverified: frozenset[str] = frozenset()
-        if isinstance(self.store, OverlayStore):
-            # a folder whose tree is the cached one names only stored objects (new stats only)
-            unverified = frozenset(
-                key
-                for key, d in self.result.dirs.items()
-                if (cached := self.cache.dirs.get(key)) is not d
-                and (cached is None or cached.tree != d.tree or not cached.tree)
-            )
+        _, unverified = self._changed_folders()
         self.cache.replace(
             self.result.dirs,
             started_ns=self.result.started_ns,
@@ -159,20 +185,20 @@ class Workspace:
             result.watcher = answer.reason or "the ignore rules changed"
         self.last_scan = result
         scan = Scan(result, scanner, cache, store, token_before)
-        if not hash_only:
-            # the trees just written: the diff that follows reads them from memory (not when
-            # they are many, a first snapshot: its diff reads each once, streaming)
-            new = [
-                found
-                for key, found in result.dirs.items()
-                if cache.dirs.get(key) is not found and found.tree
-            ]
-            if sum(len(found.rows) for found in new) <= REMEMBERED_ENTRIES:
-                for found in new:
-                    remember_tree(store, ObjectId(found.tree), rows_to_entries(found.rows))
+        # the trees just written (or only looked at, by a status): the diff that follows
+        # reads them from memory (not when they are many, a first snapshot: its diff reads
+        # each once, streaming)
+        new = [
+            found
+            for key, found in result.dirs.items()
+            if cache.dirs.get(key) is not found and found.tree
+        ]
+        if sum(len(found.rows) for found in new) <= REMEMBERED_ENTRIES:
+            for found in new:
+                remember_tree(store, ObjectId(found.tree), rows_to_entries(found.rows))
         if isinstance(store, OverlayStore):
             store.sources.update(scanner.sources)
-            if scan.worth_saving:  # nothing to wait for: it keeps only stored objects
+            if scan.worth_saving_unstored:  # nothing to wait for: it keeps only stored objects
                 scan.save_cache()
         return scan
 

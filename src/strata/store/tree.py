@@ -112,7 +112,9 @@ def _cache_key(store: ObjectStore, oid: str) -> tuple[str, str] | None:
     """Where ``oid`` of ``store`` is kept in the tree cache (None: not cached)."""
     if isinstance(store, OverlayStore):
         if store.top.has(ObjectId(oid)):
-            return None  # only looked at, never stored
+            # only looked at, never stored (a status): kept apart from every disk store's
+            # trees; a tree id names its content, so any overlay holding it has these entries
+            return ("", oid)
         return _cache_key(store.base, oid)
     if isinstance(store, DiskObjectStore):
         return (str(store.root), oid)
