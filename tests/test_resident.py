@@ -202,6 +202,31 @@ def test_each_served_command_warns_of_an_unknown_config_table(
     assert _status(run_cli, ws)["commands_run"] == 2
 
 
+def test_a_served_snapshot_saves_the_stat_cache_after_answering(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """The asker does not wait for the stat cache's save; the next command finds it saved."""
+    from strata.store.statcache import StatCache, forget_memory
+
+    ws = _workspace(tmp_path / "ws")
+    assert run_cli("init", cwd=ws)[0] == 0
+    served(ws)
+    cache = ws / ".strata" / "statcache"
+    tokens = []
+    for n in range(3):
+        (ws / f"new{n}.txt").write_text(f"{n}\n")
+        code, out, err = run_cli("snapshot", "-m", f"served {n}", cwd=ws)
+        assert code == 0 and "Recorded" in out, err
+        assert run_cli("history", "--limit", "1", cwd=ws)[0] == 0  # the next turn: saved by now
+        forget_memory()
+        saved = StatCache(cache)
+        tokens.append(saved.token)
+        root = saved.get("")
+        assert root is not None and f"new{n}.txt" in root.files  # the new file's stat is kept
+    assert _status(run_cli, ws)["commands_run"] == 6
+    assert len(set(tokens)) == 3 and all(tokens)  # each save holds the watcher's newer token
+
+
 def test_help_debug_and_other_commands_are_never_sent_to_the_watcher(
     tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
 ) -> None:

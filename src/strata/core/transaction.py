@@ -34,6 +34,7 @@ from strata.errors import UsageError
 from strata.ids import EventId, ObjectId, SnapshotId
 from strata.ledger.events import ACTION_SCOPES, Author, Event, EventType, format_ts
 from strata.ledger.ledger import Bookmark, Operation, View, moved
+from strata.store import served
 from strata.store.materialize import Action, Journal, RestoreReport, journal_record
 from strata.store.tree import EMPTY_TREE
 
@@ -354,7 +355,8 @@ class Transaction:
         )
         result.warnings = scan.warnings
         if result.event is not None or scan.worth_saving:
-            self.on_commit(scan.save_cache)
+            # a watcher running this command saves it once the asker has its answer
+            self.on_commit(lambda: served.when_replied(scan.save_cache))
         return result, scan
 
     def auto_save(self, reason: str) -> tuple[Event | None, Scan]:

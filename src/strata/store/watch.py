@@ -95,6 +95,7 @@ from pathlib import Path
 from typing import Any
 
 from strata.errors import WatcherFailed, WatcherRunning
+from strata.store import served as served_commands
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
 from strata.store.notify import Notifier, WatchLimit
 
@@ -806,6 +807,7 @@ class MonitorServer:
             go = json.loads(_read_line(conn) or b"null")
             if not isinstance(go, dict) or go.get("go") is not True:
                 return  # the asker gave up: it runs the command itself
+            served_commands.serving()
             try:
                 served = self.runner(request)
             except Exception as exc:  # a bad request must get an answer, not silence
@@ -825,7 +827,10 @@ class MonitorServer:
                 for fd in served.fds:
                     os.close(fd)
         finally:
-            self._running.release()
+            try:
+                served_commands.replied()  # what the command deferred (saving the stat cache)
+            finally:
+                self._running.release()
 
     def _reply(self, request: Any) -> dict[str, Any]:
         if not isinstance(request, dict) or request.get("v") != PROTOCOL:
