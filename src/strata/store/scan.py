@@ -125,6 +125,7 @@ class _Folder:
         "entries",
         "hint",
         "ignored",
+        "kept",
         "listed",
         "names",
         "order",
@@ -158,6 +159,9 @@ class _Folder:
         self.digest = b""
         #: the cache's quick record, when the listing matched it (no row was built)
         self.quick: Quick | None = None
+        #: taken from the cache on the way to a changed folder: its rows, as cached, stand
+        #: but for its subfolders' tree ids (no entry is built for its files)
+        self.kept: tuple[Row, ...] | None = None
 
     @property
     def key(self) -> str:
@@ -362,6 +366,28 @@ class Scanner:
                 dirs[folder.key] = cached
                 seen += len(cached.files)
                 continue
+            if folder.kept is not None and cached is not None:
+                # the cached rows in their order, each subfolder's row with its new tree id
+                row_tuple = tuple(
+                    (k, m, s, trees[folder.children[n]] if k == "d" else o, n)
+                    for k, m, s, o, n in folder.kept
+                )
+                seen += len(cached.files)
+                data = encode_rows(row_tuple)
+                kept_tree = hash_bytes(data)
+                self.store.put(data, oid=kept_tree)
+                trees[index] = kept_tree
+                dirs[folder.key] = DirCache(
+                    folder.names,
+                    folder.rules.fingerprint,
+                    folder.ignored,
+                    cached.files,
+                    kept_tree,
+                    row_tuple,
+                    folder.order,
+                    digest,  # the permission bits of a subfolder and the files' stats: as cached
+                )
+                continue
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
@@ -523,35 +549,49 @@ class Scanner:
             return False
         if any(r[0] != "d" and r[4] not in cached.files for r in cached.rows):
             return False
+        folder.clean = True
+        if key not in plan.parents:
+            # on the way to a changed folder: nothing in it changed but subfolders' trees
+            folder.rules = rules
+            folder.kept = cached.rows
+            for kind, _mode, _size, oid, name in cached.rows:
+                if kind == "d":
+                    self._subfolder(folder, folders, plan, name, oid)
+            return True
         rows: dict[str, list[object]] = {
             name: [kind, mode, size, oid, None if kind == "d" else cached.files[name]]
             for kind, mode, size, oid, name in cached.rows
         }
-        folder.clean = True
-        if key in plan.parents and not self._patch(folder, rules, plan, cached, rows):
+        if not self._patch(folder, rules, plan, cached, rows):
             folder.clean = False
             return False
         folder.rules = rules
         for name, row in rows.items():
             if row[0] == "d":
-                child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
-                child_key = child.key
-                if (
-                    row[3]
-                    and child_key not in plan.above
-                    and not plan.must_list(child_key)
-                    and self.cache.blob(child_key) is not None
-                ):
-                    # nothing at or below it changed: its tree is the one this row names
-                    child.whole = True
-                    child.hint = str(row[3])
-                    child.clean = True
-                folder.children[name] = len(folders)
-                folders.append(child)
+                self._subfolder(folder, folders, plan, name, str(row[3]))
                 folder.entries[name] = ["d", row[1], 0, "", None]
             else:
                 folder.entries[name] = row
         return True
+
+    def _subfolder(
+        self, folder: _Folder, folders: list[_Folder], plan: _Plan, name: str, tree: str
+    ) -> None:
+        """Queue subfolder ``name`` of a folder taken from the cache (``tree``: its cached id)."""
+        child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, folder.rules)
+        child_key = child.key
+        if (
+            tree
+            and child_key not in plan.above
+            and not plan.must_list(child_key)
+            and self.cache.blob(child_key) is not None
+        ):
+            # nothing at or below it changed: its tree is the one this row names
+            child.whole = True
+            child.hint = tree
+            child.clean = True
+        folder.children[name] = len(folders)
+        folders.append(child)
 
     def _patch(
         self,
