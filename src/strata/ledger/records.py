@@ -90,21 +90,23 @@ class Record:
 
     def to_line(self) -> bytes:
         """The record as one canonical JSON line (without the newline)."""
+        return b"".join(self.line_pieces())
+
+    def line_pieces(self) -> tuple[bytes, ...]:
+        """:meth:`to_line` in pieces, the body's JCS bytes one of them (not copied)."""
         body_jcs = self.body_jcs or canonical(self.body)
-        return b"".join(
-            (
-                b'{"body":',
-                body_jcs,
-                b',"hash":',
-                canonical(self.hash),
-                b',"kind":',
-                canonical(self.kind),
-                b',"prev":',
-                canonical(self.prev),
-                b',"seq":',
-                canonical(self.seq),
-                b"}",
-            )
+        return (
+            b'{"body":',
+            body_jcs,
+            b',"hash":',
+            canonical(self.hash),
+            b',"kind":',
+            canonical(self.kind),
+            b',"prev":',
+            canonical(self.prev),
+            b',"seq":',
+            canonical(self.seq),
+            b"}",
         )
 
     @classmethod

@@ -61,6 +61,7 @@ from pathlib import Path
 import blake3
 
 from strata.ids import ObjectId
+from strata.store.fsops import bound_malloc_cache
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
@@ -196,8 +197,15 @@ class _Plan:
         return False
 
 
+#: every permission value as one shared int (one new int per file otherwise: 0o644 > 256)
+_MODES = tuple(range(0o1000))
+
+
 def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
-    return (st.st_mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
+    if ctime == mtime:
+        ctime = mtime  # one int object, not two: a first snapshot keeps one per file
+    return (_MODES[st.st_mode & 0o777], st.st_size, mtime, ctime, st.st_ino)
 
 
 def _row_name(row: Row) -> str:
@@ -759,6 +767,7 @@ class Scanner:
     def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
         """Hash (and store) every job's file; each batch's results are applied as it ends."""
         if len(jobs) > 8 and self.threads > 1:
+            bound_malloc_cache()  # the threads' big read buffers go back to the system
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
             done = 0

@@ -26,6 +26,8 @@ from strata.ledger.driver import EventFilter, EventKeys, path_range
 from strata.ledger.records import Record
 
 FORMAT = 2
+#: a record line of this many bytes or more is written into its row in place (see ``append``)
+WRITTEN_IN_PLACE = 1 << 20
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -137,10 +139,23 @@ class SqliteDriver:
                     raise CorruptRepository(
                         f"append out of order: record {record.seq} in place of {expected + offset}"
                     )
-            db.executemany(
-                "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
-                [(r.seq, r.kind, r.to_line()) for r in records],
-            )
+            small: list[tuple[int, str, bytes]] = []
+            for record in records:
+                pieces = record.line_pieces()
+                size = sum(len(p) for p in pieces)
+                if size < WRITTEN_IN_PLACE:
+                    small.append((record.seq, record.kind, b"".join(pieces)))
+                    continue
+                # a big line (a first snapshot's event) is written into its row piece by
+                # piece: bound as a value, SQLite would hold two more copies of it
+                db.execute(
+                    "INSERT INTO records(seq, kind, line) VALUES (?, ?, zeroblob(?))",
+                    (record.seq, record.kind, size),
+                )
+                with db.blobopen("records", "line", record.seq) as blob:
+                    for piece in pieces:
+                        blob.write(piece)
+            db.executemany("INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)", small)
             try:
                 self._index(r for r in records if r.kind == "event")
             except sqlite3.IntegrityError:
