@@ -159,9 +159,9 @@ class PackWriter:
             for oid in sorted(self.entries):
                 offset, length = _where(self.entries[oid])
                 body += _ENTRY.pack(bytes.fromhex(oid), offset, length)
-            body += blake3.blake3(bytes(body)).digest()
+            body += blake3.blake3(body).digest()  # hashed and written where it is: no copy
             idx = self.path.with_suffix(".idx")
-            atomic_write(idx, bytes(body), durable=sync)
+            atomic_write(idx, body, durable=sync)
             return idx
 
     def abort(self) -> None:

@@ -141,10 +141,9 @@ class SqliteDriver:
                     )
             small: list[tuple[int, str, bytes]] = []
             for record in records:
-                pieces = record.line_pieces()
-                size = sum(len(p) for p in pieces)
+                size = record.line_length()
                 if size < WRITTEN_IN_PLACE:
-                    small.append((record.seq, record.kind, b"".join(pieces)))
+                    small.append((record.seq, record.kind, record.to_line()))
                     continue
                 # a big line (a first snapshot's event) is written into its row piece by
                 # piece: bound as a value, SQLite would hold two more copies of it
@@ -153,8 +152,18 @@ class SqliteDriver:
                     (record.seq, record.kind, size),
                 )
                 with db.blobopen("records", "line", record.seq) as blob:
-                    for piece in pieces:
-                        blob.write(piece)
+                    chunk = bytearray()  # small pieces (a path each) are written 64 KiB at a time
+                    for piece in record.line_pieces():
+                        if len(piece) >= 1 << 16:
+                            blob.write(chunk)
+                            chunk.clear()
+                            blob.write(piece)
+                        else:
+                            chunk += piece
+                            if len(chunk) >= 1 << 16:
+                                blob.write(chunk)
+                                chunk.clear()
+                    blob.write(chunk)
             db.executemany("INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)", small)
             try:
                 self._index(r for r in records if r.kind == "event")
