@@ -32,7 +32,7 @@ from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
 from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver
 from strata.ledger.drivers import jsonl
 from strata.ledger.drivers.jsonl import JsonlDriver
-from strata.ledger.drivers.sqlite import SqliteDriver
+from strata.ledger.drivers.sqlite import WRITTEN_IN_PLACE, SqliteDriver
 from strata.ledger.records import Record, verify_chain
 
 ALPHABET = "ghjkmnpqrstvwxyz"
@@ -321,6 +321,56 @@ def test_a_batch_that_fails_halfway_leaves_nothing(ledger: Opened) -> None:
     assert d.seek_event(keys(records[9]).id) is None
     d.append(records[8:])
     assert list(d.scan()) == records
+
+
+def big_event(seq: int, prev: str, files: int) -> Record:
+    """The event of a first snapshot of ``files`` files: a line of several MiB."""
+    body = {
+        "id": f"big{seq:017d}",
+        "ts": T0,
+        "author": {"name": "ann", "kind": "human"},
+        "action_type": "snapshot",
+        "branch": "main",
+        "operation_id": f"op{seq}",
+        "files": [f"src/pkg{i // 1000:03d}/module_{i:06d}.py" for i in range(files)],
+        "snapshot_ref": "ab" * 32,
+    }
+    return Record.seal(seq, "event", body, prev)
+
+
+def test_an_event_of_many_paths_reads_back_identically_with_its_paths_indexed(
+    ledger: Opened,
+) -> None:
+    # a first snapshot of 80,000 files writes a line of several MiB: written in place, it
+    # must read back byte for byte, chained, and between the small records of its batch
+    records = make_records(4)
+    big = big_event(5, records[-1].hash, 60_000)
+    assert len(big.to_line()) > WRITTEN_IN_PLACE
+    after = make_records(3, seed=1, first=big)
+    ledger.driver.append([*records[:2]])
+    ledger.driver.append([*records[2:], big, *after])
+    for reopen in (False, True):
+        d = ledger.reopen() if reopen else ledger.driver
+        assert [r.to_line() for r in d.scan()] == [r.to_line() for r in [*records, big, *after]]
+        assert d.get(5) == big
+        assert verify_chain(d.scan()) is None
+        assert d.verify_index() == []
+        found = d.find_events(EventFilter(path="src/pkg059/module_059999.py"))
+        assert [r.seq for r in found] == [5]
+
+
+def test_a_batch_with_an_event_of_many_paths_that_fails_leaves_nothing(ledger: Opened) -> None:
+    records = make_records(4)
+    ledger.driver.append(records)
+    big = big_event(5, records[-1].hash, 60_000)
+    bad = Record(6, "event", {"id": "k" * 20, "not json": {1, 2}}, big.hash, "x")
+    with pytest.raises(ValueError):
+        ledger.driver.append([big, bad])
+    d = ledger.reopen()
+    assert list(d.scan()) == records
+    assert d.verify_index() == []
+    d.append([big])
+    assert d.get(5) == big
 
 
 def test_seek_event_finds_every_event_by_its_full_id(ledger: Opened) -> None:

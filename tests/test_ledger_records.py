@@ -10,7 +10,14 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository
-from strata.ledger.records import Record, canonical, record_hash, verify_chain
+from strata.ledger.records import (
+    STREAMED_ITEMS,
+    Record,
+    canonical,
+    canonical_pieces,
+    record_hash,
+    verify_chain,
+)
 
 # -- canonical JSON ------------------------------------------------------------------------
 
@@ -146,6 +153,35 @@ def test_a_line_reads_back_as_the_same_record(seq: int, kind: Any, body: Any, pr
     assert back.to_line() == line
     assert b"\n" not in line  # one record, one line
     assert verify_chain([Record.seal(1, kind, body, "")]) is None
+
+
+ascii_names = st.text(st.characters(max_codepoint=127), max_size=10)
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(ascii_names, json_values | st.lists(json_values, max_size=6), max_size=6))
+def test_a_body_made_in_pieces_is_its_canonical_json(body: dict[str, Any]) -> None:
+    assert b"".join(canonical_pieces(body)) == canonical(body)
+
+
+def test_a_body_of_many_paths_is_sealed_as_the_same_record_without_its_json_kept() -> None:
+    # a first snapshot's event names every file: its JCS is made item by item whenever it
+    # is hashed or written, and must be the bytes (and the hash) of the JCS made whole
+    body = {
+        "id": "e1",
+        "files": [f"src/d{i // 100}/f\u00e9{i}.py" for i in range(STREAMED_ITEMS)],
+        "artifact_impacts": [{"path": f"b{i}.bin", "bytes_changed": i} for i in range(50)],
+        "data": {"files_changed": STREAMED_ITEMS, "\u00e9": [1, 2.5, None]},
+        "ts": "2026-11-26T10:00:00.000Z",
+    }
+    record = Record.seal(7, "event", body, "ab" * 32)
+    assert record.body_jcs is None and record.body_length == len(canonical(body))
+    assert record.hash == record_hash(7, "event", body, "ab" * 32)
+    line = record.to_line()
+    assert record.line_length() == len(line)
+    back = Record.from_line(line)
+    assert back == record and back.to_line() == line
+    assert verify_chain([Record.seal(1, "event", body, "")]) is None
 
 
 def test_big_integral_floats_survive_a_round_trip() -> None:

@@ -10,13 +10,19 @@ interpreter's own start-up cost cancels out.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from conftest import CliRunner, ok
+from strata import Repository
+from strata.store.scan import ENCODED_PAST
+from strata.store.statcache import StatCache, forget_memory
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="reads VmHWM from /proc")
 
@@ -102,3 +108,96 @@ def test_a_first_snapshot_lists_its_paths_in_path_order(tmp_path: Path, run_cli:
     dirs = {"e", "a/b.c/empty"}
     assert out["changed_paths"] == [p + "/" if p in dirs else p for p in paths]
     assert out["files_changed"] == len(paths)
+
+
+#: snapshots the folder it runs in, then prints how many KB a thread's freed blocks of a
+#: few MiB (what a hashing thread reads a big file into) still hold
+RETURNED = """
+import sys, threading
+from strata.cli import main
+sys.argv = ["strata", "snapshot", "-m", "first"]
+try:
+    main()
+except SystemExit as exc:
+    assert exc.code in (0, None), exc.code
+
+def rss():
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+after = []
+def read_big_files():
+    for size in (6 << 20, 6 << 20, 3 << 20, 5 << 20):
+        block = bytearray(size)
+        block[::4096] = b"x" * len(block[::4096])  # touched, as a read fills it
+        del block
+    after.append(rss())
+
+before = rss()
+worker = threading.Thread(target=read_big_files)
+worker.start()
+worker.join()
+print(after[0] - before)
+"""
+
+
+def test_after_a_snapshot_big_blocks_freed_on_a_thread_go_back_to_the_system(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    # glibc's default keeps the largest blocks a thread freed (up to 2 x 32 MiB per thread)
+    # for reuse: a snapshot that read a few big files on its threads kept tens of MiB
+    ws = tmp_path / "ws"
+    make_files(ws, 200)  # more than a few files: they are read on the thread pool
+    ok(run_cli("init", cwd=ws))
+    proc = subprocess.run(
+        [sys.executable, "-c", RETURNED],
+        cwd=ws,
+        env=run_cli.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    kept_kb = int(proc.stdout.strip().splitlines()[-1])
+    assert kept_kb < 1024, f"{kept_kb} KB kept"
+
+
+def test_a_snapshot_of_many_files_keeps_its_folders_encoded_and_saves_the_same_cache(
+    ws: Path, make_repo: Callable[..., Repository]
+) -> None:
+    # past ENCODED_PAST files read, the scan keeps each folder it built as the stat cache
+    # saves it: the cache must still let the next scans skip what did not change, re-read
+    # a racy file, and see an edit that kept the size and the mtime
+    count = ENCODED_PAST + 500
+    make_files(ws, count)
+    old = 10**18  # 2001: nothing racy
+    for folder, _, names in os.walk(ws):
+        for name in names:
+            os.utime(os.path.join(folder, name), ns=(old, old))
+    racy = ws / "pkg03" / "mod07" / "source_file_006701.py"
+    soon = time.time_ns() + 60 * 10**9  # within any racy window of the scan's start
+    os.utime(racy, ns=(soon, soon))
+    repo = make_repo(ws)
+    first = repo.snapshot("first")
+    assert first.event is not None and first.event.data["files_changed"] == count
+
+    forget_memory()  # the cache as the next process reads it
+    cache = StatCache(ws / ".strata" / "statcache")
+    quick = {folder: cache.quick(folder) for folder in cache.folders()}
+    assert len(quick) == 1 + 11 + count // 100  # the root, pkg00-pkg10, their mod folders
+    racy_quick = quick["pkg03/mod07"]
+    assert racy_quick is not None and racy_quick[3] == b""  # no digest: its rows are compared
+    assert all(q is not None and q[3] for f, q in quick.items() if f != "pkg03/mod07")
+    stat = cache.get("pkg03/mod07")
+    assert stat is not None and stat.files[racy.name][2] == -1
+    assert cache.racy == {"pkg03/mod07"}
+    kept = cache.get("pkg10/mod04")
+    assert kept is not None and len(kept.files) == 100 and kept.rows[0][4] == "blob_020400.bin"
+
+    assert repo.snapshot("again").unchanged
+    edited = ws / "pkg07" / "mod13" / "source_file_015301.py"
+    edited.write_text(edited.read_text().replace("x", "y"))  # same size
+    os.utime(edited, ns=(old, old))  # only the ctime says it changed
+    second = repo.snapshot("edit")
+    assert second.event is not None
+    assert list(second.event.files) == ["pkg07/mod13/source_file_015301.py"]

@@ -25,7 +25,9 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+def atomic_write(
+    path: Path, data: bytes | bytearray, *, durable: bool = True, mode: int = 0o644
+) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync folder).
 
     The temporary name carries the process and thread ids, so two writers of

@@ -130,6 +130,7 @@ class Scan:
             inherited=self.result.inherited,
             unverified=unverified,
         )
+        self.cache.add_quick(self.result.quick)
         self.cache.save()
 
 

@@ -466,6 +466,35 @@ def _syncfs() -> Callable[[int], int] | None:
     return call
 
 
+#: glibc's ``mallopt`` parameter for the size from which a block is its own mapping
+_M_MMAP_THRESHOLD = -3
+#: blocks of this size or more are mapped on their own and unmapped when freed
+MMAP_THRESHOLD = 1 << 20
+
+
+@functools.cache
+def bound_malloc_cache() -> bool:
+    """Make the C allocator return big freed blocks to the system; False where it cannot.
+
+    By default glibc raises its mapping threshold to the largest block freed so
+    far (up to 32 MiB) and keeps up to twice that unused at the top of every
+    thread's arena: after reading a few 8 MiB files on a thread pool, each
+    hashing thread holds tens of MiB it no longer uses. A fixed threshold
+    (``mallopt(M_MMAP_THRESHOLD)``) turns that adjustment off: blocks of
+    :data:`MMAP_THRESHOLD` or more are mapped on their own and given back
+    when freed, and the arenas keep only their default 128 KiB of slack.
+    Called once per process (the setting is the process's).
+    """
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):  # not glibc
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD))
+
+
 def _open_dir(dir_fd: int, name: str, path: str, *, create: bool) -> int | None:
     """Open the folder ``name`` in ``dir_fd`` without following a symlink.
 

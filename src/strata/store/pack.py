@@ -105,6 +105,14 @@ class PackIndex:
         return problems
 
 
+_LENGTH_BITS = 40  # a frame shorter than 1 TiB
+
+
+def _where(packed: int) -> tuple[int, int]:
+    """The (offset, length) of a :class:`PackWriter` entry."""
+    return packed >> _LENGTH_BITS, packed & ((1 << _LENGTH_BITS) - 1)
+
+
 class PackWriter:
     """Appends frames to a new pack; :meth:`finish` makes it durable and visible."""
 
@@ -115,7 +123,9 @@ class PackWriter:
         self._file = open(self.path, "x+b")  # noqa: SIM115 - closed in finish/abort
         self._file.write(PACK_MAGIC)
         self._offset = len(PACK_MAGIC)
-        self.entries: dict[str, tuple[int, int]] = {}
+        #: object id -> its frame's offset and length, as one int (see :func:`_where`): a
+        #: first snapshot's pack has an entry per file, and a tuple of two ints costs 4x more
+        self.entries: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def add(self, oid: str, frame: bytes) -> None:
@@ -124,7 +134,7 @@ class PackWriter:
             if oid in self.entries:
                 return
             self._file.write(frame)
-            self.entries[oid] = (self._offset, len(frame))
+            self.entries[oid] = self._offset << _LENGTH_BITS | len(frame)
             self._offset += len(frame)
 
     def read(self, oid: str) -> bytes | None:
@@ -133,8 +143,9 @@ class PackWriter:
             where = self.entries.get(oid)
             if where is None:
                 return None
+            offset, length = _where(where)
             self._file.flush()
-            return os.pread(self._file.fileno(), where[1], where[0])
+            return os.pread(self._file.fileno(), length, offset)
 
     def finish(self, *, sync: bool) -> Path:
         """Sync the pack (when ``sync``), then write its index; return the index path."""
@@ -146,11 +157,11 @@ class PackWriter:
             body = bytearray(IDX_MAGIC)
             body += struct.pack(">Q", len(self.entries))
             for oid in sorted(self.entries):
-                offset, length = self.entries[oid]
+                offset, length = _where(self.entries[oid])
                 body += _ENTRY.pack(bytes.fromhex(oid), offset, length)
-            body += blake3.blake3(bytes(body)).digest()
+            body += blake3.blake3(body).digest()  # hashed and written where it is: no copy
             idx = self.path.with_suffix(".idx")
-            atomic_write(idx, bytes(body), durable=sync)
+            atomic_write(idx, body, durable=sync)
             return idx
 
     def abort(self) -> None:

@@ -493,6 +493,16 @@ class StatCache:
         self.dirs.pop(folder, None)
         self._raw.pop(folder, None)
 
+    def add_quick(self, quick: dict[str, Quick]) -> None:
+        """Quick records of folders a scan built and gave to :meth:`replace` encoded.
+
+        Such a folder has no racy entry (a scan keeps those decoded), so it
+        is no longer one of the folders :attr:`racy` names.
+        """
+        self._quick.update(quick)
+        if self.racy is not None and not self.racy.isdisjoint(quick):
+            self.racy = self.racy - quick.keys()
+
     def save(self) -> None:
         """Keep the cache on disk (and in this process); failures are harmless and ignored.
 

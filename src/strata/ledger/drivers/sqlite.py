@@ -26,6 +26,8 @@ from strata.ledger.driver import EventFilter, EventKeys, path_range
 from strata.ledger.records import Record
 
 FORMAT = 2
+#: a record line of this many bytes or more is written into its row in place (see ``append``)
+WRITTEN_IN_PLACE = 1 << 20
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -137,10 +139,32 @@ class SqliteDriver:
                     raise CorruptRepository(
                         f"append out of order: record {record.seq} in place of {expected + offset}"
                     )
-            db.executemany(
-                "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
-                [(r.seq, r.kind, r.to_line()) for r in records],
-            )
+            small: list[tuple[int, str, bytes]] = []
+            for record in records:
+                size = record.line_length()
+                if size < WRITTEN_IN_PLACE:
+                    small.append((record.seq, record.kind, record.to_line()))
+                    continue
+                # a big line (a first snapshot's event) is written into its row piece by
+                # piece: bound as a value, SQLite would hold two more copies of it
+                db.execute(
+                    "INSERT INTO records(seq, kind, line) VALUES (?, ?, zeroblob(?))",
+                    (record.seq, record.kind, size),
+                )
+                with db.blobopen("records", "line", record.seq) as blob:
+                    chunk = bytearray()  # small pieces (a path each) are written 64 KiB at a time
+                    for piece in record.line_pieces():
+                        if len(piece) >= 1 << 16:
+                            blob.write(chunk)
+                            chunk.clear()
+                            blob.write(piece)
+                        else:
+                            chunk += piece
+                            if len(chunk) >= 1 << 16:
+                                blob.write(chunk)
+                                chunk.clear()
+                    blob.write(chunk)
+            db.executemany("INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)", small)
             try:
                 self._index(r for r in records if r.kind == "event")
             except sqlite3.IntegrityError:
