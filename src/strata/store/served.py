@@ -1,14 +1,11 @@
 """Which commands a watcher runs for the command line (shared by the client and the server).
 
 The client (``strata._resident``) imports only the standard library before
-it hands a command over, so this module imports nothing but the built-in
-``_thread``. It also holds what a watcher defers until the asker has its
-answer (:func:`when_replied`).
+it hands a command over, so this module imports nothing. It also holds what
+a watcher defers until the asker has its answer (:func:`when_replied`).
 """
 
 from __future__ import annotations
-
-import _thread
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs 2 ms in the client)
 if TYPE_CHECKING:
@@ -59,12 +56,8 @@ def has_local_option(argv: list[str]) -> bool:
 silent_watcher = False
 
 
-class _Deferred(_thread._local):
-    #: what to run once the asker has its answer (None: not serving a command)
-    work: list[Callable[[], object]] | None = None
-
-
-_deferred = _Deferred()
+#: what to run once the asker has its answer (None: no command is being served)
+_after_reply: list[Callable[[], object]] | None = None
 
 
 def when_replied(work: Callable[[], object]) -> None:
@@ -72,21 +65,25 @@ def when_replied(work: Callable[[], object]) -> None:
 
     For what the command's output does not depend on and a crash may lose
     (saving the stat cache): the asker does not wait for it. The watcher
-    runs it before it takes the next command (:func:`replied`).
+    runs it before it takes the next command (:func:`replied`); work another
+    thread of the watcher defers meanwhile (a live capture's snapshot) waits
+    for that command's answer too.
     """
-    if _deferred.work is None:
+    if _after_reply is None:
         work()
     else:
-        _deferred.work.append(work)
+        _after_reply.append(work)
 
 
 def serving() -> None:
-    """Mark this thread as running a command for an asker (:func:`when_replied` then waits)."""
-    _deferred.work = []
+    """Mark that the watcher now runs a command for an asker (:func:`when_replied` then waits)."""
+    global _after_reply
+    _after_reply = []
 
 
 def replied() -> None:
     """The asker has its answer: run what :func:`when_replied` kept, in order."""
-    work, _deferred.work = _deferred.work or [], None
+    global _after_reply
+    work, _after_reply = _after_reply or [], None
     for item in work:
         item()
