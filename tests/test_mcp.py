@@ -294,6 +294,14 @@ def test_http_options_without_http_are_a_usage_error(
     assert "Traceback" not in err
 
 
+def test_host_is_refused_with_where_the_server_listens(run_cli: CliRunner, workspace: Path) -> None:
+    """There is no --host (127.0.0.1 only): the error says so instead of suggesting --port."""
+    code, out, err = run_cli("mcp", "--transport", "http", "--host", "0.0.0.0", cwd=workspace)
+    assert code == 2 and out == ""
+    assert err.splitlines()[0].startswith("error: there is no --host: the HTTP server listens")
+    assert "127.0.0.1" in err and "--port" not in err
+
+
 def test_outside_a_workspace_is_a_clear_error(run_cli: CliRunner, tmp_path: Path) -> None:
     code, _, err = run_cli("mcp", cwd=tmp_path, env={"HOME": os.fspath(tmp_path)})
     assert code == 1 and err.startswith("error: ") and "Traceback" not in err

@@ -62,6 +62,7 @@ def _check_port(port: int) -> None:
     help="Read the HTTP bearer token from this file (only with --transport http; default: "
     "a new token, printed on stderr).",
 )
+@click.option("--host", hidden=True, help="Not an option: named so its use gets a clear error.")
 @click.option(
     "--author",
     default=None,
@@ -79,6 +80,7 @@ def mcp(
     transport: str,
     port: int,
     token_file: str | None,
+    host: str | None,
     author: str | None,
     author_kind: str | None,
 ) -> None:
@@ -105,6 +107,11 @@ def mcp(
     """
     from click.core import ParameterSource
 
+    if host is not None:
+        raise click.UsageError(
+            "there is no --host: the HTTP server listens on 127.0.0.1 only "
+            "(to reach it from elsewhere, put an authenticating proxy in front of it)"
+        )
     if transport != "http":
         for name in ("port", "token_file"):
             if ctx.get_parameter_source(name) not in (ParameterSource.DEFAULT, None):
