@@ -256,6 +256,22 @@ def test_pre_tool_use_refuses_a_high_risk_bash_command_with_exit_2(
     assert err.startswith("strata: high-risk command") and "needs approval" in err
 
 
+def test_an_allowed_bash_command_is_judged_without_opening_the_repository(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Claude Code waits for the hook before every Bash call: judging reads config.toml only.
+
+    The repository (ledger, store) is opened to record a refusal, not to allow ``ls``.
+    """
+    for command, code_wanted in (("ls -la", 0), ("rm -rf app.py", 2)):
+        payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
+        code, _, err = hook(run_cli, payload, cwd=workspace, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert code == code_wanted, err
+        loaded = {ln.rpartition("|")[2].strip() for ln in err.splitlines() if "|" in ln}
+        assert ("strata.repo" in loaded) == (code_wanted == 2), command
+    assert newest(run_cli, workspace)["action_type"].startswith("tool_call")  # the refusal
+
+
 @pytest.mark.parametrize("command", ["rm app.py", "make", "python -m pytest", "git commit -m x"])
 def test_a_medium_risk_bash_command_is_left_to_claude_code_unless_strict(
     workspace: Path, run_cli: CliRunner, command: str

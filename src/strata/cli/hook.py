@@ -8,7 +8,6 @@ Claude Code's PreToolUse, which judges the call.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
@@ -21,6 +20,7 @@ from strata.cli.common import emit_json, json_option, open_repo, warn
 from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
+    from strata.gateway.policy import PolicyDecision
     from strata.integrations.hooks import Verdict
     from strata.repo import Repository
 
@@ -142,29 +142,35 @@ def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -
         layout = find_layout(Path.cwd())
     except NotARepository:
         return  # not a Strata workspace: nothing here to protect
-    with contextlib.ExitStack() as stack:
-        repo: Repository | None = None
-        if payload.get("tool_name") != "Bash":  # the file rules need no repository
-            verdict = pre_tool_use(payload, root=layout.workspace)
-        else:
-            try:
-                repo = stack.enter_context(_open(payload))
-                policy = gateway_policy(repo.gateway().decide)
-                verdict = pre_tool_use(payload, root=repo.root, policy=policy)
-            except StrataError as exc:
-                # Claude Code runs the tool when a hook fails any other way: a command that
-                # cannot be judged (a broken [gateway] policy) is refused, not let through
-                hint = f" ({exc.hint})" if exc.hint else ""
-                click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
-                sys.stdout.flush()
-                raise SystemExit(2) from None
-        _answer(payload, verdict, repo, ask_prompts=ask_prompts, strict=strict)
+    if payload.get("tool_name") != "Bash":  # the file rules need no repository
+        verdict = pre_tool_use(payload, root=layout.workspace)
+    else:
+        try:
+            # judged from config.toml alone: the repository is opened only to record a
+            # refusal (most commands are allowed, and Claude Code waits for this hook)
+            from strata.gateway.exec import configured_policy, workspace_folder
+            from strata.layout import load_config
+
+            root = layout.workspace
+            configured = configured_policy(load_config(layout).raw, layout.config, root)
+
+            def decide(command: str, *, cwd: Path) -> PolicyDecision:
+                return configured.decide(command, cwd=workspace_folder(root, cwd))
+
+            verdict = pre_tool_use(payload, root=root, policy=gateway_policy(decide))
+        except StrataError as exc:
+            # Claude Code runs the tool when a hook fails any other way: a command that
+            # cannot be judged (a broken [gateway] policy) is refused, not let through
+            hint = f" ({exc.hint})" if exc.hint else ""
+            click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
+            sys.stdout.flush()
+            raise SystemExit(2) from None
+    _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict)
 
 
 def _answer(
     payload: dict[str, Any],
     verdict: Verdict,
-    repo: Repository | None,
     *,
     ask_prompts: bool,
     strict: bool,
@@ -184,7 +190,7 @@ def _answer(
         }
         click.echo(json.dumps(answer))
         sys.stdout.flush()
-        _record(payload, verdict, repo, "asked", by="Claude Code's permission prompt")
+        _record(payload, verdict, "asked", by="Claude Code's permission prompt")
         return
     click.echo(verdict.reason, err=True)
     sys.stdout.flush()
@@ -192,9 +198,9 @@ def _answer(
         if verdict.ask:
             how = "(--strict)" if verdict.risk == "medium" else "(--ask hands it to Claude Code)"
             why = f"the hook refuses a {verdict.risk}-risk command that needs approval {how}"
-            _record(payload, verdict, repo, "denied", reason=why)
+            _record(payload, verdict, "denied", reason=why)
         else:
-            _record(payload, verdict, repo, "forbidden")
+            _record(payload, verdict, "forbidden")
     finally:
         # exit 2 whatever happened above: any other exit lets Claude Code run the tool
         raise SystemExit(2)
@@ -212,13 +218,12 @@ def _open(payload: dict[str, Any]) -> Repository:
 def _record(
     payload: dict[str, Any],
     verdict: Verdict,
-    repo: Repository | None,
     outcome: str,
     *,
     reason: str | None = None,
     by: str = HOOK_NAME,
 ) -> None:
-    """Record the hook's answer to a call (in ``repo``, opened when None).
+    """Record the hook's answer to a call (the repository is opened for it).
 
     A failure to record is a warning on stderr, never a change of answer;
     the write lock is waited for :data:`RECORD_WAIT_S` at most. ``reason``
@@ -236,9 +241,7 @@ def _record(
     else:
         command = tool_rationale(tool, tool_input)
     try:
-        with contextlib.ExitStack() as stack:
-            if repo is None:
-                repo = stack.enter_context(_open(payload))
+        with _open(payload) as repo:
             repo.lock.timeout = RECORD_WAIT_S
             record_decision(
                 repo,

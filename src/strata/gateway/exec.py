@@ -141,19 +141,47 @@ class ExecResult:
 
 def policy_for(core: Core, *, profile: str | None = None) -> Policy:
     """The policy of ``core``'s ``config.toml`` (``[gateway]``), ``profile`` overriding its own."""
+    return configured_policy(core.config.raw, core.layout.config, core.root, profile=profile)
+
+
+def configured_policy(
+    raw: Mapping[str, Any], config: Path, workspace: Path, *, profile: str | None = None
+) -> Policy:
+    """The policy of a ``config.toml`` read as ``raw`` (from ``config``) for ``workspace``.
+
+    Needs no open repository: the Claude Code hook judges a command with it
+    and opens the repository only to record a refusal.
+    """
     from strata.errors import PolicyInvalid
     from strata.layout import misspelt_table
 
-    table = core.config.raw.get("gateway")
+    table = raw.get("gateway")
     if table is not None and not isinstance(table, dict):
-        raise PolicyInvalid(f"{core.layout.config}: [gateway] is not a table")
-    if table is None and (near := misspelt_table(core.config.raw, "gateway")) is not None:
+        raise PolicyInvalid(f"{config}: [gateway] is not a table")
+    if table is None and (near := misspelt_table(dict(raw), "gateway")) is not None:
         # a policy the user wrote must not be dropped for a typo
         raise PolicyInvalid(
-            f"{core.layout.config} has [{near}], which Strata does not read",
+            f"{config} has [{near}], which Strata does not read",
             hint="rename it [gateway] (see docs/gateway.md)",
         )
-    return load_policy(table, workspace=core.root, profile=profile, origin=str(core.layout.config))
+    return load_policy(table, workspace=workspace, profile=profile, origin=str(config))
+
+
+def workspace_folder(root: Path, cwd: Path | str | None) -> Path:
+    """``cwd`` (relative to ``root``, or absolute) as a folder of the workspace ``root``.
+
+    Raises :class:`~strata.errors.PathOutsideWorkspace` for a folder outside it
+    and :class:`~strata.errors.UsageError` for one that is not a folder.
+    """
+    if cwd is None:
+        return root
+    path = Path(cwd)
+    path = (root / path if not path.is_absolute() else path).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise PathOutsideWorkspace(str(cwd))
+    if not path.is_dir():
+        raise UsageError(f"{cwd} is not a folder of the workspace")
+    return path
 
 
 class Gateway:
@@ -444,16 +472,7 @@ class Gateway:
         )
 
     def _cwd(self, cwd: Path | str | None) -> Path:
-        root = self.core.root
-        if cwd is None:
-            return root
-        path = Path(cwd)
-        path = (root / path if not path.is_absolute() else path).resolve()
-        if not path.is_relative_to(root.resolve()):
-            raise PathOutsideWorkspace(str(cwd))
-        if not path.is_dir():
-            raise UsageError(f"{cwd} is not a folder of the workspace")
-        return path
+        return workspace_folder(self.core.root, cwd)
 
 
 def record_decision(
