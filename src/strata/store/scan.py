@@ -336,6 +336,8 @@ class Scanner:
             if row[3] is None and row[0] == "f"
         ]
         self._hash_all(jobs, warnings)
+        hashed = len(jobs)
+        del jobs  # a first snapshot's 80,000 jobs: their memory goes to the trees and the diff
         dirs: dict[str, DirCache] = {}
         trees: list[str] = [""] * len(folders)
         seen = 0
@@ -343,7 +345,7 @@ class Scanner:
         fast: list[str] = []
         # a big scan encodes each folder it built at once (its rows and stats are then one
         # bytes object each, not a tuple per file): what a save of the cache would write
-        encode = not self.hash_only and len(jobs) > ENCODED_PAST
+        encode = not self.hash_only and hashed > ENCODED_PAST
         encoded: dict[str, bytes] = {}
         quicks: dict[str, Quick] = {}
         for index in range(len(folders) - 1, -1, -1):
@@ -474,7 +476,7 @@ class Scanner:
                     if not up:
                         break
                     up = up.rpartition("/")[0]
-        result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, hashed, seen)
         result.inherited = inherited
         result.quick = quicks
         result.errors = dict(sorted(self._errors.items()))
