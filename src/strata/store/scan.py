@@ -335,9 +335,7 @@ class Scanner:
             for name, row in f.entries.items()
             if row[3] is None and row[0] == "f"
         ]
-        self._hash_all(jobs, warnings)
         hashed = len(jobs)
-        del jobs  # a first snapshot's 80,000 jobs: their memory goes to the trees and the diff
         dirs: dict[str, DirCache] = {}
         trees: list[str] = [""] * len(folders)
         seen = 0
@@ -348,7 +346,10 @@ class Scanner:
         encode = not self.hash_only and hashed > ENCODED_PAST
         encoded: dict[str, bytes] = {}
         quicks: dict[str, Quick] = {}
-        for index in range(len(folders) - 1, -1, -1):
+
+        def build(index: int) -> None:
+            """Give ``folders[index]`` its tree (every folder after it has one)."""
+            nonlocal seen
             folder = folders[index]
             quick = folder.quick
             if quick is not None:
@@ -358,7 +359,7 @@ class Scanner:
                     trees[index] = quick[4]
                     seen += quick[5]
                     fast.append(folder.key)
-                    continue
+                    return
                 self._from_cache(folder)
             cached = folder.cached
             if folder.whole:
@@ -367,7 +368,7 @@ class Scanner:
                 if cached is not None:
                     dirs[folder.key] = cached
                     seen += len(cached.files)
-                continue
+                return
             digest = folder.digest
             if (
                 cached is not None
@@ -385,7 +386,7 @@ class Scanner:
                     cached.order, cached.digest = folder.order, digest
                 dirs[folder.key] = cached
                 seen += len(cached.files)
-                continue
+                return
             if folder.kept is not None and cached is not None:
                 # the cached rows in their order, each subfolder's row with its new tree id
                 row_tuple = tuple(
@@ -407,7 +408,7 @@ class Scanner:
                     folder.order,
                     digest,  # the permission bits of a subfolder and the files' stats: as cached
                 )
-                continue
+                return
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
@@ -453,8 +454,35 @@ class Scanner:
                 if quick[3]:  # nothing racy: the stat cache would save it as it is now
                     encoded[folder.key] = marshal.dumps(made.dump(start_ns))
                     quicks[folder.key] = quick
-                    continue
+                    return
             dirs[folder.key] = made
+
+        #: folders from this index on have their trees
+        ready = len(folders)
+        done: Callable[[list[_Job]], None] | None = None
+        if encode:
+            # a big scan hashes the last folders first and builds each folder as soon as its
+            # files and subfolders are done, dropping its entries: a first snapshot's
+            # per-file rows and stats never all exist at once
+            jobs.reverse()
+            where = {id(f): i for i, f in enumerate(folders)}
+            pending = [0] * len(folders)
+            for job in jobs:
+                pending[where[id(job.folder)]] += 1
+
+            def finished(batch: list[_Job]) -> None:
+                nonlocal ready
+                for job in batch:
+                    pending[where[id(job.folder)]] -= 1
+                while ready and not pending[ready - 1]:
+                    ready -= 1
+                    build(ready)
+
+            done = finished
+        self._hash_all(jobs, warnings, done)
+        del jobs  # a first snapshot's 80,000 jobs: their memory goes to the trees and the diff
+        for index in range(ready - 1, -1, -1):
+            build(index)
         whole = {f.key for f in folders if f.whole}
         inherited: dict[str, bytes] = encoded
         for key in fast:
@@ -927,8 +955,16 @@ class Scanner:
         with os.fdopen(fd, "rb") as f:
             return f.read(1024 * 1024)
 
-    def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
+    def _hash_all(
+        self,
+        jobs: list[_Job],
+        warnings: list[str],
+        done: Callable[[list[_Job]], None] | None = None,
+    ) -> None:
         """Hash (and store) every job's file; each batch's results are applied as it ends.
+
+        ``done`` is called with each batch once its results are applied, in the
+        jobs' order.
 
         A few small files are read here: starting the pool's threads and
         handing the work over costs more than their reading (the agent's edit
@@ -941,7 +977,7 @@ class Scanner:
             bound_malloc_cache()  # the threads' big read buffers go back to the system
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-            done = 0
+            count = 0
             with ThreadPoolExecutor(self.threads) as pool:
                 for batch, results in zip(
                     batches,
@@ -949,12 +985,16 @@ class Scanner:
                     strict=True,
                 ):
                     self._apply(batch, results, warnings)
-                    done += len(batch)
+                    if done is not None:
+                        done(batch)
+                    count += len(batch)
                     if self.progress is not None:
-                        self.progress(done, len(jobs))
+                        self.progress(count, len(jobs))
         else:
             for job in jobs:
                 self._apply([job], [self._hash_one(job)], warnings)
+                if done is not None:
+                    done([job])
 
     def _apply(
         self,
