@@ -6,7 +6,11 @@ names and rules are unchanged), ``lstat``\\ s every kept entry, and hashes only
 the regular files whose stat differs from the cache (or is racy). Hashing and
 compressing run on a thread pool (BLAKE3, zstd and file reads release the GIL).
 Trees are then built bottom-up; a folder whose rows equal the cached rows
-reuses the cached tree id without encoding anything.
+reuses the cached tree id without encoding anything. A scan with more than
+:data:`ENCODED_PAST` files to read (a first snapshot) reads its big files
+first, then the folders from the last listed, and builds each folder's tree
+(kept encoded, as the stat cache saves it) as soon as its files and
+subfolders are done: the rows and stats of every file never exist at once.
 
 Before any of that, a listed folder is compared with the cache's quick record
 (:mod:`strata.store.statcache`): the same names in the same listing order and
@@ -78,6 +82,8 @@ POOL_BYTES = 4 << 20
 #: a scan that read more files than this keeps each folder it built encoded, as the stat
 #: cache saves it (a first snapshot of 80,000 files: 16 MB of blobs, not 50 MB of tuples)
 ENCODED_PAST = 20_000
+#: such a scan reads files of this size or more before all others
+BIG_FIRST = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -465,6 +471,11 @@ class Scanner:
             # files and subfolders are done, dropping its entries: a first snapshot's
             # per-file rows and stats never all exist at once
             jobs.reverse()
+            # big files first, while little else is held: their read and compressed buffers
+            # (up to 2 x 16 MiB a thread) then never add to the scan's peak
+            big = [j for j in jobs if int(j.folder.entries[j.name][2]) >= BIG_FIRST]  # type: ignore[call-overload]
+            if big:
+                jobs = big + [j for j in jobs if int(j.folder.entries[j.name][2]) < BIG_FIRST]  # type: ignore[call-overload]
             where = {id(f): i for i, f in enumerate(folders)}
             pending = [0] * len(folders)
             for job in jobs:
