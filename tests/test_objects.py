@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
+from strata.store import pack
 from strata.store.objects import (
     CHUNK,
     DiskObjectStore,
@@ -349,6 +350,24 @@ def test_a_large_batch_reads_back_before_and_after_flush(tmp_path: Path) -> None
         assert b"".join(verified_chunks(again, oid)) == data
     assert again.put(datas[123]) == oids[123]
     assert len(list(again.ids())) == len(oids), "a packed object is not stored twice"
+
+
+@pytest.mark.parametrize("piece", [7, 150, 300, 4096])
+def test_a_pack_index_written_in_pieces_is_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece: int
+) -> None:
+    # the index of a big pack is written a few thousand entries at a time (never whole in
+    # memory); however it is cut, every object is found and the checksum holds
+    monkeypatch.setattr(pack, "INDEX_PIECE", piece)
+    store = DiskObjectStore(tmp_path / "objects")
+    datas = _batch(300)
+    oids = [store.put(d) for d in datas]
+    store.flush()
+    again = DiskObjectStore(tmp_path / "objects")
+    assert again.pack_problems() == []
+    assert sorted(again.ids()) == sorted(oids)
+    for oid, data in zip(oids, datas, strict=True):
+        assert again.get(oid) == data
 
 
 def test_damage_inside_a_pack_is_detected(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import marshal
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,7 @@ from strata.store.ignore import IgnoreRules
 from strata.store.objects import MemoryObjectStore
 from strata.store.scan import Scanner
 from strata.store.statcache import StatCache, forget_memory
+from strata.store.tree import read_tree
 
 OLD_NS = 10**18  # 2001: never racy
 
@@ -279,3 +281,52 @@ def test_an_ignored_folder_replaced_by_a_file_of_its_name_is_recorded(
         "build",
     ]
     assert repo.status().to_json()["changes"] == []
+
+
+def test_a_big_scan_that_builds_folders_while_hashing_makes_the_same_trees(
+    tmp_path: Path, make_tree: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # past ENCODED_PAST files to read, each folder's tree is built as soon as its files
+    # and subfolders are hashed (its rows never all exist at once): the trees, counts and
+    # stat cache must be those a scan that builds after hashing everything makes
+    from strata.store import scan as scan_module
+
+    root = tmp_path / "root"
+    files: dict[str, object] = {f"p{i % 3}/m{i % 7}/f{i:03d}.txt": f"{i}\n" for i in range(150)}
+    files.update(
+        {
+            **TREE,
+            ".gitignore": "*.log\nbuild/\n",
+            "build/out.o": "ignored\n",
+            "exec.sh": File("#!/bin/sh\n", 0o755),
+            "empty": Dir(0o700),
+            "c/d/e/f.txt": "f\n",
+            "bin.dat": b"\0\1\2",
+            "c/d/big.bin": b"\1\2" * (1 << 19),  # read first by a big scan
+        }
+    )
+    make_tree(root, files)  # type: ignore[operator]
+    age(root)
+    racy = root / "p1/m1/f001.txt"
+    soon = time.time_ns() + 600 * 10**9  # racy for every scan below: read again each time
+    os.utime(racy, ns=(soon, soon))
+    results = {}
+    for past in (10**9, 0):
+        monkeypatch.setattr(scan_module, "ENCODED_PAST", past)
+        store = MemoryObjectStore()
+        first = scan(root, tmp_path / f"cache{past}", store, time.time_ns()).result  # type: ignore[attr-defined]
+        (root / "c/d/e/f.txt").write_text("edited\n")
+        (root / "p2/m3/new.txt").write_text("new\n")
+        second = scan(root, tmp_path / f"cache{past}", store, time.time_ns()).result  # type: ignore[attr-defined]
+        (root / "c/d/e/f.txt").write_text("f\n")
+        (root / "p2/m3/new.txt").unlink()
+        age(root)
+        os.utime(racy, ns=(soon, soon))
+        results[past] = [
+            (r.tree, r.files_hashed, r.files_seen, r.warnings) for r in (first, second)
+        ]
+        # the big scan kept the folders it built encoded (nothing racy but p1/m1)
+        assert ("p0/m0" in first.inherited) == (past == 0)
+        assert first.files_hashed == 160 and second.files_hashed == 3  # racy, edit, new
+        assert [e.name for e in read_tree(store, second.tree)][:3] == [".gitignore", "a", "b"]
+    assert results[0] == results[10**9]

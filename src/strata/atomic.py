@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -26,18 +27,28 @@ def fsync_dir(folder: Path) -> None:
 
 
 def atomic_write(
-    path: Path, data: bytes | bytearray, *, durable: bool = True, mode: int = 0o644
+    path: Path,
+    data: bytes | bytearray | Iterable[bytes],
+    *,
+    durable: bool = True,
+    mode: int = 0o644,
 ) -> None:
     """Replace ``path`` with ``data`` atomically (temp file, fsync, rename, fsync folder).
 
-    The temporary name carries the process and thread ids, so two writers of
-    the same file never share a temporary file; the last rename wins whole.
+    ``data`` may be given in pieces (an iterable of bytes), written as they
+    come: a big file is then never whole in memory. The temporary name
+    carries the process and thread ids, so two writers of the same file
+    never share a temporary file; the last rename wins whole.
     """
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes | bytearray):
+                f.write(data)
+            else:
+                for piece in data:
+                    f.write(piece)
             f.flush()
             if durable:
                 os.fsync(f.fileno())

@@ -106,6 +106,8 @@ class PackIndex:
 
 
 _LENGTH_BITS = 40  # a frame shorter than 1 TiB
+#: entries written to a pack's index at a time
+INDEX_PIECE = 4096
 
 
 def _where(packed: int) -> tuple[int, int]:
@@ -154,15 +156,31 @@ class PackWriter:
             if sync:
                 os.fsync(self._file.fileno())
             self._file.close()
-            body = bytearray(IDX_MAGIC)
-            body += struct.pack(">Q", len(self.entries))
-            for oid in sorted(self.entries):
-                offset, length = _where(self.entries[oid])
-                body += _ENTRY.pack(bytes.fromhex(oid), offset, length)
-            body += blake3.blake3(body).digest()  # hashed and written where it is: no copy
             idx = self.path.with_suffix(".idx")
-            atomic_write(idx, body, durable=sync)
+            atomic_write(idx, self._index(), durable=sync)
             return idx
+
+    def _index(self) -> Iterator[bytes]:
+        """The index's bytes in pieces, the entries dropped as they are written.
+
+        A first snapshot's index has 80,000 entries: built whole it took 4 MB
+        more at the moment the process's memory peaks.
+        """
+        entries, self.entries = self.entries, {}
+        order = sorted(entries)
+        hasher = blake3.blake3()
+        body = bytearray(IDX_MAGIC)
+        body += struct.pack(">Q", len(order))
+        pack = _ENTRY.pack
+        for start in range(0, len(order), INDEX_PIECE):
+            for oid in order[start : start + INDEX_PIECE]:
+                offset, length = _where(entries.pop(oid))
+                body += pack(bytes.fromhex(oid), offset, length)
+            hasher.update(body)
+            yield bytes(body)
+            body.clear()
+        hasher.update(body)
+        yield bytes(body) + hasher.digest()
 
     def abort(self) -> None:
         """Drop the pack."""

@@ -6,7 +6,11 @@ names and rules are unchanged), ``lstat``\\ s every kept entry, and hashes only
 the regular files whose stat differs from the cache (or is racy). Hashing and
 compressing run on a thread pool (BLAKE3, zstd and file reads release the GIL).
 Trees are then built bottom-up; a folder whose rows equal the cached rows
-reuses the cached tree id without encoding anything.
+reuses the cached tree id without encoding anything. A scan with more than
+:data:`ENCODED_PAST` files to read (a first snapshot) reads its big files
+first, then the folders from the last listed, and builds each folder's tree
+(kept encoded, as the stat cache saves it) as soon as its files and
+subfolders are done: the rows and stats of every file never exist at once.
 
 Before any of that, a listed folder is compared with the cache's quick record
 (:mod:`strata.store.statcache`): the same names in the same listing order and
@@ -78,6 +82,8 @@ POOL_BYTES = 4 << 20
 #: a scan that read more files than this keeps each folder it built encoded, as the stat
 #: cache saves it (a first snapshot of 80,000 files: 16 MB of blobs, not 50 MB of tuples)
 ENCODED_PAST = 20_000
+#: such a scan reads files of this size or more before all others
+BIG_FIRST = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -335,7 +341,7 @@ class Scanner:
             for name, row in f.entries.items()
             if row[3] is None and row[0] == "f"
         ]
-        self._hash_all(jobs, warnings)
+        hashed = len(jobs)
         dirs: dict[str, DirCache] = {}
         trees: list[str] = [""] * len(folders)
         seen = 0
@@ -343,10 +349,13 @@ class Scanner:
         fast: list[str] = []
         # a big scan encodes each folder it built at once (its rows and stats are then one
         # bytes object each, not a tuple per file): what a save of the cache would write
-        encode = not self.hash_only and len(jobs) > ENCODED_PAST
+        encode = not self.hash_only and hashed > ENCODED_PAST
         encoded: dict[str, bytes] = {}
         quicks: dict[str, Quick] = {}
-        for index in range(len(folders) - 1, -1, -1):
+
+        def build(index: int) -> None:
+            """Give ``folders[index]`` its tree (every folder after it has one)."""
+            nonlocal seen
             folder = folders[index]
             quick = folder.quick
             if quick is not None:
@@ -356,7 +365,7 @@ class Scanner:
                     trees[index] = quick[4]
                     seen += quick[5]
                     fast.append(folder.key)
-                    continue
+                    return
                 self._from_cache(folder)
             cached = folder.cached
             if folder.whole:
@@ -365,7 +374,7 @@ class Scanner:
                 if cached is not None:
                     dirs[folder.key] = cached
                     seen += len(cached.files)
-                continue
+                return
             digest = folder.digest
             if (
                 cached is not None
@@ -383,7 +392,7 @@ class Scanner:
                     cached.order, cached.digest = folder.order, digest
                 dirs[folder.key] = cached
                 seen += len(cached.files)
-                continue
+                return
             if folder.kept is not None and cached is not None:
                 # the cached rows in their order, each subfolder's row with its new tree id
                 row_tuple = tuple(
@@ -405,7 +414,7 @@ class Scanner:
                     folder.order,
                     digest,  # the permission bits of a subfolder and the files' stats: as cached
                 )
-                continue
+                return
             rows: list[Row] = []
             files: dict[str, FileStat] = {}
             for name, row in folder.entries.items():
@@ -451,8 +460,40 @@ class Scanner:
                 if quick[3]:  # nothing racy: the stat cache would save it as it is now
                     encoded[folder.key] = marshal.dumps(made.dump(start_ns))
                     quicks[folder.key] = quick
-                    continue
+                    return
             dirs[folder.key] = made
+
+        #: folders from this index on have their trees
+        ready = len(folders)
+        done: Callable[[list[_Job]], None] | None = None
+        if encode:
+            # a big scan hashes the last folders first and builds each folder as soon as its
+            # files and subfolders are done, dropping its entries: a first snapshot's
+            # per-file rows and stats never all exist at once
+            jobs.reverse()
+            # big files first, while little else is held: their read and compressed buffers
+            # (up to 2 x 16 MiB a thread) then never add to the scan's peak
+            big = [j for j in jobs if int(j.folder.entries[j.name][2]) >= BIG_FIRST]  # type: ignore[call-overload]
+            if big:
+                jobs = big + [j for j in jobs if int(j.folder.entries[j.name][2]) < BIG_FIRST]  # type: ignore[call-overload]
+            where = {id(f): i for i, f in enumerate(folders)}
+            pending = [0] * len(folders)
+            for job in jobs:
+                pending[where[id(job.folder)]] += 1
+
+            def finished(batch: list[_Job]) -> None:
+                nonlocal ready
+                for job in batch:
+                    pending[where[id(job.folder)]] -= 1
+                while ready and not pending[ready - 1]:
+                    ready -= 1
+                    build(ready)
+
+            done = finished
+        self._hash_all(jobs, warnings, done)
+        del jobs  # a first snapshot's 80,000 jobs: their memory goes to the trees and the diff
+        for index in range(ready - 1, -1, -1):
+            build(index)
         whole = {f.key for f in folders if f.whole}
         inherited: dict[str, bytes] = encoded
         for key in fast:
@@ -474,7 +515,7 @@ class Scanner:
                     if not up:
                         break
                     up = up.rpartition("/")[0]
-        result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, len(jobs), seen)
+        result = ScanResult(ObjectId(trees[0]), dirs, start_ns, warnings, hashed, seen)
         result.inherited = inherited
         result.quick = quicks
         result.errors = dict(sorted(self._errors.items()))
@@ -925,8 +966,16 @@ class Scanner:
         with os.fdopen(fd, "rb") as f:
             return f.read(1024 * 1024)
 
-    def _hash_all(self, jobs: list[_Job], warnings: list[str]) -> None:
+    def _hash_all(
+        self,
+        jobs: list[_Job],
+        warnings: list[str],
+        done: Callable[[list[_Job]], None] | None = None,
+    ) -> None:
         """Hash (and store) every job's file; each batch's results are applied as it ends.
+
+        ``done`` is called with each batch once its results are applied, in the
+        jobs' order.
 
         A few small files are read here: starting the pool's threads and
         handing the work over costs more than their reading (the agent's edit
@@ -939,7 +988,7 @@ class Scanner:
             bound_malloc_cache()  # the threads' big read buffers go back to the system
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-            done = 0
+            count = 0
             with ThreadPoolExecutor(self.threads) as pool:
                 for batch, results in zip(
                     batches,
@@ -947,12 +996,16 @@ class Scanner:
                     strict=True,
                 ):
                     self._apply(batch, results, warnings)
-                    done += len(batch)
+                    if done is not None:
+                        done(batch)
+                    count += len(batch)
                     if self.progress is not None:
-                        self.progress(done, len(jobs))
+                        self.progress(count, len(jobs))
         else:
             for job in jobs:
                 self._apply([job], [self._hash_one(job)], warnings)
+                if done is not None:
+                    done([job])
 
     def _apply(
         self,
