@@ -12,6 +12,7 @@ is the transaction's job (:meth:`strata.core.transaction.Transaction.apply`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,6 +82,7 @@ class Scan:
         """What the scan saw at ``path`` (None: nothing)."""
         return self.result.stat_of(path)
 
+    @functools.cached_property
     def _changed_folders(self) -> tuple[list[str], frozenset[str]]:
         """The folders whose cached view this scan replaces, and those of them it cannot vouch for.
 
@@ -112,7 +114,7 @@ class Scan:
         """
         if not self.worth_saving:
             return False
-        changed, unverified = self._changed_folders()
+        changed, unverified = self._changed_folders
         return not (self.scanner.incremental and changed and set(changed) <= unverified)
 
     def save_cache(self) -> None:
@@ -123,7 +125,7 @@ class Scan:
         id and with their new files marked racy (``StatCache.replace``), so
         the next scan that stores reads those files again.
         """
-        _, unverified = self._changed_folders()
+        _, unverified = self._changed_folders  # read before replace() changes the cache
         self.cache.replace(
             self.result.dirs,
             started_ns=self.result.started_ns,
