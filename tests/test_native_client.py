@@ -1,0 +1,471 @@
+"""The native ``strata`` client (``native/strata.c``): a served command without starting Python.
+
+What a user sees must not depend on which client asked: the native one sends
+the watcher the request the Python client (``strata._resident``) sends, in
+every locale and with any bytes in names and environment; prints what the
+watcher answers byte for byte with its exit code; hands every command the
+watcher does not take to the Python command (``strata-py``), which then does
+exactly what it always did; and never runs a command twice.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import strata
+from conftest import Person
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = "k3y-for-the-test"
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The native client, compiled from the source as ``setup.py`` does, beside ``strata-py``."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler: the Python launcher is the strata command")
+    folder = tmp_path_factory.mktemp("native-bin")
+    native = folder / "strata"
+    subprocess.run(
+        [
+            compiler,
+            "-O2",
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f'-DSTRATA_VERSION="{strata.__version__}"',
+            "-o",
+            str(native),
+            str(ROOT / "native" / "strata.c"),
+        ],
+        check=True,
+        capture_output=True,
+    )
+    launcher = (ROOT / "bin" / "strata").read_text(encoding="utf-8").split("\n", 1)[1]
+    python = folder / "strata-py"
+    python.write_text(f"#!{sys.executable}\n{launcher}", encoding="utf-8")
+    python.chmod(0o755)
+    folder.chmod(0o755)
+    return native
+
+
+def test_the_installed_strata_command_is_the_native_client() -> None:
+    """pip builds it (``setup.py``) wherever a C compiler is found, with the launcher beside it."""
+    installed = Path(sys.executable).parent / "strata"
+    if not installed.exists():
+        pytest.skip("strata is not installed beside this Python")
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler: pip installed the Python launcher as strata")
+    assert installed.read_bytes()[:4] == b"\x7fELF", "setup.py did not build the native client"
+    launcher = installed.with_name("strata-py")
+    assert launcher.read_bytes().startswith(b"#!") and b"strata._entry" in launcher.read_bytes()
+    version = subprocess.run([installed, "--version"], capture_output=True, text=True, check=True)
+    assert version.stdout == f"strata {strata.__version__}\n"
+
+
+# -- a watcher whose answers the test writes -------------------------------------------
+
+
+class ScriptedWatcher:
+    """A socket where a workspace's watcher listens, answering as ``answer`` says.
+
+    It keeps every request it was sent. ``answer(conn, request)`` replies to
+    one; by default every request is refused, as a watcher refuses a command
+    it does not serve, so the asker runs it itself.
+    """
+
+    def __init__(self, repo: Path, answer: Callable[[socket.socket, dict[str, Any]], None]):
+        folder = repo / "watch"
+        folder.mkdir(exist_ok=True)
+        key = folder / "watch.key"
+        key.write_text(KEY + "\n", encoding="ascii")
+        key.chmod(0o600)
+        self.path = folder / "watch.sock"
+        self.path.unlink(missing_ok=True)
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(str(self.path))
+        self.server.listen(8)
+        self.requests: list[dict[str, Any]] = []
+        self.answer = answer
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            with conn:
+                line = _read_line(conn)
+                if not line:
+                    continue
+                request = json.loads(line)
+                self.requests.append(request)
+                self.answer(conn, request)
+
+    def runs(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r.get("op") == "run"]
+
+    def close(self) -> None:
+        self.server.close()
+        self.path.unlink(missing_ok=True)
+
+
+def _read_line(conn: socket.socket) -> bytes:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def refuse(conn: socket.socket, request: dict[str, Any]) -> None:
+    conn.sendall(b'{"v": 1, "ok": false, "reason": "not served in this test"}\n')
+
+
+def send(conn: socket.socket, reply: dict[str, Any]) -> None:
+    conn.sendall(json.dumps(reply).encode() + b"\n")
+
+
+@pytest.fixture
+def workspace(run_cli: Any) -> Iterator[Path]:
+    """A workspace (no watcher) under a short path: a socket path must stay under 100 bytes."""
+    folder = Path(tempfile.mkdtemp(prefix="sn-", dir="/tmp"))
+    ws = folder / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    code, _, err = run_cli("init", cwd=ws)
+    assert code == 0, err
+    code, _, err = run_cli("snapshot", "-m", "base", cwd=ws)
+    assert code == 0, err
+    yield ws
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def scripted(workspace: Path) -> Iterator[Callable[..., ScriptedWatcher]]:
+    made: list[ScriptedWatcher] = []
+
+    def make(answer: Callable[[socket.socket, dict[str, Any]], None] = refuse) -> ScriptedWatcher:
+        made.append(ScriptedWatcher(workspace / ".strata", answer))
+        return made[-1]
+
+    yield make
+    for watcher in made:
+        watcher.close()
+
+
+def _env(run_cli: Any, changes: dict[str, Any]) -> dict[Any, Any]:
+    env: dict[Any, Any] = run_cli.env()
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
+    return env
+
+
+# -- the request: what the Python client sends, whatever the environment ----------------
+
+ENVIRONMENTS: dict[str, dict[str, Any]] = {
+    "a UTF-8 locale": {"LC_ALL": "C.UTF-8"},
+    "the C locale by LC_ALL": {"LC_ALL": "C"},
+    "no locale variable at all": {"LC_ALL": None, "LANG": None, "LC_CTYPE": None},
+    "LANG only": {"LC_ALL": None, "LC_CTYPE": None, "LANG": "C.UTF-8"},
+    "a locale that is not installed": {"LC_ALL": None, "LC_CTYPE": None, "LANG": "xx_YY.UTF-8"},
+    "LC_ALL naming no installed locale": {"LC_ALL": "xx_YY.UTF-8"},
+    "LC_CTYPE over LANG": {"LC_ALL": None, "LANG": "C", "LC_CTYPE": "C.utf8"},
+    "bytes that are not UTF-8 in values": {
+        "WEIRD": b"\xff\xfe ok \xc3\xa9 \xed\xa0\x80 \xc0\xaf \xf0\x9f\x98\x80 \xf4\x90\x80\x80",
+        "CONTROL": 'tab\tnew\nline\x01\x7f "quoted" back\\slash',
+        "EMPTY": "",
+    },
+    "a name that is not UTF-8": {b"N\xe9ME": b"v"},
+}
+
+
+@pytest.mark.parametrize("case", list(ENVIRONMENTS))
+def test_the_native_client_sends_what_the_python_client_sends(
+    case: str, client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    """Refused by the watcher, the native client runs ``strata-py``, whose client asks again.
+
+    The watcher so receives both requests for one command: the two must be
+    the same (folder, arguments, environment, umask, encodings, terminal).
+    """
+    watcher = scripted()
+    env = _env(run_cli, ENVIRONMENTS[case])
+    proc = subprocess.run(
+        [client, "status", "--json", "caf\xe9", b"\xe9t\xe9", "--"],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        umask=0o027,
+        check=False,
+    )
+    assert b"Traceback" not in proc.stderr
+    native, python = watcher.runs()  # and then the command ran here (refused by both)
+    assert native == python
+    assert native["argv"] == ["status", "--json", "caf\xe9", "\udce9t\udce9", "--"]
+    assert native["umask"] == 0o027 and native["key"] == KEY
+
+
+def test_a_folder_name_that_is_not_utf8_and_a_terminal_are_sent_as_python_sends_them(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    folder = workspace / os.fsdecode(b"d\xe9j\xe0 vu")
+    folder.mkdir()
+    watcher = scripted()
+    leader, follower = os.openpty()
+    try:
+        subprocess.run(
+            [client, "diff"],
+            cwd=folder,
+            env=run_cli.env(),
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    native, python = watcher.runs()
+    assert native == python
+    assert native["cwd"] == str(folder) and native["tty"] == [True, False]
+
+
+# -- the protocol: what the watcher answers ------------------------------------------------
+
+
+def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    """A queued asker waits; then stdout and stderr get each byte the command wrote, in order."""
+    chunks = [[1, "plain\n"], [2, 'caf\xe9 \u00ff\x00 \\ " /\n'], [1, "\t\x7f\x80\n"]]
+
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        send(conn, {"v": 1, "ok": True, "queued": True})
+        time.sleep(0.3)
+        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        assert json.loads(_read_line(conn)) == {"go": True}
+        send(conn, {"v": 1, "ok": True, "done": True, "extra": [{"a": [1.5e3, None]}],
+                    "code": 3, "output": chunks})  # fmt: skip
+
+    watcher = scripted(answer)
+    proc = subprocess.run(
+        [client, "history"], cwd=workspace, env=run_cli.env(), capture_output=True, check=False
+    )
+    assert proc.returncode == 3
+    assert proc.stdout == b"plain\n\t\x7f\x80\n"
+    assert proc.stderr == 'caf\xe9 \xff\x00 \\ " /\n'.encode("latin-1")
+    assert len(watcher.runs()) == 1  # served: the Python command never ran
+
+
+def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        _read_line(conn)  # "go": then the watcher dies
+
+    watcher = scripted(answer)
+    (workspace / "b.txt").write_text("b\n")
+    proc = subprocess.run(
+        [client, "snapshot", "-m", "x"],
+        cwd=workspace,
+        env=run_cli.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(
+        "error: the watcher (pid 4242) stopped while running 'strata snapshot'"
+    )
+    assert len(watcher.runs()) == 1  # never fell back to run it here
+    watcher.close()
+    history = json.loads(run_cli("history", "--json", cwd=workspace)[1])
+    assert [e["rationale"] for e in history] == ["base"]  # nothing recorded twice, or at all
+
+
+def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    handed = threading.Event()
+
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        _read_line(conn)
+        handed.set()
+        time.sleep(5)
+
+    scripted(answer)
+    proc = subprocess.Popen(
+        [client, "rewind", "HEAD~1"],
+        cwd=workspace,
+        env=run_cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert handed.wait(10)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 130
+    assert err.startswith("error: interrupted; the watcher (pid 4242) finishes 'strata rewind'")
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [b"not json\n", b'{"v": 2, "ok": true, "ready": true}\n', b"[1, 2]\n", b'{"v": 1, "ready"'],
+)
+def test_an_answer_it_cannot_read_before_go_leaves_the_command_to_python(
+    reply: bytes,
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
+) -> None:
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        conn.sendall(reply)
+
+    watcher = scripted(answer)
+    code, out, err = _run(client, ["history", "--json"], workspace, run_cli.env())
+    assert code == 0, err
+    assert [e["rationale"] for e in json.loads(out)] == ["base"]  # run by the Python command
+    assert len(watcher.runs()) == 2  # the native client's request, then the Python client's
+
+
+# -- against a real watcher ------------------------------------------------------------------
+
+
+def _run(argv0: Path, args: list[Any], cwd: Path, env: dict[Any, Any]) -> tuple[int, bytes, bytes]:
+    proc = subprocess.run([argv0, *args], cwd=cwd, env=env, capture_output=True, check=False)
+    return proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture
+def watched(workspace: Path, run_cli: Any) -> Iterator[Path]:
+    code, _, err = run_cli("watch", "--daemon", "--no-capture", cwd=workspace)
+    assert code == 0, err
+    yield workspace
+    run_cli("watch", "--stop", cwd=workspace)
+
+
+def _commands_run(run_cli: Any, ws: Path) -> int:
+    code, out, err = run_cli("watch", "--status", "--json", cwd=ws)
+    assert code == 0, err
+    return int(json.loads(out)["commands_run"])
+
+
+def test_served_commands_print_what_the_python_client_prints(
+    client: Path, watched: Path, run_cli: Any
+) -> None:
+    """Output, errors and exit codes, byte for byte; every one of them run by the watcher."""
+    ws = watched
+    (ws / "a.txt").write_bytes(b"caf\xe9 \xff\n")
+    (ws / os.fsdecode(b"n\xe9w.txt")).write_text("new\n")
+    env = {k: v for k, v in run_cli.env().items() if k != "STRATA_NO_DAEMON"}
+    commands: list[list[Any]] = [
+        ["status"],
+        ["status", "--json"],
+        ["diff"],
+        ["diff", "--json"],
+        ["history", "--limit", "1"],
+        ["rewind", "no-such-point"],
+        ["rewind", "no-such-point", "--json"],
+        ["history", "--no-such-option"],
+        ["check"],
+        ["bookmark", "list"],
+        ["history", "--file", b"n\xe9w.txt"],
+    ]
+    before = _commands_run(run_cli, ws)
+    for args in commands:
+        native = _run(client, args, ws, env)
+        python = _run(client, args, ws, {**env, "STRATA_NO_NATIVE": "1"})
+        assert native == python, args
+        assert b"Traceback" not in native[2]
+    assert native[0] == 0
+    assert _commands_run(run_cli, ws) == before + 2 * len(commands)  # none ran in the client
+
+
+def test_a_snapshot_through_the_native_client_is_recorded_once(
+    client: Path, watched: Path, run_cli: Any
+) -> None:
+    ws = watched
+    env = {k: v for k, v in run_cli.env().items() if k != "STRATA_NO_DAEMON"}
+    before = _commands_run(run_cli, ws)
+    (ws / "b.txt").write_text("b\n")
+    code, out, err = _run(client, ["snapshot", "-m", "by the native client", "--json"], ws, env)
+    assert code == 0, err
+    assert json.loads(out)["changed_paths"] == ["b.txt"]
+    assert _commands_run(run_cli, ws) == before + 1
+    history = json.loads(run_cli("history", "--json", cwd=ws)[1])
+    assert [e["rationale"] for e in history] == ["by the native client", "base"]
+
+
+def test_what_the_watcher_does_not_serve_runs_in_python(
+    client: Path, watched: Path, run_cli: Any, tmp_path: Path
+) -> None:
+    ws = watched
+    env = {k: v for k, v in run_cli.env().items() if k != "STRATA_NO_DAEMON"}
+    before = _commands_run(run_cli, ws)
+    code, out, _ = _run(client, ["--version"], ws, env)
+    assert (code, out) == (0, f"strata {strata.__version__}\n".encode())
+    code, out, _ = _run(client, ["status", "--help"], ws, env)
+    assert code == 0 and out.startswith(b"Usage: strata status")
+    code, out, err = _run(client, ["run", "--", "sh", "-c", "echo ran > r.txt"], ws, env)
+    assert code == 0, err
+    assert (ws / "r.txt").read_text() == "ran\n"
+    code, out, _ = _run(client, [], ws, env)
+    assert code == 0 and b"Usage: strata" in out
+    assert _commands_run(run_cli, ws) == before  # the watcher ran none of these itself
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    native = _run(client, ["status"], outside, env)
+    assert native == _run(client, ["status"], outside, {**env, "STRATA_NO_NATIVE": "1"})
+    assert native[0] == 1 and native[2].startswith(b"error: not a strata workspace")
+
+
+def test_another_user_is_not_served_and_gets_what_the_python_client_gives(
+    client: Path, watched: Path, run_cli: Any, unprivileged: Person
+) -> None:
+    """The watcher's key is its owner's alone: another user's command is never handed over."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a command as another user")
+    ws = watched
+    for parent in [ws, *ws.parents]:
+        if parent == Path("/tmp"):
+            break
+        parent.chmod(parent.stat().st_mode | 0o005)  # the workspace readable by the other user
+    env = {k: v for k, v in run_cli.env().items() if k != "STRATA_NO_DAEMON"}
+    env["HOME"] = "/tmp"
+    before = _commands_run(run_cli, ws)
+    native = unprivileged.run([str(client), "status"], cwd=ws, env=env)
+    python = unprivileged.run([str(client), "status"], cwd=ws, env={**env, "STRATA_NO_NATIVE": "1"})
+    assert (native.returncode, native.stdout, native.stderr) == (
+        python.returncode,
+        python.stdout,
+        python.stderr,
+    )
+    assert "Traceback" not in native.stderr
+    assert _commands_run(run_cli, ws) == before
