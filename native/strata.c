@@ -843,14 +843,25 @@ int main(int argc, char **argv) {
     }
     if (ready.v != 1 || !ready.ready)
         goto fall_back;
-    if (!send_all(sock, "{\"go\": true}\n", 13))
-        goto fall_back;
-
-    /* From here on the watcher may have started: never fall back. */
-    snprintf(g_interrupted, sizeof g_interrupted,
+    /* From "go" on the watcher may have started: never fall back. */
+    char handed[sizeof g_interrupted];
+    snprintf(handed, sizeof handed,
              "error: interrupted; the watcher (pid %ld) finishes 'strata %s' (it may have "
              "recorded it)\nhint: see 'strata history' and 'strata status'\n",
              ready.pid, argv[1]);
+    sigset_t block, saved;
+    sigemptyset(&block);
+    sigaddset(&block, SIGINT);
+    sigprocmask(SIG_BLOCK, &block, &saved);
+    memcpy(g_interrupted, handed, sizeof handed); /* Ctrl-C from here on: the watcher's */
+    sigprocmask(SIG_SETMASK, &saved, NULL);
+    if (!send_all(sock, "{\"go\": true}\n", 13)) {
+        /* not sent whole: the watcher ignores a partial line and runs nothing */
+        sigprocmask(SIG_BLOCK, &block, &saved);
+        strcpy(g_interrupted, "error: interrupted\n");
+        sigprocmask(SIG_SETMASK, &saved, NULL);
+        goto fall_back;
+    }
     set_timeout(sock, 0);
     struct reply done;
     if (!read_line(sock, &line, &rest) || !parse_reply(line.data, line.len, &done) ||

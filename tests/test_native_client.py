@@ -186,6 +186,25 @@ def _env(run_cli: Any, changes: dict[str, Any]) -> dict[Any, Any]:
 
 # -- the request: what the Python client sends, whatever the environment ----------------
 
+#: stands for the folder of locales made for the test (``locales``): this machine has only C
+LOCALES = object()
+
+
+@pytest.fixture(scope="module")
+def locales(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of locales for ``LOCPATH``: en_US.UTF-8 and fr_FR.ISO-8859-1."""
+    folder = tmp_path_factory.mktemp("locales")
+    for name, charmap in (("en_US", "UTF-8"), ("fr_FR", "ISO-8859-1")):
+        made = subprocess.run(
+            ["localedef", "-i", name, "-f", charmap, str(folder / f"{name}.{charmap}")],
+            capture_output=True,
+            check=False,
+        )
+        if not (folder / f"{name}.{charmap}").is_dir():
+            pytest.skip(f"cannot make the locale {name}.{charmap}: {made.stderr!r}")
+    return folder
+
+
 ENVIRONMENTS: dict[str, dict[str, Any]] = {
     "a UTF-8 locale": {"LC_ALL": "C.UTF-8"},
     "the C locale by LC_ALL": {"LC_ALL": "C"},
@@ -200,12 +219,18 @@ ENVIRONMENTS: dict[str, dict[str, Any]] = {
         "EMPTY": "",
     },
     "a name that is not UTF-8": {b"N\xe9ME": b"v"},
+    "an installed UTF-8 locale": {"LC_ALL": None, "LOCPATH": LOCALES, "LANG": "en_US.UTF-8"},
 }
 
 
 @pytest.mark.parametrize("case", list(ENVIRONMENTS))
 def test_the_native_client_sends_what_the_python_client_sends(
-    case: str, client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+    case: str,
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
+    request: pytest.FixtureRequest,
 ) -> None:
     """Refused by the watcher, the native client runs ``strata-py``, whose client asks again.
 
@@ -213,7 +238,10 @@ def test_the_native_client_sends_what_the_python_client_sends(
     the same (folder, arguments, environment, umask, encodings, terminal).
     """
     watcher = scripted()
-    env = _env(run_cli, ENVIRONMENTS[case])
+    changes = ENVIRONMENTS[case]
+    if changes.get("LOCPATH") is LOCALES:
+        changes = {**changes, "LOCPATH": str(request.getfixturevalue("locales"))}
+    env = _env(run_cli, changes)
     proc = subprocess.run(
         [client, "status", "--json", "caf\xe9", b"\xe9t\xe9", "--"],
         cwd=workspace,
@@ -227,6 +255,21 @@ def test_the_native_client_sends_what_the_python_client_sends(
     assert native == python
     assert native["argv"] == ["status", "--json", "caf\xe9", "\udce9t\udce9", "--"]
     assert native["umask"] == 0o027 and native["key"] == KEY
+
+
+def test_in_a_locale_that_is_not_utf8_python_asks_the_watcher(
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
+    locales: Path,
+) -> None:
+    """The native client does not work out other encodings: it leaves the command to Python."""
+    watcher = scripted()
+    env = _env(run_cli, {"LOCPATH": str(locales), "LC_ALL": "fr_FR.ISO-8859-1"})
+    subprocess.run([client, "status"], cwd=workspace, env=env, capture_output=True, check=False)
+    (python,) = watcher.runs()
+    assert python["fsencoding"] == ["iso8859-1", "surrogateescape"]
 
 
 def test_a_folder_name_that_is_not_utf8_and_a_terminal_are_sent_as_python_sends_them(
@@ -347,6 +390,7 @@ def test_an_answer_it_cannot_read_before_go_leaves_the_command_to_python(
 ) -> None:
     def answer(conn: socket.socket, request: dict[str, Any]) -> None:
         conn.sendall(reply)
+        _read_line(conn)  # a client that took it for "ready" would say "go" and wait here
 
     watcher = scripted(answer)
     code, out, err = _run(client, ["history", "--json"], workspace, run_cli.env())
