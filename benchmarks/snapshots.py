@@ -808,9 +808,9 @@ def use_rev(rev: str, work: Path) -> str:
     """Benchmark the ``src`` of commit ``rev`` instead of the working tree; return its id.
 
     The commit is exported under the work folder and put first on ``PYTHONPATH``
-    (ahead of the editable install); the launcher is the installed console
-    script itself (pip's, which imports ``re``: 4 ms of every command), or its
-    code when none is installed.
+    (ahead of the editable install); the launcher is the installed Python
+    launcher's code (``strata-py`` beside a native ``strata``), run by this
+    interpreter: the commit's own Python client, never the native one.
     """
     global STRATA, STRATA_SRC
     commit = subprocess.run(
@@ -826,7 +826,9 @@ def use_rev(rev: str, work: Path) -> str:
         f"{GIT} -C {ROOT} archive {commit} src | tar -x -C {dest}", shell=True, check=True
     )
     launcher = dest / "strata"
-    installed = BIN / "strata"
+    installed = BIN / "strata-py"  # the Python launcher (``strata`` may be the native client)
+    if not installed.exists():
+        installed = BIN / "strata"
     if installed.exists():  # what a user runs, with this interpreter
         body = installed.read_text().split("\n", 1)[1]
     else:
@@ -839,6 +841,12 @@ def use_rev(rev: str, work: Path) -> str:
     ENV["PYTHONPATH"] = str(STRATA_SRC)
     sys.path.insert(0, str(STRATA_SRC))
     return commit
+
+
+def client() -> str:
+    """Which client the measured ``strata`` command is: native or Python."""
+    with open(STRATA, "rb") as f:
+        return "native (native/strata.c)" if f.read(4) == b"\x7fELF" else "Python"
 
 
 def describe_src() -> str:

@@ -39,7 +39,7 @@ fresh copies in ``--work``, deleted at the end unless ``--keep``. Nothing is
 downloaded: the ``click`` rows need a tree given with ``--tree`` (see README).
 
 Run:  .venv/bin/python benchmarks/speed.py [--rows incremental,noop,...] [--runs N]
-      [--tree PATH] [--no-watcher] [--rev REV] [--json [FILE]] [--keep]
+      [--tree PATH] [--no-watcher] [--rev REV | --python-client] [--json [FILE]] [--keep]
 """
 
 from __future__ import annotations
@@ -627,6 +627,11 @@ def main() -> None:
     parser.add_argument("--tree", type=Path, help="a real project's tree for the click rows")
     parser.add_argument("--no-watcher", action="store_true", help="STRATA_NO_DAEMON=1, no watcher")
     parser.add_argument("--rev", help="benchmark the src/ of this commit instead (exported)")
+    parser.add_argument(
+        "--python-client",
+        action="store_true",
+        help="run strata-py, the Python launcher, instead of the native client",
+    )
     parser.add_argument("--cache", type=Path, default=Path("/tmp/strata-bench-cache"))
     parser.add_argument("--work", type=Path, default=Path("/tmp/strata-bench-speed"))
     parser.add_argument("--keep", action="store_true", help="keep the workspaces")
@@ -651,6 +656,8 @@ def main() -> None:
     cache.mkdir(parents=True, exist_ok=True)
     if args.rev:
         sb.use_rev(args.rev, work)
+    elif args.python_client:
+        sb.STRATA = str(sb.BIN / "strata-py")
     if args.no_watcher:
         sb.ENV["STRATA_NO_DAEMON"] = "1"
     began = time.perf_counter()
@@ -685,6 +692,7 @@ def main() -> None:
         "date": now,
         "machine": machine,
         "invocation": " ".join([sys.executable, *sys.argv]),
+        "client": sb.client(),
         "runs": args.runs,
         "watcher": bench.watchers,
         "load_end": loadavg(),
@@ -701,6 +709,7 @@ def main() -> None:
     for k, v in machine.items():
         print(f"* {k}: {v}")
     print(f"* invocation: {report['invocation']}")
+    print(f"* client: {report['client']}")
     print(f"* runs: {args.runs} (export: {args.heavy_runs}); medians")
     for tree, how in bench.watchers.items():
         print(f"* watcher in the {tree} workspace: {how}")
