@@ -432,8 +432,8 @@ def test_served_commands_print_what_the_python_client_prints(
     commands: list[list[Any]] = [
         ["status"],
         ["status", "--json"],
-        ["diff"],
-        ["diff", "--json"],
+        ["diff", "HEAD"],
+        ["diff", "HEAD", "--stat"],
         ["history", "--limit", "1"],
         ["rewind", "no-such-point"],
         ["rewind", "no-such-point", "--json"],
@@ -513,3 +513,16 @@ def test_another_user_is_not_served_and_gets_what_the_python_client_gives(
     )
     assert "Traceback" not in native.stderr
     assert _commands_run(run_cli, ws) == before
+
+
+def test_a_large_answer_is_printed_whole(client: Path, watched: Path, run_cli: Any) -> None:
+    """A diff of megabytes arrives in many reads: every byte is printed, once."""
+    ws = watched
+    (ws / "big.txt").write_text("".join(f"line {i} caf\xe9\n" for i in range(200_000)))
+    env = {k: v for k, v in run_cli.env().items() if k != "STRATA_NO_DAEMON"}
+    native = _run(client, ["diff", "HEAD"], ws, env)
+    python = _run(client, ["diff", "HEAD"], ws, {**env, "STRATA_NO_NATIVE": "1"})
+    assert native[0] == 0, native[2]
+    assert len(native[1]) > 3_000_000
+    assert native == python
+    assert native[1].count("line 199999 caf\xe9\n".encode()) == 1
