@@ -299,16 +299,29 @@ def test_a_folder_name_that_is_not_utf8_and_a_terminal_are_sent_as_python_sends_
 # -- the protocol: what the watcher answers ------------------------------------------------
 
 
+@pytest.mark.parametrize("wait", [0.3, 0.0])
 def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
-    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+    wait: float,
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
 ) -> None:
-    """A queued asker waits; then stdout and stderr get each byte the command wrote, in order."""
+    """A queued asker waits; then stdout and stderr get each byte the command wrote, in order.
+
+    With no wait, "queued" and "ready" arrive in one read.
+    """
     chunks = [[1, "plain\n"], [2, 'caf\xe9 \u00ff\x00 \\ " /\n'], [1, "\t\x7f\x80\n"]]
 
     def answer(conn: socket.socket, request: dict[str, Any]) -> None:
-        send(conn, {"v": 1, "ok": True, "queued": True})
-        time.sleep(0.3)
-        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        queued = json.dumps({"v": 1, "ok": True, "queued": True}).encode() + b"\n"
+        ready = json.dumps({"v": 1, "ok": True, "ready": True, "pid": 4242}).encode() + b"\n"
+        if wait:
+            conn.sendall(queued)
+            time.sleep(wait)
+            conn.sendall(ready)
+        else:
+            conn.sendall(queued + ready)
         assert json.loads(_read_line(conn)) == {"go": True}
         send(conn, {"v": 1, "ok": True, "done": True, "extra": [{"a": [1.5e3, None]}],
                     "code": 3, "output": chunks})  # fmt: skip
