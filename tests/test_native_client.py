@@ -257,6 +257,37 @@ def test_the_native_client_sends_what_the_python_client_sends(
     assert native["umask"] == 0o027 and native["key"] == KEY
 
 
+EXECVE = """
+import ctypes, os, sys
+entries = [e.encode() for e in sys.argv[2:]] + [
+    k + b"=" + v for k, v in os.environb.items() if k not in (b"DUP", b"")
+]
+argv = (ctypes.c_char_p * 3)(os.fsencode(sys.argv[1]), b"status", None)
+envp = (ctypes.c_char_p * (len(entries) + 1))(*entries, None)
+ctypes.CDLL(None, use_errno=True).execve(argv[0], argv, envp)
+sys.exit(f"execve: {os.strerror(ctypes.get_errno())}")
+"""
+
+
+def test_an_environment_python_would_tidy_is_sent_as_python_tidies_it(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    """A name given twice (Python keeps the first), an entry with no ``=``, an empty name."""
+    watcher = scripted()
+    odd = ["DUP=first", "DUP=second", "NO-EQUALS-SIGN", "=empty name"]
+    proc = subprocess.run(
+        [sys.executable, "-c", EXECVE, str(client), *odd],
+        cwd=workspace,
+        env=run_cli.env(),
+        capture_output=True,
+        check=False,
+    )
+    assert b"execve:" not in proc.stderr
+    native, python = watcher.runs()
+    assert native == python
+    assert native["env"]["DUP"] == "first" and native["env"][""] == "empty name"
+
+
 def test_in_a_locale_that_is_not_utf8_python_asks_the_watcher(
     client: Path,
     workspace: Path,
