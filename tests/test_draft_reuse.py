@@ -20,6 +20,7 @@ import pytest
 
 from conftest import CliRunner, Dir, File, Link, read_manifest, write_tree
 from strata import Repository
+from strata.errors import DraftOpen
 from test_crash import Step, kill_at_step, record_steps, strata
 
 Run = Callable[..., Any]
@@ -127,6 +128,22 @@ def test_the_next_draft_after_a_publish_holds_exactly_published(
     assert manifest(second.path) == manifest(published.root)
     assert second.tip().id == second.base.id  # no revision: it starts equal to Published
     assert published.history(branch=second.branch, action="draft_revision") == []
+    assert published.check() == []
+
+
+def test_the_next_draft_start_is_one_operation_and_undo_names_it(published: Repository) -> None:
+    draft = published.draft()
+    (draft.path / "src" / "app.py").write_text("line 1\nline two\nline 3\n")
+    draft.publish("ship")
+    before = len(published.operations())
+    second = published.draft()
+    ops = published.operations()
+    # the kept folder already holds Published: no empty revision of it is recorded
+    assert len(ops) == before + 1
+    assert ops[0].command == "draft start"
+    assert ops[0].view_after.branches[second.branch] == second.base.id
+    with pytest.raises(DraftOpen, match="draft start"):
+        published.undo()
     assert published.check() == []
 
 

@@ -20,7 +20,9 @@ objects (blobs, trees, manifests) are durable before the ledger names them;
 the journal is durable before the first file is written; the journal goes only
 after the ledger holds the operation and the callbacks registered with
 :meth:`Transaction.on_commit` have run (saving a stat cache, which may name
-only durable blobs; ending the Draft a publish applied).
+only durable blobs, and which a watcher running the command defers until the
+asker has its answer: a lost save costs a rescan, nothing more; ending the
+Draft a publish applied).
 """
 
 from __future__ import annotations
@@ -379,7 +381,8 @@ class Transaction:
                 lines=scan.lines,
             ).event
         if event is not None or scan.worth_saving:
-            self.on_commit(scan.save_cache)
+            # a watcher running this command saves it once the asker has its answer
+            self.on_commit(lambda: served.when_replied(scan.save_cache))
         return event, scan
 
     def bookmark(self, name: str, event_id: str, *, locked: bool = False) -> None:

@@ -223,7 +223,8 @@ def apply_actions(
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)
-    sync_filesystem(root)
+    if actions:  # (nothing written, nothing to flush)
+        sync_filesystem(root)
     return report
 
 

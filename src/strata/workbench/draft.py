@@ -69,6 +69,7 @@ from strata.errors import (
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
+from strata.store import served
 from strata.store.objects import verified_chunks
 from strata.store.scan import ScanResult
 from strata.store.statcache import DirCache, StatCache, unchanged
@@ -696,6 +697,9 @@ def start_draft(
             )
             try:
                 scanned = _update_kept(core, tree or head_tree) if kept else None
+                if scanned is not None and scanned.tree == head_tree:
+                    # no first revision will save it (a watcher saves it once it has replied)
+                    tx.on_commit(lambda: served.when_replied(scanned.save_cache))
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
                     for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
@@ -711,9 +715,12 @@ def start_draft(
             tx.move(branches={**tx.view.branches, branch: head.id})
         state = DraftState(draft_id, branch, EventId(head.id), core.now_ms(), git)
         atomic_write(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
-        # the first scan of the Draft fills its stat cache (an updated kept folder was
-        # scanned already to check it holds exactly Published's tree)
         draft = Draft(core, state)
+        if scanned is not None and scanned.tree == head_tree:
+            # an updated kept folder was scanned already to check it holds exactly
+            # Published's tree: the first revision would be the base itself
+            return draft
+        # the first scan of a fresh copy fills its stat cache
         if tree is not None and scanned is None:  # a fresh copy of Published: bring it to tree
             draft.put_back(tree)
         draft.record("draft start", author=author, scanned=scanned, data=data)
@@ -807,9 +814,12 @@ def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
         # what the scan did not record (ignored files, the private .git, temporary
         # files, mount points a sandbox made) is not Published's: a new Draft has none
         _remove_ignored(files, scan.result)
-        core.objects.flush()
-        workspace.apply(workspace.plan(scan, head_tree))
-        scanned = workspace.scan()
+        if scan.tree == head_tree:  # the usual case after a publish: nothing to write
+            scanned = scan
+        else:
+            core.objects.flush()
+            workspace.apply(workspace.plan(scan, head_tree))
+            scanned = workspace.scan()
     except (OSError, StrataError):
         return None
     finally:
