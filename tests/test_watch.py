@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,39 @@ def test_status_and_rewind_ask_the_watcher(
     assert (ws / "pkg3" / "sub" / "m1.py").read_text() == "value = 31\n"
     assert other.status().clean  # the rewind's own writes are seen too
     assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+
+
+def test_a_racy_file_the_watcher_vouches_for_is_not_read_again_until_it_changes(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=4)
+    other.snapshot("prime")
+    target = ws / "pkg2" / "sub" / "m1.py"
+    soon = time.time_ns() + 600 * 10**9  # racy for every scan below
+    target.write_text("value = 99\n")
+    os.utime(target, ns=(soon, soon))
+    first = other.snapshot("edit")
+    assert first.event is not None and list(first.event.files) == ["pkg2/sub/m1.py"]
+    # racy, but the watcher saw no write since the scan that read it: its stat is enough
+    for n in range(3):
+        assert other.snapshot(f"again {n}").event is None
+        assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+        assert other.last_scan.files_hashed == 0
+    # a same-size edit that keeps every time stamp is named by the watcher: read again
+    target.write_text("value = 42\n")
+    os.utime(target, ns=(soon, soon))
+    second = other.snapshot("edit again")
+    assert second.event is not None and list(second.event.files) == ["pkg2/sub/m1.py"]
+    assert other.show("HEAD", "pkg2/sub/m1.py") == b"value = 42\n"
+    # a status stores nothing: the file it read is read again by the next snapshot
+    target.write_text("value = 77\n")
+    os.utime(target, ns=(soon, soon))
+    assert [c.path for c in other.status().changes] == ["pkg2/sub/m1.py"]
+    third = other.snapshot("after a status")
+    assert third.event is not None and other.show("HEAD", "pkg2/sub/m1.py") == b"value = 77\n"
+    assert other.check() == []
 
 
 def _walked(repo: Repository, total: int, reason: str) -> None:
