@@ -27,7 +27,7 @@ Draft a publish applied).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -395,12 +395,19 @@ class Transaction:
         """Keep ``extra`` in the journal (read back when an interrupted apply is finished)."""
         self._journal_extra.update(extra)
 
-    def apply(self, actions: list[Action], *, workspace: Workspace | None = None) -> RestoreReport:
+    def apply(
+        self,
+        actions: list[Action],
+        *,
+        workspace: Workspace | None = None,
+        verified: Mapping[str, bytes] | None = None,
+    ) -> RestoreReport:
         """Write files: journal first (with the whole operation), then each action.
 
         After this, events may still get ``data`` (:meth:`update_data`) but no
         new events or ref moves: the journal holds the operation a crash will
         commit. A path changed since the scan is skipped and reported.
+        ``verified``: objects already read and checked (see ``apply_actions``).
         """
         self._check_open()
         ws = workspace or self.core.workspace
@@ -409,7 +416,7 @@ class Transaction:
         journal.write(journal_record(actions, operation=self.op.to_json(), **self._journal_extra))
         self._journal = journal
         self._state = "applied"
-        return ws.apply(actions)
+        return ws.apply(actions, verified=verified)
 
     def on_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once the operation is committed (before its journal goes).
