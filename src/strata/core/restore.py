@@ -187,17 +187,25 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
 def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
     """Action path -> the (display) folder it writes into that this user cannot write."""
     blocked: dict[str, str] = {}
+    #: folder an action writes into -> the folder that must be writable, and whether it is not
+    seen: dict[str, tuple[str, bool]] = {}
     for act in actions:
         if act.op == "chmod":
             continue
-        folder = act.path.rpartition("/")[0]
-        while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
-            # made (or replaced) by the plan: the folder above must be writable
-            folder = folder.rpartition("/")[0]
-        target = root / folder if folder else root
-        if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
-            os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
-        ):
+        parent = act.path.rpartition("/")[0]
+        found = seen.get(parent)
+        if found is None:
+            folder = parent
+            while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
+                # made (or replaced) by the plan: the folder above must be writable
+                folder = folder.rpartition("/")[0]
+            target = root / folder if folder else root
+            denied = not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
+                os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
+            )
+            found = seen[parent] = (folder, denied)
+        folder, denied = found
+        if denied:
             blocked[act.path] = display_path(folder) if folder else "."
     return blocked
 
