@@ -71,7 +71,6 @@ from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
 from strata.store import served
 from strata.store.objects import verified_chunks
-from strata.store.scan import ScanResult
 from strata.store.statcache import DirCache, StatCache, unchanged
 from strata.store.tree import read_tree
 
@@ -813,7 +812,7 @@ def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
             return None
         # what the scan did not record (ignored files, the private .git, temporary
         # files, mount points a sandbox made) is not Published's: a new Draft has none
-        _remove_ignored(files, scan.result)
+        _remove_ignored(files, scan)
         if scan.tree == head_tree:  # the usual case after a publish: nothing to write
             scanned = scan
         else:
@@ -830,13 +829,17 @@ def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
     return scanned
 
 
-def _remove_ignored(files: Path, scan: ScanResult) -> None:
+def _remove_ignored(files: Path, scan: Scan) -> None:
     """Delete every entry the scan of ``files`` ignored, never following a symlink."""
     import marshal
 
-    folders: dict[str, frozenset[str]] = {k: d.ignored for k, d in scan.dirs.items()}
-    for key, blob in scan.inherited.items():
-        folders.setdefault(key, DirCache.load(marshal.loads(blob)).ignored)
+    folders: dict[str, frozenset[str]] = {k: d.ignored for k, d in scan.result.dirs.items()}
+    for key, blob in scan.result.inherited.items():
+        if key in folders:
+            continue
+        # the cache decodes a folder once per process (a watcher: once, not every start)
+        cached = scan.cache.get(key) if scan.cache.blob(key) is blob else None
+        folders[key] = (cached or DirCache.load(marshal.loads(blob))).ignored
     root_fd = os.open(files, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for key, names in sorted(folders.items()):
