@@ -200,6 +200,55 @@ def test_a_racy_file_the_watcher_vouches_for_is_not_read_again_until_it_changes(
     assert other.check() == []
 
 
+@pytest.mark.parametrize(("turn_after", "queued"), [(0.02, False), (0.5, True)])
+def test_an_asker_is_told_it_is_queued_only_when_its_turn_does_not_come_at_once(
+    ws: Path, make_repo: Callable[..., Repository], turn_after: float, queued: bool
+) -> None:
+    import socket
+    import threading
+
+    from strata import _resident
+    from strata.store.watch import Served
+
+    repo = make_repo(ws)
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("start")
+    gate = threading.Event()
+
+    def runner(request: dict[str, Any]) -> Served:
+        gate.wait(10)  # the first command runs until the gate opens
+        return Served(0, [[1, "ran\n"]])
+
+    monitor = ChangeMonitor(ws, repo.layout.watch).start()
+    server = MonitorServer(monitor, runner=runner).start()
+    try:
+        path = str(repo.layout.watch / "watch.sock")
+        key = _resident._read_key(path)
+        first = threading.Thread(
+            target=_resident._exchange, args=(path, _resident._request(["status"], key, str(ws)))
+        )
+        first.start()
+        time.sleep(0.2)  # the first command now runs
+        threading.Timer(turn_after, gate.set).start()
+        with socket.socket(socket.AF_UNIX) as sock, sock.makefile("rb") as lines:
+            sock.settimeout(5)
+            sock.connect(path)
+            request = _resident._request(["status"], key, str(ws))
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            replies = [json.loads(lines.readline())]
+            if replies[0].get("queued"):
+                replies.append(json.loads(lines.readline()))
+            assert [r.get("queued", False) for r in replies] == [True] * queued + [False]
+            assert replies[-1]["ready"] is True
+            sock.sendall(b'{"go": true}\n')
+            assert json.loads(lines.readline())["code"] == 0
+        first.join(10)
+    finally:
+        gate.set()
+        server.close()
+        monitor.stop()
+
+
 def _walked(repo: Repository, total: int, reason: str) -> None:
     scan = repo.last_scan
     assert scan is not None
