@@ -837,9 +837,12 @@ def _remove_ignored(files: Path, scan: Scan) -> None:
     for key, blob in scan.result.inherited.items():
         if key in folders:
             continue
-        # the cache decodes a folder once per process (a watcher: once, not every start)
-        cached = scan.cache.get(key) if scan.cache.blob(key) is blob else None
-        folders[key] = (cached or DirCache.load(marshal.loads(blob))).ignored
+        # a folder's quick record names its ignored entries: its blob need not be decoded
+        quick = scan.cache.quick(key) if scan.cache.blob(key) is blob else None
+        if quick is not None:
+            folders[key] = frozenset(quick[2])
+        else:
+            folders[key] = DirCache.load(marshal.loads(blob)).ignored
     root_fd = os.open(files, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for key, names in sorted(folders.items()):
