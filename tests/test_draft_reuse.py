@@ -258,6 +258,39 @@ def test_the_next_drafts_private_git_is_a_fresh_clone(
     assert manifest(draft) == manifest(ws)
 
 
+def test_a_start_after_a_publish_killed_at_any_step_leaves_a_whole_repository(
+    tmp_path: Path,
+) -> None:
+    template = tmp_path / "template"
+    write_tree(template, {f"d{i % 3}/f{i}.txt": f"file {i}\n" for i in range(30)})
+    (template / ".gitignore").write_text("*.log\n")
+    for args in (["init"], ["snapshot", "-m", "base"], ["draft", "start"]):
+        result = strata(*args, cwd=template)
+        assert result.returncode == 0, result.stderr
+    (template / ".strata" / "draft" / "files" / "d1" / "f1.txt").write_text("agent\n")
+    result = strata("publish", cwd=template)
+    assert result.returncode == 0, result.stderr
+    # what the agent left that is not recorded: a new Draft has none of it
+    (template / ".strata" / "draft" / "files" / "d0" / "run.log").write_text("log\n")
+    probe = copy_kept(template, tmp_path / "probe")
+    steps = record_steps(["draft", "start"], probe)
+    assert steps, "a draft start changes files"
+    published = read_manifest(template)
+    for n in range(1, len(steps) + 1):
+        ws = copy_kept(template, tmp_path / f"ws{n}")
+        kill_at_step(["draft", "start"], ws, n)
+        check = strata("check", "--json", cwd=ws)
+        assert json.loads(check.stdout)["ok"] is True, (n, steps[n - 1], check.stdout)
+        if not (ws / ".strata" / "draft" / "draft.json").exists():
+            result = strata("draft", "start", cwd=ws)
+            assert result.returncode == 0, (n, result.stderr)
+        assert read_manifest(ws / ".strata" / "draft" / "files") == published
+        assert read_manifest(ws) == published
+        review = strata("review", "--json", cwd=ws)
+        assert json.loads(review.stdout)["files"] == [], n
+        shutil.rmtree(ws)
+
+
 # -- a start killed while it updates the kept folder ---------------------------------
 
 FILES = 1500
