@@ -267,3 +267,39 @@ def test_branch_names_follow_gits_rules(run_cli: CliRunner, ws: Path, name: str)
     code, _, err = run_cli("branch", "create", name, cwd=ws)
     assert code == 2 and "invalid branch name" in err, err
     assert run_cli("branch", "create", "feature/ok", cwd=ws)[0] == 0
+
+
+@pytest.mark.parametrize("room", [64 << 20, 3000], ids=["all-kept", "room-for-some"])
+def test_a_rewind_writes_each_file_its_own_bytes_read_once(
+    repo: Repository, ws: Path, monkeypatch: pytest.MonkeyPatch, room: int
+) -> None:
+    from strata.core import restore
+    from strata.store.objects import DiskObjectStore
+
+    monkeypatch.setattr(restore, "KEPT_OBJECTS", room)
+    old = {f"f{i}.txt": f"file {i} v1\n" * (40 * i + 1) for i in range(8)}
+    old["big.bin"] = "".join(chr(65 + i % 26) for i in range(restore.KEPT_OBJECT + 10))
+    for name, text in old.items():
+        (ws / name).write_text(text)
+    first = repo.snapshot("v1").event
+    assert first is not None
+    for name in old:
+        (ws / name).write_text("edited\n")
+    repo.snapshot("v2")
+    reads: list[str] = []
+    chunks = DiskObjectStore.iter_chunks
+    monkeypatch.setattr(
+        DiskObjectStore,
+        "iter_chunks",
+        lambda store, oid: reads.append(oid) or chunks(store, oid),  # type: ignore[func-returns-value]
+    )
+    repo.rewind(first.id)
+    assert {name: (ws / name).read_text() for name in old} == old
+    assert len(set(reads)) == len(old)
+    # each object is read (and checked) once; one too big to keep, or past the room
+    # for kept objects, is read again as it is written
+    if room > restore.KEPT_OBJECT:
+        assert len(reads) == len(old) + 1
+    else:
+        assert len(old) + 1 < len(reads) < 2 * len(old)
+    assert repo.check() == []

@@ -20,6 +20,7 @@ import pytest
 
 from conftest import CliRunner, Dir, File, Link, read_manifest, write_tree
 from strata import Repository
+from strata.errors import DraftOpen
 from test_crash import Step, kill_at_step, record_steps, strata
 
 Run = Callable[..., Any]
@@ -127,6 +128,22 @@ def test_the_next_draft_after_a_publish_holds_exactly_published(
     assert manifest(second.path) == manifest(published.root)
     assert second.tip().id == second.base.id  # no revision: it starts equal to Published
     assert published.history(branch=second.branch, action="draft_revision") == []
+    assert published.check() == []
+
+
+def test_the_next_draft_start_is_one_operation_and_undo_names_it(published: Repository) -> None:
+    draft = published.draft()
+    (draft.path / "src" / "app.py").write_text("line 1\nline two\nline 3\n")
+    draft.publish("ship")
+    before = len(published.operations())
+    second = published.draft()
+    ops = published.operations()
+    # the kept folder already holds Published: no empty revision of it is recorded
+    assert len(ops) == before + 1
+    assert ops[0].command == "draft start"
+    assert ops[0].view_after.branches[second.branch] == second.base.id
+    with pytest.raises(DraftOpen, match="draft start"):
+        published.undo()
     assert published.check() == []
 
 
@@ -239,6 +256,39 @@ def test_the_next_drafts_private_git_is_a_fresh_clone(
     assert git("log", "--format=%s", cwd=draft).stdout.decode().split() == ["first"]
     assert git("status", "--porcelain", cwd=draft).stdout == b""
     assert manifest(draft) == manifest(ws)
+
+
+def test_a_start_after_a_publish_killed_at_any_step_leaves_a_whole_repository(
+    tmp_path: Path,
+) -> None:
+    template = tmp_path / "template"
+    write_tree(template, {f"d{i % 3}/f{i}.txt": f"file {i}\n" for i in range(30)})
+    (template / ".gitignore").write_text("*.log\n")
+    for args in (["init"], ["snapshot", "-m", "base"], ["draft", "start"]):
+        result = strata(*args, cwd=template)
+        assert result.returncode == 0, result.stderr
+    (template / ".strata" / "draft" / "files" / "d1" / "f1.txt").write_text("agent\n")
+    result = strata("publish", cwd=template)
+    assert result.returncode == 0, result.stderr
+    # what the agent left that is not recorded: a new Draft has none of it
+    (template / ".strata" / "draft" / "files" / "d0" / "run.log").write_text("log\n")
+    probe = copy_kept(template, tmp_path / "probe")
+    steps = record_steps(["draft", "start"], probe)
+    assert steps, "a draft start changes files"
+    published = read_manifest(template)
+    for n in range(1, len(steps) + 1):
+        ws = copy_kept(template, tmp_path / f"ws{n}")
+        kill_at_step(["draft", "start"], ws, n)
+        check = strata("check", "--json", cwd=ws)
+        assert json.loads(check.stdout)["ok"] is True, (n, steps[n - 1], check.stdout)
+        if not (ws / ".strata" / "draft" / "draft.json").exists():
+            result = strata("draft", "start", cwd=ws)
+            assert result.returncode == 0, (n, result.stderr)
+        assert read_manifest(ws / ".strata" / "draft" / "files") == published
+        assert read_manifest(ws) == published
+        review = strata("review", "--json", cwd=ws)
+        assert json.loads(review.stdout)["files"] == [], n
+        shutil.rmtree(ws)
 
 
 # -- a start killed while it updates the kept folder ---------------------------------

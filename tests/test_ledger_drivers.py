@@ -32,7 +32,7 @@ from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
 from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver
 from strata.ledger.drivers import jsonl
 from strata.ledger.drivers.jsonl import JsonlDriver
-from strata.ledger.drivers.sqlite import WRITTEN_IN_PLACE, SqliteDriver
+from strata.ledger.drivers.sqlite import WRITTEN_IN_PLACE, SqliteDriver, keep_connections
 from strata.ledger.records import Record, verify_chain
 
 ALPHABET = "ghjkmnpqrstvwxyz"
@@ -1154,3 +1154,64 @@ def test_copying_a_jsonl_ledger_copies_a_working_index(tmp_path: Path) -> None:
     assert driver.verify_index() == []
     assert answers(driver, records) == answers(JsonlDriver(folder), records)
     driver.close()
+
+
+# -- connections kept between the commands a watcher runs --------------------------------
+
+
+@pytest.fixture
+def keeping() -> Iterator[None]:
+    keep_connections()
+    try:
+        yield
+    finally:
+        keep_connections(False)
+
+
+def test_a_kept_connection_serves_the_next_driver_and_sees_every_later_append(
+    tmp_path: Path, keeping: None
+) -> None:
+    path = tmp_path / "ledger.sqlite"
+    SqliteDriver(path, create=True).close()
+    first = SqliteDriver(path)
+    records = make_records(20)
+    first.append(records[:10])
+    # a read left half done (a generator never finished) holds its view of the ledger
+    pending = first.scan()
+    assert next(pending).seq == 1
+    connection = first._db
+    first.close()
+    other = sqlite3.connect(path)  # another process appends meanwhile
+    other.executemany(
+        "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
+        [(r.seq, r.kind, r.to_line()) for r in records[10:]],
+    )
+    other.commit()
+    other.close()
+    second = SqliteDriver(path)
+    assert second._db is connection  # kept, not opened again
+    last = second.last()
+    assert last is not None and last.seq == 20  # not the view the half-done read held
+    second.close()
+    second.close()  # closing twice keeps it once
+    assert SqliteDriver(path)._db is connection
+    assert SqliteDriver(path)._db is not connection
+
+
+def test_a_replaced_ledger_file_is_never_read_through_a_kept_connection(
+    tmp_path: Path, keeping: None
+) -> None:
+    path = tmp_path / "ledger.sqlite"
+    SqliteDriver(path, create=True).close()
+    first = SqliteDriver(path)
+    first.append(make_records(5))
+    kept = first._db
+    first.close()
+    for name in os.listdir(tmp_path):  # a new repository at the same path
+        os.unlink(tmp_path / name)
+    fresh = SqliteDriver(path, create=True)
+    fresh.close()
+    again = SqliteDriver(path)
+    assert again._db is not kept
+    assert again.last() is None
+    again.close()

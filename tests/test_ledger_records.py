@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+import rfc8785
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -156,6 +157,45 @@ def test_a_line_reads_back_as_the_same_record(seq: int, kind: Any, body: Any, pr
 
 
 ascii_names = st.text(st.characters(max_codepoint=127), max_size=10)
+# what records hold (the fast path) and what they may not (floats, names beyond ASCII,
+# lone surrogates, integers past 2**53): every value goes the rfc8785 way or its equal
+any_texts = st.text(st.characters(), max_size=10)
+any_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**54), 2**54)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | any_texts,
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(ascii_names, inner, max_size=4)
+        | st.dictionaries(any_texts, inner, max_size=3)
+    ),
+    max_leaves=16,
+)
+
+
+def _rfc8785(value: Any) -> bytes | type[Exception]:
+    try:
+        return rfc8785.dumps(value)
+    except (rfc8785.CanonicalizationError, UnicodeError) as exc:
+        return type(exc)
+
+
+@settings(max_examples=500)
+@given(any_values)
+@example({"b": '\x7f\u2028\x00\x1f"\\', "a": [True, None, -(2**53) + 1]})
+@example({"paths": ["a\udc80b"]})
+@example({"n": 2**53})
+@example({"\ud800": None})
+def test_canonical_is_exactly_what_rfc8785_makes(value: Any) -> None:
+    # the interpreter's encoder serves plain values; its output must be byte for byte
+    # rfc8785's, and what rfc8785 refuses is refused with the same error
+    try:
+        got: bytes | type[Exception] = canonical(value)
+    except (rfc8785.CanonicalizationError, UnicodeError) as exc:
+        got = type(exc)
+    assert got == _rfc8785(value)
 
 
 @settings(max_examples=300)

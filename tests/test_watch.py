@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,88 @@ def test_status_and_rewind_ask_the_watcher(
     assert (ws / "pkg3" / "sub" / "m1.py").read_text() == "value = 31\n"
     assert other.status().clean  # the rewind's own writes are seen too
     assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+
+
+def test_a_racy_file_the_watcher_vouches_for_is_not_read_again_until_it_changes(
+    watched: tuple[Repository, ChangeMonitor], make_repo: Callable[..., Repository]
+) -> None:
+    repo, _ = watched
+    ws = repo.root
+    other = make_repo(ws, init=False, seed=4)
+    other.snapshot("prime")
+    target = ws / "pkg2" / "sub" / "m1.py"
+    soon = time.time_ns() + 600 * 10**9  # racy for every scan below
+    target.write_text("value = 99\n")
+    os.utime(target, ns=(soon, soon))
+    first = other.snapshot("edit")
+    assert first.event is not None and list(first.event.files) == ["pkg2/sub/m1.py"]
+    # racy, but the watcher saw no write since the scan that read it: its stat is enough
+    for n in range(3):
+        assert other.snapshot(f"again {n}").event is None
+        assert other.last_scan is not None and other.last_scan.watcher == "incremental"
+        assert other.last_scan.files_hashed == 0
+    # a same-size edit that keeps every time stamp is named by the watcher: read again
+    target.write_text("value = 42\n")
+    os.utime(target, ns=(soon, soon))
+    second = other.snapshot("edit again")
+    assert second.event is not None and list(second.event.files) == ["pkg2/sub/m1.py"]
+    assert other.show("HEAD", "pkg2/sub/m1.py") == b"value = 42\n"
+    # a status stores nothing: the file it read is read again by the next snapshot
+    target.write_text("value = 77\n")
+    os.utime(target, ns=(soon, soon))
+    assert [c.path for c in other.status().changes] == ["pkg2/sub/m1.py"]
+    third = other.snapshot("after a status")
+    assert third.event is not None and other.show("HEAD", "pkg2/sub/m1.py") == b"value = 77\n"
+    assert other.check() == []
+
+
+@pytest.mark.parametrize(("turn_after", "queued"), [(0.02, False), (0.5, True)])
+def test_an_asker_is_told_it_is_queued_only_when_its_turn_does_not_come_at_once(
+    ws: Path, make_repo: Callable[..., Repository], turn_after: float, queued: bool
+) -> None:
+    import socket
+    import threading
+
+    from strata import _resident
+    from strata.store.watch import Served
+
+    repo = make_repo(ws)
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("start")
+    gate = threading.Event()
+
+    def runner(request: dict[str, Any]) -> Served:
+        gate.wait(10)  # the first command runs until the gate opens
+        return Served(0, [[1, "ran\n"]])
+
+    monitor = ChangeMonitor(ws, repo.layout.watch).start()
+    server = MonitorServer(monitor, runner=runner).start()
+    try:
+        path = str(repo.layout.watch / "watch.sock")
+        key = _resident._read_key(path)
+        first = threading.Thread(
+            target=_resident._exchange, args=(path, _resident._request(["status"], key, str(ws)))
+        )
+        first.start()
+        time.sleep(0.2)  # the first command now runs
+        threading.Timer(turn_after, gate.set).start()
+        with socket.socket(socket.AF_UNIX) as sock, sock.makefile("rb") as lines:
+            sock.settimeout(5)
+            sock.connect(path)
+            request = _resident._request(["status"], key, str(ws))
+            sock.sendall(json.dumps(request).encode() + b"\n")
+            replies = [json.loads(lines.readline())]
+            if replies[0].get("queued"):
+                replies.append(json.loads(lines.readline()))
+            assert [r.get("queued", False) for r in replies] == [True] * queued + [False]
+            assert replies[-1]["ready"] is True
+            sock.sendall(b'{"go": true}\n')
+            assert json.loads(lines.readline())["code"] == 0
+        first.join(10)
+    finally:
+        gate.set()
+        server.close()
+        monitor.stop()
 
 
 def _walked(repo: Repository, total: int, reason: str) -> None:

@@ -525,6 +525,9 @@ def _preload() -> None:
     from strata.cli import common
 
     common.AUTOSTART = False  # a command run here never starts another watcher
+    from strata.ledger.drivers.sqlite import keep_connections
+
+    keep_connections()  # each command opens the repository: its ledger connection is kept
     for module in ("strata.cli", "strata.repo", "strata.store.materialize", "strata.diff.patch"):
         importlib.import_module(module)
     from strata.cli import load_all

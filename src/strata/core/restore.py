@@ -114,8 +114,8 @@ def restore_into(
             },
             branch=tx.view.head_branch,
         )
-    check_before_writing(core.objects, core.root, actions)
-    report = tx.apply(actions)
+    verified = check_before_writing(core.objects, core.root, actions)
+    report = tx.apply(actions, verified=verified)
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:
@@ -147,36 +147,65 @@ def _refuse_external_symlinks(
         raise ExternalSymlink([display_path(p) for p in bad], command=command)
 
 
-def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) -> None:
+#: objects up to this size that a plan writes are kept in memory once read and checked
+KEPT_OBJECT = 1 << 20
+#: and up to this many bytes of them in all
+KEPT_OBJECTS = 64 << 20
+
+
+def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) -> dict[str, bytes]:
     """Refuse a plan that could stop half-done, before its first write.
 
     Every object the plan writes must be in the store and read back whole
     (:class:`~strata.errors.ObjectMissing` or
     :class:`~strata.errors.CorruptRepository` otherwise), and every folder it
     writes into must be writable by this user (:class:`FolderNotWritable`).
+
+    Returns the small objects read (object id -> bytes, checked against the
+    id), for the apply to write without reading them again.
     """
+    verified: dict[str, bytes] = {}
+    room = KEPT_OBJECTS
     for oid in sorted({a.oid for a in actions if a.op in ("write", "symlink")}):
-        for _ in verified_chunks(store, ObjectId(oid)):
-            pass
+        chunks: list[bytes] | None = []
+        size = 0
+        for chunk in verified_chunks(store, ObjectId(oid)):
+            size += len(chunk)
+            if chunks is not None:
+                chunks.append(chunk)
+                if size > KEPT_OBJECT or size > room:
+                    chunks = None  # written from the store
+        if chunks is not None:  # reached only once the bytes matched the id
+            verified[oid] = b"".join(chunks)
+            room -= size
     blocked = unwritable_folders(root, actions)
     if blocked:
         raise FolderNotWritable(sorted(set(blocked.values())))
+    return verified
 
 
 def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
     """Action path -> the (display) folder it writes into that this user cannot write."""
     blocked: dict[str, str] = {}
+    #: folder an action writes into -> the folder that must be writable, and whether it is not
+    seen: dict[str, tuple[str, bool]] = {}
     for act in actions:
         if act.op == "chmod":
             continue
-        folder = act.path.rpartition("/")[0]
-        while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
-            # made (or replaced) by the plan: the folder above must be writable
-            folder = folder.rpartition("/")[0]
-        target = root / folder if folder else root
-        if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
-            os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
-        ):
+        parent = act.path.rpartition("/")[0]
+        found = seen.get(parent)
+        if found is None:
+            folder = parent
+            while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
+                # made (or replaced) by the plan: the folder above must be writable
+                folder = folder.rpartition("/")[0]
+            target = root / folder if folder else root
+            denied = not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
+                os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
+            )
+            found = seen[parent] = (folder, denied)
+        folder, denied = found
+        if denied:
             blocked[act.path] = display_path(folder) if folder else "."
     return blocked
 
@@ -254,8 +283,8 @@ def recover(core: Core, *, abandon: bool = False) -> list[Recovery]:
             continue
         problem = ""
         try:
-            check_before_writing(core.objects, core.root, actions)
-            skipped = core.workspace.apply(actions, recovering=True).skipped
+            verified = check_before_writing(core.objects, core.root, actions)
+            skipped = core.workspace.apply(actions, recovering=True, verified=verified).skipped
         except (CorruptRepository, FolderNotWritable, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(exc.filename) from None

@@ -20,12 +20,14 @@ objects (blobs, trees, manifests) are durable before the ledger names them;
 the journal is durable before the first file is written; the journal goes only
 after the ledger holds the operation and the callbacks registered with
 :meth:`Transaction.on_commit` have run (saving a stat cache, which may name
-only durable blobs; ending the Draft a publish applied).
+only durable blobs, and which a watcher running the command defers until the
+asker has its answer: a lost save costs a rescan, nothing more; ending the
+Draft a publish applied).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -379,7 +381,8 @@ class Transaction:
                 lines=scan.lines,
             ).event
         if event is not None or scan.worth_saving:
-            self.on_commit(scan.save_cache)
+            # a watcher running this command saves it once the asker has its answer
+            self.on_commit(lambda: served.when_replied(scan.save_cache))
         return event, scan
 
     def bookmark(self, name: str, event_id: str, *, locked: bool = False) -> None:
@@ -392,12 +395,19 @@ class Transaction:
         """Keep ``extra`` in the journal (read back when an interrupted apply is finished)."""
         self._journal_extra.update(extra)
 
-    def apply(self, actions: list[Action], *, workspace: Workspace | None = None) -> RestoreReport:
+    def apply(
+        self,
+        actions: list[Action],
+        *,
+        workspace: Workspace | None = None,
+        verified: Mapping[str, bytes] | None = None,
+    ) -> RestoreReport:
         """Write files: journal first (with the whole operation), then each action.
 
         After this, events may still get ``data`` (:meth:`update_data`) but no
         new events or ref moves: the journal holds the operation a crash will
         commit. A path changed since the scan is skipped and reported.
+        ``verified``: objects already read and checked (see ``apply_actions``).
         """
         self._check_open()
         ws = workspace or self.core.workspace
@@ -406,7 +416,7 @@ class Transaction:
         journal.write(journal_record(actions, operation=self.op.to_json(), **self._journal_extra))
         self._journal = journal
         self._state = "applied"
-        return ws.apply(actions)
+        return ws.apply(actions, verified=verified)
 
     def on_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once the operation is committed (before its journal goes).

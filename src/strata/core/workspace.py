@@ -13,7 +13,7 @@ is the transaction's job (:meth:`strata.core.transaction.Transaction.apply`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,6 +209,17 @@ class Workspace:
         """The steps that bring the folder, as ``scan`` saw it, to ``target`` (or its ``paths``)."""
         return plan_restore(self.objects, scan.tree, target, stat_of=scan.stat_of, paths=paths)
 
-    def apply(self, actions: list[Action], *, recovering: bool = False) -> RestoreReport:
-        """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`)."""
-        return apply_actions(self.objects, self.root, actions, recovering=recovering)
+    def apply(
+        self,
+        actions: list[Action],
+        *,
+        recovering: bool = False,
+        verified: Mapping[str, bytes] | None = None,
+    ) -> RestoreReport:
+        """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`).
+
+        ``verified``: objects already read and checked (see :func:`apply_actions`).
+        """
+        return apply_actions(
+            self.objects, self.root, actions, recovering=recovering, verified=verified
+        )

@@ -30,8 +30,43 @@ RECORD_KINDS: tuple[str, ...] = ("event", "ref", "bookmark", "operation")
 
 
 def canonical(value: Any) -> bytes:
-    """RFC 8785 (JCS) canonical JSON bytes of ``value``."""
+    """RFC 8785 (JCS) canonical JSON bytes of ``value``.
+
+    A value made only of objects with ASCII names, lists, strings, integers
+    of the safe range, booleans and nulls (every record Strata writes) is
+    serialized by the interpreter's JSON encoder, whose output is then
+    exactly JCS: members sorted by name (for ASCII names, sorting by UTF-16
+    code units is sorting by characters), no whitespace, the same escapes
+    (quote, backslash, the five short forms, other control characters as
+    lowercase six-character escapes, nothing else), integers in decimal.
+    Anything else (a float, a name beyond ASCII, a string that is not valid
+    Unicode) is left to ``rfc8785``, about 5x slower.
+    """
+    if _plain(value):
+        try:
+            return _ENCODER.encode(value).encode()
+        except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it with its own error
+            pass
     return rfc8785.dumps(value)
+
+
+_ENCODER = json.JSONEncoder(
+    ensure_ascii=False, allow_nan=False, sort_keys=True, separators=(",", ":"), check_circular=False
+)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is one :func:`canonical` may hand to the interpreter's encoder."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
+    if kind is dict:
+        return all(type(k) is str and k.isascii() and _plain(v) for k, v in value.items())
+    if kind is list:
+        return all(_plain(v) for v in value)
+    return False
 
 
 #: a body whose list values hold this many items in all is never held as one JCS string:

@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,9 +197,19 @@ class Journal:
 
 
 def apply_actions(
-    store: ObjectStore, root: Path, actions: list[Action], *, recovering: bool = False
+    store: ObjectStore,
+    root: Path,
+    actions: list[Action],
+    *,
+    recovering: bool = False,
+    verified: Mapping[str, bytes] | None = None,
 ) -> RestoreReport:
-    """Carry out a restore plan; each action checks the path before touching it."""
+    """Carry out a restore plan; each action checks the path before touching it.
+
+    ``verified``: object id -> the object's bytes, already read and checked
+    against the id (:func:`strata.core.restore.check_before_writing`): those
+    are written as they are, not read from the store again.
+    """
     report = RestoreReport()
     skipped_dirs: list[str] = []
     with WorkspaceWriter(root) as ws:
@@ -208,7 +218,7 @@ def apply_actions(
                 report.skipped.append(act.path)
                 continue
             try:
-                _apply_one(store, ws, act, report, skipped_dirs, recovering)
+                _apply_one(store, ws, act, report, skipped_dirs, recovering, verified or {})
             except (
                 StrataError,
                 FileNotFoundError,
@@ -223,7 +233,8 @@ def apply_actions(
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)
-    sync_filesystem(root)
+    if actions:  # (nothing written, nothing to flush)
+        sync_filesystem(root)
     return report
 
 
@@ -249,6 +260,7 @@ def _apply_one(
     report: RestoreReport,
     skipped_dirs: list[str],
     recovering: bool,
+    verified: Mapping[str, bytes],
 ) -> None:
     st = ws.lstat(act.path)
     if act.op == "mkdir":
@@ -296,7 +308,8 @@ def _apply_one(
         if st is not None and stat.S_ISDIR(st.st_mode):
             report.skipped.append(act.path)
             return
-        chunks = verified_chunks(store, ObjectId(act.oid))
+        data = verified.get(act.oid)
+        chunks = data if data is not None else verified_chunks(store, ObjectId(act.oid))
         ws.write_file(act.path, chunks, mode=act.mode, expect=expect)
         report.written.append(act.path)
     elif act.op == "symlink":

@@ -43,8 +43,11 @@ cache was written), a scan looks only where those paths are: a changed path
 that is a folder (created, moved in or replaced) is listed with everything
 below it; the folder holding a changed path is *not* listed: its cached rows
 are brought up to date from its changed names alone, one ``lstat`` each
-(and the names of its racy files, read again), as the monitor names every
-entry that changed (:meth:`Scanner._patch`). Every other folder is taken
+(and the names of its racy files), as the monitor names every entry that
+changed (:meth:`Scanner._patch`). A racy file the monitor does not name is
+not read again when its stat matches the cached one in all but the erased
+mtime and its blob is stored: the monitor names every write made after the
+cache's token, and the scan that read the file began after taking it. Every other folder is taken
 from the stat cache without a system call; a subtree that holds no changed
 path keeps its cached tree id whole. Folders the cache does not know or
 holds without a tree id (a status, which stores nothing, saw them change),
@@ -235,6 +238,13 @@ def _stat_key(st: os.stat_result) -> tuple[int, int, int, int, int]:
     if ctime == mtime:
         ctime = mtime  # one int object, not two: a first snapshot keeps one per file
     return (_MODES[st.st_mode & 0o777], st.st_size, mtime, ctime, st.st_ino)
+
+
+def _settled(cached: FileStat, key: tuple[int, int, int, int, int]) -> bool:
+    """Whether a racy cached row (its mtime erased) matches a file's stat in all else."""
+    return (
+        cached[0] == key[0] and cached[1] == key[1] and cached[3] == key[3] and cached[4] == key[4]
+    )
 
 
 def _row_name(row: Row) -> str:
@@ -671,17 +681,20 @@ class Scanner:
         """Bring a folder's cached ``rows`` up to date by looking at its changed names alone.
 
         The change monitor named every entry of the folder that changed since
-        the cache was written; the cache's racy files are looked at again too.
-        Each such name gets one ``lstat``; the other entries are as cached.
+        the cache was written; the cache's racy files are looked at again too
+        (read again only when named, when their stat moved, or when their blob
+        is not stored: a status stores nothing). Each such name gets one
+        ``lstat``; the other entries are as cached.
         False (the folder is then listed) for anything a listing handles better:
         a special file, an entry that cannot be read, a folder not named as
         changed itself.
         """
         racy = [n for n, st in cached.files.items() if st[2] < 0]
+        named = plan.names.get(folder.key, set())
         names = set(cached.names)
         ignored = set(cached.ignored)
         clean = True
-        for name in sorted(plan.names.get(folder.key, set()).union(racy)):
+        for name in sorted(named.union(racy)):
             path = folder.abs + "/" + name
             try:
                 st = os.lstat(path)
@@ -714,6 +727,19 @@ class Scanner:
                 key = _stat_key(st)
                 if hit is not None and hit[:5] == key and was is not None and was[0] == "f":
                     rows[name] = ["f", key[0], key[1], hit[5], hit]
+                elif (
+                    name not in named
+                    and hit is not None
+                    and was is not None
+                    and was[0] == "f"
+                    and _settled(hit, key)
+                    and self.store.has(ObjectId(hit[5]))
+                ):
+                    # racy (or read by a scan that stored nothing), and not written since:
+                    # the monitor names every write made after the cache's token, and
+                    # the scan that read the file began after taking that token
+                    rows[name] = ["f", key[0], key[1], hit[5], (*key, hit[5])]
+                    clean = False  # the folder is rebuilt with the file's real stat
                 else:
                     rows[name] = ["f", key[0], key[1], None, None]
                     clean = False

@@ -13,7 +13,8 @@ Per folder (workspace path, ``""`` for the root) the cache keeps
 Racy entries follow git's rule: a file whose mtime is within the file
 system's timestamp granularity of the scan's start may still change without
 its stat changing, so it is stored with an impossible mtime and hashed again
-by the next scan (:func:`is_racy`: :data:`RACY_NS`, 2 s, for a whole-second
+by the next scan, unless a change monitor vouches that it was not written
+since (see :mod:`strata.store.scan`) (:func:`is_racy`: :data:`RACY_NS`, 2 s, for a whole-second
 mtime, which is all a coarse file system such as FAT or ext3 records;
 :data:`FINE_RACY_NS`, 100 ms, for an mtime with a fraction of a second, which
 only a file system with fine timestamps writes: the kernel stamps it from a

@@ -52,7 +52,7 @@ cannot read the key even when it reaches the socket.
   *runner*: it runs one of :data:`RUNNABLE` for the asker, see
   ``strata._resident``; any other command, or an asker of another Strata
   version, is refused) -> ``{"v": 1, "ok": true, "queued": true}`` first when
-  another asker's command runs (the asker then waits up to
+  another asker's command still runs after :data:`QUEUE_GRACE` (the asker then waits up to
   :data:`QUEUE_TIMEOUT`), then ``{"v": 1, "ok": true, "ready": true, "pid": N}``
   or ``{"v": 1, "ok": false, ...}`` (not started: refused, stopping); the asker
   then sends ``{"go": true}`` and gets
@@ -113,6 +113,10 @@ KEYFILE = "watch.key"
 UNAVAILABLE = "unavailable.json"
 #: how long an asker waits for a watcher busy with another asker's command
 QUEUE_TIMEOUT = 60.0
+#: how long a request waits for its turn before the asker is told it is queued: what the
+#: previous command left for after its answer (saving a stat cache) takes a millisecond or
+#: two, and an asker told "queued" then "ready" at once may read the two lines together
+QUEUE_GRACE = 0.1
 #: where askers of older versions wrote their cookies (removed when a watcher starts)
 COOKIES = "cookies"
 #: changes remembered; past this the history is dropped and older tokens are refused
@@ -794,7 +798,7 @@ class MonitorServer:
     ) -> None:
         """Wait for the turn, say "ready", wait for "go", run it, send the result."""
         assert self.runner is not None
-        if not self._running.acquire(blocking=False):
+        if not self._running.acquire(timeout=QUEUE_GRACE):
             send({"ok": True, "queued": True}, None)  # the asker waits instead of starting Strata
             if not self._running.acquire(timeout=QUEUE_TIMEOUT):
                 send({"ok": False, "reason": "busy"}, None)

@@ -69,8 +69,8 @@ from strata.errors import (
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
+from strata.store import served
 from strata.store.objects import verified_chunks
-from strata.store.scan import ScanResult
 from strata.store.statcache import DirCache, StatCache, unchanged
 from strata.store.tree import read_tree
 
@@ -696,6 +696,9 @@ def start_draft(
             )
             try:
                 scanned = _update_kept(core, tree or head_tree) if kept else None
+                if scanned is not None and scanned.tree == head_tree:
+                    # no first revision will save it (a watcher saves it once it has replied)
+                    tx.on_commit(lambda: served.when_replied(scanned.save_cache))
                 if scanned is None:  # no usable kept folder: copy Published's files afresh
                     for name in (FILES, *STATCACHE_FILES, KEPT, GIT_TRASH):
                         _remove(layout.draft / name)
@@ -711,9 +714,12 @@ def start_draft(
             tx.move(branches={**tx.view.branches, branch: head.id})
         state = DraftState(draft_id, branch, EventId(head.id), core.now_ms(), git)
         atomic_write(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
-        # the first scan of the Draft fills its stat cache (an updated kept folder was
-        # scanned already to check it holds exactly Published's tree)
         draft = Draft(core, state)
+        if scanned is not None and scanned.tree == head_tree:
+            # an updated kept folder was scanned already to check it holds exactly
+            # Published's tree: the first revision would be the base itself
+            return draft
+        # the first scan of a fresh copy fills its stat cache
         if tree is not None and scanned is None:  # a fresh copy of Published: bring it to tree
             draft.put_back(tree)
         draft.record("draft start", author=author, scanned=scanned, data=data)
@@ -806,10 +812,13 @@ def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
             return None
         # what the scan did not record (ignored files, the private .git, temporary
         # files, mount points a sandbox made) is not Published's: a new Draft has none
-        _remove_ignored(files, scan.result)
-        core.objects.flush()
-        workspace.apply(workspace.plan(scan, head_tree))
-        scanned = workspace.scan()
+        _remove_ignored(files, scan)
+        if scan.tree == head_tree:  # the usual case after a publish: nothing to write
+            scanned = scan
+        else:
+            core.objects.flush()
+            workspace.apply(workspace.plan(scan, head_tree))
+            scanned = workspace.scan()
     except (OSError, StrataError):
         return None
     finally:
@@ -820,13 +829,20 @@ def _update_kept(core: Core, head_tree: ObjectId) -> Scan | None:
     return scanned
 
 
-def _remove_ignored(files: Path, scan: ScanResult) -> None:
+def _remove_ignored(files: Path, scan: Scan) -> None:
     """Delete every entry the scan of ``files`` ignored, never following a symlink."""
     import marshal
 
-    folders: dict[str, frozenset[str]] = {k: d.ignored for k, d in scan.dirs.items()}
-    for key, blob in scan.inherited.items():
-        folders.setdefault(key, DirCache.load(marshal.loads(blob)).ignored)
+    folders: dict[str, frozenset[str]] = {k: d.ignored for k, d in scan.result.dirs.items()}
+    for key, blob in scan.result.inherited.items():
+        if key in folders:
+            continue
+        # a folder's quick record names its ignored entries: its blob need not be decoded
+        quick = scan.cache.quick(key) if scan.cache.blob(key) is blob else None
+        if quick is not None:
+            folders[key] = frozenset(quick[2])
+        else:
+            folders[key] = DirCache.load(marshal.loads(blob)).ignored
     root_fd = os.open(files, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         for key, names in sorted(folders.items()):
