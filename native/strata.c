@@ -507,8 +507,11 @@ static int read_line(int sock, struct buf *line, struct buf *rest) {
         char space[CMSG_SPACE(4 * sizeof(int))];
         struct cmsghdr align;
     } control;
+    size_t scanned = 0; /* a long reply (a large diff) is searched once, not once a chunk */
     for (;;) {
-        char *nl = line->len ? memchr(line->data, '\n', line->len) : NULL;
+        char *nl = line->len > scanned ? memchr(line->data + scanned, '\n', line->len - scanned)
+                                       : NULL;
+        scanned = line->len;
         if (nl) {
             size_t keep = (size_t)(nl - line->data) + 1;
             buf_add(rest, nl + 1, line->len - keep);
@@ -695,8 +698,8 @@ static void json_env(struct buf *b, int coerce) {
     int first = 1;
     for (char **e = environ; *e; e++) {
         const char *eq = strchr(*e, '=');
-        if (!eq || eq == *e)
-            continue; /* Python's os.environ leaves these out */
+        if (!eq)
+            continue; /* Python's os.environ leaves these out (an empty name it keeps) */
         size_t nlen = (size_t)(eq - *e);
         int seen = 0; /* Python keeps the first of two same names */
         for (char **f = environ; f < e && !seen; f++)

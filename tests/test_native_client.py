@@ -330,8 +330,10 @@ def test_a_folder_name_that_is_not_utf8_and_a_terminal_are_sent_as_python_sends_
 # -- the protocol: what the watcher answers ------------------------------------------------
 
 
+@pytest.mark.parametrize("which", ["native", "python"])
 @pytest.mark.parametrize("wait", [0.3, 0.0])
 def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
+    which: str,
     wait: float,
     client: Path,
     workspace: Path,
@@ -340,7 +342,7 @@ def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
 ) -> None:
     """A queued asker waits; then stdout and stderr get each byte the command wrote, in order.
 
-    With no wait, "queued" and "ready" arrive in one read.
+    With no wait, "queued" and "ready" arrive in one read. Both clients are held to it.
     """
     chunks = [[1, "plain\n"], [2, 'caf\xe9 \u00ff\x00 \\ " /\n'], [1, "\t\x7f\x80\n"]]
 
@@ -358,8 +360,9 @@ def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
                     "code": 3, "output": chunks})  # fmt: skip
 
     watcher = scripted(answer)
+    env = {**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"}
     proc = subprocess.run(
-        [client, "history"], cwd=workspace, env=run_cli.env(), capture_output=True, check=False
+        [client, "history"], cwd=workspace, env=env, capture_output=True, check=False
     )
     assert proc.returncode == 3
     assert proc.stdout == b"plain\n\t\x7f\x80\n"

@@ -90,13 +90,30 @@ def _read_key(sock_path: str) -> str | None:
         return None
 
 
-def _read_line(sock: _socket.socket) -> dict[str, object] | None:
-    data = bytearray()  # grows in place: a command's output may be large
-    while not data.endswith(b"\n"):
-        chunk = sock.recv(1 << 20)
+def _read_line(
+    sock: _socket.socket, rest: bytearray, fds: list[int] | None = None
+) -> dict[str, object] | None:
+    """The watcher's next reply (one JSON line); None at the end of the stream or if unreadable.
+
+    Two replies may come in one read ("queued", then "ready"): what is read
+    past the line stays in ``rest`` for the next call. With ``fds``, the
+    descriptors sent along are added to it.
+    """
+    data = bytearray(rest)  # grows in place: a command's output may be large
+    rest.clear()
+    searched = 0
+    while (end := data.find(b"\n", searched)) < 0:
+        searched = len(data)
+        if fds is None:
+            chunk = sock.recv(1 << 20)
+        else:
+            chunk, more = _recv_fds(sock, 1 << 20, 4)
+            fds += more
         if not chunk:
             return None
         data += chunk
+    rest += data[end + 1 :]
+    del data[end + 1 :]
     try:
         reply = _wire.loads(data)
     except ValueError:
@@ -264,6 +281,7 @@ def _exchange(
     global _handed_over
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     fds: list[int] = []
+    rest = bytearray()
     try:
         sock.settimeout(READY_TIMEOUT)
         try:
@@ -273,10 +291,10 @@ def _exchange(
                 _send_fds(sock, data[:1], [fd])
                 data = data[1:]
             sock.sendall(data)
-            ready = _read_line(sock)
+            ready = _read_line(sock, rest)
             if ready and ready.get("queued") is True:  # another caller's command runs
                 sock.settimeout(QUEUE_TIMEOUT)
-                ready = _read_line(sock)
+                ready = _read_line(sock, rest)
                 sock.settimeout(READY_TIMEOUT)
             if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
                 return None, None, fds
@@ -291,7 +309,7 @@ def _exchange(
         # From here on the watcher may have started: never fall back.
         sock.settimeout(None)
         try:
-            done, fds = _read_line_fds(sock)
+            done = _read_line(sock, rest, fds)
         except OSError:
             done = None
     finally:
@@ -322,22 +340,6 @@ def _recv_fds(sock: _socket.socket, size: int, most: int) -> tuple[bytes, list[i
             whole = len(payload) - len(payload) % _INT
             fds += memoryview(payload[:whole]).cast("i").tolist()
     return data, fds
-
-
-def _read_line_fds(sock: _socket.socket) -> tuple[dict[str, object] | None, list[int]]:
-    data = bytearray()
-    fds: list[int] = []
-    while not data.endswith(b"\n"):
-        chunk, more = _recv_fds(sock, 1 << 20, 4)
-        fds += more
-        if not chunk:
-            return None, fds
-        data += chunk
-    try:
-        reply = _wire.loads(data)
-    except ValueError:
-        return None, fds
-    return (reply if isinstance(reply, dict) else None), fds
 
 
 def _thin_run(path: str, body: dict[str, object]) -> bool:
