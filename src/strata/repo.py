@@ -50,6 +50,7 @@ from strata.core import (
 from strata.core import check as _check
 from strata.core.restore import restore_into
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
+from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import ACTION_FAMILIES, Author, Event, EventType
@@ -59,6 +60,7 @@ from strata.store.tree import lookup, read_tree
 
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
+    from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.digest import WorkspaceDigest
@@ -93,19 +95,41 @@ __all__ = [
 
 
 def _features() -> dict[str, Any]:
-    """What the feature packages plug into the core."""
-    from strata.runs.git import resolve_git_ref
+    """What the feature packages plug into the core.
+
+    The recoverers run at every write (a no-op snapshot too): each module
+    they come from is light to import and loads the rest of its feature only
+    when there is something to recover. The other hooks load their feature
+    when first called.
+    """
     from strata.runs.recovery import recover_runs
-    from strata.runs.undo import undo_run
     from strata.workbench.timetravel import recover_draft_steps, undo_draft_rewind  # issue 13
-    from strata.workshop.session import recover_turns, undo_workshop  # issue 13
+    from strata.workshop.recovery import recover_turns  # issue 13
 
     return {
-        "ref_schemes": {"git": resolve_git_ref},
+        "ref_schemes": {"git": _git_tree},
         # the Workshop's first: recover_runs removes every stale lease it finds
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
-        "undo_handlers": (undo_run, undo_draft_rewind, undo_workshop),
+        "undo_handlers": (_undo_run, undo_draft_rewind, _undo_workshop),
     }
+
+
+def _git_tree(core: Core, rev: str) -> ObjectId:
+    from strata.runs.git import resolve_git_ref
+
+    return resolve_git_ref(core, rev)
+
+
+def _undo_run(tx: Transaction, op: OperationRecord) -> bool:
+    from strata.runs.undo import undo_run
+
+    return undo_run(tx, op)
+
+
+def _undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
+    from strata.workshop.session import undo_workshop  # issue 13
+
+    return undo_workshop(tx, op)
 
 
 class Repository(Core):

@@ -122,6 +122,20 @@ class Transaction:
         head = self.head()
         return self.core.tree_of(head) if head is not None else EMPTY_TREE
 
+    def _head_snapshot_if(self, tree: ObjectId) -> SnapshotId | None:
+        """HEAD's snapshot when its tree is ``tree`` (HEAD recorded before this transaction).
+
+        Asks the ledger's index for the snapshot id rather than reading HEAD's
+        event (a no-op snapshot after a first one would parse every path it named).
+        """
+        eid = self.view.head_event
+        if eid is None or any(body["id"] == eid for body in self.op.events):
+            return None
+        ref = self.core.ledger.driver.snapshot_of(eid)
+        if ref is None or self.core.manifest(SnapshotId(ref))["tree"] != tree:
+            return None
+        return SnapshotId(ref)
+
     def _pending(self, event_id: str) -> Event | None:
         for body in self.op.events:
             if body["id"] == event_id:
@@ -301,6 +315,9 @@ class Transaction:
         manifest: dict[str, Any] | None = None,
     ) -> SnapshotResult:
         """Record ``tree`` as a state event after HEAD, with its diff; none when it is HEAD's."""
+        unchanged = self._head_snapshot_if(tree)
+        if unchanged is not None:
+            return SnapshotResult(None, unchanged, None)
         head = self.head()
         head_tree = self.core.tree_of(head) if head else EMPTY_TREE
         if head is not None and tree == head_tree:

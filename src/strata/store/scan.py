@@ -62,14 +62,12 @@ import os
 import stat
 import time
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import blake3
 
 from strata.ids import ObjectId
-from strata.store.fsops import bound_malloc_cache
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
@@ -985,6 +983,10 @@ class Scanner:
             len(jobs) > POOL_FILES
             or (len(jobs) > 1 and sum(int(j.folder.entries[j.name][2]) for j in jobs) > POOL_BYTES)  # type: ignore[call-overload]
         ):
+            from concurrent.futures import ThreadPoolExecutor  # (logging and more: only here)
+
+            from strata.store.fsops import bound_malloc_cache
+
             bound_malloc_cache()  # the threads' big read buffers go back to the system
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]
