@@ -83,6 +83,13 @@ ENCODED_PAST = 20_000
 #: such a scan reads files of this size or more before all others
 BIG_FIRST = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: the file type bits of ``st_mode`` (what ``stat.S_IFMT`` keeps)
+_FILE_TYPE = 0o170000
+#: a folder is opened as ``os.scandir(path)`` opens it (a symlink to a folder is followed)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: a folder whose path is shorter than this (in bytes) is listed through a descriptor: no
+#: entry's path in it (a name is at most 255 bytes) reaches PATH_MAX (4,096 with the NUL)
+_BY_DESCRIPTOR = 4096 - 1 - 255
 
 
 @dataclass
@@ -737,20 +744,49 @@ class Scanner:
         return True
 
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
+        # listed through a descriptor of the folder: each entry's lstat is then an fstatat
+        # of its name alone, not a walk of its whole path from the root (16% of a no-op
+        # walk). Not where an entry's whole path may pass PATH_MAX: its lstat fails there,
+        # and the entry is reported and kept as recorded (see the module doc)
+        fd = -1
         try:
-            with os.scandir(folder.abs) as it:
-                listed = list(it)
+            if len(os.fsencode(folder.abs)) < _BY_DESCRIPTOR:
+                fd = os.open(folder.abs, _DIR_FLAGS)
+                with os.scandir(fd) as it:
+                    listed = list(it)
+            else:
+                with os.scandir(folder.abs) as by_path:
+                    listed = list(by_path)
         except OSError as exc:
-            self._unreadable(folder.key, exc, warnings, folder=True)
-            cached = self.cache.get(folder.key)
-            if cached is not None and cached.tree:
-                # keep what the previous scan recorded below it, subfolders included
-                folder.cached = cached
-                folder.names = cached.names
-                folder.ignored = cached.ignored
-                folder.whole = True
-                folder.hint = cached.tree
+            if fd >= 0:
+                os.close(fd)
+            self._unlistable(folder, exc, warnings)
             return
+        try:
+            self._compare(folder, folders, listed, warnings)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _unlistable(self, folder: _Folder, exc: OSError, warnings: list[str]) -> None:
+        self._unreadable(folder.key, exc, warnings, folder=True)
+        cached = self.cache.get(folder.key)
+        if cached is not None and cached.tree:
+            # keep what the previous scan recorded below it, subfolders included
+            folder.cached = cached
+            folder.names = cached.names
+            folder.ignored = cached.ignored
+            folder.whole = True
+            folder.hint = cached.tree
+
+    def _compare(
+        self,
+        folder: _Folder,
+        folders: list[_Folder],
+        listed: list[os.DirEntry[str]],
+        warnings: list[str],
+    ) -> None:
+        """Compare a folder's listing (its descriptor still open) with the cache."""
         order = "/".join([e.name for e in listed])
         folder.order = order
         if self._fast:
@@ -808,7 +844,7 @@ class Scanner:
                 continue
             mode = st.st_mode
             if stat.S_ISDIR(mode):
-                child = _Folder(folder.prefix + name + "/", entry.path, rules)
+                child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
                 folder.children[name] = len(folders)
                 folders.append(child)
                 folder.entries[name] = ["d", mode & 0o777, 0, "", None]
@@ -827,7 +863,7 @@ class Scanner:
                     clean = False
             elif stat.S_ISLNK(mode):
                 try:
-                    target = os.readlink(os.fsencode(entry.path))
+                    target = os.readlink(os.fsencode(folder.abs + "/" + name))
                 except FileNotFoundError:
                     clean = False
                     continue
@@ -864,9 +900,10 @@ class Scanner:
         special file) returns False and the folder is compared row by row.
         """
         rules = folder.rules
+        base = folder.abs + "/"
         if IGNORE_FILES[0] in quick[0] or IGNORE_FILES[1] in quick[0]:
             found = [
-                self._read_small(e.path)
+                self._read_small(base + n)
                 for n in IGNORE_FILES
                 for e in listed
                 if e.name == n and e.is_file(follow_symlinks=False)
@@ -881,22 +918,24 @@ class Scanner:
         ):
             return False  # an ignored folder became a file (``build/`` no longer matches it)
         keys: list[object] = []
-        subfolders: list[os.DirEntry[str]] = []
+        subfolders: list[str] = []
         add = keys.append
-        is_dir, is_reg, is_lnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
+        # the file type bits compared inline: a call per entry less than stat.S_ISREG & co.
+        regular, directory, symlink = stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK
         for entry in listed:
             if ignored and entry.name in ignored:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
                 mode = st.st_mode
-                if is_dir(mode):
-                    add(mode & 0o777)
-                    subfolders.append(entry)
-                elif is_reg(mode):
+                kind = mode & _FILE_TYPE
+                if kind == regular:
                     add((mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-                elif is_lnk(mode):
-                    target = hash_bytes(os.readlink(os.fsencode(entry.path)))
+                elif kind == directory:
+                    add(mode & 0o777)
+                    subfolders.append(entry.name)
+                elif kind == symlink:
+                    target = hash_bytes(os.readlink(os.fsencode(base + entry.name)))
                     add(
                         (
                             mode & 0o777,
@@ -917,9 +956,10 @@ class Scanner:
         folder.ignored = ignored
         folder.quick = quick
         folder.clean = True
-        for entry in subfolders:
-            folder.children[entry.name] = len(folders)
-            folders.append(_Folder(folder.prefix + entry.name + "/", entry.path, rules))
+        prefix = folder.prefix
+        for name in subfolders:
+            folder.children[name] = len(folders)
+            folders.append(_Folder(prefix + name + "/", base + name, rules))
         return True
 
     def _unreadable(
