@@ -45,10 +45,8 @@ from strata.core import (
     UndoResult,
     maintenance,
     names,
-    undo,
 )
 from strata.core import check as _check
-from strata.core.restore import restore_into
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
@@ -453,6 +451,8 @@ class Repository(Core):
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in tx.view.branches:
                 raise NameTaken("branch", branch)
+            from strata.core.restore import restore_into  # (moving files: loaded when needed)
+
             result = restore_into(
                 tx, target, ref, paths=None, event_type=EventType.REWIND, new_branch=branch
             )
@@ -484,6 +484,8 @@ class Repository(Core):
                     and lookup(self.objects, head_tree, p) is None
                 ):
                     raise PathNotFound(p, ref)
+            from strata.core.restore import restore_into
+
             return restore_into(tx, target, ref, paths=paths, event_type=EventType.RESTORE)
 
     def branch_switch(
@@ -500,6 +502,8 @@ class Repository(Core):
                 raise UnknownRef(name, hint="see 'strata branch list'", what="branch")
             target = self.resolve(name)
             after = moved(view, head_branch=name, head_event=view.branches[name])
+            from strata.core.restore import restore_into
+
             return restore_into(
                 tx,
                 target,
@@ -533,11 +537,15 @@ class Repository(Core):
 
     def undo(self, *, author: Author | None = None) -> UndoResult:
         """Reverse the newest operation not yet undone, by appending its inverse."""
-        return undo.undo(self, author=author)
+        from strata.core import undo as undoing  # (it moves files: loaded when needed)
+
+        return undoing.undo(self, author=author)
 
     def redo(self, *, author: Author | None = None) -> RedoResult:
         """Re-apply what the newest undo reversed."""
-        return undo.redo(self, author=author)
+        from strata.core import undo as undoing
+
+        return undoing.redo(self, author=author)
 
     # -- runs, the Draft and checkpoints ------------------------------------------------
 

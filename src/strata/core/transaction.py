@@ -35,12 +35,12 @@ from strata.ids import EventId, ObjectId, SnapshotId
 from strata.ledger.events import ACTION_SCOPES, Author, Event, EventType, format_ts
 from strata.ledger.ledger import Bookmark, Operation, View, moved
 from strata.store import served
-from strata.store.materialize import Action, Journal, RestoreReport, journal_record
 from strata.store.tree import EMPTY_TREE
 
 if TYPE_CHECKING:
     from strata.core.core import Core
     from strata.core.workspace import Scan, Workspace
+    from strata.store.materialize import Action, Journal, RestoreReport
 
 
 class Transaction:
@@ -419,6 +419,8 @@ class Transaction:
         self._check_open()
         ws = workspace or self.core.workspace
         self.core.objects.flush()  # the journal names objects: they are durable first
+        from strata.store.materialize import Journal, journal_record  # (not for a snapshot)
+
         journal = Journal(self.core.layout.journal, self.op.id)
         journal.write(journal_record(actions, operation=self.op.to_json(), **self._journal_extra))
         self._journal = journal

@@ -750,12 +750,14 @@ class Scanner:
         # and the entry is reported and kept as recorded (see the module doc)
         fd = -1
         try:
-            if len(os.fsencode(folder.abs)) < _BY_DESCRIPTOR:
-                fd = os.open(folder.abs, _DIR_FLAGS)
+            path = folder.abs
+            # (a character is at most 4 bytes: most paths need no encoding to tell)
+            if len(path) * 4 < _BY_DESCRIPTOR or len(os.fsencode(path)) < _BY_DESCRIPTOR:
+                fd = os.open(path, _DIR_FLAGS)
                 with os.scandir(fd) as it:
                     listed = list(it)
             else:
-                with os.scandir(folder.abs) as by_path:
+                with os.scandir(path) as by_path:
                     listed = list(by_path)
         except OSError as exc:
             if fd >= 0:

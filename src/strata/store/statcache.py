@@ -138,7 +138,7 @@ def _quick_ok(raw: object) -> bool:
         and isinstance(raw[0], str)
         and isinstance(raw[1], str)
         and isinstance(raw[2], tuple)
-        and all(isinstance(n, str) for n in raw[2])
+        and (not raw[2] or all(isinstance(n, str) for n in raw[2]))
         and isinstance(raw[3], bytes)
         and isinstance(raw[4], str)
         and type(raw[5]) is int
