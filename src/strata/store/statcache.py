@@ -66,6 +66,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import marshal
+import mmap
 import os
 import stat
 import struct
@@ -258,7 +259,7 @@ def _read(path: Path) -> _Loaded:
     loaded = _Loaded()
     loaded.key = _file_key(path)
     try:
-        raw = marshal.loads(path.read_bytes())
+        raw = _load_file(path)
     except (OSError, EOFError, ValueError, TypeError):
         return loaded
     if not isinstance(raw, dict) or raw.get("version") != VERSION:
@@ -303,6 +304,19 @@ def _read(path: Path) -> _Loaded:
         _set_state(loaded, token, base_rules, racy)
         at += _RECORD.size + length
     return loaded
+
+
+def _load_file(path: Path) -> Any:
+    """``marshal.loads`` of the file, read through a mapping of it.
+
+    Every folder's blob is copied out of the mapping once; reading the file into
+    a buffer first would copy all of it once more (4 MB for 20,000 files: 1.6 ms
+    of a no-op snapshot). The base is only ever replaced (temp + rename), never
+    cut short in place, so the mapped file does not shrink while it is read.
+    An empty file cannot be mapped: ValueError, as marshal gives for it.
+    """
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        return marshal.loads(mapped)
 
 
 def _set_state(loaded: _Loaded, token: object, base_rules: object, racy: object) -> None:
