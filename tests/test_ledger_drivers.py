@@ -384,6 +384,18 @@ def test_seek_event_finds_every_event_by_its_full_id(ledger: Opened) -> None:
     assert ledger.driver.seek_event("HEAD") is None  # ref records are not events
 
 
+def test_snapshot_of_is_what_the_event_record_says(ledger: Opened) -> None:
+    records = make_records(60, seed=11)
+    append_in_batches(ledger.driver, records)
+    refs = [keys(record).snapshot_ref for record in events_of(records)]
+    assert None in refs and any(refs)  # events with a snapshot and events without one
+    for record in events_of(records):
+        assert ledger.driver.snapshot_of(keys(record).id) == keys(record).snapshot_ref
+    assert ledger.reopen().snapshot_of(keys(events_of(records)[-1]).id) == refs[-1]
+    assert ledger.driver.snapshot_of("g" * 20) is None
+    assert ledger.driver.snapshot_of("HEAD") is None  # ref records are not events
+
+
 def test_seek_time_after_reopening_with_a_clock_that_went_back(ledger: Opened) -> None:
     records = make_records(40)
     append_in_batches(ledger.driver, records)

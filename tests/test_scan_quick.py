@@ -21,7 +21,7 @@ from strata.store.ignore import IgnoreRules
 from strata.store.objects import MemoryObjectStore
 from strata.store.scan import Scanner
 from strata.store.statcache import StatCache, forget_memory
-from strata.store.tree import read_tree
+from strata.store.tree import lookup, read_tree
 
 OLD_NS = 10**18  # 2001: never racy
 
@@ -330,3 +330,54 @@ def test_a_big_scan_that_builds_folders_while_hashing_makes_the_same_trees(
         assert first.files_hashed == 160 and second.files_hashed == 3  # racy, edit, new
         assert [e.name for e in read_tree(store, second.tree)][:3] == [".gitignore", "a", "b"]
     assert results[0] == results[10**9]
+
+
+def _long_chain(ws: Path, last: str) -> str:
+    """Folders below ``ws`` down to one whose path is short of PATH_MAX by less than a name.
+
+    ``last`` (a folder holding ``f.txt``) is made in it: its own path passes
+    4,096 bytes, so its ``lstat`` by path fails. Returns the chain's path.
+    """
+    fd = os.open(ws, os.O_RDONLY)
+    length, parts = len(os.fsencode(str(ws))), []
+    try:
+        while length + 1 + len(last) < 4100:  # the chain ends 4,100 - 1 - len(last) long
+            step = "d" * min(200, 4100 - 1 - len(last) - length - 1)
+            os.mkdir(step, dir_fd=fd)
+            nxt = os.open(step, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd, length = nxt, length + 1 + len(step)
+            parts.append(step)
+        os.mkdir(last, dir_fd=fd)
+        inner = os.open(last, os.O_RDONLY, dir_fd=fd)
+        try:
+            file_fd = os.open("f.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=inner)
+            os.write(file_fd, b"past PATH_MAX\n")
+            os.close(file_fd)
+        finally:
+            os.close(inner)
+    finally:
+        os.close(fd)
+    assert length + 1 + len(last) >= 4096
+    return "/".join(parts)
+
+
+def test_a_folder_past_path_max_is_reported_and_never_recorded_empty(
+    ws: Path, repo: Repository
+) -> None:
+    """Its lstat by path fails: it is named in a warning and left out of the tree.
+
+    Listing its parent through a descriptor would let its ``fstatat`` succeed,
+    then the folder itself fail to list, and record it as an empty folder (a
+    snapshot claiming its file was deleted).
+    """
+    (ws / "a.txt").write_text("a\n")
+    last = "x" * 250
+    chain = _long_chain(ws, last)
+    for attempt in range(2):  # a first scan, then one with the stat cache
+        result = repo.snapshot(f"try {attempt}")
+        assert any("could not read" in w and last in w for w in result.warnings), result
+        head = repo.resolve("HEAD").tree
+        assert lookup(repo.objects, head, chain) is not None
+        assert lookup(repo.objects, head, f"{chain}/{last}") is None
+        assert lookup(repo.objects, head, "a.txt") is not None

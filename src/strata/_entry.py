@@ -1,5 +1,6 @@
 """The ``strata`` console script: answers ``--version`` before importing the CLI."""
 
+import gc
 import sys
 
 
@@ -17,9 +18,15 @@ def run() -> None:
         from strata.integrations.fasthook import try_fast
 
         try_fast(sys.argv[2:])  # exits when the workspace's watcher recorded it
+    # what the start-up imports make lives as long as the process: no collection while
+    # importing (25 of them, 2.4 ms of a no-op snapshot), then kept out of the collector's
+    # reach (gc.freeze) so that later collections do not walk it again
+    gc.disable()
     from strata._resident import try_resident
 
     try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
     from strata.cli import main
 
+    gc.freeze()
+    gc.enable()
     main()

@@ -45,11 +45,10 @@ from strata.core import (
     UndoResult,
     maintenance,
     names,
-    undo,
 )
 from strata.core import check as _check
-from strata.core.restore import restore_into
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
+from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import ACTION_FAMILIES, Author, Event, EventType
@@ -59,6 +58,7 @@ from strata.store.tree import lookup, read_tree
 
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
+    from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.digest import WorkspaceDigest
@@ -93,19 +93,41 @@ __all__ = [
 
 
 def _features() -> dict[str, Any]:
-    """What the feature packages plug into the core."""
-    from strata.runs.git import resolve_git_ref
+    """What the feature packages plug into the core.
+
+    The recoverers run at every write (a no-op snapshot too): each module
+    they come from is light to import and loads the rest of its feature only
+    when there is something to recover. The other hooks load their feature
+    when first called.
+    """
     from strata.runs.recovery import recover_runs
-    from strata.runs.undo import undo_run
     from strata.workbench.timetravel import recover_draft_steps, undo_draft_rewind  # issue 13
-    from strata.workshop.session import recover_turns, undo_workshop  # issue 13
+    from strata.workshop.recovery import recover_turns  # issue 13
 
     return {
-        "ref_schemes": {"git": resolve_git_ref},
+        "ref_schemes": {"git": _git_tree},
         # the Workshop's first: recover_runs removes every stale lease it finds
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
-        "undo_handlers": (undo_run, undo_draft_rewind, undo_workshop),
+        "undo_handlers": (_undo_run, undo_draft_rewind, _undo_workshop),
     }
+
+
+def _git_tree(core: Core, rev: str) -> ObjectId:
+    from strata.runs.git import resolve_git_ref
+
+    return resolve_git_ref(core, rev)
+
+
+def _undo_run(tx: Transaction, op: OperationRecord) -> bool:
+    from strata.runs.undo import undo_run
+
+    return undo_run(tx, op)
+
+
+def _undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
+    from strata.workshop.session import undo_workshop  # issue 13
+
+    return undo_workshop(tx, op)
 
 
 class Repository(Core):
@@ -429,6 +451,8 @@ class Repository(Core):
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in tx.view.branches:
                 raise NameTaken("branch", branch)
+            from strata.core.restore import restore_into  # (moving files: loaded when needed)
+
             result = restore_into(
                 tx, target, ref, paths=None, event_type=EventType.REWIND, new_branch=branch
             )
@@ -460,6 +484,8 @@ class Repository(Core):
                     and lookup(self.objects, head_tree, p) is None
                 ):
                     raise PathNotFound(p, ref)
+            from strata.core.restore import restore_into
+
             return restore_into(tx, target, ref, paths=paths, event_type=EventType.RESTORE)
 
     def branch_switch(
@@ -476,6 +502,8 @@ class Repository(Core):
                 raise UnknownRef(name, hint="see 'strata branch list'", what="branch")
             target = self.resolve(name)
             after = moved(view, head_branch=name, head_event=view.branches[name])
+            from strata.core.restore import restore_into
+
             return restore_into(
                 tx,
                 target,
@@ -509,11 +537,15 @@ class Repository(Core):
 
     def undo(self, *, author: Author | None = None) -> UndoResult:
         """Reverse the newest operation not yet undone, by appending its inverse."""
-        return undo.undo(self, author=author)
+        from strata.core import undo as undoing  # (it moves files: loaded when needed)
+
+        return undoing.undo(self, author=author)
 
     def redo(self, *, author: Author | None = None) -> RedoResult:
         """Re-apply what the newest undo reversed."""
-        return undo.redo(self, author=author)
+        from strata.core import undo as undoing
+
+        return undoing.redo(self, author=author)
 
     # -- runs, the Draft and checkpoints ------------------------------------------------
 

@@ -126,6 +126,12 @@ CASES: dict[str, tuple[Callable[[Path], None], bool]] = {
         True,
     ),
     "stat cache a list": (_statcache([1, 2, 3]), True),
+    # read through a mapping of the file, which an empty file cannot have
+    "stat cache empty": (lambda repo: (repo / "statcache").write_bytes(b""), True),
+    "stat cache cut short": (
+        lambda repo: (repo / "statcache").write_bytes((repo / "statcache").read_bytes()[:100]),
+        True,
+    ),
     "config.toml empty": (_config(""), False),
     "config.toml another hash": (_config('[repository]\nformat = 1\nhash = "sha1"\n'), False),
     "config.toml another compression": (

@@ -157,11 +157,16 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
         Path.cwd(), author=author or make_author(None, None), progress=Progress(), **_injected()
     )
     _warn_unknown_tables(repo)
-    if start_watcher and AUTOSTART:
-        from strata.cli.watch import autostart
+    if start_watcher and AUTOSTART and not daemon_turned_off():
+        from strata.cli.watch import autostart  # (a module of many commands: not loaded for none)
 
         autostart(repo)
     return repo
+
+
+def daemon_turned_off() -> bool:
+    """Whether ``STRATA_NO_DAEMON`` keeps commands from starting a watcher."""
+    return os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0")
 
 
 #: the config files this command has warned about (a command may open its repository twice)

@@ -20,6 +20,7 @@ import click
 from strata.cli.common import (
     _injected,
     author_options,
+    daemon_turned_off,
     emit_json,
     emit_json_line,
     json_option,
@@ -65,7 +66,7 @@ def _watch_config(repo: Any) -> dict[str, Any]:
 
 def _turned_off(repo: Any) -> str | None:
     """Why no watcher is started by commands here (None: one is)."""
-    if os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0"):
+    if daemon_turned_off():
         return "turned off by STRATA_NO_DAEMON"
     problem = watch_problem(repo.config.raw)
     if problem is not None:
@@ -85,10 +86,10 @@ def autostart(repo: Any) -> None:
     started when it is turned off, when a watcher runs or is starting (the
     pid file is locked), or when one could not run here lately.
     """
+    if _turned_off(repo) is not None:
+        return  # (before importing the watcher's module: it loads the socket machinery)
     from strata.store.watch import unavailable, watcher_alive
 
-    if _turned_off(repo) is not None:
-        return
     folder: Path = repo.layout.watch
     if watcher_alive(folder) or unavailable(folder, within=RETRY_AFTER) is not None:
         return

@@ -134,7 +134,7 @@ class Core:
         #: (None: there was none, or it finished). Readers go on; writers raise it again
         #: until 'strata recover' finishes or abandons the journal.
         self.recovery_error: StrataError | None = None
-        if any(layout.journal.glob("*.json")):
+        if journals_left(layout):
             try:
                 with self.writing():
                     pass
@@ -244,9 +244,10 @@ class Core:
                 self.ledger.driver = self.open_driver(writer=True)
             try:
                 if outermost and finish_journals:
-                    from strata.core.restore import recover
+                    if journals_left(self.layout):  # (restore loads what moving files needs)
+                        from strata.core.restore import recover
 
-                    recover(self)
+                        recover(self)
                     for recoverer in self.recoverers:
                         recoverer(self)
                 yield
@@ -563,6 +564,11 @@ def _disk_full_as_error() -> Iterator[None]:
         if disk_full(exc, None):
             raise DiskFull() from exc
         raise
+
+
+def journals_left(layout: Layout) -> bool:
+    """Whether an interrupted command left a journal (what ``Journal.pending`` reads)."""
+    return any(layout.journal.glob("*.json"))
 
 
 def disk_full(exc: sqlite3.Error, folder: Path | None) -> bool:

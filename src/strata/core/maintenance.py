@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,6 +160,8 @@ def object_id(core: Core, text: str) -> ObjectId:
 def _remove(path: Path) -> None:
     """Delete a file or folder if it exists."""
     if path.is_dir() and not path.is_symlink():
+        import shutil  # (maintenance is rare: not loaded by every command)
+
         shutil.rmtree(path)
     else:
         path.unlink(missing_ok=True)

@@ -37,12 +37,12 @@ from strata.ids import EventId, ObjectId, SnapshotId
 from strata.ledger.events import ACTION_SCOPES, Author, Event, EventType, format_ts
 from strata.ledger.ledger import Bookmark, Operation, View, moved
 from strata.store import served
-from strata.store.materialize import Action, Journal, RestoreReport, journal_record
 from strata.store.tree import EMPTY_TREE
 
 if TYPE_CHECKING:
     from strata.core.core import Core
     from strata.core.workspace import Scan, Workspace
+    from strata.store.materialize import Action, Journal, RestoreReport
 
 
 class Transaction:
@@ -123,6 +123,20 @@ class Transaction:
         """The tree of :meth:`head` (the empty tree before the first snapshot)."""
         head = self.head()
         return self.core.tree_of(head) if head is not None else EMPTY_TREE
+
+    def _head_snapshot_if(self, tree: ObjectId) -> SnapshotId | None:
+        """HEAD's snapshot when its tree is ``tree`` (HEAD recorded before this transaction).
+
+        Asks the ledger's index for the snapshot id rather than reading HEAD's
+        event (a no-op snapshot after a first one would parse every path it named).
+        """
+        eid = self.view.head_event
+        if eid is None or any(body["id"] == eid for body in self.op.events):
+            return None
+        ref = self.core.ledger.driver.snapshot_of(eid)
+        if ref is None or self.core.manifest(SnapshotId(ref))["tree"] != tree:
+            return None
+        return SnapshotId(ref)
 
     def _pending(self, event_id: str) -> Event | None:
         for body in self.op.events:
@@ -303,6 +317,9 @@ class Transaction:
         manifest: dict[str, Any] | None = None,
     ) -> SnapshotResult:
         """Record ``tree`` as a state event after HEAD, with its diff; none when it is HEAD's."""
+        unchanged = self._head_snapshot_if(tree)
+        if unchanged is not None:
+            return SnapshotResult(None, unchanged, None)
         head = self.head()
         head_tree = self.core.tree_of(head) if head else EMPTY_TREE
         if head is not None and tree == head_tree:
@@ -412,6 +429,8 @@ class Transaction:
         self._check_open()
         ws = workspace or self.core.workspace
         self.core.objects.flush()  # the journal names objects: they are durable first
+        from strata.store.materialize import Journal, journal_record  # (not for a snapshot)
+
         journal = Journal(self.core.layout.journal, self.op.id)
         journal.write(journal_record(actions, operation=self.op.to_json(), **self._journal_extra))
         self._journal = journal

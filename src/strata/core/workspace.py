@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from strata.ids import ObjectId
 from strata.store.ignore import IgnoreRules
-from strata.store.materialize import Action, RestoreReport, apply_actions, plan_restore
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import FileStat, StatCache
 from strata.store.tree import remember_tree, rows_to_entries
 
 if TYPE_CHECKING:
+    from strata.store.materialize import Action, RestoreReport
     from strata.store.watch import Answer
 
 
@@ -207,6 +207,8 @@ class Workspace:
 
     def plan(self, scan: Scan, target: ObjectId, *, paths: list[str] | None = None) -> list[Action]:
         """The steps that bring the folder, as ``scan`` saw it, to ``target`` (or its ``paths``)."""
+        from strata.store.materialize import plan_restore  # (writing: not loaded by a scan)
+
         return plan_restore(self.objects, scan.tree, target, stat_of=scan.stat_of, paths=paths)
 
     def apply(
@@ -220,6 +222,8 @@ class Workspace:
 
         ``verified``: objects already read and checked (see :func:`apply_actions`).
         """
+        from strata.store.materialize import apply_actions
+
         return apply_actions(
             self.objects, self.root, actions, recovering=recovering, verified=verified
         )

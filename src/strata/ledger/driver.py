@@ -134,6 +134,14 @@ class LedgerDriver(Protocol):
     def seek_event(self, event_id: str) -> Record | None:
         """The event record with this full id."""
 
+    def snapshot_of(self, event_id: str) -> str | None:
+        """The ``snapshot_ref`` of the event with this full id (None: no such event, or none).
+
+        What ``seek_event(event_id).body["snapshot_ref"]`` says, without parsing
+        the record where the index holds it (a first snapshot's event names
+        every file: megabytes of JSON).
+        """
+
     def seek_time(self, ts: str) -> int | None:
         """The ``seq`` of the first event whose ``ts`` is at or after ``ts``."""
 

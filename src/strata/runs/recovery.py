@@ -17,9 +17,6 @@ from strata.core.lease import stale_leases
 from strata.errors import StrataError
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author
-from strata.runs.git import GitHead, read_head
-from strata.runs.options import WorkspaceOptions
-from strata.runs.record import Taken, record_finish
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -27,8 +24,14 @@ if TYPE_CHECKING:
 
 def recover_runs(repo: Core) -> list[str]:
     """Record every run whose lease nobody holds; return their run ids."""
+    stale = stale_leases(repo.layout.runs)
+    if not stale:
+        return []  # (every writing command asks: what recording needs is loaded only now)
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.record import Taken, record_finish
+
     recovered: list[str] = []
-    for info in stale_leases(repo.layout.runs):
+    for info in stale:
         run_id = str(info.get("run_id", ""))
         path = Path(str(info["path"]))
         if run_id and "before" in info and not _recorded(repo, run_id):
@@ -76,10 +79,14 @@ def _recorded(repo: Core, run_id: str) -> bool:
 
 def _head_json(raw: object) -> dict[str, Any] | None:
     """A git HEAD kept in a lease, as the run event keeps it."""
+    from strata.runs.git import GitHead
+
     head = GitHead.from_json(raw) if isinstance(raw, dict) else None
     return head.to_json() if head else None
 
 
 def _current_head(repo: Core) -> dict[str, Any] | None:
+    from strata.runs.git import read_head
+
     head = read_head(repo.root)
     return head.to_json() if head else None

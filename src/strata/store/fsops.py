@@ -33,11 +33,9 @@ durable at once with :func:`sync_filesystem` before it records the result.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import functools
 import os
-import secrets
 import stat
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -435,6 +433,8 @@ def sync_filesystem(path: Path) -> None:
     Calls Linux ``syncfs(2)`` on a descriptor of ``path`` (a file or folder),
     or ``sync(2)`` where ``syncfs`` is unavailable.
     """
+    import ctypes  # (loaded by the commands that write: not by a scan)
+
     syncfs = _syncfs()
     if syncfs is None:
         os.sync()
@@ -452,6 +452,8 @@ def sync_filesystem(path: Path) -> None:
 
 @functools.cache
 def _syncfs() -> Callable[[int], int] | None:
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         function = libc.syncfs
@@ -485,6 +487,8 @@ def bound_malloc_cache() -> bool:
     when freed, and the arenas keep only their default 128 KiB of slack.
     Called once per process (the setting is the process's).
     """
+    import ctypes
+
     try:
         libc = ctypes.CDLL(None)
         mallopt = libc.mallopt
@@ -568,7 +572,7 @@ def _not_found(path: str) -> FileNotFoundError:
 
 
 def _temp_name() -> str:
-    return TEMP_PREFIX + secrets.token_hex(8)
+    return TEMP_PREFIX + os.urandom(8).hex()  # (what secrets.token_hex reads)
 
 
 def _create_temp_file(dir_fd: int, path: str) -> tuple[str, int]:

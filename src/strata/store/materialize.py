@@ -27,7 +27,6 @@ import json
 import os
 import stat
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -403,6 +402,8 @@ def export_tree(
     if threads is None:
         threads = export_threads([job[2] for job in jobs])
     if threads > 1:
+        from concurrent.futures import ThreadPoolExecutor  # (logging and more: only here)
+
         large = [job for job in jobs if job[2] >= LARGE]
         small = [job for job in jobs if job[2] < LARGE]
         with ThreadPoolExecutor(threads - 1) as pool:

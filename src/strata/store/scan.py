@@ -65,14 +65,12 @@ import os
 import stat
 import time
 from collections.abc import Callable, Collection
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import blake3
 
 from strata.ids import ObjectId
-from strata.store.fsops import bound_malloc_cache
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
@@ -88,6 +86,13 @@ ENCODED_PAST = 20_000
 #: such a scan reads files of this size or more before all others
 BIG_FIRST = 1 << 20
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+#: the file type bits of ``st_mode`` (what ``stat.S_IFMT`` keeps)
+_FILE_TYPE = 0o170000
+#: a folder is opened as ``os.scandir(path)`` opens it (a symlink to a folder is followed)
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+#: a folder whose path is shorter than this (in bytes) is listed through a descriptor: no
+#: entry's path in it (a name is at most 255 bytes) reaches PATH_MAX (4,096 with the NUL)
+_BY_DESCRIPTOR = 4096 - 1 - 255
 
 
 @dataclass
@@ -765,20 +770,51 @@ class Scanner:
         return True
 
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
+        # listed through a descriptor of the folder: each entry's lstat is then an fstatat
+        # of its name alone, not a walk of its whole path from the root (16% of a no-op
+        # walk). Not where an entry's whole path may pass PATH_MAX: its lstat fails there,
+        # and the entry is reported and kept as recorded (see the module doc)
+        fd = -1
         try:
-            with os.scandir(folder.abs) as it:
-                listed = list(it)
+            path = folder.abs
+            # (a character is at most 4 bytes: most paths need no encoding to tell)
+            if len(path) * 4 < _BY_DESCRIPTOR or len(os.fsencode(path)) < _BY_DESCRIPTOR:
+                fd = os.open(path, _DIR_FLAGS)
+                with os.scandir(fd) as it:
+                    listed = list(it)
+            else:
+                with os.scandir(path) as by_path:
+                    listed = list(by_path)
         except OSError as exc:
-            self._unreadable(folder.key, exc, warnings, folder=True)
-            cached = self.cache.get(folder.key)
-            if cached is not None and cached.tree:
-                # keep what the previous scan recorded below it, subfolders included
-                folder.cached = cached
-                folder.names = cached.names
-                folder.ignored = cached.ignored
-                folder.whole = True
-                folder.hint = cached.tree
+            if fd >= 0:
+                os.close(fd)
+            self._unlistable(folder, exc, warnings)
             return
+        try:
+            self._compare(folder, folders, listed, warnings)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+    def _unlistable(self, folder: _Folder, exc: OSError, warnings: list[str]) -> None:
+        self._unreadable(folder.key, exc, warnings, folder=True)
+        cached = self.cache.get(folder.key)
+        if cached is not None and cached.tree:
+            # keep what the previous scan recorded below it, subfolders included
+            folder.cached = cached
+            folder.names = cached.names
+            folder.ignored = cached.ignored
+            folder.whole = True
+            folder.hint = cached.tree
+
+    def _compare(
+        self,
+        folder: _Folder,
+        folders: list[_Folder],
+        listed: list[os.DirEntry[str]],
+        warnings: list[str],
+    ) -> None:
+        """Compare a folder's listing (its descriptor still open) with the cache."""
         order = "/".join([e.name for e in listed])
         folder.order = order
         if self._fast:
@@ -836,7 +872,7 @@ class Scanner:
                 continue
             mode = st.st_mode
             if stat.S_ISDIR(mode):
-                child = _Folder(folder.prefix + name + "/", entry.path, rules)
+                child = _Folder(folder.prefix + name + "/", folder.abs + "/" + name, rules)
                 folder.children[name] = len(folders)
                 folders.append(child)
                 folder.entries[name] = ["d", mode & 0o777, 0, "", None]
@@ -855,7 +891,7 @@ class Scanner:
                     clean = False
             elif stat.S_ISLNK(mode):
                 try:
-                    target = os.readlink(os.fsencode(entry.path))
+                    target = os.readlink(os.fsencode(folder.abs + "/" + name))
                 except FileNotFoundError:
                     clean = False
                     continue
@@ -892,9 +928,10 @@ class Scanner:
         special file) returns False and the folder is compared row by row.
         """
         rules = folder.rules
+        base = folder.abs + "/"
         if IGNORE_FILES[0] in quick[0] or IGNORE_FILES[1] in quick[0]:
             found = [
-                self._read_small(e.path)
+                self._read_small(base + n)
                 for n in IGNORE_FILES
                 for e in listed
                 if e.name == n and e.is_file(follow_symlinks=False)
@@ -909,22 +946,24 @@ class Scanner:
         ):
             return False  # an ignored folder became a file (``build/`` no longer matches it)
         keys: list[object] = []
-        subfolders: list[os.DirEntry[str]] = []
+        subfolders: list[str] = []
         add = keys.append
-        is_dir, is_reg, is_lnk = stat.S_ISDIR, stat.S_ISREG, stat.S_ISLNK
+        # the file type bits compared inline: a call per entry less than stat.S_ISREG & co.
+        regular, directory, symlink = stat.S_IFREG, stat.S_IFDIR, stat.S_IFLNK
         for entry in listed:
             if ignored and entry.name in ignored:
                 continue
             try:
                 st = entry.stat(follow_symlinks=False)
                 mode = st.st_mode
-                if is_dir(mode):
-                    add(mode & 0o777)
-                    subfolders.append(entry)
-                elif is_reg(mode):
+                kind = mode & _FILE_TYPE
+                if kind == regular:
                     add((mode & 0o777, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
-                elif is_lnk(mode):
-                    target = hash_bytes(os.readlink(os.fsencode(entry.path)))
+                elif kind == directory:
+                    add(mode & 0o777)
+                    subfolders.append(entry.name)
+                elif kind == symlink:
+                    target = hash_bytes(os.readlink(os.fsencode(base + entry.name)))
                     add(
                         (
                             mode & 0o777,
@@ -945,9 +984,10 @@ class Scanner:
         folder.ignored = ignored
         folder.quick = quick
         folder.clean = True
-        for entry in subfolders:
-            folder.children[entry.name] = len(folders)
-            folders.append(_Folder(folder.prefix + entry.name + "/", entry.path, rules))
+        prefix = folder.prefix
+        for name in subfolders:
+            folder.children[name] = len(folders)
+            folders.append(_Folder(prefix + name + "/", base + name, rules))
         return True
 
     def _unreadable(
@@ -1011,6 +1051,10 @@ class Scanner:
             len(jobs) > POOL_FILES
             or (len(jobs) > 1 and sum(int(j.folder.entries[j.name][2]) for j in jobs) > POOL_BYTES)  # type: ignore[call-overload]
         ):
+            from concurrent.futures import ThreadPoolExecutor  # (logging and more: only here)
+
+            from strata.store.fsops import bound_malloc_cache
+
             bound_malloc_cache()  # the threads' big read buffers go back to the system
             size = max(1, min(256, len(jobs) // (self.threads * 4)))
             batches = [jobs[i : i + size] for i in range(0, len(jobs), size)]

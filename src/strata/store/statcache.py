@@ -67,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import marshal
+import mmap
 import os
 import stat
 import struct
@@ -139,7 +140,7 @@ def _quick_ok(raw: object) -> bool:
         and isinstance(raw[0], str)
         and isinstance(raw[1], str)
         and isinstance(raw[2], tuple)
-        and all(isinstance(n, str) for n in raw[2])
+        and (not raw[2] or all(isinstance(n, str) for n in raw[2]))
         and isinstance(raw[3], bytes)
         and isinstance(raw[4], str)
         and type(raw[5]) is int
@@ -259,7 +260,7 @@ def _read(path: Path) -> _Loaded:
     loaded = _Loaded()
     loaded.key = _file_key(path)
     try:
-        raw = marshal.loads(path.read_bytes())
+        raw = _load_file(path)
     except (OSError, EOFError, ValueError, TypeError):
         return loaded
     if not isinstance(raw, dict) or raw.get("version") != VERSION:
@@ -304,6 +305,19 @@ def _read(path: Path) -> _Loaded:
         _set_state(loaded, token, base_rules, racy)
         at += _RECORD.size + length
     return loaded
+
+
+def _load_file(path: Path) -> Any:
+    """``marshal.loads`` of the file, read through a mapping of it.
+
+    Every folder's blob is copied out of the mapping once; reading the file into
+    a buffer first would copy all of it once more (4 MB for 20,000 files: 1.6 ms
+    of a no-op snapshot). The base is only ever replaced (temp + rename), never
+    cut short in place, so the mapped file does not shrink while it is read.
+    An empty file cannot be mapped: ValueError, as marshal gives for it.
+    """
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        return marshal.loads(mapped)
 
 
 def _set_state(loaded: _Loaded, token: object, base_rules: object, racy: object) -> None:

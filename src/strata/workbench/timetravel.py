@@ -155,12 +155,12 @@ def recover_draft_steps(core: Core) -> list[str]:
 
     Runs under the write lock (a recoverer of :class:`~strata.core.Core`).
     """
-    from strata.workbench.draft import open_draft
-
     done: list[str] = []
     for info in stale_leases(core.layout.runs):
         if info.get("kind") != STEP_LEASE:
             continue
+        from strata.workbench.draft import open_draft  # (only for a killed step)
+
         draft = open_draft(core)
         if draft is not None and draft.id == info.get("draft"):
             put_back(draft)

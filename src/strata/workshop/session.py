@@ -64,6 +64,7 @@ from strata.workshop.conversation import (
     conversations,
     latest_conversation,
 )
+from strata.workshop.recovery import FOLDER  # the folder of the turn lock and leases
 
 if TYPE_CHECKING:
     from strata.agent.loop import ToolTable
@@ -78,8 +79,6 @@ PromptHook = Callable[[Path, "list[Message]", str], "tuple[str, Sequence[Message
 _NEW_ID = re.compile(r"conv_[a-z0-9]{12}")
 #: the ``kind`` of the lease a turn holds
 TURN_LEASE = "workshop_turn"
-#: the folder of the turn lock and leases, inside the repository
-FOLDER = "workshop"
 LOCK = "turn.lock"
 
 WORKSHOP_SYSTEM_PROMPT = (

@@ -1365,6 +1365,11 @@ class JsonlDriver:
         side, n, tail = self._view()
         return self._find_event(side, n, tail, event_id)
 
+    def snapshot_of(self, event_id: str) -> str | None:
+        """The ``snapshot_ref`` of the event with this full id (its record, read)."""
+        record = self.seek_event(event_id)
+        return EventKeys.of(record).snapshot_ref if record is not None else None
+
     def seek_time(self, ts: str) -> int | None:
         """The seq of the first event whose ``ts`` is at or after ``ts``."""
         side, n, tail = self._view()

@@ -323,6 +323,13 @@ class SqliteDriver:
             None,
         )
 
+    def snapshot_of(self, event_id: str) -> str | None:
+        """The ``snapshot_ref`` of the event with this full id, from the event index."""
+        row = self._db.execute(
+            "SELECT snapshot_ref FROM events WHERE id = ?", (event_id,)
+        ).fetchone()
+        return str(row[0]) if row and row[0] else None
+
     def seek_time(self, ts: str) -> int | None:
         """The seq of the first event at or after ``ts``."""
         row = self._db.execute("SELECT MIN(seq) FROM events WHERE ts >= ?", (ts,)).fetchone()
