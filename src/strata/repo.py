@@ -101,14 +101,14 @@ def _features() -> dict[str, Any]:
     when first called.
     """
     from strata.runs.recovery import recover_runs
-    from strata.workbench.timetravel import recover_draft_steps, undo_draft_rewind  # issue 13
+    from strata.workbench.recovery import recover_draft_steps  # issue 13
     from strata.workshop.recovery import recover_turns  # issue 13
 
     return {
         "ref_schemes": {"git": _git_tree},
         # the Workshop's first: recover_runs removes every stale lease it finds
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
-        "undo_handlers": (_undo_run, undo_draft_rewind, _undo_workshop),
+        "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
     }
 
 
@@ -122,6 +122,12 @@ def _undo_run(tx: Transaction, op: OperationRecord) -> bool:
     from strata.runs.undo import undo_run
 
     return undo_run(tx, op)
+
+
+def _undo_draft_rewind(tx: Transaction, op: OperationRecord) -> bool:
+    from strata.workbench.timetravel import undo_draft_rewind  # issue 13
+
+    return undo_draft_rewind(tx, op)
 
 
 def _undo_workshop(tx: Transaction, op: OperationRecord) -> bool:

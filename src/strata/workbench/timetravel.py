@@ -31,13 +31,12 @@ from strata.errors import AmbiguousRef, NoDraft, StrataError, UnknownRef, Worksh
 from strata.ids import ObjectId
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
+from strata.workbench.recovery import STEP_LEASE  # a step's lease (the recoverer reads it)
 
 if TYPE_CHECKING:
     from strata.core import Core, OperationRecord, Transaction
     from strata.workbench.draft import Draft
 
-#: the ``kind`` of a lease held while a step changes the Draft's files
-STEP_LEASE = "draft_step"
 #: the operation a Draft rewind records
 REWIND_COMMAND = "draft rewind"
 
