@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.ids import ObjectId
+from strata.store import served
+from strata.store.fsops import empty_trash
 from strata.store.ignore import IgnoreRules
 from strata.store.materialize import Action, RestoreReport, apply_actions, plan_restore
 from strata.store.objects import ObjectStore, OverlayStore
@@ -152,8 +154,11 @@ class Workspace:
         rules: Callable[[], IgnoreRules],
         changes: Callable[[str], Answer | None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        trash: Path | None = None,
     ) -> None:
         self.root = root
+        #: where :meth:`apply` moves the files it replaces (None: they are unlinked at once)
+        self.trash = trash
         self.objects = objects
         self.cache_path = cache_path
         self.rules = rules
@@ -210,5 +215,15 @@ class Workspace:
         return plan_restore(self.objects, scan.tree, target, stat_of=scan.stat_of, paths=paths)
 
     def apply(self, actions: list[Action], *, recovering: bool = False) -> RestoreReport:
-        """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`)."""
-        return apply_actions(self.objects, self.root, actions, recovering=recovering)
+        """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`).
+
+        The files it replaces are deleted afterwards: in a watcher running the
+        command, once the asker has its answer (``served.in_background``).
+        """
+        report = apply_actions(
+            self.objects, self.root, actions, recovering=recovering, trash=self.trash
+        )
+        trash = self.trash
+        if trash is not None and report.trashed:
+            served.in_background(lambda: empty_trash(trash))
+        return report

@@ -64,6 +64,8 @@ class RestoreReport:
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: replaced files moved to the trash (not yet deleted)
+    trashed: int = 0
 
     @property
     def restored_paths(self) -> list[str]:
@@ -197,12 +199,21 @@ class Journal:
 
 
 def apply_actions(
-    store: ObjectStore, root: Path, actions: list[Action], *, recovering: bool = False
+    store: ObjectStore,
+    root: Path,
+    actions: list[Action],
+    *,
+    recovering: bool = False,
+    trash: Path | None = None,
 ) -> RestoreReport:
-    """Carry out a restore plan; each action checks the path before touching it."""
+    """Carry out a restore plan; each action checks the path before touching it.
+
+    Files it replaces go to ``trash`` when given (the caller empties it:
+    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many).
+    """
     report = RestoreReport()
     skipped_dirs: list[str] = []
-    with WorkspaceWriter(root) as ws:
+    with WorkspaceWriter(root, trash=trash) as ws:
         for act in actions:
             if any(act.path.startswith(d + "/") for d in skipped_dirs):
                 report.skipped.append(act.path)
@@ -223,6 +234,7 @@ def apply_actions(
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)
+        report.trashed = ws.trashed
     sync_filesystem(root)
     return report
 

@@ -75,6 +75,26 @@ def when_replied(work: Callable[[], object]) -> None:
         _after_reply.append(work)
 
 
+def in_background(work: Callable[[], object]) -> None:
+    """Run ``work`` now, or, in a watcher running a command, on its own thread after the answer.
+
+    For cleaning up that nothing waits for (deleting the files a restore
+    replaced): the asker has its answer first, and the watcher's next command
+    does not wait for it either. A watcher that stops meanwhile leaves the
+    rest to whoever cleans up next.
+    """
+    if _after_reply is None:
+        work()
+        return
+
+    def start() -> None:
+        import threading
+
+        threading.Thread(target=work, name="strata-cleanup", daemon=True).start()
+
+    _after_reply.append(start)
+
+
 def serving() -> None:
     """Mark that the watcher now runs a command for an asker (:func:`when_replied` then waits)."""
     global _after_reply
