@@ -24,7 +24,7 @@ from strata.ids import ObjectId
 from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
-from strata.store.materialize import Action, Journal, actions_from_record
+from strata.store.materialize import LARGE, Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 
 if TYPE_CHECKING:
@@ -114,8 +114,9 @@ def restore_into(
             },
             branch=tx.view.head_branch,
         )
-    check_before_writing(core.objects, core.root, actions)
-    report = tx.apply(actions)
+    verified = check_before_writing(core.objects, core.root, actions, keep=KEEP_VERIFIED)
+    report = tx.apply(actions, verified=verified)
+    verified.clear()
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:
@@ -147,20 +148,43 @@ def _refuse_external_symlinks(
         raise ExternalSymlink([display_path(p) for p in bad], command=command)
 
 
-def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) -> None:
+#: how many bytes of verified content a restore keeps from its check for its writes
+KEEP_VERIFIED = 32 * 1024 * 1024
+
+
+def check_before_writing(
+    store: ObjectStore, root: Path, actions: list[Action], *, keep: int = 0
+) -> dict[str, bytes]:
     """Refuse a plan that could stop half-done, before its first write.
 
     Every object the plan writes must be in the store and read back whole
     (:class:`~strata.errors.ObjectMissing` or
     :class:`~strata.errors.CorruptRepository` otherwise), and every folder it
     writes into must be writable by this user (:class:`FolderNotWritable`).
+
+    Returns the content of the objects read, verified, that the writes may
+    use instead of reading them again: objects under
+    :data:`~strata.store.materialize.LARGE` bytes, up to ``keep`` bytes in all.
     """
+    kept: dict[str, bytes] = {}
+    room = keep
     for oid in sorted({a.oid for a in actions if a.op in ("write", "symlink")}):
-        for _ in verified_chunks(store, ObjectId(oid)):
-            pass
+        parts: list[bytes] | None = [] if room > 0 else None
+        size = 0
+        for chunk in verified_chunks(store, ObjectId(oid)):
+            size += len(chunk)
+            if parts is not None:
+                if size < min(room + 1, LARGE):
+                    parts.append(chunk)
+                else:
+                    parts = None
+        if parts is not None:  # read whole and verified: the loop ends only then
+            kept[oid] = parts[0] if len(parts) == 1 else b"".join(parts)
+            room -= size
     blocked = unwritable_folders(root, actions)
     if blocked:
         raise FolderNotWritable(sorted(set(blocked.values())))
+    return kept
 
 
 def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:

@@ -392,12 +392,20 @@ class Transaction:
         """Keep ``extra`` in the journal (read back when an interrupted apply is finished)."""
         self._journal_extra.update(extra)
 
-    def apply(self, actions: list[Action], *, workspace: Workspace | None = None) -> RestoreReport:
+    def apply(
+        self,
+        actions: list[Action],
+        *,
+        workspace: Workspace | None = None,
+        verified: dict[str, bytes] | None = None,
+    ) -> RestoreReport:
         """Write files: journal first (with the whole operation), then each action.
 
         After this, events may still get ``data`` (:meth:`update_data`) but no
         new events or ref moves: the journal holds the operation a crash will
         commit. A path changed since the scan is skipped and reported.
+        ``verified``: object id -> content already read and verified (see
+        :func:`strata.core.restore.check_before_writing`).
         """
         self._check_open()
         ws = workspace or self.core.workspace
@@ -406,7 +414,7 @@ class Transaction:
         journal.write(journal_record(actions, operation=self.op.to_json(), **self._journal_extra))
         self._journal = journal
         self._state = "applied"
-        return ws.apply(actions)
+        return ws.apply(actions, verified=verified)
 
     def on_commit(self, callback: Callable[[], object]) -> None:
         """Run ``callback`` once the operation is committed (before its journal goes).

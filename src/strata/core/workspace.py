@@ -214,14 +214,27 @@ class Workspace:
         """The steps that bring the folder, as ``scan`` saw it, to ``target`` (or its ``paths``)."""
         return plan_restore(self.objects, scan.tree, target, stat_of=scan.stat_of, paths=paths)
 
-    def apply(self, actions: list[Action], *, recovering: bool = False) -> RestoreReport:
+    def apply(
+        self,
+        actions: list[Action],
+        *,
+        recovering: bool = False,
+        verified: dict[str, bytes] | None = None,
+    ) -> RestoreReport:
         """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`).
+
+        ``verified``: object id -> content already read and verified.
 
         The files it replaces are deleted afterwards: in a watcher running the
         command, once the asker has its answer (``served.in_background``).
         """
         report = apply_actions(
-            self.objects, self.root, actions, recovering=recovering, trash=self.trash
+            self.objects,
+            self.root,
+            actions,
+            recovering=recovering,
+            trash=self.trash,
+            verified=verified,
         )
         trash = self.trash
         if trash is not None and report.trashed:

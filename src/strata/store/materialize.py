@@ -205,12 +205,16 @@ def apply_actions(
     *,
     recovering: bool = False,
     trash: Path | None = None,
+    verified: dict[str, bytes] | None = None,
 ) -> RestoreReport:
     """Carry out a restore plan; each action checks the path before touching it.
 
     Files it replaces go to ``trash`` when given (the caller empties it:
     :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many).
+    ``verified`` maps object ids to their content, already read and verified
+    against the id: those are written without reading the store again.
     """
+    known = verified or {}
     report = RestoreReport()
     skipped_dirs: list[str] = []
     with WorkspaceWriter(root, trash=trash) as ws:
@@ -219,7 +223,7 @@ def apply_actions(
                 report.skipped.append(act.path)
                 continue
             try:
-                _apply_one(store, ws, act, report, skipped_dirs, recovering)
+                _apply_one(store, ws, act, report, skipped_dirs, recovering, known)
             except (
                 StrataError,
                 FileNotFoundError,
@@ -261,6 +265,7 @@ def _apply_one(
     report: RestoreReport,
     skipped_dirs: list[str],
     recovering: bool,
+    verified: dict[str, bytes],
 ) -> None:
     st = ws.lstat(act.path)
     if act.op == "mkdir":
@@ -308,11 +313,12 @@ def _apply_one(
         if st is not None and stat.S_ISDIR(st.st_mode):
             report.skipped.append(act.path)
             return
-        chunks = verified_chunks(store, ObjectId(act.oid))
+        data = verified.get(act.oid)
+        chunks = data if data is not None else verified_chunks(store, ObjectId(act.oid))
         ws.write_file(act.path, chunks, mode=act.mode, expect=expect)
         report.written.append(act.path)
     elif act.op == "symlink":
-        target = store.get(ObjectId(act.oid))
+        target = verified.get(act.oid) or store.get(ObjectId(act.oid))
         ws.write_symlink(act.path, os.fsdecode(target), expect=expect)
         report.written.append(act.path)
 
