@@ -190,18 +190,24 @@ def check_before_writing(
 def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
     """Action path -> the (display) folder it writes into that this user cannot write."""
     blocked: dict[str, str] = {}
+    seen: dict[str, str | None] = {}  # the folder of a path -> the blocked one (None: writable)
     for act in actions:
         if act.op == "chmod":
             continue
-        folder = act.path.rpartition("/")[0]
-        while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
-            # made (or replaced) by the plan: the folder above must be writable
-            folder = folder.rpartition("/")[0]
-        target = root / folder if folder else root
-        if not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
-            os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
-        ):
-            blocked[act.path] = display_path(folder) if folder else "."
+        parent = act.path.rpartition("/")[0]
+        if parent not in seen:
+            folder = parent
+            while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
+                # made (or replaced) by the plan: the folder above must be writable
+                folder = folder.rpartition("/")[0]
+            target = root / folder if folder else root
+            writable = os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) or not (
+                os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
+            )
+            seen[parent] = None if writable else (display_path(folder) if folder else ".")
+        where = seen[parent]
+        if where is not None:
+            blocked[act.path] = where
     return blocked
 
 

@@ -120,6 +120,14 @@ class WorkspaceWriter:
     Paths inside ``.strata`` or ``.git`` are never changed unless
     ``allow_internal`` is set; reading them is allowed.
 
+    With ``trash``, replaced files are moved there instead of being unlinked
+    (see :func:`empty_trash`). With ``reuse_folders``, the handle of the
+    folder of the last path is kept for the next path in the same folder
+    (until a folder is made or removed through this writer): a writer that
+    goes through a sorted list of paths walks each folder once. A kept handle
+    names its folder as a fresh walk would have when it was opened: a symlink
+    planted on the way afterwards is not followed, as for one call.
+
     Use it as a context manager, or call :meth:`close`::
 
         with WorkspaceWriter(root) as writer:
@@ -127,11 +135,20 @@ class WorkspaceWriter:
     """
 
     def __init__(
-        self, root: Path, *, allow_internal: bool = False, trash: Path | None = None
+        self,
+        root: Path,
+        *,
+        allow_internal: bool = False,
+        trash: Path | None = None,
+        reuse_folders: bool = False,
     ) -> None:
         self.root = Path(os.path.realpath(root))
         self._allow_internal = allow_internal
         self._root_fd = os.open(self.root, _DIR_FLAGS)
+        #: keep the handle of the last folder used for the next path in it (a restore
+        #: writes a folder's files one after the other: one walk per folder, not per file)
+        self._reuse = reuse_folders
+        self._kept: tuple[str, int] | None = None
         #: the folder replaced files are moved to (None: they are unlinked at once)
         self._trash_fd = -1
         self._trash_prefix = f"{os.getpid()}-{secrets.token_hex(4)}-"
@@ -146,6 +163,7 @@ class WorkspaceWriter:
 
     def close(self) -> None:
         """Close the handles on the workspace root and the trash; later calls raise ValueError."""
+        self._forget_folder()
         if self._trash_fd >= 0:
             fd, self._trash_fd = self._trash_fd, -1
             os.close(fd)
@@ -353,6 +371,7 @@ class WorkspaceWriter:
             EntryInTheWay: a file or symlink is at ``path``.
 
         """
+        self._forget_folder()
         with self._parent(path, create=True, write=True) as (dir_fd, name):
             assert dir_fd is not None
             existing = _lstat_at(dir_fd, name)
@@ -410,6 +429,7 @@ class WorkspaceWriter:
             EntryInTheWay: ``path`` is a file or a symlink.
 
         """
+        self._forget_folder()
         with self._parent(path, create=False, write=True) as (dir_fd, name):
             if dir_fd is None:
                 return False
@@ -458,7 +478,9 @@ class WorkspaceWriter:
     ) -> Iterator[tuple[int | None, str]]:
         """Open the folder that holds ``path``; yield its fd (None if absent) and the last name.
 
-        The fd is closed on exit. With ``create``, missing folders are made.
+        The fd is closed on exit, or, for a writer that reuses folders, kept
+        for the next path in the same folder. With ``create``, missing folders
+        are made.
         """
         check_relative(path)
         if write and not self._allow_internal and is_internal(path):
@@ -466,6 +488,12 @@ class WorkspaceWriter:
         if self._root_fd < 0:
             raise ValueError("WorkspaceWriter is closed")
         *folders, name = path.split("/")
+        key = "/".join(folders)
+        if self._kept is not None:
+            if self._kept[0] == key:
+                yield self._kept[1], name
+                return
+            self._forget_folder()
         fd: int | None = os.dup(self._root_fd)
         try:
             for folder in folders:
@@ -475,10 +503,20 @@ class WorkspaceWriter:
                 fd = child
                 if fd is None:
                     break
-            yield fd, name
+            if self._reuse and fd is not None and folders:
+                self._kept, fd = (key, fd), None
+                yield self._kept[1], name
+            else:
+                yield fd, name
         finally:
             if fd is not None:
                 os.close(fd)
+
+    def _forget_folder(self) -> None:
+        """Close the folder kept for the next path (a folder is made, removed or left)."""
+        if self._kept is not None:
+            fd, self._kept = self._kept[1], None
+            os.close(fd)
 
 
 def empty_trash(trash: Path) -> int:

@@ -217,7 +217,7 @@ def apply_actions(
     known = verified or {}
     report = RestoreReport()
     skipped_dirs: list[str] = []
-    with WorkspaceWriter(root, trash=trash) as ws:
+    with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
         for act in actions:
             if any(act.path.startswith(d + "/") for d in skipped_dirs):
                 report.skipped.append(act.path)
