@@ -19,11 +19,18 @@ from typing import TYPE_CHECKING, Any
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.core.results import Point, RewindResult
-from strata.errors import CorruptRepository, DiskFull, FolderNotWritable, JournalError
+from strata.errors import (
+    CorruptRepository,
+    DiskFull,
+    FolderNotWritable,
+    JournalError,
+    StrataError,
+)
 from strata.ids import ObjectId
 from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
+from strata.store import served
 from strata.store.materialize import LARGE, Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 
@@ -117,12 +124,33 @@ def restore_into(
     verified = check_before_writing(core.objects, core.root, actions, keep=KEEP_VERIFIED)
     report = tx.apply(actions, verified=verified)
     verified.clear()
+    if report.restored_paths:
+        # every file written differs from the stat cache: a watcher, once the asker has its
+        # answer, reads them so the next command's scan finds them known
+        served.in_background(lambda: _refresh_stat_cache(core), only_served=True)
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:
         tx.update_data(event.id, skipped_paths=skipped)
     restored = [display_path(p) for p in report.restored_paths]
     return RewindResult(event, target, auto, restored, skipped)
+
+
+def _refresh_stat_cache(core: Core) -> None:
+    """Scan Published and keep its stat cache (objects made durable first), recording nothing.
+
+    What a restore wrote is then known to the next scan (an auto-save before
+    the next rewind) by its stat. Only a head start: the next command scans
+    whatever it finds, so a failure here is passed over.
+    """
+    try:
+        with core.writing():
+            scan = core.workspace.scan()
+            core.objects.flush()
+            if scan.worth_saving:
+                scan.save_cache()
+    except (StrataError, OSError):
+        pass
 
 
 def _touches(path: str, unreadable: dict[str, str]) -> bool:
