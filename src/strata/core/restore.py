@@ -31,6 +31,7 @@ from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
 from strata.store import served
+from strata.store.fsops import empty_trash
 from strata.store.materialize import LARGE, Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 
@@ -296,6 +297,8 @@ def recover(core: Core, *, abandon: bool = False) -> list[Recovery]:
             bad.unlink(missing_ok=True)
             continue
         if item is None:
+            if done:  # what the interrupted restores moved to the trash: nobody else empties it
+                empty_trash(core.layout.trash)
             return done
         path, record = item
         try:
