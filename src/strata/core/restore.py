@@ -123,12 +123,13 @@ def restore_into(
             branch=tx.view.head_branch,
         )
     verified = check_before_writing(core.objects, core.root, actions, keep=KEEP_VERIFIED)
+    if any(a.op in ("write", "symlink", "remove") for a in actions):
+        # every file written differs from the stat cache: a watcher, once the asker has its
+        # answer, reads them so the next command's scan finds them known (first: it holds
+        # the write lock, deleting the replaced files does not)
+        served.in_background(lambda: _refresh_stat_cache(core), only_served=True)
     report = tx.apply(actions, verified=verified)
     verified.clear()
-    if report.restored_paths:
-        # every file written differs from the stat cache: a watcher, once the asker has its
-        # answer, reads them so the next command's scan finds them known
-        served.in_background(lambda: _refresh_stat_cache(core), only_served=True)
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:

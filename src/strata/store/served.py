@@ -116,6 +116,7 @@ def serving() -> None:
     """Mark that the watcher now runs a command for an asker (:func:`when_replied` then waits)."""
     global _after_reply
     _after_reply = []
+    _background.clear()
 
 
 def replied() -> None:
