@@ -145,6 +145,7 @@ def _refresh_stat_cache(core: Core) -> None:
     the next rewind) by its stat. Only a head start: the next command scans
     whatever it finds, so a failure here is passed over.
     """
+    core.progress = None  # the command has answered: nobody watches a progress line now
     try:
         with core.writing():
             scan = core.workspace.scan()
