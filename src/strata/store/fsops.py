@@ -764,9 +764,16 @@ def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> bool:
                 raise OSError(code, os.strerror(code), path)
         else:
             code = ctypes.get_errno()
-            if code not in (errno.ENOENT, errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            if code not in (
+                errno.ENOENT,
+                errno.EINVAL,
+                errno.ENOSYS,
+                errno.EOPNOTSUPP,
+                errno.EXDEV,
+            ):
                 raise OSError(code, os.strerror(code), path)
-            # ENOENT: nothing at ``name`` (or the folder went: the rename below says which)
+            # ENOENT: nothing at ``name`` (or the folder went: the rename below says which);
+            # the others: this file system cannot swap (the rename below replaces)
     _rename_into_place(dir_fd, temp, name, path)
     return False
 
