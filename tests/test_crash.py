@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import select
 import shutil
 import signal
@@ -252,7 +253,28 @@ def test_rewind_killed_while_writing_is_completed_by_the_next_command(
             ws, tmp_path / f"auto{n}", state_a, state_bu, rewind_back=n == 0
         )
         assert outcome == "target", "once the journal is written, the rewind completes"
+        trash = ws / ".strata" / "trash"  # the replaced files of the killed rewind: deleted
+        assert not trash.exists() or os.listdir(trash) == []
         shutil.rmtree(tmp_path / f"run{n}")
+
+
+def test_a_rewind_killed_while_emptying_its_trash_leaves_nothing_there(
+    template: tuple[Path, str, str, Any, Any, list[Step]], tmp_path: Path
+) -> None:
+    """The files a rewind replaced wait in the trash; the recovery deletes them."""
+    template_ws, a, _b, state_a, state_bu, steps = template
+    emptying = [
+        n
+        for n, step in enumerate(steps, 1)
+        if step.func == "unlink" and re.fullmatch(r"\d+-[0-9a-f]{8}-\d+", step.paths[0])
+    ]
+    assert emptying, "the rewind replaced no file through the trash"
+    ws = _fresh_copy(template_ws, tmp_path / "run")
+    kill_at_step(["rewind", a], ws, emptying[0])
+    trash = ws / ".strata" / "trash"
+    assert len(os.listdir(trash)) == len(emptying)
+    assert _check_rewind_outcome(ws, tmp_path / "auto", state_a, state_bu) == "target"
+    assert os.listdir(trash) == []
 
 
 def test_killed_snapshot_leaves_a_sound_repository(

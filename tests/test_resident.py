@@ -383,3 +383,60 @@ def test_served_readers_and_rewinds_print_and_do_what_local_ones_do(
     from conftest import read_manifest
 
     assert read_manifest(local) == read_manifest(resident)
+
+
+def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """After a served rewind the next scan knows every file written, and sees every edit after.
+
+    The files a rewind replaces go to the repository's trash, emptied once the
+    asker has its answer; the watcher then reads what the rewind wrote into
+    the stat cache, so the next rewind's auto-save hashes nothing again.
+    """
+    from strata.store.statcache import StatCache, forget_memory
+
+    ws = _workspace(tmp_path / "ws")
+    for i in range(30):
+        (ws / "pkg0" / f"f{i}.txt").write_text(f"one {i}\n")
+    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("snapshot", "-m", "one", cwd=ws)[0] == 0
+    code, out, _ = run_cli("history", "--json", "--limit", "1", cwd=ws)
+    one = json.loads(out)[0]["id"]
+    for i in range(30):
+        (ws / "pkg0" / f"f{i}.txt").write_text(f"two {i}\n")
+    assert run_cli("snapshot", "-m", "two", cwd=ws)[0] == 0
+    served(ws)
+    trash = ws / ".strata" / "trash"
+
+    code, out, err = run_cli("rewind", one, cwd=ws)
+    assert code == 0, err
+    assert all((ws / "pkg0" / f"f{i}.txt").read_text() == f"one {i}\n" for i in range(30))
+    assert _status(run_cli, ws)["commands_run"] == 1  # the rewind was served
+
+    def settled() -> bool:
+        forget_memory()
+        files = StatCache(ws / ".strata" / "statcache").get("pkg0")
+        known = files.files if files is not None else {}
+        return (not trash.exists() or not os.listdir(trash)) and all(
+            f"f{i}.txt" in known
+            and known[f"f{i}.txt"][4] == (ws / "pkg0" / f"f{i}.txt").stat().st_ino
+            for i in range(30)
+        )
+
+    deadline = time.monotonic() + 20
+    while not settled():
+        assert time.monotonic() < deadline, (
+            "the trash or the stat cache was never brought up to date"
+        )
+        time.sleep(0.05)
+
+    code, out, err = run_cli("status", "--json", cwd=ws)
+    assert code == 0, err
+    assert json.loads(out)["clean"] is True
+    (ws / "pkg0" / "f3.txt").write_text("edited right after the rewind\n")  # same size or not
+    (ws / "pkg0" / "f4.txt").write_text("one 9\n")  # same size as before
+    code, out, err = run_cli("snapshot", "--json", "-m", "after", cwd=ws)
+    assert code == 0, err
+    assert sorted(json.loads(out)["changed_paths"]) == ["pkg0/f3.txt", "pkg0/f4.txt"]
+    assert run_cli("check", cwd=ws)[0] == 0

@@ -98,6 +98,11 @@ class Layout:
         return self.repo / "journal"
 
     @property
+    def trash(self) -> Path:
+        """Files a restore replaced, until deleted (:func:`strata.store.fsops.empty_trash`)."""
+        return self.repo / "trash"
+
+    @property
     def runs(self) -> Path:
         """Leases of runs in progress (``<run id>.lease``)."""
         return self.repo / "runs"

@@ -126,6 +126,7 @@ class Core:
             rules=self.rules,
             changes=self.changes_since,
             progress=lambda done, total: self.progress(done, total) if self.progress else None,
+            trash=layout.trash,
         )
         #: the folders this core scans, by the name the watcher knows them by (``""``:
         #: Published); a feature adds its own (the Draft's) on first use

@@ -19,11 +19,19 @@ from typing import TYPE_CHECKING, Any
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.core.results import Point, RewindResult
-from strata.errors import CorruptRepository, DiskFull, FolderNotWritable, JournalError
+from strata.errors import (
+    CorruptRepository,
+    DiskFull,
+    FolderNotWritable,
+    JournalError,
+    StrataError,
+)
 from strata.ids import ObjectId
 from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
+from strata.store import served
+from strata.store.fsops import empty_trash
 from strata.store.materialize import Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 
@@ -115,13 +123,37 @@ def restore_into(
             branch=tx.view.head_branch,
         )
     verified = check_before_writing(core.objects, core.root, actions)
+    if any(a.op in ("write", "symlink", "remove") for a in actions):
+        # every file written differs from the stat cache: a watcher, once the asker has its
+        # answer, reads them so the next command's scan finds them known (first: it holds
+        # the write lock, deleting the replaced files does not)
+        served.in_background(lambda: _refresh_stat_cache(core), only_served=True)
     report = tx.apply(actions, verified=verified)
+    verified.clear()
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
     if event is not None:
         tx.update_data(event.id, skipped_paths=skipped)
     restored = [display_path(p) for p in report.restored_paths]
     return RewindResult(event, target, auto, restored, skipped)
+
+
+def _refresh_stat_cache(core: Core) -> None:
+    """Scan Published and keep its stat cache (objects made durable first), recording nothing.
+
+    What a restore wrote is then known to the next scan (an auto-save before
+    the next rewind) by its stat. Only a head start: the next command scans
+    whatever it finds, so a failure here is passed over.
+    """
+    core.progress = None  # the command has answered: nobody watches a progress line now
+    try:
+        with core.writing():
+            scan = core.workspace.scan()
+            core.objects.flush()
+            if scan.worth_saving:
+                scan.save_cache()
+    except (StrataError, OSError):
+        pass
 
 
 def _touches(path: str, unreadable: dict[str, str]) -> bool:
@@ -267,6 +299,8 @@ def recover(core: Core, *, abandon: bool = False) -> list[Recovery]:
             bad.unlink(missing_ok=True)
             continue
         if item is None:
+            if done:  # what the interrupted restores moved to the trash: nobody else empties it
+                empty_trash(core.layout.trash)
             return done
         path, record = item
         try:

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.ids import ObjectId
+from strata.store import served
+from strata.store.fsops import empty_trash
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
@@ -152,8 +154,11 @@ class Workspace:
         rules: Callable[[], IgnoreRules],
         changes: Callable[[str], Answer | None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        trash: Path | None = None,
     ) -> None:
         self.root = root
+        #: where :meth:`apply` moves the files it replaces (None: they are unlinked at once)
+        self.trash = trash
         self.objects = objects
         self.cache_path = cache_path
         self.rules = rules
@@ -221,9 +226,21 @@ class Workspace:
         """Carry out ``actions`` (not journaled: see :meth:`Transaction.apply`).
 
         ``verified``: objects already read and checked (see :func:`apply_actions`).
+
+        The files it replaces are deleted afterwards: in a watcher running the
+        command, once the asker has its answer (``served.in_background``).
         """
         from strata.store.materialize import apply_actions
 
-        return apply_actions(
-            self.objects, self.root, actions, recovering=recovering, verified=verified
+        report = apply_actions(
+            self.objects,
+            self.root,
+            actions,
+            recovering=recovering,
+            trash=self.trash,
+            verified=verified,
         )
+        trash = self.trash
+        if trash is not None and report.trashed:
+            served.in_background(lambda: empty_trash(trash))
+        return report

@@ -16,6 +16,17 @@ Files and symlinks are written to a temporary name in their folder (see
 is at the destination (a file, a hard link, a symlink) without following it, so
 a symlink at the path is replaced, never written through.
 
+A file that replaces another is swapped with it in one step
+(``renameat2(RENAME_EXCHANGE)``: the path names the old entry, then the new
+one, never nothing), and the old entry, now under the temporary name, is
+moved into the writer's *trash* folder when it has one (see
+:func:`empty_trash`), else unlinked. Freeing a replaced file's blocks is the
+slow part of replacing it (and a rename over a file makes ext4 start writing
+the new file's data at once, ``auto_da_alloc``): with a trash both happen
+later, off the path of the command. Where the swap is not supported (an old
+kernel, a file system without it) the temporary file is renamed over the
+path as before.
+
 A caller that planned a write from a scan passes what the scan saw there
 (:class:`AsScanned`): immediately before the rename (or unlink) the entry is
 compared with it once more (permission bits, size, mtime, ctime, inode) and,
@@ -51,7 +62,7 @@ from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
 from strata.store.statcache import is_racy, unchanged
 
-__all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "sync_filesystem"]
+__all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "empty_trash", "sync_filesystem"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,8 @@ _HOLE_MIN = 64 * 1024
 _PERMISSION_BITS = 0o777
 _TEMP_ATTEMPTS = 16
 _PROC_FD = "/proc/self/fd"
+#: ``renameat2`` flag: swap the two entries atomically (both must exist)
+_RENAME_EXCHANGE = 2
 
 
 class WorkspaceWriter:
@@ -105,19 +118,53 @@ class WorkspaceWriter:
     Paths inside ``.strata`` or ``.git`` are never changed unless
     ``allow_internal`` is set; reading them is allowed.
 
+    With ``trash``, replaced files are moved there instead of being unlinked
+    (see :func:`empty_trash`). With ``reuse_folders``, the handle of the
+    folder of the last path is kept for the next path in the same folder
+    (until a folder is made or removed through this writer): a writer that
+    goes through a sorted list of paths walks each folder once. A kept handle
+    names its folder as a fresh walk would have when it was opened: a symlink
+    planted on the way afterwards is not followed, as for one call.
+
     Use it as a context manager, or call :meth:`close`::
 
         with WorkspaceWriter(root) as writer:
             st = writer.write_file("src/app.py", chunks, mode=0o644)
     """
 
-    def __init__(self, root: Path, *, allow_internal: bool = False) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        allow_internal: bool = False,
+        trash: Path | None = None,
+        reuse_folders: bool = False,
+    ) -> None:
         self.root = Path(os.path.realpath(root))
         self._allow_internal = allow_internal
         self._root_fd = os.open(self.root, _DIR_FLAGS)
+        #: keep the handle of the last folder used for the next path in it (a restore
+        #: writes a folder's files one after the other: one walk per folder, not per file)
+        self._reuse = reuse_folders
+        self._kept: tuple[str, int] | None = None
+        #: the folder replaced files are moved to (None: they are unlinked at once)
+        self._trash_fd = -1
+        self._trash_prefix = f"{os.getpid()}-{os.urandom(4).hex()}-"
+        self._trashed = 0
+        if trash is not None:
+            self._trash_fd = _open_trash(trash, os.fstat(self._root_fd).st_dev)
+
+    @property
+    def trashed(self) -> int:
+        """How many replaced files this writer moved to its trash (for :func:`empty_trash`)."""
+        return self._trashed
 
     def close(self) -> None:
-        """Close the handle on the workspace root; later calls raise ValueError."""
+        """Close the handles on the workspace root and the trash; later calls raise ValueError."""
+        self._forget_folder()
+        if self._trash_fd >= 0:
+            fd, self._trash_fd = self._trash_fd, -1
+            os.close(fd)
         if self._root_fd >= 0:
             fd, self._root_fd = self._root_fd, -1
             os.close(fd)
@@ -203,10 +250,12 @@ class WorkspaceWriter:
         """Write ``chunks`` to ``path`` atomically and give it exactly ``mode & 0o777``.
 
         Missing folders on the way are created (``0o755`` less the umask). The
-        content goes to a temporary file in the same folder, which is renamed
-        over ``path``: a file, hard link or symlink there is replaced, never
-        written through. On any failure the temporary file is removed and
-        ``path`` is left as it was. The file is not fsynced.
+        content goes to a temporary file in the same folder, which takes
+        ``path``'s place (swapped with a file there, renamed over anything
+        else): a file, hard link or symlink there is replaced, never written
+        through, and the replaced entry goes to the trash (or is unlinked).
+        On any failure the temporary file is removed and ``path`` is left as
+        it was. The file is not fsynced.
 
         Returns:
             The ``lstat`` of the written file (taken on its descriptor after the
@@ -242,13 +291,34 @@ class WorkspaceWriter:
                 os.fchmod(fd, mode & _PERMISSION_BITS)
                 if expect is not None and not expect.holds(dir_fd, name):
                     raise WorkspaceChanged([path])
-                _rename_into_place(dir_fd, temp, name, path)
-                return os.fstat(fd)
+                swapped = _swap_into_place(dir_fd, temp, name, path)
             except BaseException:
                 _unlink_quietly(dir_fd, temp)
+                os.close(fd)
                 raise
+            try:
+                if swapped:  # ``temp`` names the replaced file now
+                    self._discard(dir_fd, temp)
+                return os.fstat(fd)
             finally:
                 os.close(fd)
+
+    def _discard(self, dir_fd: int, name: str) -> None:
+        """Move the replaced file ``name`` (in ``dir_fd``) to the trash, or unlink it."""
+        if self._trash_fd >= 0:
+            try:
+                os.rename(
+                    name,
+                    f"{self._trash_prefix}{self._trashed}",
+                    src_dir_fd=dir_fd,
+                    dst_dir_fd=self._trash_fd,
+                )
+            except OSError:  # another file system (a mount inside), or the trash went
+                pass
+            else:
+                self._trashed += 1
+                return
+        _unlink_quietly(dir_fd, name)
 
     def write_symlink(
         self, path: str, target: str, *, expect: AsScanned | None = None
@@ -299,6 +369,7 @@ class WorkspaceWriter:
             EntryInTheWay: a file or symlink is at ``path``.
 
         """
+        self._forget_folder()
         with self._parent(path, create=True, write=True) as (dir_fd, name):
             assert dir_fd is not None
             existing = _lstat_at(dir_fd, name)
@@ -356,6 +427,7 @@ class WorkspaceWriter:
             EntryInTheWay: ``path`` is a file or a symlink.
 
         """
+        self._forget_folder()
         with self._parent(path, create=False, write=True) as (dir_fd, name):
             if dir_fd is None:
                 return False
@@ -404,7 +476,9 @@ class WorkspaceWriter:
     ) -> Iterator[tuple[int | None, str]]:
         """Open the folder that holds ``path``; yield its fd (None if absent) and the last name.
 
-        The fd is closed on exit. With ``create``, missing folders are made.
+        The fd is closed on exit, or, for a writer that reuses folders, kept
+        for the next path in the same folder. With ``create``, missing folders
+        are made.
         """
         check_relative(path)
         if write and not self._allow_internal and is_internal(path):
@@ -412,6 +486,12 @@ class WorkspaceWriter:
         if self._root_fd < 0:
             raise ValueError("WorkspaceWriter is closed")
         *folders, name = path.split("/")
+        key = "/".join(folders)
+        if self._kept is not None:
+            if self._kept[0] == key:
+                yield self._kept[1], name
+                return
+            self._forget_folder()
         fd: int | None = os.dup(self._root_fd)
         try:
             for folder in folders:
@@ -421,10 +501,66 @@ class WorkspaceWriter:
                 fd = child
                 if fd is None:
                     break
-            yield fd, name
+            if self._reuse and fd is not None and folders:
+                self._kept, fd = (key, fd), None
+                yield self._kept[1], name
+            else:
+                yield fd, name
         finally:
             if fd is not None:
                 os.close(fd)
+
+    def _forget_folder(self) -> None:
+        """Close the folder kept for the next path (a folder is made, removed or left)."""
+        if self._kept is not None:
+            fd, self._kept = self._kept[1], None
+            os.close(fd)
+
+
+def empty_trash(trash: Path) -> int:
+    """Unlink every entry of the ``trash`` folder; return how many.
+
+    What is in a trash was replaced: the restore that moved it there already
+    recorded it (its auto-save), so it may be deleted at any time, by any
+    process (entries another one removes meanwhile are passed over). Only
+    files and symlinks are ever moved there; anything else is left.
+    """
+    try:
+        names = os.listdir(trash)
+    except OSError:
+        return 0
+    try:
+        fd = os.open(trash, _DIR_FLAGS)
+    except OSError:
+        return 0
+    removed = 0
+    try:
+        for name in names:
+            try:
+                os.unlink(name, dir_fd=fd)
+            except OSError:  # gone already, or a folder (never put there by a writer)
+                continue
+            removed += 1
+    finally:
+        os.close(fd)
+    return removed
+
+
+def _open_trash(trash: Path, device: int) -> int:
+    """A handle on the trash folder (made if missing), or -1 when it cannot serve.
+
+    A trash on another file system than the workspace could take nothing
+    (``rename`` fails across file systems): then there is none.
+    """
+    try:
+        trash.mkdir(mode=0o700, exist_ok=True)
+        fd = os.open(trash, _DIR_FLAGS)
+    except OSError:
+        return -1
+    if os.fstat(fd).st_dev != device:
+        os.close(fd)
+        return -1
+    return fd
 
 
 def sync_filesystem(path: Path) -> None:
@@ -609,6 +745,68 @@ def _rename_into_place(dir_fd: int, temp: str, name: str, path: str) -> None:
         if exc.errno == errno.ENOENT:  # the folder, or our temporary entry, was removed
             raise UnsafeWorkspacePath(path) from None
         raise
+
+
+def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> bool:
+    """Put the file ``temp`` at ``name``; True when it was swapped with a file there.
+
+    A file or symlink at ``name`` is exchanged with ``temp`` in one step (the
+    caller then disposes of ``temp``, which names the replaced entry); with
+    nothing there, or no support for the swap, ``temp`` is renamed over
+    ``name``. A folder that took ``name``'s place just before the swap is
+    swapped back: :class:`~strata.errors.EntryInTheWay`.
+    """
+    exchange = _renameat2()
+    if exchange is not None:
+        import ctypes  # (loaded by _renameat2 already)
+
+        if exchange(dir_fd, temp, name) == 0:
+            displaced = _lstat_at(dir_fd, temp)
+            if displaced is None or not stat.S_ISDIR(displaced.st_mode):
+                return True
+            # a folder put there meanwhile: back as it was; the rename below refuses it
+            if exchange(dir_fd, temp, name) != 0:
+                code = ctypes.get_errno()
+                raise OSError(code, os.strerror(code), path)
+        else:
+            code = ctypes.get_errno()
+            if code not in (
+                errno.ENOENT,
+                errno.EINVAL,
+                errno.ENOSYS,
+                errno.EOPNOTSUPP,
+                errno.EXDEV,
+            ):
+                raise OSError(code, os.strerror(code), path)
+            # ENOENT: nothing at ``name`` (or the folder went: the rename below says which);
+            # the others: this file system cannot swap (the rename below replaces)
+    _rename_into_place(dir_fd, temp, name, path)
+    return False
+
+
+@functools.cache
+def _renameat2() -> Callable[[int, str, str], int] | None:
+    """``renameat2(dir_fd, a, dir_fd, b, RENAME_EXCHANGE)``, or None where libc lacks it."""
+    import ctypes  # (loaded by the commands that write: not by a scan)
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.renameat2
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_int,
+        ctypes.c_char_p,
+        ctypes.c_uint,
+    ]
+    function.restype = ctypes.c_int
+
+    def call(dir_fd: int, a: str, b: str) -> int:
+        return int(function(dir_fd, os.fsencode(a), dir_fd, os.fsencode(b), _RENAME_EXCHANGE))
+
+    return call
 
 
 def _unlink_quietly(dir_fd: int, name: str) -> None:

@@ -63,6 +63,8 @@ class RestoreReport:
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    #: replaced files moved to the trash (not yet deleted)
+    trashed: int = 0
 
     @property
     def restored_paths(self) -> list[str]:
@@ -201,17 +203,20 @@ def apply_actions(
     actions: list[Action],
     *,
     recovering: bool = False,
+    trash: Path | None = None,
     verified: Mapping[str, bytes] | None = None,
 ) -> RestoreReport:
     """Carry out a restore plan; each action checks the path before touching it.
 
+    Files it replaces go to ``trash`` when given (the caller empties it:
+    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many).
     ``verified``: object id -> the object's bytes, already read and checked
     against the id (:func:`strata.core.restore.check_before_writing`): those
     are written as they are, not read from the store again.
     """
     report = RestoreReport()
     skipped_dirs: list[str] = []
-    with WorkspaceWriter(root) as ws:
+    with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
         for act in actions:
             if any(act.path.startswith(d + "/") for d in skipped_dirs):
                 report.skipped.append(act.path)
@@ -232,6 +237,7 @@ def apply_actions(
                 report.skipped.append(act.path)
         if recovering:
             _remove_temp_files(ws, root, actions)
+        report.trashed = ws.trashed
     if actions:  # (nothing written, nothing to flush)
         sync_filesystem(root)
     return report
@@ -312,7 +318,7 @@ def _apply_one(
         ws.write_file(act.path, chunks, mode=act.mode, expect=expect)
         report.written.append(act.path)
     elif act.op == "symlink":
-        target = store.get(ObjectId(act.oid))
+        target = verified.get(act.oid) or store.get(ObjectId(act.oid))
         ws.write_symlink(act.path, os.fsdecode(target), expect=expect)
         report.written.append(act.path)
 

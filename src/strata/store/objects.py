@@ -199,12 +199,14 @@ class DiskObjectStore:
             return True
         return self._in_pack(oid) is not None
 
-    def _read_frame(self, oid: ObjectId) -> bytes:
-        try:
-            with open(self._loose(oid), "rb") as f:
-                return f.read()
-        except FileNotFoundError:
-            pass
+    def _read_frame(self, oid: ObjectId, *, loose: bool = True) -> bytes:
+        """The stored frame of ``oid``; with ``loose`` false the caller found no loose file."""
+        if loose:
+            try:
+                with open(self._loose(oid), "rb") as f:
+                    return f.read()
+            except FileNotFoundError:
+                pass
         pack = self._pack
         if pack is not None:
             frame = pack.read(oid)
@@ -250,7 +252,7 @@ class DiskObjectStore:
         try:
             f: IO[bytes] = open(self._loose(oid), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            f = io.BytesIO(self._read_frame(oid))
+            f = io.BytesIO(self._read_frame(oid, loose=False))
         with f, _codec.decompressor.stream_reader(f) as reader:
             while True:
                 try:
@@ -345,7 +347,7 @@ class DiskObjectStore:
         try:
             f: IO[bytes] = open(self._loose(oid), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            f = io.BytesIO(self._read_frame(oid))
+            f = io.BytesIO(self._read_frame(oid, loose=False))
         try:
             with f, _codec.decompressor.stream_reader(f) as reader:
                 return reader.read(size)

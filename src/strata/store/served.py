@@ -75,10 +75,48 @@ def when_replied(work: Callable[[], object]) -> None:
         _after_reply.append(work)
 
 
+def in_background(work: Callable[[], object], *, only_served: bool = False) -> None:
+    """Run ``work`` now, or, in a watcher running a command, on a thread after the answer.
+
+    For what nothing waits for (deleting the files a restore replaced): the
+    asker has its answer first, and the watcher's next command does not wait
+    for it either (it may wait for the write lock such work takes). The work
+    kept during one command runs in order, on one thread. A watcher that
+    stops meanwhile leaves the rest to whoever does it next. With
+    ``only_served``, ``work`` is a head start for the next command that only
+    a watcher has time for: elsewhere it is not run at all.
+    """
+    if _after_reply is None:
+        if not only_served:
+            work()
+        return
+    if not _background:
+        _after_reply.append(_start_background)
+    _background.append(work)
+
+
+#: the work :func:`in_background` keeps during the command being served
+_background: list[Callable[[], object]] = []
+
+
+def _start_background() -> None:
+    import threading
+
+    work = list(_background)
+    _background.clear()
+
+    def run() -> None:
+        for item in work:
+            item()
+
+    threading.Thread(target=run, name="strata-background", daemon=True).start()
+
+
 def serving() -> None:
     """Mark that the watcher now runs a command for an asker (:func:`when_replied` then waits)."""
     global _after_reply
     _after_reply = []
+    _background.clear()
 
 
 def replied() -> None:

@@ -647,6 +647,7 @@ def draft_workspace(core: Core) -> Workspace:
             cache_path=core.layout.draft / STATCACHE,
             rules=core.rules,
             changes=lambda token: core.changes_since(token, root="draft"),
+            trash=core.layout.trash,
         )
     return workspace
 

@@ -1,0 +1,165 @@
+"""Replacing files by swapping them out to a trash, and what a restore keeps from its check.
+
+A restore replaces a file by exchanging it with the new one in one step
+(``renameat2(RENAME_EXCHANGE)``) and moving the old one to the repository's
+trash, emptied after the command; the path never lacks a file, an edit made
+after the scan is still never overwritten, and nothing outside the workspace
+is ever written.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from strata import Repository
+from strata.core.restore import check_before_writing
+from strata.errors import CorruptRepository, EntryInTheWay, UnsafeWorkspacePath
+from strata.ids import ObjectId
+from strata.store import fsops
+from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, empty_trash
+from strata.store.materialize import Action
+
+HAS_EXCHANGE = fsops._renameat2() is not None
+
+
+def _names(folder: Path) -> list[str]:
+    return sorted(os.listdir(folder))
+
+
+@pytest.fixture
+def ws(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "sub").mkdir(parents=True)
+    return root
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_replaced_file_goes_to_the_trash_and_the_trash_empties(ws: Path, tmp_path: Path) -> None:
+    trash = tmp_path / "trash"
+    (ws / "sub" / "a.txt").write_text("old\n")
+    (ws / "sub" / "b.txt").write_text("kept\n")
+    with WorkspaceWriter(ws, trash=trash) as writer:
+        writer.write_file("sub/a.txt", b"new\n", mode=0o644)
+        writer.write_file("sub/c.txt", b"created\n", mode=0o644)  # nothing replaced
+        assert writer.trashed == 1
+    assert (ws / "sub" / "a.txt").read_text() == "new\n"
+    assert _names(ws / "sub") == ["a.txt", "b.txt", "c.txt"]  # no temporary file left
+    [old] = _names(trash)
+    assert (trash / old).read_text() == "old\n"
+    assert empty_trash(trash) == 1
+    assert _names(trash) == []
+    assert empty_trash(tmp_path / "no-such-trash") == 0
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_without_a_trash_the_replaced_file_is_unlinked(ws: Path) -> None:
+    (ws / "sub" / "a.txt").write_text("old\n")
+    os.link(ws / "sub" / "a.txt", ws / "twin.txt")
+    with WorkspaceWriter(ws) as writer:
+        writer.write_file("sub/a.txt", b"new\n", mode=0o600)
+        assert writer.trashed == 0
+    assert (ws / "sub" / "a.txt").read_text() == "new\n"
+    assert (ws / "twin.txt").read_text() == "old\n"  # a hard link is replaced, not written
+    assert os.stat(ws / "twin.txt").st_nlink == 1  # the swapped-out name is gone
+    assert _names(ws / "sub") == ["a.txt"]
+
+
+def test_a_trash_on_another_file_system_is_not_used(ws: Path) -> None:
+    shm = Path("/dev/shm")
+    if not shm.is_dir() or os.stat(shm).st_dev == os.stat(ws).st_dev:
+        pytest.skip("no second file system to put the trash on")
+    trash = shm / f"strata-test-trash-{os.getpid()}"
+    try:
+        (ws / "a.txt").write_text("old\n")
+        with WorkspaceWriter(ws, trash=trash) as writer:
+            writer.write_file("a.txt", b"new\n", mode=0o644)
+            assert writer.trashed == 0
+        assert (ws / "a.txt").read_text() == "new\n"
+        assert _names(ws) == ["a.txt", "sub"]
+        assert _names(trash) == []
+    finally:
+        empty_trash(trash)
+        trash.rmdir()
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_folder_that_takes_the_place_of_the_file_is_swapped_back(ws: Path) -> None:
+    (ws / "sub" / "late").mkdir()
+    (ws / "sub" / "late" / "inside.txt").write_text("user's\n")
+    temp = TEMP_PREFIX + "test"
+    (ws / "sub" / temp).write_text("new\n")
+    fd = os.open(ws / "sub", os.O_PATH | os.O_DIRECTORY)
+    try:
+        with pytest.raises(EntryInTheWay):
+            fsops._swap_into_place(fd, temp, "late", "sub/late")
+    finally:
+        os.close(fd)
+    assert (ws / "sub" / "late" / "inside.txt").read_text() == "user's\n"
+    assert (ws / "sub" / temp).read_text() == "new\n"  # the caller removes its temporary file
+
+
+def test_a_kept_folder_handle_never_follows_a_symlink_planted_after(
+    ws: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    with WorkspaceWriter(ws, reuse_folders=True) as writer:
+        writer.write_file("sub/a.txt", b"a\n", mode=0o644)
+        os.rename(ws / "sub", tmp_path / "parked")
+        (ws / "sub").symlink_to(outside)
+        writer.write_file("sub/b.txt", b"b\n", mode=0o644)  # the folder it had open
+        assert _names(outside) == []
+        assert _names(tmp_path / "parked") == ["a.txt", "b.txt"]
+        with pytest.raises(UnsafeWorkspacePath):  # making a folder walks afresh
+            writer.make_dir("sub/new")
+        with pytest.raises(UnsafeWorkspacePath):  # and drops the kept handle
+            writer.write_file("sub/c.txt", b"c\n", mode=0o644)
+    assert _names(tmp_path / "parked") == ["a.txt", "b.txt"]
+    assert _names(outside) == []
+
+
+def test_an_edit_made_after_the_scan_is_kept_while_the_rest_is_rewound(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(20):
+        (ws / f"f{i}.txt").write_text(f"one {i}\n")
+    repo = Repository.init(ws)
+    first = repo.snapshot("one").event
+    assert first is not None
+    for i in range(20):
+        (ws / f"f{i}.txt").write_text(f"two {i}\n")
+    repo.snapshot("two")
+    core = repo
+    scan = core.workspace.scan()
+    actions = core.workspace.plan(scan, repo.resolve(first.id).tree)
+    (ws / "f7.txt").write_text("touched during the rewind\n")  # after the scan
+    report = core.workspace.apply(actions)
+    assert report.skipped == ["f7.txt"]
+    assert (ws / "f7.txt").read_text() == "touched during the rewind\n"
+    assert all((ws / f"f{i}.txt").read_text() == f"one {i}\n" for i in range(20) if i != 7)
+    assert report.trashed == 19
+    assert _names(core.layout.trash) == []  # emptied at the end of a command run locally
+
+
+def _write_actions(repo: Repository, sizes: list[int]) -> tuple[list[Action], list[bytes]]:
+    contents = [bytes([65 + i]) * size for i, size in enumerate(sizes)]
+    actions = []
+    for i, data in enumerate(contents):
+        oid = repo.objects.put(data)
+        actions.append(Action("write", f"f{i}", oid=oid, mode=0o644))
+    repo.objects.flush()
+    return actions, contents
+
+
+def test_the_check_refuses_a_corrupt_object_before_any_write(tmp_path: Path) -> None:
+    repo = Repository.init(tmp_path)
+    actions, _ = _write_actions(repo, [100, 200])
+    loose = Path(repo.objects._loose(ObjectId(actions[1].oid)))  # type: ignore[attr-defined]
+    os.chmod(loose, 0o644)
+    loose.write_bytes(b"not a zstd frame")
+    with pytest.raises(CorruptRepository):
+        check_before_writing(repo.objects, tmp_path, actions)
+    assert not (tmp_path / "f0").exists() and not (tmp_path / "f1").exists()
