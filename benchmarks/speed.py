@@ -662,6 +662,7 @@ def main() -> None:
         sb.ENV["STRATA_NO_DAEMON"] = "1"
     began = time.perf_counter()
     machine = sb.machine()
+    client = sb.client()  # (before a --rev export is deleted)
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sb.run(strata("--help"), work)  # untimed: Python writes its bytecode caches
     bench = Bench(args.runs, args.heavy_runs, args.seed, args.no_watcher)
@@ -692,7 +693,7 @@ def main() -> None:
         "date": now,
         "machine": machine,
         "invocation": " ".join([sys.executable, *sys.argv]),
-        "client": sb.client(),
+        "client": client,
         "runs": args.runs,
         "watcher": bench.watchers,
         "load_end": loadavg(),
