@@ -53,21 +53,52 @@ static char **g_argv;
 
 /* ---- the Python command ------------------------------------------------ */
 
+/* This program's own path: /proc/self/exe, else argv[0] (as given, or found on PATH). */
+static int own_path(char *self, size_t size) {
+    ssize_t n = readlink("/proc/self/exe", self, size - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        return 1;
+    }
+    const char *name = g_argv[0];
+    if (!name || !*name)
+        return 0;
+    if (strchr(name, '/'))
+        return snprintf(self, size, "%s", name) < (int)size;
+    const char *path = getenv("PATH");
+    while (path && *path) {
+        const char *end = strchr(path, ':');
+        size_t len = end ? (size_t)(end - path) : strlen(path);
+        if (len && snprintf(self, size, "%.*s/%s", (int)len, path, name) < (int)size &&
+            access(self, X_OK) == 0)
+            return 1;
+        path = end ? end + 1 : NULL;
+    }
+    return 0;
+}
+
+/* The environment variable that tells strata-py the watcher did not answer in time:
+ * it then neither hands the command over nor asks the watcher what changed
+ * (strata._entry; the Python client does the same within one process). */
+#define SILENT_WATCHER "STRATA_WATCHER_SILENT_"
+
 /* Run `strata-py` (beside this program) with our arguments; never returns. */
 static void run_python(void) {
     char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 16);
-    if (n <= 0) {
-        fprintf(stderr, "error: cannot find the strata-py command (/proc/self/exe: %s)\n",
-                strerror(errno));
+    if (!own_path(self, sizeof self - 16)) {
+        fprintf(stderr, "error: cannot find where this strata command is installed\n"
+                        "hint: run strata-py, the Python command installed beside it\n");
         exit(1);
     }
-    self[n] = '\0';
     char *slash = strrchr(self, '/');
     strcpy(slash ? slash + 1 : self, "strata-py");
     g_argv[0] = self;
     execv(self, g_argv);
-    fprintf(stderr, "error: cannot start %s: %s\n", self, strerror(errno));
+    fprintf(stderr,
+            "error: cannot start %s: %s\n"
+            "hint: this strata is the native client; it runs strata-py, the Python command "
+            "installed beside it: run the strata of the environment Strata is installed in\n",
+            self, strerror(errno));
     exit(1);
 }
 
@@ -473,6 +504,9 @@ static int parse_reply(const char *line, size_t len, struct reply *r) {
 
 /* ---- the exchange with the watcher ----------------------------------------- */
 
+/* set when a read or write on the socket timed out: the watcher is stuck or busy */
+static int g_timed_out;
+
 static void set_timeout(int sock, int seconds) {
     struct timeval tv = {seconds, 0};
     setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -485,6 +519,8 @@ static int send_all(int sock, const char *data, size_t len) {
         if (n < 0) {
             if (errno == EINTR)
                 continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                g_timed_out = 1;
             return 0;
         }
         data += n;
@@ -527,6 +563,8 @@ static int read_line(int sock, struct buf *line, struct buf *rest) {
         ssize_t n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            g_timed_out = 1;
         for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n >= 0 && c; c = CMSG_NXTHDR(&msg, c)) {
             if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                 size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
@@ -819,11 +857,15 @@ int main(int argc, char **argv) {
     if (request.len > MAX_REQUEST)
         run_python();
 
-    struct sigaction sa = {0};
+    struct sigaction sa = {0}, caller_int, caller_pipe;
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    sigaction(SIGINT, NULL, &caller_int);
+    if (caller_int.sa_handler != SIG_IGN) /* a caller that ignores Ctrl-C keeps ignoring it */
+        sigaction(SIGINT, &sa, NULL);
+    struct sigaction ignore = {0};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &caller_pipe);
 
     int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (sock < 0)
@@ -881,7 +923,10 @@ int main(int argc, char **argv) {
 
 fall_back:
     close(sock);
-    signal(SIGINT, SIG_DFL);
+    sigaction(SIGINT, &caller_int, NULL);
+    sigaction(SIGPIPE, &caller_pipe, NULL);
+    if (g_timed_out) /* stuck or busy: strata-py runs the command without asking it again */
+        setenv(SILENT_WATCHER, "1", 1);
     run_python();
     return 1;
 }

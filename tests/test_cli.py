@@ -581,3 +581,24 @@ def test_diff_name_only_to_a_pipe_gives_names_that_are_not_utf8_as_their_bytes(
     )
     assert done.stdout == name + b"\n"  # what xargs needs to open the file
     assert "caf\\xe9.txt" in as_json(run_cli("diff", "HEAD", "--json", cwd=ws))["files"][0]["path"]
+
+
+def test_text_in_bytes_that_are_not_utf8_is_a_clear_error_and_records_nothing(
+    ws: Path, run_cli: CliRunner
+) -> None:
+    """A message, bookmark name or author must be UTF-8: said plainly, not an internal error."""
+    (ws / "a.txt").write_text("a\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("snapshot", "-m", "base", cwd=ws))
+    (ws / "a.txt").write_text("changed\n")
+    bad = os.fsdecode(b"caf\xe9")
+    for args in (
+        ["snapshot", "-m", bad],
+        ["snapshot", "--author", bad, "-m", "x"],
+        ["bookmark", "add", bad],
+    ):
+        assert_user_error(run_cli(*args, cwd=ws), code=2, says="bytes that are not UTF-8")
+    history = as_json(run_cli("history", "--json", cwd=ws))
+    assert [e["rationale"] for e in history] == ["base"]
+    assert as_json(run_cli("bookmark", "list", "--json", cwd=ws)) == []
+    ok(run_cli("check", cwd=ws))

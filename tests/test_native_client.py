@@ -573,3 +573,75 @@ def test_a_large_answer_is_printed_whole(client: Path, watched: Path, run_cli: A
     assert len(native[1]) > 3_000_000
     assert native == python
     assert native[1].count("line 199999 caf\xe9\n".encode()) == 1
+
+
+def test_a_watcher_that_does_not_answer_is_waited_for_once(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    """After its wait the native client leaves the command to Python, which does not wait again."""
+
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        if request.get("op") == "run":
+            time.sleep(3)  # stuck past the client's 2 s
+
+    watcher = scripted(answer)
+    code, out, err = _run(client, ["history", "--json"], workspace, run_cli.env())
+    assert code == 0, err
+    assert [e["rationale"] for e in json.loads(out)] == ["base"]  # run by the Python command
+    time.sleep(3.5)  # what else was sent meanwhile has been read by now
+    assert [r.get("op") for r in watcher.requests] == ["run"]  # asked once, by the native client
+
+
+def test_a_caller_that_ignores_ctrl_c_keeps_ignoring_it(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    handed = threading.Event()
+
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        _read_line(conn)
+        handed.set()
+        time.sleep(1)
+        send(conn, {"v": 1, "ok": True, "done": True, "code": 0, "output": [[1, "done\n"]]})
+
+    scripted(answer)
+    proc = subprocess.Popen(
+        ["sh", "-c", 'trap "" INT; exec "$0" history', str(client)],
+        cwd=workspace,
+        env=run_cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert handed.wait(10)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=10)
+    assert (proc.returncode, out, err) == (0, b"done\n", b"")
+
+
+def test_without_proc_the_python_command_is_found_beside_it(client: Path) -> None:
+    """In a container with no /proc the client finds strata-py by its own path, or on PATH."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    base = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--tmpfs", "/proc"]
+    want = f"strata {strata.__version__}\n"
+    for argv in (
+        [*base, str(client), "--version"],
+        [*base, "--setenv", "PATH", f"{client.parent}:/usr/bin:/bin", "strata", "--version"],
+    ):
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if "Creating new namespace failed" in proc.stderr:
+            pytest.skip("no user namespaces here")
+        assert (proc.returncode, proc.stdout) == (0, want), proc.stderr
+
+
+def test_a_client_copied_away_from_strata_py_says_what_is_missing(
+    client: Path, tmp_path: Path
+) -> None:
+    alone = tmp_path / "alone" / "strata"
+    alone.parent.mkdir()
+    shutil.copy2(client, alone)
+    proc = subprocess.run([alone, "--version"], capture_output=True, text=True, check=False)
+    assert proc.returncode == 1 and proc.stdout == ""
+    first, hint = proc.stderr.splitlines()
+    assert first.startswith(f"error: cannot start {alone.parent}/strata-py")
+    assert hint.startswith("hint: this strata is the native client; it runs strata-py")

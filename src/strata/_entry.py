@@ -3,6 +3,9 @@
 import gc
 import sys
 
+#: set by the native client (native/strata.c) when the watcher did not answer in time
+SILENT_WATCHER = "STRATA_WATCHER_SILENT_"
+
 
 def run() -> None:
     """Run the CLI (``strata --version`` costs only the interpreter start).
@@ -22,9 +25,17 @@ def run() -> None:
     # importing (25 of them, 2.4 ms of a no-op snapshot), then kept out of the collector's
     # reach (gc.freeze) so that later collections do not walk it again
     gc.disable()
-    from strata._resident import try_resident
+    import os
 
-    try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
+    if os.environ.pop(SILENT_WATCHER, None) == "1":
+        # the native client waited for the watcher in vain: do not wait for it again
+        from strata.store import served
+
+        served.silent_watcher = True
+    else:
+        from strata._resident import try_resident
+
+        try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
     from strata.cli import main
 
     gc.freeze()

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import blake3
 
-from strata.errors import CorruptRepository
+from strata.errors import CorruptRepository, UsageError
 
 RecordKind = Literal["event", "ref", "bookmark", "operation"]
 RECORD_KINDS: tuple[str, ...] = ("event", "ref", "bookmark", "operation")
@@ -44,9 +44,26 @@ def canonical(value: Any) -> bytes:
     if _plain(value):
         try:
             return _ENCODER.encode(value).encode()
-        except UnicodeEncodeError:  # a lone surrogate: rfc8785 refuses it with its own error
+        except UnicodeEncodeError:  # a lone surrogate: text given in bytes that are not UTF-8
+            raise _not_utf8() from None
+    try:
+        return _dumps(value)
+    except ValueError:  # rfc8785 refuses it: say so when the reason is text that is not UTF-8
+        try:
+            _ENCODER.encode(value).encode()
+        except UnicodeEncodeError:
+            raise _not_utf8() from None
+        except (ValueError, TypeError):
             pass
-    return _dumps(value)
+        raise
+
+
+def _not_utf8() -> UsageError:
+    """What a record made of text in bytes that are not UTF-8 (a lone surrogate) gets."""
+    return UsageError(
+        "a message, name or author holds bytes that are not UTF-8: a record holds UTF-8 text only",
+        hint="give the text in UTF-8",
+    )
 
 
 def _load_jcs(value: Any) -> bytes:
