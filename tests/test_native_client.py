@@ -443,7 +443,9 @@ def test_an_answer_it_cannot_read_before_go_leaves_the_command_to_python(
     code, out, err = _run(client, ["history", "--json"], workspace, run_cli.env())
     assert code == 0, err
     assert [e["rationale"] for e in json.loads(out)] == ["base"]  # run by the Python command
-    assert len(watcher.runs()) == 2  # the native client's request, then the Python client's
+    # the native client's request, then the Python client's; a line never ended is a watcher
+    # that did not answer in time: the Python command does not ask it again
+    assert len(watcher.runs()) == (1 if not reply.endswith(b"\n") else 2)
 
 
 # -- against a real watcher ------------------------------------------------------------------
