@@ -90,9 +90,7 @@ def in_background(work: Callable[[], object], *, only_served: bool = False) -> N
         if not only_served:
             work()
         return
-    if not _background:
-        _after_reply.append(_start_background)
-    _background.append(work)
+    _background.append(work)  # started by replied(), after what when_replied() kept
 
 
 #: the work :func:`in_background` keeps during the command being served
@@ -120,8 +118,17 @@ def serving() -> None:
 
 
 def replied() -> None:
-    """The asker has its answer: run what :func:`when_replied` kept, in order."""
+    """The asker has its answer: run what :func:`when_replied` kept, in order.
+
+    Then the thread of what :func:`in_background` kept starts: after the
+    deferred saves, never beside them (a stat cache the auto-save saves late
+    would otherwise overwrite the one a restore's refresh saved).
+    """
     global _after_reply
     work, _after_reply = _after_reply or [], None
-    for item in work:
-        item()
+    try:
+        for item in work:
+            item()
+    finally:
+        if _background:
+            _start_background()
