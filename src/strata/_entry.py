@@ -36,6 +36,13 @@ def run() -> None:
         from strata._resident import try_resident
 
         try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
+    if sys.argv[1:2] == ["snapshot"]:
+        import strata.repo  # noqa: F401  (what a snapshot runs, loaded with the collector off)
+        from strata.cli.plain import try_plain
+
+        gc.freeze()
+        gc.enable()
+        try_plain(sys.argv[2:])  # exits when it ran a plain snapshot, without the parser
     from strata.cli import main
 
     gc.freeze()

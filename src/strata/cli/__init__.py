@@ -23,66 +23,94 @@ import os
 import sqlite3
 import sys
 from collections.abc import Mapping
-from typing import NoReturn
-
-import click
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from strata._version import __version__
 from strata.cli.common import State, new_command, remember_json, report_error
 from strata.errors import CorruptRepository, DiskFull, StrataError
 
-
-class _LazyGroup(click.Group):
-    """The root group: lists every command, imports a command's module when it is asked for."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMAND_MODULES)
-
-    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
-        module = COMMAND_MODULES.get(cmd_name)
-        if module is not None and cmd_name not in self.commands:
-            _load(module)
-        return self.commands.get(cmd_name)
+if TYPE_CHECKING:
+    import click
 
 
-@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, "--version", prog_name="strata", message="%(prog)s %(version)s")
-@click.option(
-    "-C",
-    "directory",
-    type=click.Path(file_okay=False),
-    help="Run as if strata was started in this folder.",
-)
-@click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
-@click.option(
-    "--json",
-    is_flag=True,
-    expose_value=False,
-    is_eager=True,
-    callback=remember_json,
-    help="Print machine-readable JSON, as the command's own --json does.",
-)
-@click.pass_context
-def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
-    """Strata: a time machine and safety layer for an agent's workspace.
+def _build_root() -> click.Group:
+    import click
 
-    Every change to the workspace is recorded in an append-only ledger;
-    any two points can be diffed, and any point rewound to without losing
-    the work you had.
+    class _LazyGroup(click.Group):
+        """The root group: lists every command, imports a command's module when asked for it."""
 
-    \b
-    Example:
-      strata init && strata snapshot -m "before the agent"
-      strata diff HEAD          # what changed since
-      strata rewind HEAD        # put the files back (your edits are auto-saved)
+        def list_commands(self, ctx: click.Context) -> list[str]:
+            return sorted(COMMAND_MODULES)
+
+        def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            module = COMMAND_MODULES.get(cmd_name)
+            if module is not None and cmd_name not in self.commands:
+                _load(module)
+            return self.commands.get(cmd_name)
+
+    @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(
+        __version__, "--version", prog_name="strata", message="%(prog)s %(version)s"
+    )
+    @click.option(
+        "-C",
+        "directory",
+        type=click.Path(file_okay=False),
+        help="Run as if strata was started in this folder.",
+    )
+    @click.option("--debug", is_flag=True, help="Show tracebacks of internal errors.")
+    @click.option(
+        "--json",
+        is_flag=True,
+        expose_value=False,
+        is_eager=True,
+        callback=remember_json,
+        help="Print machine-readable JSON, as the command's own --json does.",
+    )
+    @click.pass_context
+    def cli(ctx: click.Context, directory: str | None, debug: bool) -> None:
+        """Strata: a time machine and safety layer for an agent's workspace.
+
+        Every change to the workspace is recorded in an append-only ledger;
+        any two points can be diffed, and any point rewound to without losing
+        the work you had.
+
+        \b
+        Example:
+          strata init && strata snapshot -m "before the agent"
+          strata diff HEAD          # what changed since
+          strata rewind HEAD        # put the files back (your edits are auto-saved)
+        """
+        if directory is not None:
+            try:
+                os.chdir(directory)
+            except OSError as exc:
+                raise click.UsageError(f"cannot change to {directory}: {exc.strerror}") from None
+        state = ctx.ensure_object(State)
+        state.debug = state.debug or debug
+
+    return cli
+
+
+_ROOT: click.Group | None = None
+
+
+def root() -> click.Group:
+    """The root click group, built on first use (``strata.cli.cli`` names it too).
+
+    Importing this package does not import click: a plain ``strata snapshot``
+    runs without it (:mod:`strata.cli.plain`).
     """
-    if directory is not None:
-        try:
-            os.chdir(directory)
-        except OSError as exc:
-            raise click.UsageError(f"cannot change to {directory}: {exc.strerror}") from None
-    state = ctx.ensure_object(State)
-    state.debug = state.debug or debug
+    global _ROOT
+    if _ROOT is None:
+        _ROOT = _build_root()
+    return _ROOT
+
+
+def __getattr__(name: str) -> Any:
+    if name == "cli":
+        return root()
+    raise AttributeError(f"module 'strata.cli' has no attribute {name!r}")
 
 
 #: every command, by name: the module of ``strata.cli`` that defines it. A command's module
@@ -134,15 +162,16 @@ COMMAND_MODULES = {
 
 
 def _load(module: str) -> None:
+    group = root()
     for command in importlib.import_module(f"strata.cli.{module}").COMMANDS:
-        cli.add_command(command)
+        group.add_command(command)
 
 
 def load_all() -> Mapping[str, click.Command]:
     """Import every command's module; return the commands by name (help, docs, tests)."""
     for module in dict.fromkeys(COMMAND_MODULES.values()):
         _load(module)
-    return cli.commands
+    return root().commands
 
 
 def _json_requested(args: list[str], state: State) -> bool:
@@ -159,6 +188,23 @@ def main(argv: list[str] | None = None) -> None:
     new_command()
     state = State(debug="--debug" in args or os.environ.get("STRATA_DEBUG") == "1")
     color = False if os.environ.get("NO_COLOR") else None  # no-color.org: set and not empty
+    try:
+        code = root().main(args, prog_name="strata", standalone_mode=False, obj=state, color=color)
+    except (Exception, KeyboardInterrupt) as exc:
+        fail_for(exc, args, state, color=color)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def fail_for(
+    exc: BaseException, args: list[str], state: State, *, color: bool | None = None
+) -> NoReturn:
+    """Print what ``exc`` (being handled) means for the user and exit with its code.
+
+    The one place that maps errors to output and exit codes, for :func:`main`
+    and for a plain snapshot (:mod:`strata.cli.plain`). With ``--debug``, a
+    Strata error and a bug are raised again (a traceback).
+    """
+    import click
 
     def fail(error_type: str, message: str, hint: str | None, code: int) -> NoReturn:
         report_error(error_type, message, hint, as_json=_json_requested(args, state))
@@ -173,41 +219,37 @@ def main(argv: list[str] | None = None) -> None:
             1,
         )
 
-    try:
-        code = cli.main(args, prog_name="strata", standalone_mode=False, obj=state, color=color)
-    except click.UsageError as exc:
-        if isinstance(exc, _NO_ARGS_IS_HELP) and exc.ctx is not None:
+    if isinstance(exc, click.UsageError):
+        if isinstance(exc, _no_args_is_help()) and exc.ctx is not None:
             click.echo(exc.ctx.get_help(), color=color)
             sys.exit(0)
         hint = f"see '{exc.ctx.command_path} --help'" if exc.ctx is not None else None
         fail("UsageError", exc.format_message(), hint, exc.exit_code)
-    except click.ClickException as exc:
+    if isinstance(exc, click.ClickException):
         fail("StrataError", exc.format_message(), None, exc.exit_code)
-    except (click.Abort, KeyboardInterrupt):
+    if isinstance(exc, click.Abort | KeyboardInterrupt):
         fail("Interrupted", "interrupted", None, 130)
-    except StrataError as exc:
+    if isinstance(exc, StrataError):
         if state.debug:
-            raise
+            raise exc
         fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
-    except BrokenPipeError:
+    if isinstance(exc, BrokenPipeError):
         sys.stderr.close()
         sys.exit(1)
-    except (OSError, sqlite3.DatabaseError) as exc:
+    if isinstance(exc, OSError | sqlite3.DatabaseError):
         # a full disk, or a ledger damaged past what opening it checks: still the user's
         # problem to fix, not a bug
         known = _known_os_error(exc)
         if known is None:
             if state.debug:
-                raise
+                raise exc
             internal(exc)
         if state.debug:
             raise known from exc
         fail(type(known).__name__, known.message, known.hint, known.exit_code)
-    except Exception as exc:
-        if state.debug:
-            raise
-        internal(exc)
-    sys.exit(code if isinstance(code, int) else 0)
+    if state.debug:
+        raise exc
+    internal(exc)
 
 
 def _known_os_error(exc: BaseException) -> StrataError | None:
@@ -224,7 +266,8 @@ def _known_os_error(exc: BaseException) -> StrataError | None:
     return None
 
 
-# click 8.2 and later raise this for a group given no arguments (8.1 printed the help itself)
-_NO_ARGS_IS_HELP: type[Exception] = getattr(
-    click.exceptions, "NoArgsIsHelpError", type("_NeverRaised", (Exception,), {})
-)
+def _no_args_is_help() -> type[Exception]:
+    """What click raises for a group given no arguments (8.2 and later; 8.1 printed the help)."""
+    import click
+
+    return getattr(click.exceptions, "NoArgsIsHelpError", type("_NeverRaised", (Exception,), {}))

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import click
-
 from strata.diff.display import printable_lines
 
 if TYPE_CHECKING:
+    import click
+
     from strata.core import InitResult
     from strata.ledger.events import Author
     from strata.repo import Repository
@@ -60,6 +60,8 @@ LIMIT_MAX = 2**62
 
 def json_option(func: F) -> F:
     """The shared ``--json`` flag."""
+    import click  # (not at import: a plain snapshot runs without the parser)
+
     return click.option(
         "--json",
         "as_json",
@@ -71,6 +73,8 @@ def json_option(func: F) -> F:
 
 def force_option(func: F) -> F:
     """The shared ``--force`` flag of commands that move files while a run may hold the lease."""
+    import click
+
     return click.option(
         "--force",
         is_flag=True,
@@ -80,6 +84,8 @@ def force_option(func: F) -> F:
 
 def author_options(func: F) -> F:
     """The shared ``--author`` / ``--author-kind`` options."""
+    import click
+
     func = click.option(
         "--author-kind",
         type=click.Choice(AUTHOR_KINDS),
@@ -98,6 +104,8 @@ def make_author(name: str | None, kind: str | None) -> Author:
     name = name or os.environ.get("STRATA_AUTHOR") or os.environ.get("USER") or "unknown"
     kind = kind or os.environ.get("STRATA_AUTHOR_KIND") or "human"
     if kind not in AUTHOR_KINDS:
+        import click
+
         raise click.UsageError(f"STRATA_AUTHOR_KIND must be one of {', '.join(AUTHOR_KINDS)}")
     return Author(name, kind)  # type: ignore[arg-type]
 
@@ -111,6 +119,8 @@ def _injected() -> dict[str, Any]:
         try:
             start = int(now)
         except ValueError:
+            import click
+
             raise click.UsageError("STRATA_NOW must be milliseconds since the epoch") from None
         ticks = iter(range(start, start + 10**9))
         kwargs["clock"] = lambda: next(ticks)
@@ -240,6 +250,8 @@ def report_error(error_type: str, message: str, hint: str | None, *, as_json: bo
     The JSON is ``{"schema": 1, "error": {"type": ..., "message": ..., "hint": ... or null}}``;
     ``type`` is the error's class name (see :mod:`strata.errors`).
     """
+    import click
+
     if as_json:
         body = {"type": error_type, "message": message, "hint": hint}
         sys.stderr.write(json.dumps(versioned({"error": body}), ensure_ascii=False) + "\n")
@@ -252,6 +264,8 @@ def report_error(error_type: str, message: str, hint: str | None, *, as_json: bo
 
 def warn(message: str) -> None:
     """A warning on stderr."""
+    import click
+
     click.echo(click.style("warning: ", fg="yellow") + printable_lines(message), err=True)
 
 
@@ -283,6 +297,8 @@ def command_output_to_stderr(active: bool) -> Iterator[None]:
 
 def model_option(help_text: str | None = None) -> Callable[[F], F]:
     """The shared ``--model PROVIDER[:MODEL]`` option of the commands that call a model."""
+    import click
+
     text = help_text or (
         "The provider (and model) to use; default $STRATA_MODEL or [model] default "
         "of config.toml ('strata models' lists them)."
@@ -296,6 +312,8 @@ def open_model(repo: Any, model: str | None) -> tuple[Any, tuple[str, ...]]:
     Retries are announced on stderr (``strata: …``), so a user never waits in
     silence; the secrets are the environment's ``*_API_KEY`` and ``*_TOKEN`` values.
     """
+    import click
+
     from strata.providers.config import open_provider
     from strata.providers.transport import Retry
 
@@ -320,4 +338,6 @@ PROFILE_NAMES = ("read-only", "workspace-write", "full")
 
 def profile_option(help_text: str) -> Callable[[F], F]:
     """The shared ``--profile`` option of the commands that run commands through the gateway."""
+    import click
+
     return click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help_text)

@@ -7,16 +7,8 @@ from typing import Any, TypeVar
 
 import click
 
-from strata.cli.common import (
-    author_options,
-    emit_json,
-    init_repo,
-    json_option,
-    make_author,
-    open_repo,
-    short,
-    warn,
-)
+from strata.cli.common import author_options, emit_json, init_repo, json_option
+from strata.cli.plain import record_snapshot
 from strata.diff.display import printable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -159,30 +151,8 @@ def _record(
     author_kind: str | None,
     as_json: bool,
 ) -> None:
-    who = make_author(author, author_kind)
-    with open_repo(who) as repo:
-        result = repo.snapshot(
-            message, author=who, operation=operation, scope=scope, bookmark=bookmark
-        )
-    if as_json:  # the warnings are in the JSON
-        emit_json(result.to_json())
-        return
-    for w in result.warnings:
-        warn(w)
-    if result.event is None:
-        click.echo("Nothing changed since HEAD; no snapshot recorded.")
-        if bookmark is not None:
-            click.echo(
-                f"(no bookmark {printable(bookmark)} made: "
-                "bookmark HEAD with 'strata bookmark add')"
-            )
-        return
-    d = result.diff
-    assert d is not None
-    click.echo(
-        f"Recorded {short(result.event.id)} (snapshot {short(result.snapshot_id)}): "
-        f"{d.files_changed} file{'s' if d.files_changed != 1 else ''} changed, "
-        f"+{d.insertions} -{d.deletions}" + (f", bookmarked as {bookmark}" if bookmark else "")
+    record_snapshot(
+        bookmark, message, operation, scope, author, author_kind, as_json, echo=click.echo
     )
 
 
