@@ -24,8 +24,8 @@ from conftest import CliRunner, ok
 PROBE = """
 import atexit, os, sys
 fd = int(sys.argv[1])
-parsed = lambda: "strata.cli.record" in sys.modules
-atexit.register(lambda: os.write(fd, b"parser" if parsed() else b"plain"))
+say = lambda: os.write(fd, b"parser" if "strata.cli.record" in sys.modules else b"plain")
+atexit.register(say)
 from strata._entry import run
 sys.argv = ["strata", *sys.argv[2:]]
 run()
