@@ -26,6 +26,11 @@ import atexit, os, sys
 fd = int(sys.argv[1])
 say = lambda: os.write(fd, b"parser" if "strata.cli.record" in sys.modules else b"plain")
 atexit.register(say)
+if os.environ.get("PROBE_INTERRUPT"):  # Ctrl-C while the snapshot runs
+    import strata.repo
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    strata.repo.Repository.snapshot = interrupted
 from strata._entry import run
 sys.argv = ["strata", *sys.argv[2:]]
 run()
@@ -33,9 +38,12 @@ run()
 
 
 def _run(
-    cli: CliRunner, args: list[str], cwd: Path, env: dict[str, str]
+    cli: CliRunner, args: list[str], cwd: Path, env: dict[str, str], *, stdout: int | None = None
 ) -> tuple[int, str, str, str]:
-    """Exit code, stdout, stderr and which path ran (``plain``, ``parser``) of ``strata ARGS``."""
+    """Exit code, stdout, stderr and which path ran (``plain``, ``parser``) of ``strata ARGS``.
+
+    ``stdout``: a descriptor to print to instead of a pipe read here.
+    """
     import subprocess
 
     read, write = os.pipe()
@@ -43,7 +51,8 @@ def _run(
         [sys.executable, "-c", PROBE, str(write), *args],
         cwd=cwd,
         env=cli.env(env),
-        capture_output=True,
+        stdout=subprocess.PIPE if stdout is None else stdout,
+        stderr=subprocess.PIPE,
         text=True,
         pass_fds=(write,),
         timeout=60,
@@ -52,7 +61,7 @@ def _run(
     os.close(write)
     with os.fdopen(read, "rb") as f:
         path = f.read().decode()
-    return proc.returncode, proc.stdout, proc.stderr, path
+    return proc.returncode, proc.stdout or "", proc.stderr, path
 
 
 def _pair(
@@ -129,6 +138,29 @@ def test_errors_are_reported_the_same(tmp_path: Path, run_cli: CliRunner) -> Non
     code, out, err = _same(tmp_path, run_cli, damaged, "x")
     assert code == 1 and err.startswith("error: "), err
     assert "Traceback" not in err and "internal error" not in err
+
+
+def test_an_interrupted_snapshot_is_reported_the_same(tmp_path: Path, run_cli: CliRunner) -> None:
+    workspaces = _pair(tmp_path, run_cli, {"a.txt": "a\n"})
+    code, out, err = _same(tmp_path, run_cli, workspaces, "x", PROBE_INTERRUPT="1")
+    assert (code, out, err) == (130, "", "\nerror: interrupted\n")
+
+
+def test_a_reader_gone_away_ends_it_the_same(tmp_path: Path, run_cli: CliRunner) -> None:
+    """Standard output is a pipe nobody reads: exit 1, and nothing on stderr."""
+    workspaces = _pair(tmp_path, run_cli, {"a.txt": "a\n"})
+    results = []
+    for ws, args in zip(
+        workspaces, (["snapshot", "-m", "x"], ["snapshot", "--message=x"]), strict=True
+    ):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            results.append(_run(run_cli, args, ws, {"STRATA_SEED": "11"}, stdout=write))
+        finally:
+            os.close(write)
+    assert results[0] == (1, "", "", "plain")
+    assert results[1] == (1, "", "", "parser")
 
 
 def test_what_the_parser_checks_still_goes_to_the_parser(

@@ -227,7 +227,7 @@ def fail_for(
         fail("UsageError", exc.format_message(), hint, exc.exit_code)
     if isinstance(exc, click.ClickException):
         fail("StrataError", exc.format_message(), None, exc.exit_code)
-    if isinstance(exc, click.Abort | KeyboardInterrupt):
+    if isinstance(exc, click.Abort | KeyboardInterrupt | EOFError):  # (click: Abort for both)
         fail("Interrupted", "interrupted", None, 130)
     if isinstance(exc, StrataError):
         if state.debug:

@@ -57,6 +57,9 @@ def try_plain(args: list[str]) -> None:
     except (Exception, KeyboardInterrupt) as exc:
         from strata.cli import fail_for
 
+        if isinstance(exc, EOFError | KeyboardInterrupt):
+            # as the parser does first (click's Command.main): closes the terminal's ^C echo
+            sys.stderr.write("\n")
         fail_for(exc, argv, state)
     sys.exit(0)
 
