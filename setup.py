@@ -1,4 +1,4 @@
-"""Build steps pyproject.toml cannot say: the native ``strata`` client.
+"""Build steps pyproject.toml cannot say: the native ``strata`` client and ``strata._walk``.
 
 The ``strata`` command is ``native/strata.c`` compiled, when a C compiler is
 found: it hands served commands to the workspace's watcher without starting
@@ -6,6 +6,11 @@ Python (about 2 ms instead of 11 ms on a small tree) and runs ``strata-py``,
 the Python launcher (``bin/strata``), for everything else. Without a
 compiler, or with ``STRATA_NO_NATIVE_BUILD=1``, ``strata`` is the Python
 launcher itself: the same commands, each a few milliseconds slower.
+
+``native/walk.c`` is compiled the same way into ``strata._walk``: the listing
+and ``lstat`` calls of a full scan (a no-op snapshot without a watcher), run
+on two threads without the interpreter; without it the scan makes the same
+calls in Python.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from setuptools import Distribution, setup
+from setuptools import Distribution, Extension, setup
 
 #: the command that copies ``script-files`` (setuptools has no module of its own for it)
 build_scripts = Distribution().get_command_class("build_scripts")
@@ -89,4 +94,26 @@ class PlatformDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_scripts": BuildScripts}, distclass=PlatformDistribution)
+def extensions() -> list[Extension]:
+    """``strata._walk``, a full scan's listing and ``lstat`` calls in C, where it can build.
+
+    It is optional: without it (no compiler, not Linux, ``STRATA_NO_NATIVE_BUILD=1``) a scan
+    runs the same steps in Python.
+    """
+    if os.environ.get("STRATA_NO_NATIVE_BUILD") == "1" or not sys.platform.startswith("linux"):
+        return []
+    return [
+        Extension(
+            "strata._walk",
+            ["native/walk.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall"],
+            optional=True,
+        )
+    ]
+
+
+setup(
+    cmdclass={"build_scripts": BuildScripts},
+    distclass=PlatformDistribution,
+    ext_modules=extensions(),
+)

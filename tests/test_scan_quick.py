@@ -3,7 +3,9 @@
 Without a change monitor every scan lists every folder; a folder whose names
 and stats match the cache's digest is taken as recorded without building its
 rows. These tests make the changes that digest must not miss, each after a
-scan that left every folder eligible (old mtimes, so nothing is racy).
+scan that left every folder eligible (old mtimes, so nothing is racy). Each
+runs twice: with the listing and ``lstat`` calls made by ``strata._walk`` (the
+C module setup.py builds) and with them made in Python.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import strata.store.scan as scan_module
 from conftest import Dir, File, Link
 from strata import Repository
 from strata.store.ignore import IgnoreRules
@@ -24,6 +27,16 @@ from strata.store.statcache import StatCache, forget_memory
 from strata.store.tree import lookup, read_tree
 
 OLD_NS = 10**18  # 2001: never racy
+
+
+@pytest.fixture(autouse=True, params=["C", "Python"])
+def walker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run the test with the C walker (strata._walk) and without it."""
+    if request.param == "Python":
+        monkeypatch.setattr(scan_module, "native_walk", None)
+    else:
+        assert scan_module.native_walk is not None, "strata._walk is not built (setup.py)"
+    return str(request.param)
 
 
 def age(root: Path) -> None:

@@ -76,6 +76,11 @@ from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
+try:  # compiled by setup.py where a C compiler is found: the walk's per-file calls, in C
+    from strata import _walk as native_walk
+except ImportError:  # pragma: no cover - depends on the build
+    native_walk = None
+
 READ_ATTEMPTS = 4
 #: a scan with more files to read than this, or more bytes, reads them on a thread pool
 POOL_FILES = 32
@@ -597,16 +602,88 @@ class Scanner:
         index = 0
         listed = 0
         self.folders_patched = 0
+        #: folder index -> what :mod:`strata._walk` found there (see :meth:`_match_ahead`)
+        ahead: dict[int, tuple[Quick, tuple[bytes, list[str], list[tuple[str, bool]]]]] = {}
+        #: the folders before this index were offered to it
+        offered = 0
         while index < len(folders):
+            if index == offered and self._plan is None and self._fast and native_walk:
+                offered = len(folders)
+                self._match_ahead(folders, index, ahead)
             folder = folders[index]
             if folder.whole:
                 pass  # resolved from its parent's cached rows
             elif self._plan is None or not self._reuse(folder, folders, self._plan):
-                self._list(folder, folders, warnings)
+                found = ahead.pop(index, None)
+                if found is None or not self._matched(folder, folders, *found):
+                    self._list(folder, folders, warnings)
                 listed += 1
             index += 1
         self.folders_listed = listed
         return folders
+
+    def _match_ahead(
+        self,
+        folders: list[_Folder],
+        start: int,
+        ahead: dict[int, tuple[Quick, tuple[bytes, list[str], list[tuple[str, bool]]]]],
+    ) -> None:
+        """List and ``lstat`` the folders from ``start`` on in C, on the scan's threads.
+
+        Only folders with a quick record and no ignore file are offered (reading
+        an ignore file's rules stays with :meth:`_matches`); what comes back is
+        checked by :meth:`_matched` as :meth:`_matches` checks a listing.
+        """
+        assert native_walk is not None
+        offered: list[int] = []
+        items: list[tuple[str, str, tuple[str, ...]]] = []
+        for i in range(start, len(folders)):
+            folder = folders[i]
+            quick = self.cache.quick(folder.key)
+            if (
+                folder.whole
+                or quick is None
+                or not quick[3]
+                or IGNORE_FILES[0] in quick[0]
+                or IGNORE_FILES[1] in quick[0]
+            ):
+                continue
+            offered.append(i)
+            items.append((folder.abs, quick[0], quick[2]))
+        if not items:
+            return
+        for i, found in zip(offered, native_walk.match(items, self.threads), strict=True):
+            if found is not None:
+                quick = self.cache.quick(folders[i].key)
+                assert quick is not None
+                ahead[i] = (quick, found)
+
+    def _matched(
+        self,
+        folder: _Folder,
+        folders: list[_Folder],
+        quick: Quick,
+        found: tuple[bytes, list[str], list[tuple[str, bool]]],
+    ) -> bool:
+        """:meth:`_matches` for a folder :mod:`strata._walk` listed: True when it is as cached."""
+        keys, subfolders, kinds = found
+        rules = folder.rules
+        if rules.fingerprint != quick[1]:
+            return False
+        ignored = frozenset(quick[2])
+        if ignored and ignored != rules.ignored_names(folder.prefix, kinds):
+            return False
+        if blake3.blake3(keys).digest() != quick[3]:
+            return False
+        folder.order = quick[0]
+        folder.ignored = ignored
+        folder.quick = quick
+        folder.clean = True
+        prefix, base = folder.prefix, folder.abs + "/"
+        for name in subfolders:
+            folder.children[name] = len(folders)
+            folders.append(_Folder(prefix + name + "/", base + name, rules))
+        return True
 
     def _reuse(self, folder: _Folder, folders: list[_Folder], plan: _Plan) -> bool:
         """Take ``folder`` from the stat cache without listing it; False when it must be listed."""

@@ -1,0 +1,226 @@
+"""strata._walk: the C listing and ``lstat`` calls of a full scan.
+
+``match`` must hand back, for a folder that is as the stat cache recorded it,
+the very bytes the Python scan digests (``marshal`` version 2 of the stat
+keys): then a no-op scan takes every folder through it. Anything it cannot
+vouch for (a name more or less, a symlink, a special file, a folder it
+cannot read) must come back as None, so that the Python scan lists it.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+import strata.store.scan as scan_module
+from conftest import Person
+from strata import Repository
+
+native = scan_module.native_walk
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="strata._walk is built on Linux only"
+)
+
+
+def test_the_module_is_built_where_a_compiler_is() -> None:
+    # setup.py builds it wherever the native client builds; a silent failure to build would
+    # only show as a slow no-op, so it is checked here (CI installs with a compiler)
+    assert native is not None
+
+
+def python_keys(folder: Path, ignored: frozenset[str] = frozenset()) -> tuple[str, bytes]:
+    """The listing order and the keys' bytes as the Python scan makes them."""
+    keys: list[object] = []
+    with os.scandir(folder) as it:
+        listed = list(it)
+    for entry in listed:
+        if entry.name in ignored:
+            continue
+        st = entry.stat(follow_symlinks=False)
+        if entry.is_dir(follow_symlinks=False):
+            keys.append(st.st_mode & 0o777)
+        else:
+            mode = st.st_mode & 0o777
+            keys.append((mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino))
+    return "/".join(e.name for e in listed), marshal.dumps(keys, 2)
+
+
+def test_the_keys_are_the_bytes_the_python_scan_digests(tmp_path: Path) -> None:
+    folder = tmp_path / "f"
+    folder.mkdir()
+    times = [0, 1, 999_999_999, -5_000_000_001, 2**31 * 10**9 + 7, 2**33 * 10**9 + 123_456_789]
+    for i, ns in enumerate(times):
+        path = folder / f"file{i}"
+        path.write_bytes(b"x" * (i * 70_000))  # sizes past 2**16 and one of 0
+        path.chmod(0o600 + i)
+        os.utime(path, ns=(ns, ns))
+    (folder / "sub").mkdir(mode=0o751)
+    (folder / "sub").chmod(0o751)
+    order, expected = python_keys(folder)
+    [found] = native.match([(str(folder), order, ())], 1)
+    assert found is not None
+    keys, subfolders, kinds = found
+    assert keys == expected
+    assert subfolders == ["sub"]
+    assert kinds == []
+
+
+def test_an_empty_folder_has_an_empty_list(tmp_path: Path) -> None:
+    assert native.match([(str(tmp_path), "", ())], 1) == [(marshal.dumps([], 2), [], [])]
+
+
+def test_ignored_entries_are_named_with_their_kind_and_not_stated(tmp_path: Path) -> None:
+    (tmp_path / "build").mkdir()
+    (tmp_path / "out.log").write_text("log\n")
+    (tmp_path / "kept.txt").write_text("kept\n")
+    ignored = frozenset({"build", "out.log"})
+    order, expected = python_keys(tmp_path, ignored)
+    [found] = native.match([(str(tmp_path), order, tuple(ignored))], 1)
+    assert found is not None
+    assert found[0] == expected
+    assert sorted(found[2]) == [("build", True), ("out.log", False)]
+    assert found[1] == []  # an ignored folder is not a subfolder to walk
+
+
+@pytest.mark.parametrize("change", ["added", "removed", "renamed", "symlink", "fifo", "gone"])
+def test_a_folder_it_cannot_vouch_for_is_left_to_python(tmp_path: Path, change: str) -> None:
+    folder = tmp_path / "f"
+    folder.mkdir()
+    for name in ("a", "b", "c"):
+        (folder / name).write_text(name)
+    order, _ = python_keys(folder)
+    if change == "added":
+        (folder / "d").write_text("d")
+    elif change == "removed":
+        (folder / "b").unlink()
+    elif change == "renamed":
+        (folder / "c").rename(folder / "C")
+    elif change == "symlink":
+        (folder / "b").unlink()
+        (folder / "b").symlink_to("a")  # its key holds its target: Python's to make
+        order, _ = python_keys(folder)
+    elif change == "fifo":
+        (folder / "b").unlink()
+        os.mkfifo(folder / "b")
+        order, _ = python_keys(folder)
+    else:
+        for name in ("a", "b", "c"):
+            (folder / name).unlink()
+        folder.rmdir()
+    assert native.match([(str(folder), order, ())], 1) == [None]
+
+
+def test_a_prefix_of_the_order_is_not_a_match(tmp_path: Path) -> None:
+    (tmp_path / "ab").write_text("x")
+    order, _ = python_keys(tmp_path)
+    assert order == "ab"
+    assert native.match([(str(tmp_path), "a", ())], 1) == [None]
+    assert native.match([(str(tmp_path), "ab/c", ())], 1) == [None]
+    assert native.match([(str(tmp_path), "abc", ())], 1) == [None]
+
+
+def test_names_that_are_not_utf8_come_back_as_python_names_them(tmp_path: Path) -> None:
+    name = os.fsdecode(b"caf\xe9")  # Latin-1: a surrogate escape in Python
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "x").write_text("x")
+    order, expected = python_keys(tmp_path)
+    [found] = native.match([(str(tmp_path), order, ())], 1)
+    assert found is not None and found[0] == expected and found[1] == [name]
+    inner, inner_keys = python_keys(tmp_path / name)
+    [deeper] = native.match([(str(tmp_path / name), inner, ())], 1)
+    assert deeper is not None and deeper[0] == inner_keys
+
+
+def test_many_folders_on_many_threads_give_what_one_thread_gives(tmp_path: Path) -> None:
+    items = []
+    for i in range(60):
+        folder = tmp_path / f"d{i}"
+        folder.mkdir()
+        for k in range(i % 7):
+            (folder / f"f{k}").write_text("y" * k)
+        items.append((str(folder), python_keys(folder)[0], ()))
+    items.append((str(tmp_path / "missing"), "", ()))
+    one = native.match(items, 1)
+    assert native.match(items, 4) == one
+    assert one[-1] is None
+    assert all(found is not None for found in one[:-1])
+    assert [found[0] for found in one[:-1]] == [
+        python_keys(Path(path))[1] for path, _, _ in items[:-1]
+    ]
+
+
+def test_bad_items_are_refused_with_a_python_error(tmp_path: Path) -> None:
+    with pytest.raises(TypeError):
+        native.match([(str(tmp_path), "")], 1)
+    with pytest.raises(TypeError):
+        native.match([(b"/tmp", "", ())], 1)
+    with pytest.raises(ValueError):
+        native.match([(str(tmp_path) + "\0x", "", ())], 1)
+
+
+def test_a_folder_the_user_cannot_read_is_left_to_python(
+    tmp_path: Path, unprivileged: Person
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run as the unprivileged user")
+    home = Path("/tmp") / f"strata-walk-{os.getpid()}"
+    home.mkdir()
+    try:
+        (home / "shut").mkdir()
+        (home / "shut" / "x").write_text("x")
+        (home / "open").mkdir()
+        (home / "open" / "y").write_text("y")
+        os.chown(home, unprivileged.uid, unprivileged.gid)
+        for sub in ("shut", "open"):
+            os.chown(home / sub, unprivileged.uid, unprivileged.gid)
+        (home / "shut").chmod(0)
+        probe = (
+            "import json, sys; from strata import _walk; "
+            "print(json.dumps([r is None for r in _walk.match("
+            "[(sys.argv[1] + '/shut', 'x', ()), (sys.argv[1] + '/open', 'y', ())], 2)]))"
+        )
+        done = unprivileged.run([sys.executable, "-c", probe, str(home)], cwd=Path("/"))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == [True, False]
+    finally:
+        (home / "shut").chmod(0o700)
+        for path in (home / "shut" / "x", home / "open" / "y"):
+            path.unlink()
+        (home / "shut").rmdir()
+        (home / "open").rmdir()
+        home.rmdir()
+
+
+def test_a_no_op_scan_takes_every_folder_through_it(
+    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(ws, {f"d{i}/e{k}/f.txt": f"{i}{k}\n" for i in range(4) for k in range(3)})  # type: ignore[operator]
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "d0" / "skip.log").write_text("ignored\n")
+    for folder, dirs, files in os.walk(ws):
+        if ".strata" in dirs:
+            dirs.remove(".strata")
+        for name in files + dirs:
+            os.utime(os.path.join(folder, name), ns=(10**18, 10**18))
+    repo.snapshot()
+    assert repo.snapshot().unchanged
+    listed: list[str] = []
+    real_list = scan_module.Scanner._list
+
+    def spy(self: scan_module.Scanner, folder: object, *args: object) -> None:
+        listed.append(folder.key)  # type: ignore[attr-defined]
+        real_list(self, folder, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_module.Scanner, "_list", spy)
+    assert repo.snapshot().unchanged
+    assert listed == [""]  # only the root, which holds an ignore file, is listed in Python
+    (ws / "d2" / "e1" / "f.txt").write_text("changed\n")
+    result = repo.snapshot()
+    assert result.to_json()["changed_paths"] == ["d2/e1/f.txt"]
+    assert "d2/e1" in listed
