@@ -23,6 +23,16 @@
  * or fewer, a symlink, a special file, an error) gets None: the caller
  * lists it itself. Nothing here decides whether a folder is unchanged; the
  * caller compares the digest of ``keys`` with the cache.
+ *
+ * prefetch(items, threads) starts the same work on threads of its own and
+ * returns at once: a command that is about to scan starts it before loading
+ * the modules a scan needs, so the listing runs on the other core meanwhile.
+ * The next match() takes a prefetched result for an item with the same path,
+ * order and ignored names (helping to finish the prefetch first), and works
+ * out the others itself (match([]) only waits for the prefetch to finish);
+ * forget() drops what is left. A prefetched result is
+ * what the folder held a few milliseconds before the scan asked: as if the
+ * walk had reached that folder first.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -68,6 +78,18 @@ typedef struct {
     Py_ssize_t n;
     Py_ssize_t next; /* taken with __atomic_fetch_add */
 } job;
+
+/* a prefetch: its job, its threads, and a table from path to item (open addressing) */
+typedef struct {
+    job work;
+    pthread_t threads[MAX_THREADS];
+    int started;
+    Py_ssize_t *slots; /* item index + 1, 0 for an empty slot */
+    size_t n_slots;
+} prefetched;
+
+/* the one prefetch of this process (the GIL guards this pointer) */
+static prefetched *pending = NULL;
 
 static void put(buffer *b, const void *p, size_t n) {
     if (b->failed) {
@@ -382,6 +404,152 @@ static PyObject *result_of(const item *it) {
     return Py_BuildValue("(NNN)", keys, subs, kinds);
 }
 
+static uint64_t hash_of(const char *text) {
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *text; text++) {
+        h = (h ^ (unsigned char)*text) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void run_job(job *j, int threads, pthread_t *helpers, int *started) {
+    for (int t = 1; t < threads; t++) {
+        if (pthread_create(&helpers[*started], NULL, work, j) == 0) {
+            (*started)++;
+        }
+    }
+}
+
+/* finish the pending prefetch (this thread and ``threads`` - 1 more help) */
+static void finish_pending(int threads) {
+    pthread_t helpers[MAX_THREADS];
+    int started = 0;
+    run_job(&pending->work, threads, helpers, &started);
+    work(&pending->work);
+    for (int t = 0; t < started; t++) {
+        pthread_join(helpers[t], NULL);
+    }
+    for (int t = 0; t < pending->started; t++) {
+        pthread_join(pending->threads[t], NULL);
+    }
+    pending->started = 0;
+}
+
+static void drop_pending(void) {
+    if (pending == NULL) {
+        return;
+    }
+    Py_BEGIN_ALLOW_THREADS
+    finish_pending(1);
+    Py_END_ALLOW_THREADS
+    free_items(pending->work.items, pending->work.n);
+    free(pending->slots);
+    free(pending);
+    pending = NULL;
+}
+
+static int same_ignored(const item *a, const item *b) {
+    if (a->n_ignored != b->n_ignored) {
+        return 0;
+    }
+    for (Py_ssize_t k = 0; k < a->n_ignored; k++) {
+        if (strcmp(a->ignored[k], b->ignored[k]) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* the prefetched item for ``want`` (same path, order and ignored names), or NULL */
+static item *prefetched_for(const item *want) {
+    if (pending == NULL) {
+        return NULL;
+    }
+    size_t mask = pending->n_slots - 1;
+    for (size_t at = hash_of(want->path) & mask;; at = (at + 1) & mask) {
+        Py_ssize_t index = pending->slots[at];
+        if (index == 0) {
+            return NULL;
+        }
+        item *have = &pending->work.items[index - 1];
+        if (strcmp(have->path, want->path) == 0) {
+            if (have->order_len == want->order_len && strcmp(have->order, want->order) == 0 &&
+                same_ignored(have, want)) {
+                return have;
+            }
+            return NULL;
+        }
+    }
+}
+
+static item *take_items(PyObject *specs, Py_ssize_t n) {
+    item *items = calloc(n ? (size_t)n : 1, sizeof(item));
+    if (items == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (take_item(&items[i], PyList_GET_ITEM(specs, i)) < 0) {
+            free_items(items, n);
+            return NULL;
+        }
+    }
+    return items;
+}
+
+static PyObject *prefetch(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *specs;
+    int threads;
+    if (!PyArg_ParseTuple(args, "O!i:prefetch", &PyList_Type, &specs, &threads)) {
+        return NULL;
+    }
+    drop_pending();
+    Py_ssize_t n = PyList_GET_SIZE(specs);
+    item *items = take_items(specs, n);
+    if (items == NULL) {
+        return NULL;
+    }
+    prefetched *p = calloc(1, sizeof(prefetched));
+    size_t n_slots = 16;
+    while (n_slots < 2 * (size_t)n) {
+        n_slots *= 2;
+    }
+    Py_ssize_t *slots = p ? calloc(n_slots, sizeof(Py_ssize_t)) : NULL;
+    if (slots == NULL) {
+        free(p);
+        free_items(items, n);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        size_t at = hash_of(items[i].path) & (n_slots - 1);
+        while (slots[at] != 0 && strcmp(items[slots[at] - 1].path, items[i].path) != 0) {
+            at = (at + 1) & (n_slots - 1);
+        }
+        slots[at] = i + 1; /* a path given twice: the last one stands */
+    }
+    p->work = (job){items, n, 0};
+    p->slots = slots;
+    p->n_slots = n_slots;
+    if (threads > MAX_THREADS) {
+        threads = MAX_THREADS;
+    }
+    for (int t = 0; t < threads && t < n; t++) {
+        if (pthread_create(&p->threads[p->started], NULL, work, &p->work) == 0) {
+            p->started++;
+        }
+    }
+    pending = p;
+    Py_RETURN_NONE;
+}
+
+static PyObject *forget(PyObject *self, PyObject *unused) {
+    (void)self;
+    (void)unused;
+    drop_pending();
+    Py_RETURN_NONE;
+}
+
 static PyObject *match(PyObject *self, PyObject *args) {
     (void)self;
     PyObject *specs;
@@ -390,50 +558,76 @@ static PyObject *match(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(specs);
-    item *items = calloc(n ? (size_t)n : 1, sizeof(item));
+    item *items = take_items(specs, n);
     if (items == NULL) {
-        return PyErr_NoMemory();
+        return NULL;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (take_item(&items[i], PyList_GET_ITEM(specs, i)) < 0) {
-            free_items(items, n);
-            return NULL;
-        }
-    }
-    job j = {items, n, 0};
     if (threads > MAX_THREADS) {
         threads = MAX_THREADS;
     }
-    if (threads > n) {
-        threads = (int)n;
+    if (threads < 1) {
+        threads = 1;
+    }
+    prefetched *p = pending;
+    Py_BEGIN_ALLOW_THREADS
+    if (p != NULL) {
+        finish_pending(threads);
+    }
+    Py_END_ALLOW_THREADS
+    /* the items no prefetched result fits are worked out now */
+    item **from = calloc(n ? (size_t)n : 1, sizeof(item *));
+    item *todo = calloc(n ? (size_t)n : 1, sizeof(item));
+    Py_ssize_t *where = calloc(n ? (size_t)n : 1, sizeof(Py_ssize_t));
+    if (from == NULL || todo == NULL || where == NULL) {
+        free(from);
+        free(todo);
+        free(where);
+        free_items(items, n);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t n_todo = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        from[i] = prefetched_for(&items[i]);
+        if (from[i] == NULL) {
+            where[n_todo] = i;
+            todo[n_todo++] = items[i];
+        }
+    }
+    job j = {todo, n_todo, 0};
+    if (threads > n_todo) {
+        threads = n_todo ? (int)n_todo : 1;
     }
     Py_BEGIN_ALLOW_THREADS
     pthread_t helpers[MAX_THREADS];
     int started = 0;
-    for (int t = 1; t < threads; t++) {
-        if (pthread_create(&helpers[started], NULL, work, &j) == 0) {
-            started++;
-        }
-    }
+    run_job(&j, threads, helpers, &started);
     work(&j);
     for (int t = 0; t < started; t++) {
         pthread_join(helpers[t], NULL);
     }
     Py_END_ALLOW_THREADS
+    for (Py_ssize_t k = 0; k < n_todo; k++) {
+        items[where[k]] = todo[k]; /* the results, with the buffers they own */
+    }
+    free(todo);
+    free(where);
     PyObject *results = PyList_New(n);
     if (results == NULL) {
+        free(from);
         free_items(items, n);
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *r = result_of(&items[i]);
+        PyObject *r = result_of(from[i] != NULL ? from[i] : &items[i]);
         if (r == NULL) {
             Py_DECREF(results);
+            free(from);
             free_items(items, n);
             return NULL;
         }
         PyList_SET_ITEM(results, i, r);
     }
+    free(from);
     free_items(items, n);
     return results;
 }
@@ -442,12 +636,19 @@ static PyMethodDef methods[] = {
     {"match", match, METH_VARARGS,
      "match(items, threads) -> list: per (path, order, ignored), (keys, subfolders, "
      "ignored_kinds) or None (see the module's source)"},
+    {"prefetch", prefetch, METH_VARARGS,
+     "prefetch(items, threads) -> None: start match's work on threads of its own; the next "
+     "match takes what fits"},
+    {"forget", forget, METH_NOARGS, "forget() -> None: drop what a prefetch left"},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "strata._walk", "A full scan's listing and lstat calls, in C.", -1,
-    methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "strata._walk",
+    .m_doc = "A full scan's listing and lstat calls, in C.",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC PyInit__walk(void) { return PyModule_Create(&module); }

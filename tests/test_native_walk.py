@@ -224,3 +224,93 @@ def test_a_no_op_scan_takes_every_folder_through_it(
     result = repo.snapshot()
     assert result.to_json()["changed_paths"] == ["d2/e1/f.txt"]
     assert "d2/e1" in listed
+
+
+# -- prefetch: the walk started before the scan's modules load (strata._prefetch) --------
+
+
+def test_a_prefetched_result_is_taken_by_the_next_match_then_forgotten(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a")
+    order, before = python_keys(tmp_path)
+    native.prefetch([(str(tmp_path), order, ())], 1)
+    native.match([], 1)  # (waits for the prefetch to finish)
+    (tmp_path / "a").write_text("longer")  # after the prefetch listed it
+    try:
+        [found] = native.match([(str(tmp_path), order, ())], 2)
+        assert found is not None and found[0] == before  # as it was when prefetched
+    finally:
+        native.forget()
+    [fresh] = native.match([(str(tmp_path), order, ())], 2)
+    assert fresh is not None and fresh[0] == python_keys(tmp_path)[1] != before
+
+
+def test_a_prefetch_fits_only_the_same_order_and_ignored_names(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("a")
+    (tmp_path / "b").write_text("b")
+    order, _ = python_keys(tmp_path)
+    native.prefetch([(str(tmp_path), order, ())], 1)
+    native.match([], 1)  # (waits for the prefetch to finish)
+    (tmp_path / "a").write_text("longer")
+    try:
+        [ignoring] = native.match([(str(tmp_path), order, ("b",))], 1)
+        [reordered] = native.match([(str(tmp_path), "/".join(reversed(order.split("/"))), ())], 1)
+    finally:
+        native.forget()
+    assert ignoring is not None and ignoring[0] == python_keys(tmp_path, frozenset({"b"}))[1]
+    assert reordered is None
+
+
+def test_a_write_to_the_workspace_drops_the_prefetch(tmp_path: Path) -> None:
+    from strata.store.fsops import WorkspaceWriter
+
+    (tmp_path / "a").write_text("a")
+    order, before = python_keys(tmp_path)
+    native.prefetch([(str(tmp_path), order, ())], 1)
+    native.match([], 1)  # (waits for the prefetch to finish)
+    with WorkspaceWriter(tmp_path) as writer:
+        writer.write_file("a", [b"written by this process"], mode=0o644)
+    [found] = native.match([(str(tmp_path), order, ())], 1)
+    assert found is not None and found[0] == python_keys(tmp_path)[1] != before
+
+
+def test_a_command_prefetches_the_folders_its_cache_describes(
+    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import strata._prefetch as prefetch
+    from strata.store.ignore import IGNORE_FILES
+    from strata.store.statcache import forget_memory
+
+    assert prefetch._IGNORE_FILES == IGNORE_FILES
+    make_tree(ws, {f"d{i}/f.txt": f"{i}\n" for i in range(5)})  # type: ignore[operator]
+    for folder, dirs, files in os.walk(ws):
+        if ".strata" in dirs:
+            dirs.remove(".strata")
+        for name in files + dirs:
+            os.utime(os.path.join(folder, name), ns=(10**18, 10**18))
+    repo.snapshot()
+    assert repo.snapshot().unchanged
+    offered: list[list[str]] = []
+    real = native.prefetch
+
+    def spy(items: list[tuple[str, str, tuple[str, ...]]], threads: int) -> None:
+        offered.append(sorted(path for path, _, _ in items))
+        real(items, threads)
+
+    monkeypatch.setattr(prefetch._walk, "prefetch", spy)
+    monkeypatch.chdir(ws / "d3")
+    forget_memory()  # the stat cache is read from its files, as by a new process
+    prefetch.start(["snapshot", "-m", "x"])
+    assert offered == [sorted([str(ws)] + [str(ws / f"d{i}") for i in range(5)])]
+    assert prefetch._base is not None
+    native.match([], 1)  # (waits for the prefetch to finish)
+    (ws / "d1" / "f.txt").write_text("changed after the prefetch\n")
+    os.utime(ws / "d1" / "f.txt", ns=(10**18, 10**18))
+    result = repo.snapshot()  # as if the walk had reached d1 before the edit
+    assert result.unchanged
+    assert prefetch._base is None  # the stat cache's load took what start() read
+    assert repo.snapshot().to_json()["changed_paths"] == ["d1/f.txt"]  # the next scan sees it
+    for argv in (["log"], [], ["status", "--json"]):
+        offered.clear()
+        prefetch.start(argv)
+        assert len(offered) == (1 if argv[:1] == ["status"] else 0)
+        native.forget()

@@ -36,6 +36,10 @@ def run() -> None:
         from strata._resident import try_resident
 
         try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
+    if sys.argv[1:2] in (["snapshot"], ["status"]):
+        from strata._prefetch import start
+
+        start(sys.argv[1:])  # the walk begins on another core while the modules load
     if sys.argv[1:2] == ["snapshot"]:
         import strata.repo  # noqa: F401  (what a snapshot runs, loaded with the collector off)
         from strata.cli.plain import try_plain

@@ -51,33 +51,40 @@ READY_TIMEOUT = 2.0
 QUEUE_TIMEOUT = 65.0
 
 
-def _find_socket(cwd: str) -> str | None:
-    """The watcher socket of the workspace containing ``cwd`` (as ``find_layout`` finds it)."""
+def find_repo(cwd: str) -> tuple[str, str] | None:
+    """(workspace folder, repository folder) of the workspace containing ``cwd``, or None.
+
+    Found as ``find_layout`` finds them, with nothing but ``os``.
+    """
     folder = os.path.realpath(cwd)
     while True:
         marker = os.path.join(folder, ".strata")
         if os.path.lexists(marker):
             if os.path.isdir(marker) and not os.path.islink(marker):
-                repo = marker
-            else:
-                try:
-                    with open(marker, encoding="utf-8") as f:
-                        text = f.read().strip()
-                except (OSError, UnicodeDecodeError):
-                    return None
-                if not text.startswith("strata-dir: "):
-                    return None
-                repo = text[len("strata-dir: ") :]
-            break
+                return folder, marker
+            try:
+                with open(marker, encoding="utf-8") as f:
+                    text = f.read().strip()
+            except (OSError, UnicodeDecodeError):
+                return None
+            if not text.startswith("strata-dir: "):
+                return None
+            return folder, text[len("strata-dir: ") :]
         hidden = os.path.join(folder, ".git", "strata", "repo")
         if os.path.isfile(os.path.join(hidden, "config.toml")):
-            repo = hidden
-            break
+            return folder, hidden
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
         folder = parent
-    path = os.path.join(repo, "watch", "watch.sock")
+
+
+def _find_socket(cwd: str) -> str | None:
+    """The watcher socket of the workspace containing ``cwd``."""
+    found = find_repo(cwd)
+    if found is None:
+        return None
+    path = os.path.join(found[1], "watch", "watch.sock")
     return path if len(os.fsencode(path)) < 100 and os.path.exists(path) else None
 
 

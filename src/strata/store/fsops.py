@@ -62,6 +62,11 @@ from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
 from strata.store.statcache import is_racy, unchanged
 
+try:  # built by setup.py where a C compiler is found
+    from strata import _walk
+except ImportError:  # pragma: no cover - depends on the build
+    _walk = None  # type: ignore[assignment]
+
 __all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "empty_trash", "sync_filesystem"]
 
 
@@ -140,6 +145,8 @@ class WorkspaceWriter:
         trash: Path | None = None,
         reuse_folders: bool = False,
     ) -> None:
+        if _walk is not None:
+            _walk.forget()  # a listing prefetched before this write must not be taken by a scan
         self.root = Path(os.path.realpath(root))
         self._allow_internal = allow_internal
         self._root_fd = os.open(self.root, _DIR_FLAGS)

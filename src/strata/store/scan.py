@@ -79,7 +79,7 @@ from strata.store.tree import EMPTY_TREE, encode_rows
 try:  # compiled by setup.py where a C compiler is found: the walk's per-file calls, in C
     from strata import _walk as native_walk
 except ImportError:  # pragma: no cover - depends on the build
-    native_walk = None
+    native_walk = None  # type: ignore[assignment]
 
 READ_ATTEMPTS = 4
 #: a scan with more files to read than this, or more bytes, reads them on a thread pool
@@ -619,6 +619,8 @@ class Scanner:
                     self._list(folder, folders, warnings)
                 listed += 1
             index += 1
+        if native_walk:
+            native_walk.forget()  # what a prefetch (strata._prefetch) left is for no later walk
         self.folders_listed = listed
         return folders
 

@@ -259,10 +259,14 @@ def _read(path: Path) -> _Loaded:
     """The newest whole save in the files (an empty one when there is none)."""
     loaded = _Loaded()
     loaded.key = _file_key(path)
-    try:
-        raw = _load_file(path)
-    except (OSError, EOFError, ValueError, TypeError):
-        return loaded
+    from strata._prefetch import take_base  # what a command read before loading this module
+
+    raw = take_base(str(path), loaded.key[:4])
+    if raw is None:
+        try:
+            raw = _load_file(path)
+        except (OSError, EOFError, ValueError, TypeError):
+            return loaded
     if not isinstance(raw, dict) or raw.get("version") != VERSION:
         return loaded
     dirs = raw.get("dirs")
