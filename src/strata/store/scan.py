@@ -637,7 +637,7 @@ class Scanner:
         checked by :meth:`_matched` as :meth:`_matches` checks a listing.
         """
         assert native_walk is not None
-        offered: list[int] = []
+        offered: list[tuple[int, Quick]] = []
         items: list[tuple[str, str, tuple[str, ...]]] = []
         for i in range(start, len(folders)):
             folder = folders[i]
@@ -650,14 +650,12 @@ class Scanner:
                 or IGNORE_FILES[1] in quick[0]
             ):
                 continue
-            offered.append(i)
+            offered.append((i, quick))
             items.append((folder.abs, quick[0], quick[2]))
         if not items:
             return
-        for i, found in zip(offered, native_walk.match(items, self.threads), strict=True):
+        for (i, quick), found in zip(offered, native_walk.match(items, self.threads), strict=True):
             if found is not None:
-                quick = self.cache.quick(folders[i].key)
-                assert quick is not None
                 ahead[i] = (quick, found)
 
     def _matched(
