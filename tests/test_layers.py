@@ -21,6 +21,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "leaves",
         (
             "strata._version",
+            "strata._locate",  # where a workspace keeps its repository (os alone)
+            "strata._walk",  # the C walk (native/walk.c)
             "strata.errors",
             "strata.ids",
             "strata.atomic",

@@ -226,7 +226,7 @@ def test_a_no_op_scan_takes_every_folder_through_it(
     assert "d2/e1" in listed
 
 
-# -- prefetch: the walk started before the scan's modules load (strata._prefetch) --------
+# -- prefetch: the walk started before the scan's modules load (strata.store.prefetch) --------
 
 
 def test_a_prefetched_result_is_taken_by_the_next_match_then_forgotten(tmp_path: Path) -> None:
@@ -276,7 +276,7 @@ def test_a_write_to_the_workspace_drops_the_prefetch(tmp_path: Path) -> None:
 def test_a_command_prefetches_the_folders_its_cache_describes(
     ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import strata._prefetch as prefetch
+    import strata.store.prefetch as prefetch
     from strata.store.ignore import IGNORE_FILES
     from strata.store.statcache import forget_memory
 

@@ -37,7 +37,7 @@ def run() -> None:
 
         try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
     if sys.argv[1:2] in (["snapshot"], ["status"]):
-        from strata._prefetch import start
+        from strata.store.prefetch import start
 
         start(sys.argv[1:])  # the walk begins on another core while the modules load
     if sys.argv[1:2] == ["snapshot"]:

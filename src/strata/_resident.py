@@ -39,6 +39,7 @@ import sys
 
 # import nothing but the standard library (_wire: JSON without the json module's 6 ms)
 from strata import _wire
+from strata._locate import find_repo
 from strata.store import served
 from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option
 
@@ -49,34 +50,6 @@ if TYPE_CHECKING:
 READY_TIMEOUT = 2.0
 #: how long to wait while the watcher finishes another caller's command
 QUEUE_TIMEOUT = 65.0
-
-
-def find_repo(cwd: str) -> tuple[str, str] | None:
-    """(workspace folder, repository folder) of the workspace containing ``cwd``, or None.
-
-    Found as ``find_layout`` finds them, with nothing but ``os``.
-    """
-    folder = os.path.realpath(cwd)
-    while True:
-        marker = os.path.join(folder, ".strata")
-        if os.path.lexists(marker):
-            if os.path.isdir(marker) and not os.path.islink(marker):
-                return folder, marker
-            try:
-                with open(marker, encoding="utf-8") as f:
-                    text = f.read().strip()
-            except (OSError, UnicodeDecodeError):
-                return None
-            if not text.startswith("strata-dir: "):
-                return None
-            return folder, text[len("strata-dir: ") :]
-        hidden = os.path.join(folder, ".git", "strata", "repo")
-        if os.path.isfile(os.path.join(hidden, "config.toml")):
-            return folder, hidden
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None
-        folder = parent
 
 
 def _find_socket(cwd: str) -> str | None:

@@ -63,7 +63,7 @@ from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves 
 from strata.store.statcache import is_racy, unchanged
 
 try:  # built by setup.py where a C compiler is found
-    from strata import _walk
+    import strata._walk as _walk
 except ImportError:  # pragma: no cover - depends on the build
     _walk = None  # type: ignore[assignment]
 

@@ -77,7 +77,7 @@ from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
 try:  # compiled by setup.py where a C compiler is found: the walk's per-file calls, in C
-    from strata import _walk as native_walk
+    import strata._walk as native_walk
 except ImportError:  # pragma: no cover - depends on the build
     native_walk = None  # type: ignore[assignment]
 
@@ -620,7 +620,7 @@ class Scanner:
                 listed += 1
             index += 1
         if native_walk:
-            native_walk.forget()  # what a prefetch (strata._prefetch) left is for no later walk
+            native_walk.forget()  # a prefetch (store.prefetch) is for one walk only
         self.folders_listed = listed
         return folders
 

@@ -259,7 +259,7 @@ def _read(path: Path) -> _Loaded:
     """The newest whole save in the files (an empty one when there is none)."""
     loaded = _Loaded()
     loaded.key = _file_key(path)
-    from strata._prefetch import take_base  # what a command read before loading this module
+    from strata.store.prefetch import take_base  # what a command read before loading this module
 
     raw = take_base(str(path), loaded.key[:4])
     if raw is None:

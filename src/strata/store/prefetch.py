@@ -22,10 +22,10 @@ import marshal
 import mmap
 import os
 
-from strata._resident import find_repo
+from strata._locate import find_repo
 
 try:  # built by setup.py where a C compiler is found
-    from strata import _walk
+    import strata._walk as _walk
 except ImportError:  # pragma: no cover - depends on the build
     _walk = None  # type: ignore[assignment]
 
