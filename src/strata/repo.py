@@ -28,25 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 from strata.core import (
     SYSTEM,
-    BookmarkResult,
-    CatResult,
-    ConvertResult,
     Core,
     DiffResult,
     FileDiff,
-    ImportResult,
-    InitResult,
-    OperationRecord,
     Point,
-    RedoResult,
-    RewindResult,
     SnapshotResult,
     StatusResult,
-    UndoResult,
-    maintenance,
-    names,
 )
 from strata.core import check as _check
+from strata.core.results import LATER
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
@@ -60,6 +50,17 @@ if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.core import Transaction
     from strata.core.restore import Recovery
+    from strata.core.results_ops import (
+        BookmarkResult,
+        CatResult,
+        ConvertResult,
+        ImportResult,
+        InitResult,
+        OperationRecord,
+        RedoResult,
+        RewindResult,
+        UndoResult,
+    )
     from strata.core.storage import DiskUsage, GcResult, RepackResult
     from strata.digest import WorkspaceDigest
     from strata.gateway import Approver, ExecResult, Gateway
@@ -90,6 +91,15 @@ __all__ = [
     "StatusResult",
     "UndoResult",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The results of :mod:`strata.core.results_ops`, loaded on first use (a snapshot never)."""
+    if name in LATER:
+        from strata.core import results_ops
+
+        return getattr(results_ops, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _features() -> dict[str, Any]:
@@ -202,6 +212,8 @@ class Repository(Core):
         except BaseException:
             repo.close()
             raise
+        from strata.core.results_ops import InitResult
+
         result = InitResult(
             str(repo.root),
             str(layout.repo),
@@ -251,10 +263,14 @@ class Repository(Core):
         """
         hidden = self.root / GIT_HIDDEN_REPO
         if self.layout.git_backed or not (hidden / "config.toml").is_file():
+            from strata.core.results_ops import ImportResult
+
             return ImportResult()
         source = Repository(Layout(self.root, hidden), author=self.author, clock=self.clock)
         try:
             with source.writing():  # also records a killed run's events first
+                from strata.core import maintenance
+
                 return maintenance.import_events(self, source, author=author or self.author)
         finally:
             source.close()
@@ -409,6 +425,8 @@ class Repository(Core):
 
     def cat(self, oid: str) -> CatResult:
         """An object by id or unique prefix: ``kind`` tree (entries), snapshot (manifest), blob."""
+        from strata.core import maintenance
+
         return maintenance.cat(self, oid)
 
     def check(self, *, progress: Callable[[str], None] | None = None) -> list[str]:
@@ -432,6 +450,8 @@ class Repository(Core):
 
     def operations(self, *, limit: int | None = None) -> list[OperationRecord]:
         """The operation log, newest first."""
+        from strata.core.results_ops import OperationRecord
+
         return [OperationRecord.from_json(o) for o in self.ledger.operations(limit=limit)]
 
     # -- moving the files ------------------------------------------------------------
@@ -523,10 +543,14 @@ class Repository(Core):
 
     def branch_create(self, name: str, ref: str = "HEAD", *, author: Author | None = None) -> str:
         """Create branch ``name`` at ``ref``; return the event id it points at."""
+        from strata.core import names
+
         return names.branch_create(self, name, ref, author=author)
 
     def branch_delete(self, name: str, *, author: Author | None = None) -> str:
         """Remove the name ``name`` (its events stay); return where it pointed."""
+        from strata.core import names
+
         return names.branch_delete(self, name, author=author)
 
     def bookmark(
@@ -539,6 +563,8 @@ class Repository(Core):
         author: Author | None = None,
     ) -> BookmarkResult:
         """Change a bookmark: ``add``, ``move``, ``rename``, ``lock``, ``unlock`` or ``delete``."""
+        from strata.core import names
+
         return names.bookmark(self, action, name, ref=ref, new_name=new_name, author=author)
 
     def undo(self, *, author: Author | None = None) -> UndoResult:
@@ -769,6 +795,8 @@ class Repository(Core):
         The old store is kept beside the new one (``ledger.db.old`` or
         ``ledger.old/``) until the next conversion.
         """
+        from strata.core import maintenance
+
         return maintenance.convert_ledger(self, to)
 
     # -- storage: gc, repack, du ------------------------------------------------------

@@ -4,6 +4,8 @@ Feature packages (``runs/``, ``workbench/`` and those to come) build on these
 names only; see ``docs/architecture.md``.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from strata.core.core import (
     MANIFEST_FORMAT,
     SYSTEM,
@@ -13,23 +15,38 @@ from strata.core.core import (
     watched_folders,
 )
 from strata.core.results import (
-    BookmarkResult,
-    CatResult,
-    ConvertResult,
+    LATER,
     DiffResult,
     FileDiff,
-    ImportResult,
-    InitResult,
-    OperationRecord,
     Point,
-    RedoResult,
-    RewindResult,
     SnapshotResult,
     StatusResult,
-    UndoResult,
 )
 from strata.core.transaction import Transaction
 from strata.core.workspace import Scan, Workspace
+
+if TYPE_CHECKING:
+    from strata.core.results_ops import (
+        BookmarkResult,
+        CatResult,
+        ConvertResult,
+        ImportResult,
+        InitResult,
+        OperationRecord,
+        RedoResult,
+        RewindResult,
+        UndoResult,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """The results :mod:`strata.core.results_ops` defines, loaded on first use."""
+    if name in LATER:
+        from strata.core import results_ops
+
+        return getattr(results_ops, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "MANIFEST_FORMAT",

@@ -57,7 +57,7 @@ from strata.store.objects import DiskObjectStore, ObjectStore
 from strata.store.tree import EMPTY_TREE, TreeEntry
 
 if TYPE_CHECKING:
-    from strata.core.results import OperationRecord
+    from strata.core.results_ops import OperationRecord
     from strata.core.transaction import Transaction
     from strata.store.watch import Answer, ChangeMonitor
 

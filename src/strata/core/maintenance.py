@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.core.results import CatResult, ConvertResult, ImportResult
+from strata.core.results_ops import CatResult, ConvertResult, ImportResult
 from strata.errors import AmbiguousRef, CorruptRepository, UnknownRef, UsageError
 from strata.ids import HEX_PREFIX, ObjectId, SnapshotId, is_object_id
 from strata.layout import LEDGER_DRIVERS, load_config, set_ledger_driver

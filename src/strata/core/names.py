@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strata.core.results import BookmarkResult
+from strata.core.results_ops import BookmarkResult
 from strata.errors import BookmarkLocked, BranchInUse, NameTaken, UnknownRef, UsageError
 from strata.ids import EventId
 from strata.ledger.events import Author

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.atomic import atomic_write, fsync_dir
-from strata.core.results import Point, RewindResult
+from strata.core.results import Point
+from strata.core.results_ops import RewindResult
 from strata.errors import (
     CorruptRepository,
     DiskFull,

@@ -20,7 +20,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strata.core.restore import restore_into
-from strata.core.results import OperationRecord, Point, RedoResult, UndoResult
+from strata.core.results import Point
+from strata.core.results_ops import OperationRecord, RedoResult, UndoResult
 from strata.errors import CorruptRepository, DraftOpen, UndoError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, EventType
