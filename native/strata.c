@@ -585,6 +585,31 @@ static int read_line(int sock, struct buf *line, struct buf *rest) {
 
 static char g_interrupted[512] = "error: interrupted\n";
 
+/* --json among the command's own arguments (before "--"), as the command line reads it */
+static int wants_json(int argc, char **argv) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            return 0;
+        if (!strcmp(argv[i], "--json"))
+            return 1;
+    }
+    return 0;
+}
+
+/* an error as the command line prints it: "error:"/"hint:" lines, or one JSON line under
+ * --json (message and hint hold nothing JSON must escape: ASCII words, quotes, a pid) */
+static void error_text(char *out, size_t size, int json, const char *type, const char *message,
+                       const char *hint) {
+    if (json)
+        snprintf(out, size,
+                 "{\"schema\": 1, \"error\": {\"type\": \"%s\", \"message\": \"%s\", "
+                 "\"hint\": %s%s%s}}\n",
+                 type, message, hint ? "\"" : "", hint ? hint : "null", hint ? "\"" : "");
+    else
+        snprintf(out, size, "error: %s\n%s%s%s", message, hint ? "hint: " : "", hint ? hint : "",
+                 hint ? "\n" : "");
+}
+
 static void on_interrupt(int sig) {
     (void)sig;
     ssize_t ignored = write(2, g_interrupted, strlen(g_interrupted));
@@ -857,6 +882,10 @@ int main(int argc, char **argv) {
     if (request.len > MAX_REQUEST)
         run_python();
 
+    int json = wants_json(argc, argv);
+    char interrupted[sizeof g_interrupted];
+    error_text(interrupted, sizeof interrupted, json, "Interrupted", "interrupted", NULL);
+    memcpy(g_interrupted, interrupted, sizeof interrupted); /* no handler is installed yet */
     struct sigaction sa = {0}, caller_int, caller_pipe;
     sa.sa_handler = on_interrupt;
     sigemptyset(&sa.sa_mask);
@@ -889,11 +918,12 @@ int main(int argc, char **argv) {
     if (ready.v != 1 || !ready.ready)
         goto fall_back;
     /* From "go" on the watcher may have started: never fall back. */
-    char handed[sizeof g_interrupted];
-    snprintf(handed, sizeof handed,
-             "error: interrupted; the watcher (pid %ld) finishes 'strata %s' (it may have "
-             "recorded it)\nhint: see 'strata history' and 'strata status'\n",
+    char handed[sizeof g_interrupted], message[256];
+    snprintf(message, sizeof message,
+             "interrupted; the watcher (pid %ld) finishes 'strata %s' (it may have recorded it)",
              ready.pid, argv[1]);
+    error_text(handed, sizeof handed, json, "Interrupted", message,
+               "see 'strata history' and 'strata status'");
     sigset_t block, saved;
     sigemptyset(&block);
     sigaddset(&block, SIGINT);
@@ -903,7 +933,7 @@ int main(int argc, char **argv) {
     if (!send_all(sock, "{\"go\": true}\n", 13)) {
         /* not sent whole: the watcher ignores a partial line and runs nothing */
         sigprocmask(SIG_BLOCK, &block, &saved);
-        strcpy(g_interrupted, "error: interrupted\n");
+        memcpy(g_interrupted, interrupted, sizeof interrupted);
         sigprocmask(SIG_SETMASK, &saved, NULL);
         goto fall_back;
     }
@@ -911,10 +941,14 @@ int main(int argc, char **argv) {
     struct reply done;
     if (!read_line(sock, &line, &rest) || !parse_reply(line.data, line.len, &done) ||
         !done.done || !done.has_code) {
-        fprintf(stderr,
-                "error: the watcher (pid %ld) stopped while running 'strata %s'; it may or may "
-                "not have recorded it\nhint: see 'strata history' and 'strata check'\n",
-                ready.pid, argv[1]);
+        char stopped[512];
+        snprintf(message, sizeof message,
+                 "the watcher (pid %ld) stopped while running 'strata %s'; it may or may not "
+                 "have recorded it",
+                 ready.pid, argv[1]);
+        error_text(stopped, sizeof stopped, json, "WatcherStopped", message,
+                   "see 'strata history' and 'strata check'");
+        fputs(stopped, stderr);
         return 1;
     }
     close(sock);

@@ -370,8 +370,28 @@ def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
     assert len(watcher.runs()) == 1  # served: the Python command never ran
 
 
+def _error_of(stderr: str, as_json: bool) -> tuple[str, str, str | None]:
+    """(type, message, hint) of the error a client printed, in either form."""
+    if as_json:
+        [line] = stderr.splitlines()
+        body = json.loads(line)
+        assert body["schema"] == 1
+        return body["error"]["type"], body["error"]["message"], body["error"]["hint"]
+    lines = stderr.splitlines()
+    assert lines[0].startswith("error: ")
+    hint = lines[1].removeprefix("hint: ") if len(lines) > 1 else None
+    return "", lines[0].removeprefix("error: "), hint
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("which", ["native", "python"])
 def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again(
-    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+    which: str,
+    as_json: bool,
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
 ) -> None:
     def answer(conn: socket.socket, request: dict[str, Any]) -> None:
         send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
@@ -380,25 +400,34 @@ def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again
     watcher = scripted(answer)
     (workspace / "b.txt").write_text("b\n")
     proc = subprocess.run(
-        [client, "snapshot", "-m", "x"],
+        [client, "snapshot", "-m", "x", *(["--json"] if as_json else [])],
         cwd=workspace,
-        env=run_cli.env(),
+        env={**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"},
         capture_output=True,
         text=True,
         check=False,
     )
     assert proc.returncode == 1
-    assert proc.stderr.startswith(
-        "error: the watcher (pid 4242) stopped while running 'strata snapshot'"
-    )
+    assert proc.stdout == ""
+    kind, message, hint = _error_of(proc.stderr, as_json)
+    assert kind == ("WatcherStopped" if as_json else "")
+    assert message.startswith("the watcher (pid 4242) stopped while running 'strata snapshot'")
+    assert hint == "see 'strata history' and 'strata check'"
     assert len(watcher.runs()) == 1  # never fell back to run it here
     watcher.close()
     history = json.loads(run_cli("history", "--json", cwd=workspace)[1])
     assert [e["rationale"] for e in history] == ["base"]  # nothing recorded twice, or at all
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+@pytest.mark.parametrize("which", ["native", "python"])
 def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
-    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+    which: str,
+    as_json: bool,
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
 ) -> None:
     handed = threading.Event()
 
@@ -410,18 +439,22 @@ def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
 
     scripted(answer)
     proc = subprocess.Popen(
-        [client, "rewind", "HEAD~1"],
+        [client, "rewind", "HEAD~1", *(["--json"] if as_json else [])],
         cwd=workspace,
-        env=run_cli.env(),
+        env={**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert handed.wait(10)
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=10)
     assert proc.returncode == 130
-    assert err.startswith("error: interrupted; the watcher (pid 4242) finishes 'strata rewind'")
+    assert out == ""
+    kind, message, hint = _error_of(err, as_json)
+    assert kind == ("Interrupted" if as_json else "")
+    assert message.startswith("interrupted; the watcher (pid 4242) finishes 'strata rewind'")
+    assert hint == "see 'strata history' and 'strata status'"
 
 
 @pytest.mark.parametrize(

@@ -113,13 +113,27 @@ def try_resident(argv: list[str]) -> bool:
     except KeyboardInterrupt:
         if _handed_over:  # the watcher runs it: Ctrl-C ends only this side
             pid, command = _handed_over
-            sys.stderr.write(
-                f"error: interrupted; the watcher (pid {pid}) finishes 'strata {command}' "
-                "(it may have recorded it)\nhint: see 'strata history' and 'strata status'\n"
+            _error(
+                argv,
+                "Interrupted",
+                f"interrupted; the watcher (pid {pid}) finishes 'strata {command}' "
+                "(it may have recorded it)",
+                "see 'strata history' and 'strata status'",
             )
         else:
-            sys.stderr.write("error: interrupted\n")
+            _error(argv, "Interrupted", "interrupted", None)
         sys.exit(130)
+
+
+def _error(argv: list[str], kind: str, message: str, hint: str | None) -> None:
+    """Report an error on stderr as the command line does (one JSON line under ``--json``)."""
+    own = argv[: argv.index("--")] if "--" in argv else argv
+    if "--json" in own:
+        body = {"schema": 1, "error": {"type": kind, "message": message, "hint": hint}}
+        sys.stderr.write(_wire.dumps(body, ensure_ascii=False) + "\n")
+    else:
+        sys.stderr.write(f"error: {message}\n" + (f"hint: {hint}\n" if hint else ""))
+    sys.stderr.flush()
 
 
 #: (watcher pid, command) once a command has been handed to the watcher
@@ -180,7 +194,7 @@ def _try_resident(argv: list[str]) -> bool:
         return False
     code = (done or {}).get("code")
     if done is None or not isinstance(code, int):
-        _stopped(started, argv[0])
+        _stopped(started, argv)
     _print(done.get("output"))
     _exit(code)
 
@@ -195,14 +209,15 @@ def _exit(code: int) -> NoReturn:
     os._exit(code)
 
 
-def _stopped(ready: dict[str, object] | None, command: str) -> NoReturn:
+def _stopped(ready: dict[str, object] | None, argv: list[str]) -> NoReturn:
     pid = (ready or {}).get("pid")
-    sys.stderr.write(
-        f"error: the watcher (pid {pid}) stopped while running 'strata {command}'; "
-        "it may or may not have recorded it\n"
-        "hint: see 'strata history' and 'strata check'\n"
+    _error(
+        argv,
+        "WatcherStopped",
+        f"the watcher (pid {pid}) stopped while running 'strata {argv[0]}'; "
+        "it may or may not have recorded it",
+        "see 'strata history' and 'strata check'",
     )
-    sys.stderr.flush()
     sys.exit(1)
 
 
