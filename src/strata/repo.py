@@ -36,7 +36,7 @@ from strata.core import (
     StatusResult,
 )
 from strata.core import check as _check
-from strata.core.results import LATER
+from strata.core.results import later
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
@@ -95,11 +95,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     """The results of :mod:`strata.core.results_ops`, loaded on first use (a snapshot never)."""
-    if name in LATER:
-        from strata.core import results_ops
-
-        return getattr(results_ops, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return later(__name__, name)
 
 
 def _features() -> dict[str, Any]:

@@ -15,12 +15,12 @@ from strata.core.core import (
     watched_folders,
 )
 from strata.core.results import (
-    LATER,
     DiffResult,
     FileDiff,
     Point,
     SnapshotResult,
     StatusResult,
+    later,
 )
 from strata.core.transaction import Transaction
 from strata.core.workspace import Scan, Workspace
@@ -41,11 +41,7 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """The results :mod:`strata.core.results_ops` defines, loaded on first use."""
-    if name in LATER:
-        from strata.core import results_ops
-
-        return getattr(results_ops, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return later(__name__, name)
 
 
 __all__ = [

@@ -347,9 +347,14 @@ LATER = frozenset(
 )
 
 
-def __getattr__(name: str) -> Any:
+def later(module: str, name: str) -> Any:
+    """A module's ``__getattr__`` (PEP 562) for the names of :data:`LATER`: loads them."""
     if name in LATER:
         from strata.core import results_ops
 
         return getattr(results_ops, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def __getattr__(name: str) -> Any:
+    return later(__name__, name)
