@@ -849,6 +849,12 @@ def client() -> str:
         return "native (native/strata.c)" if f.read(4) == b"\x7fELF" else "Python"
 
 
+def walk() -> str:
+    """Which walk the measured code makes: ``strata._walk`` in C where it is built beside it."""
+    built = any((STRATA_SRC / "strata").glob("_walk.*.so"))
+    return "C (strata._walk, native/walk.c)" if built else "Python"
+
+
 def describe_src() -> str:
     if STRATA_SRC != ROOT / "src":
         return f"commit {STRATA_SRC.parent.name.removeprefix('strata-')} (exported with --rev)"

@@ -663,6 +663,7 @@ def main() -> None:
     began = time.perf_counter()
     machine = sb.machine()
     client = sb.client()  # (before a --rev export is deleted)
+    walk = sb.walk()
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     sb.run(strata("--help"), work)  # untimed: Python writes its bytecode caches
     bench = Bench(args.runs, args.heavy_runs, args.seed, args.no_watcher)
@@ -694,6 +695,7 @@ def main() -> None:
         "machine": machine,
         "invocation": " ".join([sys.executable, *sys.argv]),
         "client": client,
+        "walk": walk,
         "runs": args.runs,
         "watcher": bench.watchers,
         "load_end": loadavg(),
@@ -711,6 +713,7 @@ def main() -> None:
         print(f"* {k}: {v}")
     print(f"* invocation: {report['invocation']}")
     print(f"* client: {report['client']}")
+    print(f"* walk: {report['walk']}")
     print(f"* runs: {args.runs} (export: {args.heavy_runs}); medians")
     for tree, how in bench.watchers.items():
         print(f"* watcher in the {tree} workspace: {how}")
