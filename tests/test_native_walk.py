@@ -23,8 +23,12 @@ from strata import Repository
 
 native = scan_module.native_walk
 
+#: installed with STRATA_NO_NATIVE_BUILD=1 (setup.py): the Python walk alone
+NOT_BUILT = os.environ.get("STRATA_NO_NATIVE_BUILD") == "1"
+
 pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="strata._walk is built on Linux only"
+    not sys.platform.startswith("linux") or (NOT_BUILT and native is None),
+    reason="strata._walk is built on Linux only, and not with STRATA_NO_NATIVE_BUILD=1",
 )
 
 
