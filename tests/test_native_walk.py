@@ -318,3 +318,28 @@ def test_a_command_prefetches_the_folders_its_cache_describes(
         prefetch.start(argv)
         assert len(offered) == (1 if argv[:1] == ["status"] else 0)
         native.forget()
+
+
+def test_no_prefetch_on_one_core_or_when_turned_off(
+    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import strata.store.prefetch as prefetch
+    from strata.store.statcache import forget_memory
+
+    make_tree(ws, {"a/f.txt": "a\n"})  # type: ignore[operator]
+    repo.snapshot()
+    calls: list[int] = []
+    monkeypatch.setattr(prefetch._walk, "prefetch", lambda items, threads: calls.append(threads))
+    monkeypatch.chdir(ws)
+    forget_memory()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    prefetch.start(["status"])
+    assert calls == []  # nothing would run beside the imports: no thread is started
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3})
+    prefetch.start(["status"])
+    assert calls == [3]
+    calls.clear()
+    monkeypatch.setenv("STRATA_NO_PREFETCH", "1")
+    prefetch.start(["status"])
+    assert calls == []
+    prefetch._base = None

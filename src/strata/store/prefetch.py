@@ -58,6 +58,12 @@ def start(argv: list[str]) -> None:
     if os.environ.get("STRATA_NO_PREFETCH") == "1":
         return
     try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    if cores < 2:
+        return  # nothing would run beside the loading of modules: the scan walks as usual
+    try:
         found = find_repo(os.getcwd())
         if found is None:
             return
@@ -91,8 +97,4 @@ def start(argv: list[str]) -> None:
             continue
         items.append((f"{root}/{key}" if key else root, order, record[2]))
     if items:
-        try:
-            cores = len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            cores = os.cpu_count() or 1
-        _walk.prefetch(items, max(1, cores - 1))  # this thread goes on loading modules
+        _walk.prefetch(items, cores - 1)  # this thread goes on loading modules
