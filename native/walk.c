@@ -651,4 +651,13 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__walk(void) { return PyModule_Create(&module); }
+/* a forked child has none of the prefetch's threads: it must never join them */
+static void forget_in_child(void) { pending = NULL; /* (its memory is left as it is) */ }
+
+PyMODINIT_FUNC PyInit__walk(void) {
+    if (pthread_atfork(NULL, NULL, forget_in_child) != 0) {
+        PyErr_SetString(PyExc_OSError, "strata._walk: pthread_atfork failed");
+        return NULL;
+    }
+    return PyModule_Create(&module);
+}

@@ -343,3 +343,32 @@ def test_no_prefetch_on_one_core_or_when_turned_off(
     prefetch.start(["status"])
     assert calls == []
     prefetch._base = None
+
+
+def test_a_forked_child_does_not_wait_for_its_parents_prefetch(tmp_path: Path) -> None:
+    import time
+
+    for i in range(3000):  # enough that the prefetch still runs when the process forks
+        (tmp_path / f"d{i}").mkdir()
+        (tmp_path / f"d{i}" / "f").write_text("x")
+    items = [(str(tmp_path / f"d{i}"), "f", ()) for i in range(3000)]
+    native.prefetch(items, 1)
+    pid = os.fork()
+    if pid == 0:  # the child: its copy of the prefetch has no threads to join
+        code = 1
+        try:
+            found = native.match(items, 1)  # works the items out itself
+            code = 0 if all(f is not None for f in found) else 2
+            native.forget()
+        finally:
+            os._exit(code)
+    deadline = time.monotonic() + 20
+    done, status = os.waitpid(pid, os.WNOHANG)
+    while not done and time.monotonic() < deadline:
+        time.sleep(0.05)
+        done, status = os.waitpid(pid, os.WNOHANG)
+    if not done:  # waiting for a thread only its parent has
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    native.forget()
+    assert done and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
