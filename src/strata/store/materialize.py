@@ -65,6 +65,8 @@ class RestoreReport:
     skipped: list[str] = field(default_factory=list)
     #: replaced files moved to the trash (not yet deleted)
     trashed: int = 0
+    #: the disk space those hold (allocated blocks)
+    trashed_bytes: int = 0
 
     @property
     def restored_paths(self) -> list[str]:
@@ -209,7 +211,8 @@ def apply_actions(
     """Carry out a restore plan; each action checks the path before touching it.
 
     Files it replaces go to ``trash`` when given (the caller empties it:
-    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many).
+    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many,
+    ``report.trashed_bytes`` how much space they hold).
     ``verified``: object id -> the object's bytes, already read and checked
     against the id (:func:`strata.core.restore.check_before_writing`): those
     are written as they are, not read from the store again.
@@ -238,6 +241,7 @@ def apply_actions(
         if recovering:
             _remove_temp_files(ws, root, actions)
         report.trashed = ws.trashed
+        report.trashed_bytes = ws.trashed_bytes
     if actions:  # (nothing written, nothing to flush)
         sync_filesystem(root)
     return report
