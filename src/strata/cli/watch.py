@@ -468,7 +468,10 @@ class _TrashKeeper:
         self._empty(self.busy)
 
     def close(self) -> None:
-        """The watcher stops (no command runs any more): empty every trash now."""
+        """The watcher stops (no command runs any more): empty every trash now.
+
+        Called again (the server closed first), it finds nothing left.
+        """
         from strata.store import served
 
         served.keep_trash(None)
@@ -630,6 +633,7 @@ def _serve_only(
         server.start({"capture": False, "auto": idle is not None})
         lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle, monitor)
         keeper = _TrashKeeper(repo.layout.trash, _trash_idle(repo), lambda: server.busy)
+        server.before_release = keeper.close  # a watcher stopped has emptied its trash
         try:
             _wait_until_stopped(repo, stop.set, stop.wait, as_json, lifetime, keeper)
         finally:
@@ -897,6 +901,7 @@ def _watch(
             assert monitor is not None
             lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle, monitor)
             keeper = _TrashKeeper(repo.layout.trash, _trash_idle(repo), lambda: server.busy)
+            server.before_release = keeper.close  # a watcher stopped has emptied its trash
             _wait_until_stopped(repo, capture.request_stop, capture.wait, as_json, lifetime, keeper)
     finally:
         if keeper is not None:  # (the server is closed: no command runs any more)
