@@ -511,11 +511,11 @@ def test_a_stopping_watcher_empties_the_trash(
 ) -> None:
     """Before ``strata watch --stop`` returns: the workspace may be deleted right after."""
     ws = _workspace(tmp_path / "ws")
-    one, _two = _two_states(ws, run_cli, 10)
+    one, _two = _two_states(ws, run_cli, 2000)  # (its deletion takes a while)
     _trash_idle(ws, 600)
     served(ws)
     assert run_cli("rewind", one, cwd=ws)[0] == 0
-    assert len(_trash(ws)) == 10
+    assert len(_trash(ws)) == 2000
     assert run_cli("watch", "--stop", cwd=ws)[0] == 0
     assert _trash(ws) == [], "the watcher stopped and left the trash full"
 
