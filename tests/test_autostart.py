@@ -122,6 +122,7 @@ def test_off_switches_and_help_start_no_watcher(
     for name, setting, says in (
         ("bad", 'auto = "yes"', "watch.auto is not true or false"),
         ("bad2", "idle_timeout = -1", "watch.idle_timeout"),
+        ("bad4", 'trash_idle = "soon"', "watch.trash_idle is not a number of seconds"),
         # a misspelt setting is refused, not ignored (it would leave the watcher on)
         ("bad3", "auot = false", "watch.auot is not a setting"),
     ):

@@ -124,6 +124,28 @@ def test_streaming_writer_commit(store: ObjectStore) -> None:
     assert b"".join(verified_chunks(store, oid)) == data
 
 
+def test_a_small_object_comes_in_one_chunk_and_a_large_one_in_bounded_chunks(
+    tmp_path: Path,
+) -> None:
+    """One decompression for an object up to CHUNK; never more than CHUNK at once.
+
+    3 MiB of zeros make a tiny frame: its size alone must not let it be
+    decompressed whole. Loose and packed objects alike.
+    """
+    store = DiskObjectStore(tmp_path / "objects")
+    small, large = os.urandom(20_000), bytes(3 * CHUNK)
+    oids = {data: store.put(data) for data in (small, large, b"")}
+    for packed in (False, True):
+        if packed:
+            store.repack(packs=store.packs(), loose=list(store.loose_ids()))
+            assert list(store.loose_ids()) == []
+        for data, oid in oids.items():
+            chunks = list(store.iter_chunks(oid))
+            assert b"".join(chunks) == data
+            assert len(chunks) == (0 if not data else 1 if len(data) <= CHUNK else 3)
+            assert all(len(c) <= CHUNK for c in chunks)
+
+
 def test_streaming_writer_of_known_content_keeps_one_copy(store: ObjectStore) -> None:
     oid = store.put(b"already here")
     writer = store.writer()

@@ -390,9 +390,8 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
 ) -> None:
     """After a served rewind the next scan knows every file written, and sees every edit after.
 
-    The files a rewind replaces go to the repository's trash, emptied once the
-    asker has its answer; the watcher then reads what the rewind wrote into
-    the stat cache, so the next rewind's auto-save hashes nothing again.
+    Once the asker has its answer the watcher reads what the rewind wrote
+    into the stat cache, so the next rewind's auto-save hashes nothing again.
     """
     from strata.store.statcache import StatCache, forget_memory
 
@@ -407,7 +406,6 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
         (ws / "pkg0" / f"f{i}.txt").write_text(f"two {i}\n")
     assert run_cli("snapshot", "-m", "two", cwd=ws)[0] == 0
     served(ws)
-    trash = ws / ".strata" / "trash"
 
     code, out, err = run_cli("rewind", one, cwd=ws)
     assert code == 0, err
@@ -418,7 +416,7 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
         forget_memory()
         files = StatCache(ws / ".strata" / "statcache").get("pkg0")
         known = files.files if files is not None else {}
-        return (not trash.exists() or not os.listdir(trash)) and all(
+        return all(
             f"f{i}.txt" in known
             and known[f"f{i}.txt"][4] == (ws / "pkg0" / f"f{i}.txt").stat().st_ino
             for i in range(30)
@@ -426,9 +424,7 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
 
     deadline = time.monotonic() + 20
     while not settled():
-        assert time.monotonic() < deadline, (
-            "the trash or the stat cache was never brought up to date"
-        )
+        assert time.monotonic() < deadline, "the stat cache was never brought up to date"
         time.sleep(0.05)
 
     code, out, err = run_cli("status", "--json", cwd=ws)
@@ -440,3 +436,120 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
     assert code == 0, err
     assert sorted(json.loads(out)["changed_paths"]) == ["pkg0/f3.txt", "pkg0/f4.txt"]
     assert run_cli("check", cwd=ws)[0] == 0
+
+
+def _two_states(ws: Path, run_cli: Any, files: int) -> tuple[str, str]:
+    """Record ``files`` files twice over with other content; the ids of the two snapshots."""
+    ids = []
+    for state in ("one", "two"):
+        for i in range(files):
+            (ws / "pkg0" / f"f{i}.txt").write_text(f"{state} {i}\n" * 100)
+        if state == "one":
+            assert run_cli("init", cwd=ws)[0] == 0
+        assert run_cli("snapshot", "-m", state, cwd=ws)[0] == 0
+        out = run_cli("history", "--json", "--limit", "1", cwd=ws)[1]
+        ids.append(json.loads(out)[0]["id"])
+    return ids[0], ids[1]
+
+
+def _trash_idle(ws: Path, seconds: float) -> None:
+    with (ws / ".strata" / "config.toml").open("a") as config:
+        config.write(f"\n[watch]\ntrash_idle = {seconds}\n")
+
+
+def _trash(ws: Path) -> list[str]:
+    trash = ws / ".strata" / "trash"
+    return sorted(os.listdir(trash)) if trash.exists() else []
+
+
+def _wait_for_empty_trash(ws: Path, within: float, why: str) -> float:
+    """Wait until the trash is empty; return how long it took."""
+    start = time.monotonic()
+    while _trash(ws):
+        assert time.monotonic() - start < within, why
+        time.sleep(0.05)
+    return time.monotonic() - start
+
+
+def test_a_served_rewind_leaves_the_replaced_files_until_the_workspace_is_quiet(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """The watcher deletes what a rewind replaced once nothing happened for [watch] trash_idle.
+
+    Not at once (deleting many files slows creating many for a while after:
+    the next rewind would pay for it); ``strata du`` counts the trash; a
+    change in the workspace puts the deletion off again.
+    """
+    ws = _workspace(tmp_path / "ws")
+    one, _two = _two_states(ws, run_cli, 20)
+    _trash_idle(ws, 3)
+    served(ws)
+
+    code, out, err = run_cli("rewind", one, cwd=ws)
+    assert code == 0, err
+    assert _status(run_cli, ws)["commands_run"] == 1  # the rewind was served
+    assert len(_trash(ws)) == 20  # the replaced files wait
+    code, out, err = run_cli("du", "--json", cwd=ws)
+    assert code == 0, err
+    held = sum((ws / ".strata" / "trash" / name).stat().st_size for name in _trash(ws))
+    assert json.loads(out)["kinds"]["trash"] == held > 20 * 600
+    assert run_cli("status", cwd=ws)[0] == 0  # a request: quiet from here
+    time.sleep(1.5)
+    (ws / "pkg1" / "new.txt").write_text("a change: quiet from here\n")
+    time.sleep(2)  # 3.5 s after the status, 2 s after the change
+    assert len(_trash(ws)) == 20, "the trash was emptied while the workspace was not quiet"
+    took = _wait_for_empty_trash(ws, 15, "the trash was never emptied once the workspace was quiet")
+    assert took < 10
+    code, out, err = run_cli("du", "--json", cwd=ws)
+    assert json.loads(out)["kinds"]["trash"] == 0
+    assert all((ws / "pkg0" / f"f{i}.txt").read_text() == f"one {i}\n" * 100 for i in range(20))
+    assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_a_stopping_watcher_empties_the_trash(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """Before ``strata watch --stop`` returns: the workspace may be deleted right after."""
+    ws = _workspace(tmp_path / "ws")
+    one, _two = _two_states(ws, run_cli, 2000)  # (its deletion takes a while)
+    _trash_idle(ws, 600)
+    served(ws)
+    assert run_cli("rewind", one, cwd=ws)[0] == 0
+    assert len(_trash(ws)) == 2000
+    assert run_cli("watch", "--stop", cwd=ws)[0] == 0
+    assert _trash(ws) == [], "the watcher stopped and left the trash full"
+
+
+def test_what_a_killed_watcher_left_in_the_trash_is_deleted_later(
+    tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
+) -> None:
+    """A watcher killed with the trash full: the repository is sound, the next one empties it.
+
+    The trash is never workspace content: the workspace is clean, as rewound.
+    A rewind run without a watcher empties it at once too.
+    """
+    ws = _workspace(tmp_path / "ws")
+    one, two = _two_states(ws, run_cli, 10)
+    _trash_idle(ws, 1)
+    pid = served(ws)["pid"]
+    assert run_cli("rewind", one, cwd=ws)[0] == 0
+    os.kill(pid, signal.SIGKILL)
+    assert len(_trash(ws)) == 10
+    code, out, err = run_cli("check", cwd=ws, env={"STRATA_NO_DAEMON": "1"})
+    assert code == 0, out + err
+    code, out, err = run_cli("status", "--json", cwd=ws, env={"STRATA_NO_DAEMON": "1"})
+    assert code == 0, err
+    assert json.loads(out)["clean"] is True
+    assert len(_trash(ws)) == 10
+
+    served(ws)  # finds the leftovers, deletes them once quiet
+    _wait_for_empty_trash(ws, 15, "the next watcher never deleted the leftovers")
+    assert run_cli("rewind", two, cwd=ws)[0] == 0  # (served: leaves its own)
+    assert len(_trash(ws)) == 10
+    assert run_cli("watch", "--stop", cwd=ws)[0] == 0
+    assert _trash(ws) == [], "the watcher stopped and left the trash full"
+    (ws / ".strata" / "trash" / "left-by-a-killed-process").write_text("x\n")
+    code, out, err = run_cli("rewind", one, cwd=ws, env={"STRATA_NO_DAEMON": "1"})
+    assert code == 0, err
+    assert _trash(ws) == []  # no watcher: emptied at once, leftovers too
+    assert run_cli("check", cwd=ws, env={"STRATA_NO_DAEMON": "1"})[0] == 0

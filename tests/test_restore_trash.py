@@ -10,6 +10,8 @@ is ever written.
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -163,3 +165,72 @@ def test_the_check_refuses_a_corrupt_object_before_any_write(tmp_path: Path) -> 
     with pytest.raises(CorruptRepository):
         check_before_writing(repo.objects, tmp_path, actions)
     assert not (tmp_path / "f0").exists() and not (tmp_path / "f1").exists()
+
+
+@pytest.fixture
+def keeping_watcher() -> Iterator[Callable[[int], None]]:
+    """``keep(cap)``: this process keeps its trash as a watcher does (undone at the end)."""
+    from strata.store import served
+
+    yield served.keep_trash
+    served.keep_trash(None)
+    served.take_kept_trash()
+
+
+def _rewind_served(repo: Repository, ref: str) -> None:
+    """``repo.rewind(ref)`` as a watcher runs it for an asker, then the answer is sent."""
+    from strata.store import served
+
+    served.serving()
+    try:
+        repo.rewind(ref)
+    finally:
+        served.replied()
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_watcher_keeps_the_replaced_files_until_its_cap_then_empties_at_once(
+    tmp_path: Path, keeping_watcher: Callable[[int], None]
+) -> None:
+    """Replaced files wait in a watcher's trash, up to a cap; a rewind past it empties it.
+
+    Without a watcher (the first rewind) the trash is emptied before the
+    command ends; a watcher leaves it for when the workspace is quiet, unless
+    what it would then hold passes the cap: then it is emptied once the
+    asker has its answer, with what earlier commands left.
+    """
+    from strata.store import served
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for i in range(10):
+        (ws / f"f{i}.bin").write_bytes(bytes([i]) * 40_000)
+    repo = Repository.init(ws)
+    one = repo.snapshot("one").event
+    for i in range(10):
+        (ws / f"f{i}.bin").write_bytes(bytes([i + 100]) * 40_000)
+    two = repo.snapshot("two").event
+    assert one is not None and two is not None
+    trash = repo.layout.trash
+
+    repo.rewind(one.id)  # no watcher: emptied at once
+    assert _names(trash) == []
+
+    keeping_watcher(1 << 20)
+    _rewind_served(repo, two.id)
+    assert len(_names(trash)) == 10  # left for the watcher: 400 kB of its 1 MiB
+    assert served.kept_trash() == {
+        str(trash): sum((trash / n).lstat().st_blocks * 512 for n in _names(trash))
+    }
+    assert all((ws / f"f{i}.bin").read_bytes() == bytes([i + 100]) * 40_000 for i in range(10))
+    _rewind_served(repo, one.id)
+    assert len(_names(trash)) == 20  # 800 kB
+
+    _rewind_served(repo, two.id)  # 1.2 MB would pass the cap: emptied after the answer
+    deadline = time.monotonic() + 10
+    while _names(trash):
+        assert time.monotonic() < deadline, "the trash past its cap was not emptied"
+        time.sleep(0.02)
+    assert served.kept_trash() == {}
+    assert all((ws / f"f{i}.bin").read_bytes() == bytes([i + 100]) * 40_000 for i in range(10))
+    assert repo.check() == []

@@ -233,7 +233,7 @@ def _claim(workspace: Path, repo: Path) -> None:
 
 
 #: the settings of ``[watch]`` in config.toml
-WATCH_SETTINGS = ("auto", "capture", "idle_timeout")
+WATCH_SETTINGS = ("auto", "capture", "idle_timeout", "trash_idle")
 
 
 def load_config(layout: Layout) -> Config:
@@ -354,6 +354,9 @@ def watch_problem(raw: dict[str, Any]) -> str | None:
     idle = watch.get("idle_timeout", 1)
     if isinstance(idle, bool) or not isinstance(idle, int | float) or idle <= 0:
         return "watch.idle_timeout is not a number of seconds above 0"
+    trash_idle = watch.get("trash_idle", 0)
+    if isinstance(trash_idle, bool) or not isinstance(trash_idle, int | float) or trash_idle < 0:
+        return "watch.trash_idle is not a number of seconds (0 or more)"
     return None
 
 

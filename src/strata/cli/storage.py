@@ -112,6 +112,7 @@ _KIND_NAMES = {
     "draft": "Draft folder",
     "stat_caches": "stat caches",
     "git_map": "git import map",
+    "trash": "trash (replaced)",
     "other": "other",
 }
 

@@ -706,6 +706,7 @@ def disk_usage(core: Core, plan: GcPlan) -> DiskUsage:
         "draft": 0,
         "stat_caches": 0,
         "git_map": 0,
+        "trash": 0,
         "other": 0,
     }
     objects_dir = layout.objects
@@ -770,6 +771,8 @@ def _kind_of(repo: Path, objects: Path, path: Path) -> str:
         return "stat_caches"
     if top == "gitmap.db":
         return "git_map"
+    if top == "trash":
+        return "trash"  # files restores replaced, not yet deleted (a watcher waits for quiet)
     return "other"
 
 

@@ -13,6 +13,7 @@ is the transaction's job (:meth:`strata.core.transaction.Transaction.apply`).
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -227,8 +228,11 @@ class Workspace:
 
         ``verified``: objects already read and checked (see :func:`apply_actions`).
 
-        The files it replaces are deleted afterwards: in a watcher running the
-        command, once the asker has its answer (``served.in_background``).
+        The files it replaces are deleted afterwards: at once by a process
+        without a watcher; in a watcher running the command, left in the trash
+        for the watcher to delete once the workspace is idle
+        (``served.trash_later``), or, past the bound on what it may hold,
+        once the asker has its answer (``served.in_background``).
         """
         from strata.store.materialize import apply_actions
 
@@ -241,6 +245,19 @@ class Workspace:
             verified=verified,
         )
         trash = self.trash
-        if trash is not None and report.trashed:
+        if (
+            trash is not None
+            and report.trashed
+            and not served.trash_later(str(trash), report.trashed_bytes, free=_free_bytes(trash))
+        ):
             served.in_background(lambda: empty_trash(trash))
         return report
+
+
+def _free_bytes(folder: Path) -> int:
+    """The bytes an unprivileged user may still write on ``folder``'s file system (0 if unknown)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize

@@ -158,6 +158,7 @@ class WorkspaceWriter:
         self._trash_fd = -1
         self._trash_prefix = f"{os.getpid()}-{os.urandom(4).hex()}-"
         self._trashed = 0
+        self._trashed_bytes = 0
         if trash is not None:
             self._trash_fd = _open_trash(trash, os.fstat(self._root_fd).st_dev)
 
@@ -165,6 +166,11 @@ class WorkspaceWriter:
     def trashed(self) -> int:
         """How many replaced files this writer moved to its trash (for :func:`empty_trash`)."""
         return self._trashed
+
+    @property
+    def trashed_bytes(self) -> int:
+        """The disk space the files this writer moved to its trash hold (allocated blocks)."""
+        return self._trashed_bytes
 
     def close(self) -> None:
         """Close the handles on the workspace root and the trash; later calls raise ValueError."""
@@ -298,20 +304,20 @@ class WorkspaceWriter:
                 os.fchmod(fd, mode & _PERMISSION_BITS)
                 if expect is not None and not expect.holds(dir_fd, name):
                     raise WorkspaceChanged([path])
-                swapped = _swap_into_place(dir_fd, temp, name, path)
+                displaced = _swap_into_place(dir_fd, temp, name, path)
             except BaseException:
                 _unlink_quietly(dir_fd, temp)
                 os.close(fd)
                 raise
             try:
-                if swapped:  # ``temp`` names the replaced file now
-                    self._discard(dir_fd, temp)
+                if displaced is not None:  # ``temp`` names the replaced file now
+                    self._discard(dir_fd, temp, displaced)
                 return os.fstat(fd)
             finally:
                 os.close(fd)
 
-    def _discard(self, dir_fd: int, name: str) -> None:
-        """Move the replaced file ``name`` (in ``dir_fd``) to the trash, or unlink it."""
+    def _discard(self, dir_fd: int, name: str, st: os.stat_result) -> None:
+        """Move the replaced file ``name`` (``st``, in ``dir_fd``) to the trash, or unlink it."""
         if self._trash_fd >= 0:
             try:
                 os.rename(
@@ -324,6 +330,7 @@ class WorkspaceWriter:
                 pass
             else:
                 self._trashed += 1
+                self._trashed_bytes += st.st_blocks * 512
                 return
         _unlink_quietly(dir_fd, name)
 
@@ -524,13 +531,16 @@ class WorkspaceWriter:
             os.close(fd)
 
 
-def empty_trash(trash: Path) -> int:
+def empty_trash(trash: Path, *, stop: Callable[[], bool] | None = None) -> int:
     """Unlink every entry of the ``trash`` folder; return how many.
 
     What is in a trash was replaced: the restore that moved it there already
     recorded it (its auto-save), so it may be deleted at any time, by any
     process (entries another one removes meanwhile are passed over). Only
     files and symlinks are ever moved there; anything else is left.
+
+    ``stop`` is asked every :data:`_EMPTY_BATCH` entries: when it says True
+    the rest is left for later (a watcher gives way to a command that starts).
     """
     try:
         names = os.listdir(trash)
@@ -542,7 +552,9 @@ def empty_trash(trash: Path) -> int:
         return 0
     removed = 0
     try:
-        for name in names:
+        for i, name in enumerate(names):
+            if stop is not None and i % _EMPTY_BATCH == 0 and stop():
+                break
             try:
                 os.unlink(name, dir_fd=fd)
             except OSError:  # gone already, or a folder (never put there by a writer)
@@ -551,6 +563,10 @@ def empty_trash(trash: Path) -> int:
     finally:
         os.close(fd)
     return removed
+
+
+#: :func:`empty_trash` asks whether to stop before each batch of this many entries
+_EMPTY_BATCH = 64
 
 
 def _open_trash(trash: Path, device: int) -> int:
@@ -754,8 +770,8 @@ def _rename_into_place(dir_fd: int, temp: str, name: str, path: str) -> None:
         raise
 
 
-def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> bool:
-    """Put the file ``temp`` at ``name``; True when it was swapped with a file there.
+def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> os.stat_result | None:
+    """Put the file ``temp`` at ``name``; the replaced entry's ``lstat`` when it was swapped.
 
     A file or symlink at ``name`` is exchanged with ``temp`` in one step (the
     caller then disposes of ``temp``, which names the replaced entry); with
@@ -769,8 +785,10 @@ def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> bool:
 
         if exchange(dir_fd, temp, name) == 0:
             displaced = _lstat_at(dir_fd, temp)
-            if displaced is None or not stat.S_ISDIR(displaced.st_mode):
-                return True
+            if displaced is None:  # removed at once by another: nothing left to dispose of
+                return None
+            if not stat.S_ISDIR(displaced.st_mode):
+                return displaced
             # a folder put there meanwhile: back as it was; the rename below refuses it
             if exchange(dir_fd, temp, name) != 0:
                 code = ctypes.get_errno()
@@ -788,7 +806,7 @@ def _swap_into_place(dir_fd: int, temp: str, name: str, path: str) -> bool:
             # ENOENT: nothing at ``name`` (or the folder went: the rename below says which);
             # the others: this file system cannot swap (the rename below replaces)
     _rename_into_place(dir_fd, temp, name, path)
-    return False
+    return None
 
 
 @functools.cache

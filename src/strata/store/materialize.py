@@ -23,6 +23,7 @@ All workspace writes go through :class:`strata.store.fsops.WorkspaceWriter`
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import stat
@@ -65,6 +66,8 @@ class RestoreReport:
     skipped: list[str] = field(default_factory=list)
     #: replaced files moved to the trash (not yet deleted)
     trashed: int = 0
+    #: the disk space those hold (allocated blocks)
+    trashed_bytes: int = 0
 
     @property
     def restored_paths(self) -> list[str]:
@@ -209,38 +212,139 @@ def apply_actions(
     """Carry out a restore plan; each action checks the path before touching it.
 
     Files it replaces go to ``trash`` when given (the caller empties it:
-    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many).
+    :func:`strata.store.fsops.empty_trash`; ``report.trashed`` says how many,
+    ``report.trashed_bytes`` how much space they hold).
     ``verified``: object id -> the object's bytes, already read and checked
     against the id (:func:`strata.core.restore.check_before_writing`): those
     are written as they are, not read from the store again.
     """
     report = RestoreReport()
     skipped_dirs: list[str] = []
+    threads = min(WRITE_THREADS, available_cpus())
     with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
-        for act in actions:
-            if any(act.path.startswith(d + "/") for d in skipped_dirs):
-                report.skipped.append(act.path)
+        i = 0
+        while i < len(actions):
+            end = i
+            while end < len(actions) and actions[end].op == "write":
+                end += 1
+            if threads > 1 and end - i >= PARALLEL_WRITES:
+                trashed = _write_in_parallel(
+                    store, root, actions[i:end], report, skipped_dirs, recovering, verified, trash
+                )
+                report.trashed += trashed[0]
+                report.trashed_bytes += trashed[1]
+                i = end
                 continue
-            try:
-                _apply_one(store, ws, act, report, skipped_dirs, recovering, verified or {})
-            except (
-                StrataError,
-                FileNotFoundError,
-                NotADirectoryError,
-                IsADirectoryError,
-                FileExistsError,
-                PermissionError,
-            ) as exc:
-                if isinstance(exc, CorruptRepository):
-                    raise
-                # the path was swapped, changed or made unreadable under us: leave it, report it
-                report.skipped.append(act.path)
+            _apply_or_skip(store, ws, actions[i], report, skipped_dirs, recovering, verified or {})
+            i += 1
         if recovering:
             _remove_temp_files(ws, root, actions)
-        report.trashed = ws.trashed
+        report.trashed += ws.trashed
+        report.trashed_bytes += ws.trashed_bytes
     if actions:  # (nothing written, nothing to flush)
         sync_filesystem(root)
     return report
+
+
+#: a run of at least this many file writes in a row is shared between threads
+PARALLEL_WRITES = 128
+#: by at most this many threads (the system calls of a write release the GIL, and ext4
+#: allocates inodes in them: two threads wrote 5,000 files of 20 KB in 0.9-1.0 s where one
+#: took 1.35-2.5 s, on 2 cores)
+WRITE_THREADS = 2
+
+
+def _apply_or_skip(
+    store: ObjectStore,
+    ws: WorkspaceWriter,
+    act: Action,
+    report: RestoreReport,
+    skipped_dirs: list[str],
+    recovering: bool,
+    verified: Mapping[str, bytes],
+) -> None:
+    """Carry out ``act``, or report it skipped when its path changed or is unsafe."""
+    if any(act.path.startswith(d + "/") for d in skipped_dirs):
+        report.skipped.append(act.path)
+        return
+    try:
+        _apply_one(store, ws, act, report, skipped_dirs, recovering, verified)
+    except (
+        StrataError,
+        FileNotFoundError,
+        NotADirectoryError,
+        IsADirectoryError,
+        FileExistsError,
+        PermissionError,
+    ) as exc:
+        if isinstance(exc, CorruptRepository):
+            raise
+        # the path was swapped, changed or made unreadable under us: leave it, report it
+        report.skipped.append(act.path)
+
+
+def _write_in_parallel(
+    store: ObjectStore,
+    root: Path,
+    writes: list[Action],
+    report: RestoreReport,
+    skipped_dirs: list[str],
+    recovering: bool,
+    verified: Mapping[str, bytes] | None,
+    trash: Path | None,
+) -> tuple[int, int]:
+    """Carry out file ``writes`` on :data:`WRITE_THREADS` threads; return what they trashed.
+
+    Each thread takes a contiguous share of the writes (cut between two
+    folders where it can) with a writer of its own; the report lists what
+    they did in the order of ``writes``. Writes to distinct paths do not
+    depend on one another: a folder two of them make is made once (the other
+    finds it made).
+    """
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    cuts = [0]
+    for n in range(1, WRITE_THREADS):
+        cut = len(writes) * n // WRITE_THREADS
+        folder = writes[cut].path.rpartition("/")[0]
+        ahead = cut
+        while ahead < len(writes) and writes[ahead].path.rpartition("/")[0] == folder:
+            ahead += 1
+        cuts.append(ahead if ahead - cut < len(writes) // (WRITE_THREADS * 4) else cut)
+    cuts.append(len(writes))
+    shares = [writes[a:b] for a, b in itertools.pairwise(cuts)]
+    reports = [RestoreReport() for _ in shares]
+    failed = threading.Event()  # a share that raised: the others stop at their next write
+
+    def write(n: int) -> tuple[int, int]:
+        done = False
+        try:
+            with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
+                for act in shares[n]:
+                    if failed.is_set():
+                        break
+                    _apply_or_skip(
+                        store, ws, act, reports[n], skipped_dirs, recovering, verified or {}
+                    )
+                done = True
+                return ws.trashed, ws.trashed_bytes
+        finally:
+            if not done:
+                failed.set()
+
+    with ThreadPoolExecutor(len(shares) - 1) as pool:
+        futures = [pool.submit(write, n) for n in range(1, len(shares))]
+        trashed: list[tuple[int, int]] = []
+        try:
+            trashed.append(write(0))
+        finally:  # (a failure here waits for the other shares to stop, then is raised)
+            trashed += [future.result() for future in futures]
+    for part in reports:
+        report.written.extend(part.written)
+        report.skipped.extend(part.skipped)
+        report.removed.extend(part.removed)
+    return sum(t[0] for t in trashed), sum(t[1] for t in trashed)
 
 
 def _remove_temp_files(ws: WorkspaceWriter, root: Path, actions: list[Action]) -> None:

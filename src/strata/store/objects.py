@@ -248,12 +248,43 @@ class DiskObjectStore:
         return data
 
     def iter_chunks(self, oid: ObjectId) -> Iterator[bytes]:
-        """The object's bytes in chunks of about 1 MiB."""
+        """The object's bytes in chunks of about 1 MiB (one chunk when it is no larger).
+
+        An object whose frame says it holds at most :data:`CHUNK` bytes is
+        decompressed in one call: a stream's reads of :data:`CHUNK` each take a
+        buffer that size, which, once ``bound_malloc_cache`` has made such
+        blocks mappings of their own, is an ``mmap`` and ``munmap`` per object
+        (5,000 objects of 20 KB: 0.35 s read as streams, 0.14 s in one call).
+        """
         try:
             f: IO[bytes] = open(self._loose(oid), "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
-            f = io.BytesIO(self._read_frame(oid, loose=False))
-        with f, _codec.decompressor.stream_reader(f) as reader:
+            frame = self._read_frame(oid, loose=False)
+            f = io.BytesIO(frame)
+        else:
+            # (a read of CHUNK bytes would itself take such a buffer: its size first)
+            frame = f.read() if os.fstat(f.fileno()).st_size <= CHUNK else b""
+        with f:
+            if 0 < len(frame) <= CHUNK:
+                try:
+                    size = zstandard.frame_content_size(frame)
+                    data = _codec.decompressor.decompress(frame) if 0 <= size <= CHUNK else None
+                except zstandard.ZstdError:
+                    raise CorruptRepository(
+                        f"object {oid} is corrupt (not a valid zstd frame)",
+                        hint="run 'strata check' to list every problem",
+                    ) from None
+                if data is not None:
+                    if data:
+                        yield data
+                    return
+            f.seek(0)
+            yield from self._stream(oid, f)
+
+    @staticmethod
+    def _stream(oid: ObjectId, f: IO[bytes]) -> Iterator[bytes]:
+        """The bytes of the zstd frame read from ``f``, in chunks of about 1 MiB."""
+        with _codec.decompressor.stream_reader(f) as reader:
             while True:
                 try:
                     chunk = reader.read(CHUNK)

@@ -93,6 +93,61 @@ def in_background(work: Callable[[], object], *, only_served: bool = False) -> N
     _background.append(work)  # started by replied(), after what when_replied() kept
 
 
+#: in a watcher that keeps its trash (:func:`keep_trash`): the most disk space (bytes) the files
+#: restores replaced may hold in a trash folder before it is emptied after the command anyway
+#: (None: not such a watcher; a trash is emptied after each command)
+_trash_cap: int | None = None
+#: and never more than this share of the space left free on its file system (space held
+#: for a speed-up must not be what makes the next write fail)
+TRASH_FREE_SHARE = 0.25
+#: trash folder -> the disk space (bytes) of the replaced files left there for the watcher
+_kept_trash: dict[str, int] = {}
+
+
+def keep_trash(cap: int | None) -> None:
+    """In a watcher: leave up to ``cap`` bytes of replaced files in a trash for later (None: none).
+
+    The watcher deletes them once the workspace has been idle a while
+    (:func:`take_kept_trash`): deleting many files just before a command
+    creates many can slow the creation (see ``strata.cli.watch.TRASH_IDLE``).
+    """
+    global _trash_cap
+    _trash_cap = cap
+
+
+def trash_later(trash: str, size: int, *, free: int) -> bool:
+    """Leave ``size`` more bytes of replaced files in the folder ``trash`` for the watcher.
+
+    True when they are left: in a watcher that keeps its trash, running a
+    command, while the folder then holds no more than the cap, nor more than
+    :data:`TRASH_FREE_SHARE` of the ``free`` bytes left on its file system.
+    False otherwise (no watcher, or past either bound): the caller empties
+    the trash.
+    """
+    if _after_reply is None or _trash_cap is None:
+        return False
+    held = _kept_trash.get(trash, 0) + size
+    if held > _trash_cap or held > free * TRASH_FREE_SHARE:
+        _kept_trash.pop(trash, None)  # emptied now: held no longer
+        return False
+    _kept_trash[trash] = held
+    return True
+
+
+def kept_trash() -> dict[str, int]:
+    """The trash folders with files left for the watcher: folder -> bytes."""
+    return dict(_kept_trash)
+
+
+def take_kept_trash() -> list[str]:
+    """The trash folders with files left for the watcher, no longer counted (it empties them)."""
+    taken = []
+    for trash in list(_kept_trash):
+        if _kept_trash.pop(trash, None) is not None:
+            taken.append(trash)
+    return taken
+
+
 #: the work :func:`in_background` keeps during the command being served
 _background: list[Callable[[], object]] = []
 

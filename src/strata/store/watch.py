@@ -633,6 +633,9 @@ class MonitorServer:
         self._thread: threading.Thread | None = None
         self._closing = False
         self._key = ""
+        #: run by :meth:`close` once no command runs any more, before the pid file is released
+        #: (so that ``stop_watcher`` returns once it is done)
+        self.before_release: Callable[[], object] | None = None
 
     def start(self, info: dict[str, Any] | None = None) -> MonitorServer:
         """Take the pid file, bind the socket and serve in a background thread.
@@ -670,7 +673,10 @@ class MonitorServer:
         return self._running.locked()
 
     def close(self, *, finish_timeout: float = 60.0) -> None:
-        """Stop serving, let a command being run finish, remove the socket, release the pid file."""
+        """Stop serving, let a command being run finish, remove the socket, release the pid file.
+
+        :attr:`before_release` runs before the pid file is released.
+        """
         self._closing = True
         if self._sock is not None:
             with contextlib.suppress(OSError):
@@ -680,6 +686,8 @@ class MonitorServer:
             (self.folder / SOCKET).unlink(missing_ok=True)
         if self._running.acquire(timeout=finish_timeout):  # its asker gets its result
             self._running.release()
+        if self.before_release is not None:
+            self.before_release()
         if self._pid_fd is not None:
             (self.folder / KEYFILE).unlink(missing_ok=True)
             (self.folder / PIDFILE).unlink(missing_ok=True)
