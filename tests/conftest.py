@@ -40,6 +40,12 @@ if os.environ.get("CI"):
 # with ``env={"STRATA_NO_DAEMON": ""}`` and stop what they started.
 os.environ["STRATA_NO_DAEMON"] = "1"
 
+# A suite started in the background by a shell without job control ignores Ctrl-C (the shell
+# sets SIGINT to "ignore" for it), and so would every command a test starts: the tests of
+# what Ctrl-C does then fail. The suite runs as from a terminal: Ctrl-C interrupts.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 NOW_MS = 1_700_000_000_000
 TESTER = Author("tester", "human")
 ALICE = Author("alice", "human")
