@@ -201,12 +201,8 @@ def test_a_folder_the_user_cannot_read_is_left_to_python(
         home.rmdir()
 
 
-def test_a_no_op_scan_takes_every_folder_through_it(
-    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    make_tree(ws, {f"d{i}/e{k}/f.txt": f"{i}{k}\n" for i in range(4) for k in range(3)})  # type: ignore[operator]
-    (ws / ".gitignore").write_text("*.log\n")
-    (ws / "d0" / "skip.log").write_text("ignored\n")
+def settle(ws: Path, repo: Repository) -> None:
+    """Old mtimes everywhere (nothing racy), then two snapshots: every folder has a digest."""
     for folder, dirs, files in os.walk(ws):
         if ".strata" in dirs:
             dirs.remove(".strata")
@@ -214,6 +210,15 @@ def test_a_no_op_scan_takes_every_folder_through_it(
             os.utime(os.path.join(folder, name), ns=(10**18, 10**18))
     repo.snapshot()
     assert repo.snapshot().unchanged
+
+
+def test_a_no_op_scan_takes_every_folder_through_it(
+    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(ws, {f"d{i}/e{k}/f.txt": f"{i}{k}\n" for i in range(4) for k in range(3)})  # type: ignore[operator]
+    (ws / ".gitignore").write_text("*.log\n")
+    (ws / "d0" / "skip.log").write_text("ignored\n")
+    settle(ws, repo)
     listed: list[str] = []
     real_list = scan_module.Scanner._list
 
@@ -286,13 +291,7 @@ def test_a_command_prefetches_the_folders_its_cache_describes(
 
     assert prefetch._IGNORE_FILES == IGNORE_FILES
     make_tree(ws, {f"d{i}/f.txt": f"{i}\n" for i in range(5)})  # type: ignore[operator]
-    for folder, dirs, files in os.walk(ws):
-        if ".strata" in dirs:
-            dirs.remove(".strata")
-        for name in files + dirs:
-            os.utime(os.path.join(folder, name), ns=(10**18, 10**18))
-    repo.snapshot()
-    assert repo.snapshot().unchanged
+    settle(ws, repo)
     offered: list[list[str]] = []
     real = native.prefetch
 
