@@ -289,6 +289,39 @@ def _digest(keys: list[object]) -> bytes:
     return blake3.blake3(marshal.dumps(keys, 2)).digest()
 
 
+def _rules_hold(
+    prefix: str, rules: IgnoreRules, quick: Quick, kinds: list[tuple[str, bool]]
+) -> bool:
+    """True when a folder's quick record was made under ``rules`` and its ignored names hold.
+
+    ``kinds``: (name, is a folder) of each listed entry the record names as
+    ignored; an ignored folder that became a file (``build/`` no longer
+    matches it) voids the record.
+    """
+    if rules.fingerprint != quick[1]:
+        return False
+    return not quick[2] or frozenset(quick[2]) == rules.ignored_names(prefix, kinds)
+
+
+def _take_quick(
+    folder: _Folder, folders: list[_Folder], rules: IgnoreRules, quick: Quick, subfolders: list[str]
+) -> None:
+    """Take ``folder`` as its quick record says (it matched), queueing its ``subfolders``."""
+    folder.rules = rules
+    folder.ignored = frozenset(quick[2])
+    folder.quick = quick
+    folder.clean = True
+    prefix, base = folder.prefix, folder.abs + "/"
+    for name in subfolders:
+        folder.children[name] = len(folders)
+        folders.append(_Folder(prefix + name + "/", base + name, rules))
+
+
+def _holds_ignore_file(order: str) -> bool:
+    """Whether a folder's listing (names joined with "/") may hold an ignore file."""
+    return IGNORE_FILES[0] in order or IGNORE_FILES[1] in order
+
+
 class _StaleCache(Exception):
     """A folder the listing matched cannot be decoded from the stat cache."""
 
@@ -642,13 +675,7 @@ class Scanner:
         for i in range(start, len(folders)):
             folder = folders[i]
             quick = self.cache.quick(folder.key)
-            if (
-                folder.whole
-                or quick is None
-                or not quick[3]
-                or IGNORE_FILES[0] in quick[0]
-                or IGNORE_FILES[1] in quick[0]
-            ):
+            if folder.whole or quick is None or not quick[3] or _holds_ignore_file(quick[0]):
                 continue
             offered.append((i, quick))
             items.append((folder.abs, quick[0], quick[2]))
@@ -668,21 +695,12 @@ class Scanner:
         """:meth:`_matches` for a folder :mod:`strata._walk` listed: True when it is as cached."""
         keys, subfolders, kinds = found
         rules = folder.rules
-        if rules.fingerprint != quick[1]:
-            return False
-        ignored = frozenset(quick[2])
-        if ignored and ignored != rules.ignored_names(folder.prefix, kinds):
+        if not _rules_hold(folder.prefix, rules, quick, kinds):
             return False
         if blake3.blake3(keys).digest() != quick[3]:
             return False
         folder.order = quick[0]
-        folder.ignored = ignored
-        folder.quick = quick
-        folder.clean = True
-        prefix, base = folder.prefix, folder.abs + "/"
-        for name in subfolders:
-            folder.children[name] = len(folders)
-            folders.append(_Folder(prefix + name + "/", base + name, rules))
+        _take_quick(folder, folders, rules, quick, subfolders)
         return True
 
     def _reuse(self, folder: _Folder, folders: list[_Folder], plan: _Plan) -> bool:
@@ -1006,7 +1024,7 @@ class Scanner:
         """
         rules = folder.rules
         base = folder.abs + "/"
-        if IGNORE_FILES[0] in quick[0] or IGNORE_FILES[1] in quick[0]:
+        if _holds_ignore_file(quick[0]):
             found = [
                 self._read_small(base + n)
                 for n in IGNORE_FILES
@@ -1014,14 +1032,14 @@ class Scanner:
                 if e.name == n and e.is_file(follow_symlinks=False)
             ]
             rules = rules.child(folder.prefix, [c for c in found if c is not None])
-        if rules.fingerprint != quick[1]:
-            return False
         ignored = frozenset(quick[2])
-        if ignored and ignored != rules.ignored_names(
-            folder.prefix,
-            [(e.name, e.is_dir(follow_symlinks=False)) for e in listed if e.name in ignored],
-        ):
-            return False  # an ignored folder became a file (``build/`` no longer matches it)
+        kinds = (
+            [(e.name, e.is_dir(follow_symlinks=False)) for e in listed if e.name in ignored]
+            if ignored
+            else []
+        )
+        if not _rules_hold(folder.prefix, rules, quick, kinds):
+            return False
         keys: list[object] = []
         subfolders: list[str] = []
         add = keys.append
@@ -1057,14 +1075,7 @@ class Scanner:
                 return False
         if _digest(keys) != quick[3]:
             return False
-        folder.rules = rules
-        folder.ignored = ignored
-        folder.quick = quick
-        folder.clean = True
-        prefix = folder.prefix
-        for name in subfolders:
-            folder.children[name] = len(folders)
-            folders.append(_Folder(prefix + name + "/", base + name, rules))
+        _take_quick(folder, folders, rules, quick, subfolders)
         return True
 
     def _unreadable(
