@@ -42,6 +42,24 @@ _IGNORE_FILES = (".gitignore", ".strataignore")
 _base: tuple[str, tuple[int, ...], object] | None = None
 
 
+def quick_ok(raw: object) -> bool:
+    """Whether ``raw`` has the shape of a folder's quick record in the stat cache.
+
+    (The stat cache's own check: it lives here, where nothing else is loaded.)
+    """
+    return (
+        isinstance(raw, tuple)
+        and len(raw) == 6
+        and isinstance(raw[0], str)
+        and isinstance(raw[1], str)
+        and isinstance(raw[2], tuple)
+        and (not raw[2] or all(isinstance(n, str) for n in raw[2]))
+        and isinstance(raw[3], bytes)
+        and isinstance(raw[4], str)
+        and type(raw[5]) is int
+    )
+
+
 def take_base(path: str, key: tuple[int, ...]) -> object | None:
     """What :func:`start` read of the base file at ``path``, if the file is still ``key``."""
     global _base
@@ -81,17 +99,8 @@ def start(argv: list[str]) -> None:
         return
     items: list[tuple[str, str, tuple[str, ...]]] = []
     for key, record in quick.items():
-        if not (
-            type(key) is str
-            and type(record) is tuple
-            and len(record) == 6
-            and type(record[0]) is str
-            and type(record[2]) is tuple
-            and type(record[3]) is bytes
-            and record[3]
-            and all(type(n) is str for n in record[2])
-        ):
-            continue
+        if not (type(key) is str and quick_ok(record) and record[3]):
+            continue  # not a record, or one without a digest: the scan lists that folder
         order = record[0]
         if _IGNORE_FILES[0] in order or _IGNORE_FILES[1] in order:
             continue

@@ -78,6 +78,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# (light: a command loads it before anything else; see its doc)
+from strata.store.prefetch import quick_ok, take_base
+
 VERSION = 3  # 2: each folder is its own marshal blob; 3: a base and a log of saves
 #: the log is folded into the base once it is larger than this and half the base
 LOG_MIN = 256 * 1024
@@ -131,20 +134,6 @@ def unchanged(st: os.stat_result | None, expected: Sequence[Any] | None) -> bool
 
 #: (listing order, rules, ignored names, stat digest, tree id, files): see the module doc
 Quick = tuple[str, str, tuple[str, ...], bytes, str, int]
-
-
-def _quick_ok(raw: object) -> bool:
-    return (
-        isinstance(raw, tuple)
-        and len(raw) == 6
-        and isinstance(raw[0], str)
-        and isinstance(raw[1], str)
-        and isinstance(raw[2], tuple)
-        and (not raw[2] or all(isinstance(n, str) for n in raw[2]))
-        and isinstance(raw[3], bytes)
-        and isinstance(raw[4], str)
-        and type(raw[5]) is int
-    )
 
 
 # (kind char, mode, size, object id, name): one row of a tree
@@ -259,8 +248,6 @@ def _read(path: Path) -> _Loaded:
     """The newest whole save in the files (an empty one when there is none)."""
     loaded = _Loaded()
     loaded.key = _file_key(path)
-    from strata.store.prefetch import take_base  # what a command read before loading this module
-
     raw = take_base(str(path), loaded.key[:4])
     if raw is None:
         try:
@@ -442,7 +429,7 @@ class StatCache:
     def quick(self, folder: str) -> Quick | None:
         """The quick record of ``folder`` as the cache file has it, or None."""
         raw = self._quick.get(folder)
-        if raw is None or folder not in self._raw or not _quick_ok(raw):
+        if raw is None or folder not in self._raw or not quick_ok(raw):
             return None
         return raw
 
