@@ -329,8 +329,18 @@ def test_a_folder_name_that_is_not_utf8_and_a_terminal_are_sent_as_python_sends_
 
 # -- the protocol: what the watcher answers ------------------------------------------------
 
+#: the test runs with each client: the native one, and the Python one it hands over to
+BOTH_CLIENTS = pytest.mark.parametrize("which", ["native", "python"])
+#: and with each form of the command's output: text, and --json
+BOTH_FORMS = pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
 
-@pytest.mark.parametrize("which", ["native", "python"])
+
+def client_env(run_cli: Any, which: str) -> dict[str, str]:
+    """The test environment, with the client ``which`` names answering."""
+    return {**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"}
+
+
+@BOTH_CLIENTS
 @pytest.mark.parametrize("wait", [0.3, 0.0])
 def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
     which: str,
@@ -360,7 +370,7 @@ def test_output_bytes_and_exit_code_are_the_watchers_after_a_wait_for_the_turn(
                     "code": 3, "output": chunks})  # fmt: skip
 
     watcher = scripted(answer)
-    env = {**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"}
+    env = client_env(run_cli, which)
     proc = subprocess.run(
         [client, "history"], cwd=workspace, env=env, capture_output=True, check=False
     )
@@ -383,8 +393,8 @@ def _error_of(stderr: str, as_json: bool) -> tuple[str, str, str | None]:
     return "", lines[0].removeprefix("error: "), hint
 
 
-@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-@pytest.mark.parametrize("which", ["native", "python"])
+@BOTH_FORMS
+@BOTH_CLIENTS
 def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again(
     which: str,
     as_json: bool,
@@ -402,7 +412,7 @@ def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again
     proc = subprocess.run(
         [client, "snapshot", "-m", "x", *(["--json"] if as_json else [])],
         cwd=workspace,
-        env={**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"},
+        env=client_env(run_cli, which),
         capture_output=True,
         text=True,
         check=False,
@@ -419,8 +429,8 @@ def test_a_watcher_that_stops_after_go_is_reported_and_the_command_not_run_again
     assert [e["rationale"] for e in history] == ["base"]  # nothing recorded twice, or at all
 
 
-@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
-@pytest.mark.parametrize("which", ["native", "python"])
+@BOTH_FORMS
+@BOTH_CLIENTS
 def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
     which: str,
     as_json: bool,
@@ -441,7 +451,7 @@ def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
     proc = subprocess.Popen(
         [client, "rewind", "HEAD~1", *(["--json"] if as_json else [])],
         cwd=workspace,
-        env={**run_cli.env(), "STRATA_NO_NATIVE": "1" if which == "python" else "0"},
+        env=client_env(run_cli, which),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
