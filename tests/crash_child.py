@@ -3,7 +3,8 @@
 Usage: ``python crash_child.py REPORT_FD STOP_AT ARGS...``.
 
 Every call that changes the filesystem or makes it durable (``os.replace``,
-``os.unlink``, ``os.fsync``, ...) is one step. With ``STOP_AT`` 0 the command
+``os.unlink``, ``os.fsync``, ...) is one step, and so is each swap of two
+entries (``renameat2``, which Strata calls through ``ctypes``). With ``STOP_AT`` 0 the command
 runs to its end and writes the list of its steps, as JSON, to ``REPORT_FD``.
 Otherwise, just before step ``STOP_AT`` it writes one line naming the step to
 ``REPORT_FD`` and waits there for ever, so the test's SIGKILL lands exactly at
@@ -58,6 +59,15 @@ def main() -> None:
 
     for name in STEP_FUNCTIONS:
         setattr(os, name, counted(name, getattr(os, name)))
+    import strata.store.fsops as fsops
+
+    exchange = fsops._renameat2
+
+    def counted_exchange() -> Callable[..., Any] | None:
+        real = exchange()  # renameat2(RENAME_EXCHANGE), called through ctypes
+        return None if real is None else counted("renameat2", real)
+
+    fsops._renameat2 = counted_exchange  # type: ignore[assignment]
     sys.argv = ["strata", *sys.argv[3:]]
     from strata._entry import run
 

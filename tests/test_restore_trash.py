@@ -10,6 +10,7 @@ is ever written.
 from __future__ import annotations
 
 import os
+import struct
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -57,6 +58,78 @@ def test_a_replaced_file_goes_to_the_trash_and_the_trash_empties(ws: Path, tmp_p
 
 
 @pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_the_new_file_is_made_in_the_trash_and_only_its_name_appears(
+    ws: Path, tmp_path: Path
+) -> None:
+    trash = tmp_path / "trash"
+    (ws / "sub" / "a.txt").write_text("old\n")
+    seen: list[list[str]] = []
+
+    def watch_folder(*_: object) -> None:
+        seen.append(_names(ws / "sub"))
+
+    with WorkspaceWriter(ws, trash=trash) as writer:
+        real_fchmod = os.fchmod
+        try:
+            os.fchmod = lambda fd, mode: (watch_folder(), real_fchmod(fd, mode))[1]
+            writer.write_file("sub/a.txt", b"new\n", mode=0o644)
+        finally:
+            os.fchmod = real_fchmod
+    assert seen == [["a.txt"]]  # while the new content was written, no temporary name beside
+    assert (ws / "sub" / "a.txt").read_text() == "new\n"
+    [old] = _names(trash)
+    assert (trash / old).read_text() == "old\n"
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_set_group_id_folder_gives_its_group_to_a_rewritten_file(
+    ws: Path, tmp_path: Path
+) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder another group needs root")
+    group = 4242
+    os.chown(ws / "sub", -1, group)
+    os.chmod(ws / "sub", 0o2775)
+    (ws / "sub" / "a.txt").write_text("old\n")
+    assert os.stat(ws / "sub" / "a.txt").st_gid == group
+    with WorkspaceWriter(ws, trash=tmp_path / "trash", reuse_folders=True) as writer:
+        writer.write_file("sub/a.txt", b"new\n", mode=0o644)
+        writer.write_file("sub/b.txt", b"created\n", mode=0o644)
+    assert os.stat(ws / "sub" / "a.txt").st_gid == group  # as a file made in the folder
+    assert os.stat(ws / "sub" / "b.txt").st_gid == group
+
+
+#: a default access list granting user 1234 rwx (the kernel's xattr form, as setfacl writes it)
+_DEFAULT_ACL = struct.pack("<I", 2) + b"".join(
+    struct.pack("<HHI", tag, perm, qualifier)
+    for tag, perm, qualifier in [
+        (0x01, 7, 0xFFFFFFFF),  # owner
+        (0x02, 7, 1234),  # user 1234
+        (0x04, 5, 0xFFFFFFFF),  # owning group
+        (0x10, 7, 0xFFFFFFFF),  # mask
+        (0x20, 5, 0xFFFFFFFF),  # others
+    ]
+)
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_folder_with_a_default_access_list_gives_it_to_a_rewritten_file(
+    ws: Path, tmp_path: Path
+) -> None:
+    try:
+        os.setxattr(ws / "sub", "system.posix_acl_default", _DEFAULT_ACL)
+    except OSError:
+        pytest.skip("this file system keeps no access lists")
+    (ws / "sub" / "a.txt").write_text("old\n")
+    inherited = os.getxattr(ws / "sub" / "a.txt", "system.posix_acl_access")
+    with WorkspaceWriter(ws, trash=tmp_path / "trash", reuse_folders=True) as writer:
+        writer.write_file("sub/a.txt", b"new\n", mode=0o640)
+    # the list a file made in the folder gets (its mask follows the mode's group bits)
+    assert os.getxattr(ws / "sub" / "a.txt", "system.posix_acl_access")[:20] == inherited[:20]
+    assert (ws / "sub" / "a.txt").read_text() == "new\n"
+
+
 def test_without_a_trash_the_replaced_file_is_unlinked(ws: Path) -> None:
     (ws / "sub" / "a.txt").write_text("old\n")
     os.link(ws / "sub" / "a.txt", ws / "twin.txt")
@@ -96,7 +169,7 @@ def test_a_folder_that_takes_the_place_of_the_file_is_swapped_back(ws: Path) -> 
     fd = os.open(ws / "sub", os.O_PATH | os.O_DIRECTORY)
     try:
         with pytest.raises(EntryInTheWay):
-            fsops._swap_into_place(fd, temp, "late", "sub/late")
+            fsops._swap_into_place(fd, temp, fd, "late", "sub/late")
     finally:
         os.close(fd)
     assert (ws / "sub" / "late" / "inside.txt").read_text() == "user's\n"
