@@ -24,6 +24,7 @@ from strata.ids import ObjectId
 from strata.store import fsops
 from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, empty_trash
 from strata.store.materialize import Action
+from strata.store.objects import hash_bytes
 
 HAS_EXCHANGE = fsops._renameat2() is not None
 
@@ -128,6 +129,55 @@ def test_a_folder_with_a_default_access_list_gives_it_to_a_rewritten_file(
     # the list a file made in the folder gets (its mask follows the mode's group bits)
     assert os.getxattr(ws / "sub" / "a.txt", "system.posix_acl_access")[:20] == inherited[:20]
     assert (ws / "sub" / "a.txt").read_text() == "new\n"
+
+
+def _index_entry(trash: Path, name: str) -> tuple[str, tuple[int, int, int, int]]:
+    st = (trash / name).lstat()
+    return name, (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_file_in_the_trash_is_taken_back_only_when_it_holds_the_object(
+    ws: Path, tmp_path: Path
+) -> None:
+    trash = tmp_path / "trash"
+    trash.mkdir()
+    (ws / "sub" / "a.txt").write_text("current\n")
+    wanted = b"wanted\n"
+    oid = hash_bytes(wanted)
+    (trash / "kept").write_bytes(b"other!\n")  # same size, other bytes, its stat recorded
+    index = {("sub/a.txt", str(oid)): _index_entry(trash, "kept")}
+    with WorkspaceWriter(ws, trash=trash, trash_index=index) as writer:
+        writer.write_file("sub/a.txt", wanted, mode=0o644, oid=oid)
+    assert (ws / "sub" / "a.txt").read_bytes() == wanted  # written anew
+    assert (trash / "kept").read_bytes() == b"other!\n"
+
+    (trash / "good").write_bytes(wanted)
+    os.chmod(trash / "good", 0o600)
+    good = (trash / "good").stat().st_ino
+    index = {("sub/a.txt", str(oid)): _index_entry(trash, "good")}
+    (ws / "sub" / "a.txt").write_text("current\n")
+    with WorkspaceWriter(ws, trash=trash, trash_index=index) as writer:
+        st = writer.write_file("sub/a.txt", wanted, mode=0o751, oid=oid)
+    assert st.st_ino == good == (ws / "sub" / "a.txt").stat().st_ino  # taken back
+    assert (ws / "sub" / "a.txt").stat().st_mode & 0o777 == 0o751  # with the mode asked for
+    assert (ws / "sub" / "a.txt").read_bytes() == wanted
+    assert (trash / "good").read_text() == "current\n"  # the replaced file took its name
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_file_in_the_trash_with_another_link_is_not_taken_back(ws: Path, tmp_path: Path) -> None:
+    trash = tmp_path / "trash"
+    trash.mkdir()
+    wanted = b"wanted\n"
+    (trash / "linked").write_bytes(wanted)
+    os.link(trash / "linked", ws / "twin.txt")  # swapped back, the path would share it
+    index = {("a.txt", str(hash_bytes(wanted))): _index_entry(trash, "linked")}
+    with WorkspaceWriter(ws, trash=trash, trash_index=index) as writer:
+        writer.write_file("a.txt", wanted, mode=0o644, oid=hash_bytes(wanted))
+    assert (ws / "a.txt").stat().st_ino != (ws / "twin.txt").stat().st_ino
+    assert (ws / "a.txt").read_bytes() == wanted
+    assert (trash / "linked").exists()
 
 
 def test_without_a_trash_the_replaced_file_is_unlinked(ws: Path) -> None:
@@ -261,6 +311,24 @@ def _rewind_served(repo: Repository, ref: str) -> None:
         served.replied()
 
 
+def _states(ws: Path, count: int) -> tuple[Repository, list[str]]:
+    """A repository whose ten files of 40 kB hold other bytes in each of ``count`` snapshots."""
+    ws.mkdir()
+    repo = Repository.init(ws)
+    ids = []
+    for n in range(count):
+        for i in range(10):
+            (ws / f"f{i}.bin").write_bytes(bytes([i + 16 * n]) * 40_000)
+        event = repo.snapshot(f"state {n}").event
+        assert event is not None
+        ids.append(event.id)
+    return repo, ids
+
+
+def _holds_state(ws: Path, n: int) -> bool:
+    return all((ws / f"f{i}.bin").read_bytes() == bytes([i + 16 * n]) * 40_000 for i in range(10))
+
+
 @pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
 def test_a_watcher_keeps_the_replaced_files_until_its_cap_then_empties_at_once(
     tmp_path: Path, keeping_watcher: Callable[[int], None]
@@ -275,35 +343,79 @@ def test_a_watcher_keeps_the_replaced_files_until_its_cap_then_empties_at_once(
     from strata.store import served
 
     ws = tmp_path / "ws"
-    ws.mkdir()
-    for i in range(10):
-        (ws / f"f{i}.bin").write_bytes(bytes([i]) * 40_000)
-    repo = Repository.init(ws)
-    one = repo.snapshot("one").event
-    for i in range(10):
-        (ws / f"f{i}.bin").write_bytes(bytes([i + 100]) * 40_000)
-    two = repo.snapshot("two").event
-    assert one is not None and two is not None
+    repo, ids = _states(ws, 4)
     trash = repo.layout.trash
 
-    repo.rewind(one.id)  # no watcher: emptied at once
+    repo.rewind(ids[0])  # no watcher: emptied at once
     assert _names(trash) == []
 
     keeping_watcher(1 << 20)
-    _rewind_served(repo, two.id)
+    _rewind_served(repo, ids[1])
     assert len(_names(trash)) == 10  # left for the watcher: 400 kB of its 1 MiB
     assert served.kept_trash() == {
         str(trash): sum((trash / n).lstat().st_blocks * 512 for n in _names(trash))
     }
-    assert all((ws / f"f{i}.bin").read_bytes() == bytes([i + 100]) * 40_000 for i in range(10))
-    _rewind_served(repo, one.id)
+    assert _holds_state(ws, 1)
+    _rewind_served(repo, ids[2])
     assert len(_names(trash)) == 20  # 800 kB
 
-    _rewind_served(repo, two.id)  # 1.2 MB would pass the cap: emptied after the answer
+    _rewind_served(repo, ids[3])  # 1.2 MB would pass the cap: emptied after the answer
     deadline = time.monotonic() + 10
     while _names(trash):
         assert time.monotonic() < deadline, "the trash past its cap was not emptied"
         time.sleep(0.02)
     assert served.kept_trash() == {}
-    assert all((ws / f"f{i}.bin").read_bytes() == bytes([i + 100]) * 40_000 for i in range(10))
+    assert _holds_state(ws, 3)
     assert repo.check() == []
+
+
+def _inodes(ws: Path) -> list[int]:
+    return [(ws / f"f{i}.bin").stat().st_ino for i in range(10)]
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_going_back_and_forth_swaps_the_same_files_back_from_the_trash(
+    tmp_path: Path, keeping_watcher: Callable[[int], None]
+) -> None:
+    """A rewind back to where a watcher's rewind came from takes the replaced files back."""
+    from strata.store import served
+
+    ws = tmp_path / "ws"
+    repo, ids = _states(ws, 2)
+    trash = repo.layout.trash
+    keeping_watcher(1 << 30)
+    at_two = _inodes(ws)
+    _rewind_served(repo, ids[0])
+    assert _holds_state(ws, 0)
+    at_one = _inodes(ws)
+    assert not set(at_one) & set(at_two)  # written anew: nothing to take back yet
+    _rewind_served(repo, ids[1])
+    assert _holds_state(ws, 1)
+    assert _inodes(ws) == at_two  # the very files the first rewind replaced
+    assert len(_names(trash)) == 10  # and state one's files wait there in their place
+    _rewind_served(repo, ids[0])
+    assert _holds_state(ws, 0)
+    assert _inodes(ws) == at_one
+    assert served.kept_trash()[str(trash)] == sum(
+        (trash / n).lstat().st_blocks * 512 for n in _names(trash)
+    )
+    assert repo.check() == []
+    assert repo.status().clean
+
+
+@pytest.mark.skipif(not HAS_EXCHANGE, reason="renameat2 is not available")
+def test_a_replaced_file_written_to_after_is_not_taken_back(
+    tmp_path: Path, keeping_watcher: Callable[[int], None]
+) -> None:
+    """A process that still had a replaced file open may change it in the trash."""
+    ws = tmp_path / "ws"
+    repo, ids = _states(ws, 2)
+    keeping_watcher(1 << 30)
+    with open(ws / "f3.bin", "r+b") as held:  # state two's file, open across the rewinds
+        _rewind_served(repo, ids[0])
+        held.seek(100)
+        held.write(b"written through the old handle")
+        held.flush()
+        _rewind_served(repo, ids[1])
+    assert _holds_state(ws, 1)
+    assert repo.status().clean

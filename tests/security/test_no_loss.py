@@ -196,13 +196,20 @@ def test_a_same_size_edit_the_stat_cannot_see_is_not_overwritten(tmp_path: Path)
     assert (ws / "g.txt").read_text() == "gamma one\n"  # racy but unchanged: restored
 
 
-def _inotify_on_create(folder: Path, prefix: str, then: Callable[[], None]) -> threading.Thread:
-    """A thread that calls ``then`` as soon as an entry named ``prefix…`` appears in ``folder``."""
+def _inotify_on_create(folders: dict[Path, str], then: Callable[[], None]) -> threading.Thread:
+    """A thread that calls ``then`` as soon as an entry named ``prefix…`` appears in a folder.
+
+    ``folders``: folder -> prefix ("" for any entry).
+    """
     libc = ctypes.CDLL(None, use_errno=True)
     fd = libc.inotify_init1(os.O_CLOEXEC)
     assert fd >= 0
     in_create = 0x100
-    assert libc.inotify_add_watch(fd, bytes(folder), in_create) >= 0
+    prefixes = {}
+    for folder, prefix in folders.items():
+        wd = libc.inotify_add_watch(fd, bytes(folder), in_create)
+        assert wd >= 0
+        prefixes[wd] = prefix.encode()
 
     def watch() -> None:
         try:
@@ -210,10 +217,10 @@ def _inotify_on_create(folder: Path, prefix: str, then: Callable[[], None]) -> t
                 data = os.read(fd, 4096)
                 at = 0
                 while at < len(data):
-                    _, _, _, size = struct.unpack_from("iIII", data, at)
+                    wd, _, _, size = struct.unpack_from("iIII", data, at)
                     name = data[at + 16 : at + 16 + size].rstrip(b"\0")
                     at += 16 + size
-                    if name.startswith(prefix.encode()):
+                    if name.startswith(prefixes[wd]):
                         then()
                         return
         finally:
@@ -242,7 +249,9 @@ def test_an_edit_made_while_a_rewind_writes_is_not_overwritten(tmp_path: Path) -
             f.write(b"EDIT")
         edited.set()
 
-    watcher = _inotify_on_create(ws, TEMP_PREFIX, edit)
+    # the new file is made beside the old one, or in the trash (then swapped across)
+    repo.layout.trash.mkdir(mode=0o700, exist_ok=True)
+    watcher = _inotify_on_create({ws: TEMP_PREFIX, repo.layout.trash: ""}, edit)
     result = repo.rewind(first.id)
     watcher.join(10)
     assert edited.is_set()

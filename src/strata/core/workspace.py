@@ -243,6 +243,7 @@ class Workspace:
             recovering=recovering,
             trash=self.trash,
             verified=verified,
+            trash_index=None if self.trash is None else served.trash_index(str(self.trash)),
         )
         trash = self.trash
         if (

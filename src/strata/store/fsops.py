@@ -73,7 +73,18 @@ try:  # built by setup.py where a C compiler is found
 except ImportError:  # pragma: no cover - depends on the build
     _walk = None  # type: ignore[assignment]
 
-__all__ = ["TEMP_PREFIX", "AsScanned", "WorkspaceWriter", "empty_trash", "sync_filesystem"]
+__all__ = [
+    "TEMP_PREFIX",
+    "AsScanned",
+    "TrashIndex",
+    "WorkspaceWriter",
+    "empty_trash",
+    "sync_filesystem",
+]
+
+#: (workspace path, object id) -> (name in the trash, (size, mtime_ns, ctime_ns, inode)):
+#: the files a trash holds and what they held (see ``strata.store.served.trash_index``)
+TrashIndex = dict[tuple[str, str], tuple[str, tuple[int, int, int, int]]]
 
 
 @dataclass(frozen=True)
@@ -150,6 +161,7 @@ class WorkspaceWriter:
         allow_internal: bool = False,
         trash: Path | None = None,
         reuse_folders: bool = False,
+        trash_index: TrashIndex | None = None,
     ) -> None:
         if _walk is not None:
             _walk.forget()  # a listing prefetched before this write must not be taken by a scan
@@ -169,6 +181,8 @@ class WorkspaceWriter:
         self._named = 0
         #: whether the kept folder's new files may be made in the trash (see _trash_takes)
         self._kept_in_trash: bool | None = None
+        #: (path, object id) -> the file in the trash that held it, and its stat there
+        self._index = trash_index
         if trash is not None:
             self._trash_fd = _open_trash(trash, self._trash_dev)
 
@@ -179,7 +193,11 @@ class WorkspaceWriter:
 
     @property
     def trashed_bytes(self) -> int:
-        """The disk space the files this writer moved to its trash hold (allocated blocks)."""
+        """The disk space the files this writer moved to its trash hold (allocated blocks).
+
+        Less the space of the files it took back out of the trash: below zero
+        when it took back more than it left.
+        """
         return self._trashed_bytes
 
     def close(self) -> None:
@@ -269,6 +287,7 @@ class WorkspaceWriter:
         *,
         mode: int,
         expect: AsScanned | None = None,
+        oid: str | None = None,
     ) -> os.stat_result:
         """Write ``chunks`` to ``path`` atomically and give it exactly ``mode & 0o777``.
 
@@ -279,6 +298,10 @@ class WorkspaceWriter:
         through, and the replaced entry goes to the trash (or is unlinked).
         On any failure the temporary file is removed and ``path`` is left as
         it was. The file is not fsynced.
+
+        ``oid`` names the object ``chunks`` hold: with a trash index, a file
+        this writer's trash holds that held ``oid`` at ``path`` is checked
+        (hashed) and swapped back into place instead (``chunks`` unread).
 
         Returns:
             The ``lstat`` of the written file (taken on its descriptor after the
@@ -296,6 +319,12 @@ class WorkspaceWriter:
             assert dir_fd is not None
             if expect is None:  # (with it, a folder there fails its check)
                 _refuse_folder(dir_fd, name, path)
+            if oid is not None and self._index is not None:
+                kept = self._index.pop((path, oid), None)
+                if kept is not None:
+                    put_back = self._put_back(dir_fd, name, path, kept, oid, mode, expect)
+                    if put_back is not None:
+                        return put_back
             # the new content is made in the trash when this folder allows it: swapped
             # with the replaced file, that file is then in the trash already
             in_trash = self._trash_takes(dir_fd)
@@ -317,11 +346,81 @@ class WorkspaceWriter:
                 elif in_trash:  # ``temp`` names the replaced file, in the trash
                     self._trashed += 1
                     self._trashed_bytes += displaced.st_blocks * 512
+                    self._remember(path, expect, temp, displaced)
                 else:  # ``temp`` names the replaced file, beside the new one
                     self._discard(dir_fd, temp, displaced)
                 return os.fstat(fd)
             finally:
                 os.close(fd)
+
+    def _put_back(
+        self,
+        dir_fd: int,
+        name: str,
+        path: str,
+        kept: tuple[str, tuple[int, int, int, int]],
+        oid: str,
+        mode: int,
+        expect: AsScanned | None,
+    ) -> os.stat_result | None:
+        """Swap the trash's file ``kept`` (its name, its stat there) back to ``path``.
+
+        Only a file still as it was left (same stat, one link) whose bytes
+        hash to ``oid`` is taken; None when it is not, or is gone: the caller
+        writes the file anew.
+        """
+        if not self._trash_takes(dir_fd):
+            return None
+        trash_name, key = kept
+        try:
+            fd = os.open(trash_name, _READ_FLAGS, dir_fd=self._trash_fd)
+        except OSError:
+            return None
+        try:
+            st = os.fstat(fd)
+            if (
+                not stat.S_ISREG(st.st_mode)
+                or st.st_nlink != 1
+                or (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != key
+            ):
+                return None
+            if _hash_fd(fd, st.st_size) != oid:
+                return None
+            if st.st_mode & _PERMISSION_BITS != mode & _PERMISSION_BITS:
+                os.fchmod(fd, mode & _PERMISSION_BITS)
+            if expect is not None and not expect.holds(dir_fd, name):
+                raise WorkspaceChanged([path])
+            try:
+                displaced = _swap_into_place(self._trash_fd, trash_name, dir_fd, name, path)
+            except (UnsafeWorkspacePath, OSError):
+                if _lstat_at(self._trash_fd, trash_name) is None:
+                    return None  # the trash was emptied meanwhile: written anew
+                raise
+            self._trashed_bytes -= st.st_blocks * 512
+            if displaced is not None:  # ``trash_name`` names the replaced file now
+                self._trashed += 1
+                self._trashed_bytes += displaced.st_blocks * 512
+                self._remember(path, expect, trash_name, displaced)
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+
+    def _remember(
+        self, path: str, expect: AsScanned | None, name: str, displaced: os.stat_result
+    ) -> None:
+        """Note in the trash index that its file ``name`` held what the scan saw at ``path``."""
+        seen = expect.seen if expect is not None else None
+        if (
+            self._index is None
+            or seen is None
+            or len(seen) < 6
+            or not seen[5]
+            or not stat.S_ISREG(displaced.st_mode)
+            or displaced.st_nlink != 1
+        ):
+            return
+        key = (displaced.st_size, displaced.st_mtime_ns, displaced.st_ctime_ns, displaced.st_ino)
+        self._index[(path, seen[5])] = (name, key)
 
     def _trash_takes(self, dir_fd: int) -> bool:
         """True when a file for folder ``dir_fd`` may be made in the trash and moved there.
@@ -753,14 +852,33 @@ def _hash_at(dir_fd: int, name: str, st: os.stat_result) -> str | None:
     except OSError:
         return None
     try:
-        if os.fstat(fd).st_ino != st.st_ino:
+        opened = os.fstat(fd)
+        if opened.st_ino != st.st_ino:
             return None
-        hasher = blake3.blake3()
-        while chunk := os.read(fd, 1 << 20):
-            hasher.update(chunk)
-        return str(hasher.hexdigest())
+        return _hash_fd(fd, opened.st_size)
     finally:
         os.close(fd)
+
+
+def _hash_fd(fd: int, size: int) -> str:
+    """The object id of the ``size`` bytes the file ``fd`` holds from its current offset.
+
+    Read in pieces no larger than what is left: a read of 1 MiB for a
+    file of 20 KB would take (and free) a 1 MiB buffer, which, once
+    ``bound_malloc_cache`` has made such blocks mappings of their own, is an
+    ``mmap`` and ``munmap`` each time. A file that grew meanwhile is read
+    to its end all the same.
+    """
+    hasher = blake3.blake3()
+    left = size
+    while chunk := os.read(fd, min(left, _HASH_READ) + 1):  # (+1: a file that grew is seen)
+        hasher.update(chunk)
+        left = max(0, left - len(chunk))
+    return str(hasher.hexdigest())
+
+
+#: the most :func:`_hash_fd` reads at once
+_HASH_READ = 1 << 20
 
 
 def _refuse_folder(dir_fd: int, name: str, path: str) -> None:

@@ -35,7 +35,13 @@ from typing import Any, Literal
 from strata.atomic import atomic_write, fsync_dir
 from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
-from strata.store.fsops import TEMP_PREFIX, AsScanned, WorkspaceWriter, sync_filesystem
+from strata.store.fsops import (
+    TEMP_PREFIX,
+    AsScanned,
+    TrashIndex,
+    WorkspaceWriter,
+    sync_filesystem,
+)
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged
@@ -208,6 +214,7 @@ def apply_actions(
     recovering: bool = False,
     trash: Path | None = None,
     verified: Mapping[str, bytes] | None = None,
+    trash_index: TrashIndex | None = None,
 ) -> RestoreReport:
     """Carry out a restore plan; each action checks the path before touching it.
 
@@ -217,11 +224,14 @@ def apply_actions(
     ``verified``: object id -> the object's bytes, already read and checked
     against the id (:func:`strata.core.restore.check_before_writing`): those
     are written as they are, not read from the store again.
+    ``trash_index``: what the files in ``trash`` held (see
+    :class:`~strata.store.fsops.WorkspaceWriter`): a file written back to
+    where it was is swapped back from there.
     """
     report = RestoreReport()
     skipped_dirs: list[str] = []
     threads = min(WRITE_THREADS, available_cpus())
-    with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
+    with WorkspaceWriter(root, trash=trash, reuse_folders=True, trash_index=trash_index) as ws:
         i = 0
         while i < len(actions):
             end = i
@@ -229,7 +239,15 @@ def apply_actions(
                 end += 1
             if threads > 1 and end - i >= PARALLEL_WRITES:
                 trashed = _write_in_parallel(
-                    store, root, actions[i:end], report, skipped_dirs, recovering, verified, trash
+                    store,
+                    root,
+                    actions[i:end],
+                    report,
+                    skipped_dirs,
+                    recovering,
+                    verified,
+                    trash,
+                    trash_index,
                 )
                 report.trashed += trashed[0]
                 report.trashed_bytes += trashed[1]
@@ -292,6 +310,7 @@ def _write_in_parallel(
     recovering: bool,
     verified: Mapping[str, bytes] | None,
     trash: Path | None,
+    trash_index: TrashIndex | None,
 ) -> tuple[int, int]:
     """Carry out file ``writes`` on :data:`WRITE_THREADS` threads; return what they trashed.
 
@@ -320,7 +339,9 @@ def _write_in_parallel(
     def write(n: int) -> tuple[int, int]:
         done = False
         try:
-            with WorkspaceWriter(root, trash=trash, reuse_folders=True) as ws:
+            with WorkspaceWriter(
+                root, trash=trash, reuse_folders=True, trash_index=trash_index
+            ) as ws:
                 for act in shares[n]:
                     if failed.is_set():
                         break
@@ -419,7 +440,7 @@ def _apply_one(
             return
         data = verified.get(act.oid)
         chunks = data if data is not None else verified_chunks(store, ObjectId(act.oid))
-        ws.write_file(act.path, chunks, mode=act.mode, expect=expect)
+        ws.write_file(act.path, chunks, mode=act.mode, expect=expect, oid=act.oid)
         report.written.append(act.path)
     elif act.op == "symlink":
         target = verified.get(act.oid) or store.get(ObjectId(act.oid))

@@ -102,6 +102,24 @@ _trash_cap: int | None = None
 TRASH_FREE_SHARE = 0.25
 #: trash folder -> the disk space (bytes) of the replaced files left there for the watcher
 _kept_trash: dict[str, int] = {}
+#: trash folder -> (workspace path, object id) -> (name in the trash, (size, mtime_ns,
+#: ctime_ns, inode)): the files restores left there, and what they held (:func:`trash_index`)
+_trash_index: dict[str, dict[tuple[str, str], tuple[str, tuple[int, int, int, int]]]] = {}
+
+
+def trash_index(trash: str) -> dict[tuple[str, str], tuple[str, tuple[int, int, int, int]]] | None:
+    """In a watcher that keeps its trash: what the files left in ``trash`` held (else None).
+
+    A restore records each file it moves there (the path it was at, the
+    object the scan saw in it, its name and stat in the trash) and looks
+    there first when it writes that object to that path again: going back
+    and forth between two states swaps the same files back into place
+    instead of making new ones (see ``WorkspaceWriter``). Forgotten when the
+    trash is emptied.
+    """
+    if _trash_cap is None:
+        return None
+    return _trash_index.setdefault(trash, {})
 
 
 def keep_trash(cap: int | None) -> None:
@@ -113,10 +131,15 @@ def keep_trash(cap: int | None) -> None:
     """
     global _trash_cap
     _trash_cap = cap
+    if cap is None:
+        _trash_index.clear()
 
 
 def trash_later(trash: str, size: int, *, free: int) -> bool:
     """Leave ``size`` more bytes of replaced files in the folder ``trash`` for the watcher.
+
+    ``size`` is less than nothing when the restore took more files back out
+    of the trash than it left there.
 
     True when they are left: in a watcher that keeps its trash, running a
     command, while the folder then holds no more than the cap, nor more than
@@ -126,9 +149,10 @@ def trash_later(trash: str, size: int, *, free: int) -> bool:
     """
     if _after_reply is None or _trash_cap is None:
         return False
-    held = _kept_trash.get(trash, 0) + size
+    held = max(0, _kept_trash.get(trash, 0) + size)
     if held > _trash_cap or held > free * TRASH_FREE_SHARE:
         _kept_trash.pop(trash, None)  # emptied now: held no longer
+        _trash_index.pop(trash, None)
         return False
     _kept_trash[trash] = held
     return True
@@ -145,6 +169,7 @@ def take_kept_trash() -> list[str]:
     for trash in list(_kept_trash):
         if _kept_trash.pop(trash, None) is not None:
             taken.append(trash)
+        _trash_index.pop(trash, None)
     return taken
 
 
