@@ -534,7 +534,10 @@ class Bench:
                 sb.seq(pair.strata, strata("rewind", to[0])),
                 sb.seq(pair.git, GIT.git("checkout", "-q", "--detach", to[1])),
             )
-            sb.log(f"5k: rewind run {i + 1}/{self.runs}")
+            sb.log(
+                f"5k: rewind run {i + 1}/{self.runs}: strata {r.strata[-1] * 1000:.0f} ms, "
+                f"git {r.git[-1] * 1000:.0f} ms"
+            )
         stop_watcher(pair.strata)
         self.rows.append(r)
 
