@@ -124,12 +124,15 @@ def restore_into(
             branch=tx.view.head_branch,
         )
     verified = check_before_writing(core.objects, core.root, actions)
+    known: dict[str, tuple[os.stat_result, str]] = {}
     if any(a.op in ("write", "symlink", "remove") for a in actions):
         # every file written differs from the stat cache: a watcher, once the asker has its
         # answer, reads them so the next command's scan finds them known (first: it holds
-        # the write lock, deleting the replaced files does not)
-        served.in_background(lambda: _refresh_stat_cache(core), only_served=True)
+        # the write lock, deleting the replaced files does not); the files taken back from
+        # the trash with their bytes checked are not read again
+        served.in_background(lambda: _refresh_stat_cache(core, known), only_served=True)
     report = tx.apply(actions, verified=verified)
+    known.update(report.known)
     verified.clear()
     report.skipped.extend(unreadable)
     skipped = [display_path(p) for p in report.skipped]
@@ -139,7 +142,7 @@ def restore_into(
     return RewindResult(event, target, auto, restored, skipped)
 
 
-def _refresh_stat_cache(core: Core) -> None:
+def _refresh_stat_cache(core: Core, known: dict[str, tuple[os.stat_result, str]]) -> None:
     """Scan Published and keep its stat cache (objects made durable first), recording nothing.
 
     What a restore wrote is then known to the next scan (an auto-save before
@@ -149,7 +152,7 @@ def _refresh_stat_cache(core: Core) -> None:
     core.progress = None  # the command has answered: nobody watches a progress line now
     try:
         with core.writing():
-            scan = core.workspace.scan()
+            scan = core.workspace.scan(known=known)
             core.objects.flush()
             if scan.worth_saving:
                 scan.save_cache()

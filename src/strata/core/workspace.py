@@ -168,9 +168,20 @@ class Workspace:
         #: the newest scan (``folders_listed``, ``watcher``: how the watcher was used)
         self.last_scan: ScanResult | None = None
 
-    def scan(self, *, hash_only: bool = False) -> Scan:
-        """Read the folder into trees; with ``hash_only``, store nothing (blobs stay on disk)."""
+    def scan(
+        self,
+        *,
+        hash_only: bool = False,
+        known: Mapping[str, tuple[os.stat_result, str]] | None = None,
+    ) -> Scan:
+        """Read the folder into trees; with ``hash_only``, store nothing (blobs stay on disk).
+
+        ``known``: files whose stat and object id a restore vouches for
+        (``RestoreReport.known``): taken as read when their stat still matches.
+        """
         cache = StatCache(self.cache_path)
+        if known:
+            cache.note_read(known)
         store: ObjectStore = OverlayStore(self.objects) if hash_only else self.objects
         answer = self.changes(cache.token) if self.changes is not None else None
         scanner = Scanner(

@@ -183,6 +183,10 @@ class WorkspaceWriter:
         self._kept_in_trash: bool | None = None
         #: (path, object id) -> the file in the trash that held it, and its stat there
         self._index = trash_index
+        #: path -> (its stat, object id) of each file taken back from the trash whose bytes
+        #: were hashed long after they were last written (see :meth:`_put_back`): a scan
+        #: may take it as read (``StatCache.note_read``)
+        self.known: dict[str, tuple[os.stat_result, str]] = {}
         if trash is not None:
             self._trash_fd = _open_trash(trash, self._trash_dev)
 
@@ -384,6 +388,7 @@ class WorkspaceWriter:
                 or (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino) != key
             ):
                 return None
+            hashed_at = time.time_ns()
             if _hash_fd(fd, st.st_size) != oid:
                 return None
             if st.st_mode & _PERMISSION_BITS != mode & _PERMISSION_BITS:
@@ -401,7 +406,17 @@ class WorkspaceWriter:
                 self._trashed += 1
                 self._trashed_bytes += displaced.st_blocks * 512
                 self._remember(path, expect, trash_name, displaced)
-            return os.fstat(fd)
+            now = os.fstat(fd)
+            if not is_racy(st.st_mtime_ns, hashed_at) and (
+                now.st_mtime_ns,
+                now.st_size,
+                now.st_ino,
+            ) == (st.st_mtime_ns, st.st_size, st.st_ino):
+                # its bytes were hashed well after its mtime, and no write moved that mtime
+                # since: what a scan reading it then would have recorded (a later edit
+                # gives it a new mtime)
+                self.known[path] = (now, oid)
+            return now
         finally:
             os.close(fd)
 

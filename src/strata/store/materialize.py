@@ -74,6 +74,8 @@ class RestoreReport:
     trashed: int = 0
     #: the disk space those hold (allocated blocks)
     trashed_bytes: int = 0
+    #: path -> (stat, object id) of the files a scan may take as read (``WorkspaceWriter.known``)
+    known: dict[str, tuple[os.stat_result, str]] = field(default_factory=dict)
 
     @property
     def restored_paths(self) -> list[str]:
@@ -264,6 +266,7 @@ def apply_actions(
             i = end
         if recovering:
             _remove_temp_files(ws, root, actions)
+        report.known.update(ws.known)
         report.trashed += ws.trashed
         report.trashed_bytes += ws.trashed_bytes
     if actions:  # (nothing written, nothing to flush)
@@ -369,6 +372,7 @@ def _write_in_parallel(
                         store, ws, act, reports[n], skipped_dirs, recovering, verified or {}
                     )
                 done = True
+                reports[n].known.update(ws.known)
                 return ws.trashed, ws.trashed_bytes
         finally:
             if not done:
@@ -382,6 +386,7 @@ def _write_in_parallel(
         finally:  # (a failure here waits for the other shares to stop, then is raised)
             trashed += [future.result() for future in futures]
     for part in reports:
+        report.known.update(part.known)
         report.written.extend(part.written)
         report.skipped.extend(part.skipped)
         report.removed.extend(part.removed)

@@ -73,7 +73,7 @@ import stat
 import struct
 import threading
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -493,6 +493,29 @@ class StatCache:
                 self._raw[key] = kept
         self._unverified = unverified
         self._started_ns = started_ns
+
+    def note_read(self, known: Mapping[str, tuple[os.stat_result, str]]) -> None:
+        """Take the files ``known`` names (path -> their stat, object id) as read by a scan.
+
+        For what a restore put in place with its bytes checked (see
+        ``WorkspaceWriter.known``): the next scan finds their stat here and
+        does not read them. Their folders' trees are built again from rows.
+        """
+        for path, (st, oid) in known.items():
+            folder, _, name = path.rpartition("/")
+            cached = self.get(folder)
+            if cached is None:
+                continue
+            cached.files[name] = (
+                st.st_mode & 0o777,
+                st.st_size,
+                st.st_mtime_ns,
+                st.st_ctime_ns,
+                st.st_ino,
+                oid,
+            )
+            cached.tree = ""  # its rows name the old object: not to be taken whole
+            cached.digest = b""
 
     def forget(self, folder: str) -> None:
         """Drop one folder so the next scan looks at it afresh."""
