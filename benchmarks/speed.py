@@ -22,7 +22,11 @@ sample starts and when its last one ends:
                    no watcher, vs ``git status``
 
 ``rewind-5k``: a 5,000-file tree in which every file changed; ``strata rewind``
-moves all 5,000 back (absolute bound; ``git checkout`` shown).
+moves all 5,000 back and forth between the two states (absolute bound; ``git
+checkout`` shown): from the second sample on, the watcher takes the files
+back from its trash. A second row then rewinds, each sample, to one of
+``--runs`` further states never left since they were snapshotted: every
+file is written anew.
 ``click``: the rows above on a real project's tree (``--tree``), each ≤ 2x git.
 ``memory``: peak resident memory of the first ``strata snapshot`` of an
 80,000-file tree (the CLI's processes, and the watcher's if one ran) vs ``git add -A``.
@@ -538,8 +542,38 @@ class Bench:
                 f"5k: rewind run {i + 1}/{self.runs}: strata {r.strata[-1] * 1000:.0f} ms, "
                 f"git {r.git[-1] * 1000:.0f} ms"
             )
-        stop_watcher(pair.strata)
         self.rows.append(r)
+        # each sample to a state this workspace never left: nothing in the trash to take back,
+        # every file written anew (as git writes them)
+        states = []
+        for n in range(self.runs):
+            for ws in (pair.strata, pair.git):
+                for f in files:
+                    with open(ws / f.path, "ab") as out:
+                        out.write(f"state {n}\n".encode())
+            sb.run(strata("snapshot", "-m", f"state {n}"), pair.strata)
+            git_commit_all(pair.git)
+            states.append(pair.head())
+        fresh = Row(
+            "5k",
+            f"rewind all {len(files)} files, each to a state never left",
+            "git checkout -q --detach",
+            1.0,
+            True,
+        )
+        for i, to in enumerate([*states[-2::-1], a]):
+            self.sample(
+                fresh,
+                i,
+                sb.seq(pair.strata, strata("rewind", to[0])),
+                sb.seq(pair.git, GIT.git("checkout", "-q", "--detach", to[1])),
+            )
+            sb.log(
+                f"5k: fresh rewind run {i + 1}/{self.runs}: strata "
+                f"{fresh.strata[-1] * 1000:.0f} ms, git {fresh.git[-1] * 1000:.0f} ms"
+            )
+        stop_watcher(pair.strata)
+        self.rows.append(fresh)
 
     def memory(self, cache: Path) -> None:
         """Peak RSS of the first snapshot of the 80k tree (in place in the cache) and git add."""
