@@ -61,11 +61,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-import blake3
-
 from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath, WorkspaceChanged
 from strata.sandbox.paths import check_relative, is_internal
 from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
+from strata.store.objects import hash_fd
 from strata.store.statcache import is_racy, unchanged
 
 try:  # built by setup.py where a C compiler is found
@@ -345,13 +344,11 @@ class WorkspaceWriter:
                 os.close(fd)
                 raise
             try:
-                if displaced is None:
-                    pass
-                elif in_trash:  # ``temp`` names the replaced file, in the trash
+                if displaced is not None and in_trash:  # ``temp``: the replaced file, in the trash
                     self._trashed += 1
                     self._trashed_bytes += displaced.st_blocks * 512
                     self._remember(path, expect, temp, displaced)
-                else:  # ``temp`` names the replaced file, beside the new one
+                elif displaced is not None:  # ``temp``: the replaced file, beside the new one
                     self._discard(dir_fd, temp, displaced)
                 return os.fstat(fd)
             finally:
@@ -389,7 +386,7 @@ class WorkspaceWriter:
             ):
                 return None
             hashed_at = time.time_ns()
-            if _hash_fd(fd, st.st_size) != oid:
+            if hash_fd(fd, st.st_size) != oid:
                 return None
             if st.st_mode & _PERMISSION_BITS != mode & _PERMISSION_BITS:
                 os.fchmod(fd, mode & _PERMISSION_BITS)
@@ -870,30 +867,9 @@ def _hash_at(dir_fd: int, name: str, st: os.stat_result) -> str | None:
         opened = os.fstat(fd)
         if opened.st_ino != st.st_ino:
             return None
-        return _hash_fd(fd, opened.st_size)
+        return str(hash_fd(fd, opened.st_size))
     finally:
         os.close(fd)
-
-
-def _hash_fd(fd: int, size: int) -> str:
-    """The object id of the ``size`` bytes the file ``fd`` holds from its current offset.
-
-    Read in pieces no larger than what is left: a read of 1 MiB for a
-    file of 20 KB would take (and free) a 1 MiB buffer, which, once
-    ``bound_malloc_cache`` has made such blocks mappings of their own, is an
-    ``mmap`` and ``munmap`` each time. A file that grew meanwhile is read
-    to its end all the same.
-    """
-    hasher = blake3.blake3()
-    left = size
-    while chunk := os.read(fd, min(left, _HASH_READ) + 1):  # (+1: a file that grew is seen)
-        hasher.update(chunk)
-        left = max(0, left - len(chunk))
-    return str(hasher.hexdigest())
-
-
-#: the most :func:`_hash_fd` reads at once
-_HASH_READ = 1 << 20
 
 
 def _refuse_folder(dir_fd: int, name: str, path: str) -> None:

@@ -72,7 +72,7 @@ import blake3
 
 from strata.ids import ObjectId
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
-from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes
+from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes, hash_fd
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
 
@@ -1205,14 +1205,9 @@ class Scanner:
                 if not stat.S_ISREG(before.st_mode):
                     return f"skipped {rel}: it was replaced while scanning (not recorded)"
                 if self.hash_only:
-                    hasher = blake3.blake3()
-                    left = before.st_size
-                    while chunk := os.read(fd, min(left, _READ_CHUNK) + 1):
-                        hasher.update(chunk)
-                        left = max(0, left - len(chunk))
+                    oid = hash_fd(fd, before.st_size)
                     after = os.fstat(fd)
                     if _same(before, after):
-                        oid = ObjectId(hasher.hexdigest())
                         self.sources[oid] = job.path
                         return oid, after
                 elif before.st_size < STREAM_THRESHOLD:
