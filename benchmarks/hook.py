@@ -1,23 +1,26 @@
-"""Claude Code's PostToolUse hook round trip vs a git commit, on the 20,000-file corpus.
+"""Claude Code's hooks, one tool call's PreToolUse and PostToolUse, vs a git commit, at 20k files.
 
 Builds the large corpus of ``benchmarks/snapshots.py`` (same seed, same files,
 same 10 edits), records it once in each tool, starts ``strata watch --daemon
---no-capture`` in the Strata workspace, then for each run edits the same 10
-files in both workspaces and times, side by side:
+--no-capture`` in the Strata workspace, then for each run makes the same 10
+edits in both workspaces (the person's work between two agent calls) and
+times, side by side, one Edit tool call as Claude Code runs its hooks:
 
-* ``strata hook claude-code`` fed a PostToolUse message on stdin (Claude Code's
-  documented schema) until it exits: the snapshot is handed to the watcher
-  before the CLI is imported; the event is checked afterwards (untimed)
-  vs ``git add -A`` + ``git commit -q -m x``;
-* for reference (the last two rows taken after all the timed samples, since a
+* ``strata hook claude-code`` fed the PreToolUse message (judged; the person's
+  10 edits recorded as their own event), the agent's edit of one more file,
+  then the PostToolUse message (the agent's event, that file alone); both
+  handed to the watcher before the CLI is imported; the two events are
+  checked afterwards (untimed)
+  vs ``git add -A`` + ``git commit -q -m x`` of the same 11 files;
+* for reference (the last rows taken after all the timed samples, since a
   snapshot run locally rewrites the stat cache the watcher then reads again):
-  a plain ``strata snapshot`` (the same path, without the
-  hook's message), the same hook with ``STRATA_NO_RESIDENT=1`` (the CLI loads
-  Strata and snapshots in its own process, the watcher still answering which
-  paths changed), and a PreToolUse for a Bash command (the policy's decision,
-  which loads the CLI and opens the repository).
+  a plain ``strata snapshot`` (the same path, without the hook's message),
+  the same PostToolUse with ``STRATA_NO_RESIDENT=1`` (the CLI loads Strata and
+  snapshots in its own process, the watcher still answering which paths
+  changed), and a PreToolUse for a refused Bash command (the policy's
+  decision and its record).
 
-Target: the hook round trip ≤ 0.5x git's commit.
+Target: PreToolUse and PostToolUse together ≤ 0.5x git's commit.
 
 Run:  .venv/bin/python benchmarks/hook.py [--runs N] [--seed N] [--work DIR]
 """
@@ -77,15 +80,16 @@ def hook(ws: Path, message: bytes, *, ok: tuple[int, ...] = (0,)) -> float:
     return wall
 
 
-def newest_rationale(ws: Path) -> str:
+def newest(ws: Path, count: int) -> list[dict[str, object]]:
     out = subprocess.run(
-        [sb.STRATA, "history", "--limit", "1", "--json"],
+        [sb.STRATA, "history", "--limit", str(count), "--json"],
         cwd=ws,
         env=sb.ENV,
         capture_output=True,
         check=True,
     ).stdout
-    return str(json.loads(out)[0]["rationale"])
+    found: list[dict[str, object]] = json.loads(out)
+    return found
 
 
 def main() -> None:
@@ -121,17 +125,26 @@ def main() -> None:
     sb.run([sb.STRATA, "watch", "--daemon", "--no-capture"], st_ws)
     sb.run([sb.STRATA, "snapshot"], st_ws)  # the stat cache now holds a watcher token
     run_no = 0
-    target = str(st_ws / edits[0].path)
+    agent_file = "agent-edit.txt"
+    target = str(st_ws / agent_file)
     try:
         for i in range(args.runs):
             run_no += 1
-            sb.edit(st_ws, edits, run_no, args.seed)
+            sb.edit(st_ws, edits, run_no, args.seed)  # the person's work between two calls
             sb.edit(git_ws, edits, run_no, args.seed)
-            post = payload(
-                st_ws, "PostToolUse", "Edit", {"file_path": target, "new_string": f"{i}"}
-            )
-            add("hook strata (watcher)", hook(st_ws, post))
-            assert newest_rationale(st_ws).startswith('Edit {"file_path": '), "not recorded"
+            tool_input = {"file_path": target, "old_string": "", "new_string": f"{i}"}
+            pre = payload(st_ws, "PreToolUse", "Edit", tool_input)
+            post = payload(st_ws, "PostToolUse", "Edit", tool_input)
+            before = hook(st_ws, pre)
+            for ws in (st_ws, git_ws):  # the agent's edit
+                (ws / agent_file).write_text(f"agent edit {i}\n")
+            after = hook(st_ws, post)
+            add("PreToolUse + PostToolUse (watcher)", before + after)
+            add("PreToolUse (watcher)", before)
+            add("PostToolUse (watcher)", after)
+            agent, person = newest(st_ws, 2)
+            assert agent["files"] == [agent_file], agent
+            assert person["author"]["kind"] == "human", person  # type: ignore[index]
             add(
                 "commit git",
                 sb.timed(sb.seq(git_ws, git.git("add", "-A"), git.git("commit", "-q", "-m", "x"))),
@@ -146,24 +159,25 @@ def main() -> None:
         for i in range(args.runs):
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)
+            (st_ws / agent_file).write_text(f"local {i}\n")
             post = payload(
                 st_ws, "PostToolUse", "Edit", {"file_path": target, "new_string": f"local {i}"}
             )
             sb.ENV["STRATA_NO_RESIDENT"] = "1"
-            add("hook strata (watcher, run locally)", hook(st_ws, post))
+            add("PostToolUse (watcher, run locally)", hook(st_ws, post))
             del sb.ENV["STRATA_NO_RESIDENT"]
             pre = payload(st_ws, "PreToolUse", "Bash", {"command": "rm -rf build"})
-            add("PreToolUse Bash decision", hook(st_ws, pre, ok=(2,)))
+            add("PreToolUse Bash refused", hook(st_ws, pre, ok=(2,)))
     finally:
         sb.run([sb.STRATA, "watch", "--stop"], st_ws)
 
-    strata_ms = median_ms(rows["hook strata (watcher)"])
+    strata_ms = median_ms(rows["PreToolUse + PostToolUse (watcher)"])
     git_ms = median_ms(rows["commit git"])
     ratio = strata_ms / git_ms
     now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     cpus = os.cpu_count()
     print(
-        f"### PostToolUse hook, watcher on: 20,000 files, 10 edited "
+        f"### One Edit call's hooks, watcher on: 20,000 files, 10 edited by the person "
         f"({now}, {platform.node()}, {cpus} CPUs, load {os.getloadavg()[0]:.1f}, runs={args.runs})"
     )
     print()
@@ -171,14 +185,16 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     met = "yes" if ratio <= 0.5 else "NO"
     print(
-        f"| PostToolUse hook → event recorded, vs `git add -A && git commit` | {strata_ms:.0f} ms "
-        f"| {git_ms:.0f} ms | {ratio:.2f}x | ≤ 0.5x git | {met} |"
+        f"| PreToolUse + PostToolUse → the person's event and the agent's, vs `git add -A && "
+        f"git commit` | {strata_ms:.0f} ms | {git_ms:.0f} ms | {ratio:.2f}x | ≤ 0.5x git | {met} |"
     )
     print()
     for key in (
+        "PreToolUse (watcher)",
+        "PostToolUse (watcher)",
         "snapshot strata (watcher)",
-        "hook strata (watcher, run locally)",
-        "PreToolUse Bash decision",
+        "PostToolUse (watcher, run locally)",
+        "PreToolUse Bash refused",
     ):
         print(f"* {key}: {median_ms(rows[key]):.0f} ms")
     print()

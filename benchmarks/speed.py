@@ -581,7 +581,7 @@ class Bench:
         corpus, _ = cached_corpus(cache, size, self.seed)
         r = Row("80k", "peak memory, first snapshot", "git add -A", 100.0, True, unit="MB")
         try:
-            sb.run(strata("init"), corpus)
+            sb.run(strata("init", "--no-snapshot"), corpus)
             seconds, peak = peak_rss(strata("snapshot", "-m", "x"), corpus)
             hwm = watcher_hwm(corpus)
             r.load = [loadavg(), ""]

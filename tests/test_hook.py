@@ -21,13 +21,16 @@ import pytest
 
 from conftest import CliRunner, as_json, ok
 
+#: the strata command the hooks are installed with: the test environment's, by its full path
+STRATA = str(Path(sys.executable).parent / "strata")
+
 
 @pytest.fixture
 def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     (root / "app.py").write_text("print('v1')\n")
-    ok(run_cli("init", cwd=root))
+    ok(run_cli("init", "--no-snapshot", cwd=root))
     ok(run_cli("snapshot", "-m", "v1", cwd=root))
     return root
 
@@ -256,20 +259,22 @@ def test_pre_tool_use_refuses_a_high_risk_bash_command_with_exit_2(
     assert err.startswith("strata: high-risk command") and "needs approval" in err
 
 
-def test_an_allowed_bash_command_is_judged_without_opening_the_repository(
+def test_a_refused_bash_command_is_judged_without_opening_the_repository_to_record_work(
     workspace: Path, run_cli: CliRunner
 ) -> None:
-    """Claude Code waits for the hook before every Bash call: judging reads config.toml only.
+    """A refusal records itself, and nothing of the person's: the call does not run.
 
-    The repository (ledger, store) is opened to record a refusal, not to allow ``ls``.
+    An allowed call records the person's unrecorded work first (see the tests
+    of the first change below); with nothing unrecorded it records nothing.
     """
-    for command, code_wanted in (("ls -la", 0), ("rm -rf app.py", 2)):
-        payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
-        code, _, err = hook(run_cli, payload, cwd=workspace, env={"PYTHONPROFILEIMPORTTIME": "1"})
-        assert code == code_wanted, err
-        loaded = {ln.rpartition("|")[2].strip() for ln in err.splitlines() if "|" in ln}
-        assert ("strata.repo" in loaded) == (code_wanted == 2), command
-    assert newest(run_cli, workspace)["action_type"].startswith("tool_call")  # the refusal
+    (workspace / "notes.txt").write_text("the person's\n")
+    payload = claude("PreToolUse", "Bash", {"command": "rm -rf app.py"}, workspace)
+    code, _, err = hook(run_cli, payload, cwd=workspace)
+    assert code == 2, err
+    newest_event = newest(run_cli, workspace)
+    assert newest_event["action_type"].startswith("tool_call")  # the refusal
+    status = as_json(run_cli("status", "--json", cwd=workspace))
+    assert [c["path"] for c in status["changes"]] == ["notes.txt"]  # still unrecorded
 
 
 @pytest.mark.parametrize("command", ["rm app.py", "make", "python -m pytest", "git commit -m x"])
@@ -413,6 +418,165 @@ def test_pre_tool_use_outside_a_workspace_allows(run_cli: CliRunner, tmp_path: P
     assert hook(run_cli, payload, cwd=tmp_path) == (0, "", "")
 
 
+# -- the first change, and a person's changes between agent calls -------------------------------
+
+
+def agent_call(
+    run_cli: CliRunner,
+    ws: Path,
+    tool: str,
+    tool_input: dict[str, Any],
+    act: Callable[[], object],
+    *,
+    session: str = "abc123-session",
+    env: dict[str, str] | None = None,
+) -> None:
+    """One tool call as Claude Code makes it: PreToolUse, the tool's own work, PostToolUse."""
+    pre = claude("PreToolUse", tool, tool_input, ws, session_id=session)
+    code, _, err = hook(run_cli, pre, cwd=ws, env=env)
+    assert code == 0, err
+    act()
+    post = claude("PostToolUse", tool, tool_input, ws, session_id=session)
+    code, _, err = hook(run_cli, post, cwd=ws, env=env)
+    assert code == 0, err
+
+
+def sed(path: Path, old: str, new: str) -> Callable[[], None]:
+    return lambda: path.write_text(path.read_text().replace(old, new))
+
+
+@pytest.mark.parametrize("watcher", [False, True], ids=["no-watcher", "watcher"])
+def test_the_first_agent_change_in_a_new_workspace_is_undone_alone(
+    run_cli: CliRunner, tmp_path: Path, served: Callable[[Path], None], watcher: bool
+) -> None:
+    """init records the folder as it is, so the agent's first call is a change from it."""
+    ws = tmp_path / "new"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("x = 1\n")
+    out = ok(run_cli("init", cwd=ws))
+    assert "Recorded the folder as it is" in out
+    if watcher:
+        served(ws)
+    app = ws / "src" / "app.py"
+    agent_call(run_cli, ws, "Bash", {"command": "sed -i s/1/9/ src/app.py"}, sed(app, "1", "9"))
+    first = newest(run_cli, ws)
+    assert first["author"] == {"name": "abc123-session", "kind": "agent"}
+    assert first["files"] == ["src/app.py"]
+    ok(run_cli("undo", cwd=ws))
+    assert app.read_text() == "x = 1\n"  # the file as the user had it
+    assert as_json(run_cli("status", "--json", cwd=ws))["clean"] is True
+    ok(run_cli("redo", cwd=ws))
+    assert app.read_text() == "x = 9\n"
+    if watcher:
+        status = as_json(run_cli("watch", "--status", "--json", cwd=ws))
+        assert status["commands_run"] >= 4  # both hooks were served: no slow start
+
+
+def test_a_persons_edits_between_agent_calls_are_their_own_event(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    app, notes = workspace / "app.py", workspace / "notes.txt"
+    agent_call(run_cli, workspace, "Bash", {"command": "sed"}, sed(app, "v1", "v2"))
+    notes.write_text("the person's note\n")  # between two agent calls
+    app.write_text(app.read_text() + "# the person's line\n")
+    agent_call(
+        run_cli,
+        workspace,
+        "Edit",
+        {"file_path": str(app), "old_string": "v2", "new_string": "v3"},
+        sed(app, "v2", "v3"),
+    )
+    history = events(run_cli, workspace)
+    agent_edit, person, agent_bash = history[0], history[1], history[2]
+    assert person["author"] == {"name": "tester", "kind": "human"}
+    assert person["rationale"] == "changes made outside the agent"
+    assert sorted(person["files"]) == ["app.py", "notes.txt"]
+    assert agent_edit["author"]["kind"] == "agent" and agent_edit["files"] == ["app.py"]
+    assert agent_edit["data"]["insertions"] == 1 and agent_edit["data"]["deletions"] == 1
+    assert agent_bash["author"]["kind"] == "agent"
+    ok(run_cli("undo", cwd=workspace))  # exactly the Edit: the person's work stays
+    assert app.read_text() == "print('v2')\n# the person's line\n"
+    assert notes.read_text() == "the person's note\n"
+
+
+def test_a_file_tool_records_only_the_file_it_names(workspace: Path, run_cli: CliRunner) -> None:
+    """What the person changes while the agent's Write runs is not folded into the agent's event."""
+    app, notes = workspace / "app.py", workspace / "notes.txt"
+
+    def write_and_person_types() -> None:
+        app.write_text("print('agent')\n")
+        notes.write_text("typed meanwhile\n")
+
+    agent_call(
+        run_cli,
+        workspace,
+        "Write",
+        {"file_path": "app.py", "content": "..."},
+        write_and_person_types,
+    )
+    event = newest(run_cli, workspace)
+    assert event["author"]["kind"] == "agent" and event["files"] == ["app.py"]
+    status = as_json(run_cli("status", "--json", cwd=workspace))
+    assert [c["path"] for c in status["changes"]] == ["notes.txt"]  # unrecorded, not the agent's
+    ok(run_cli("undo", cwd=workspace))
+    assert app.read_text() == "print('v1')\n" and notes.read_text() == "typed meanwhile\n"
+    # the next call records it as the person's
+    agent_call(run_cli, workspace, "Bash", {"command": "true"}, lambda: None)
+    person = newest(run_cli, workspace)
+    assert person["author"]["kind"] == "human" and person["files"] == ["notes.txt"]
+
+
+def test_agents_side_by_side_each_record_their_own_files(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Four sessions writing at once: each of their 20 events holds its own file and no other."""
+    import threading
+
+    errors: list[BaseException] = []
+
+    def session(n: int) -> None:
+        try:
+            for i in range(5):
+                target = workspace / f"s{n}-{i}.txt"
+                agent_call(
+                    run_cli,
+                    workspace,
+                    "Write",
+                    {"file_path": str(target), "content": "x"},
+                    lambda t=target, i=i: t.write_text(f"{n} {i}\n"),  # type: ignore[misc]
+                    session=f"session-{n}",
+                )
+        except BaseException as exc:  # handed to the test's thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=session, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    agents = [e for e in events(run_cli, workspace) if e["author"]["kind"] == "agent"]
+    assert len(agents) == 20
+    for e in agents:
+        (path,) = e["files"]
+        assert e["author"]["name"] == f"session-{path.split('-')[0][1:]}", e
+    assert as_json(run_cli("status", "--json", cwd=workspace))["clean"] is True
+
+
+def test_a_run_by_an_agent_records_the_persons_work_before_it_as_theirs(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    (workspace / "notes.txt").write_text("the person's\n")
+    command = [sys.executable, "-c", "open('out.txt', 'w').write('made')"]
+    ok(run_cli("run", "--author", "bot", "--author-kind", "agent", "--", *command, cwd=workspace))
+    history = events(run_cli, workspace, "--action", "snapshot")
+    before = next(e for e in history if e["files"] == ["notes.txt"])
+    assert before["author"] == {"name": "tester", "kind": "human"}
+    assert before["rationale"].startswith("changes made outside the agent, run before: ")
+    after = next(e for e in history if e["files"] == ["out.txt"])
+    assert after["author"] == {"name": "bot", "kind": "agent"}
+
+
 # -- Codex and Aider ----------------------------------------------------------------------------
 
 
@@ -466,18 +630,71 @@ def test_install_claude_code_merges_and_is_idempotent(workspace: Path, run_cli: 
         },
     }
     settings.write_text(json.dumps(mine, indent=4))
-    out = ok(run_cli("hook", "install", "claude-code", cwd=workspace))
+    out = ok(run_cli("hook", "install", "claude-code", "--shared", cwd=workspace))
     assert out.startswith(f"--- {settings}\n+++ {settings}\n") and "Wrote" in out
     merged = json.loads(settings.read_text())
     assert merged["model"] == "opus" and merged["permissions"] == mine["permissions"]
     post = merged["hooks"]["PostToolUse"]
     assert post[0] == mine["hooks"]["PostToolUse"][0]  # theirs first, untouched
-    assert post[1]["hooks"] == [{"type": "command", "command": "strata hook claude-code"}]
+    assert post[1]["hooks"] == [{"type": "command", "command": f"{STRATA} hook claude-code"}]
     assert "Bash" in merged["hooks"]["PreToolUse"][0]["matcher"]
     written = settings.read_bytes()
-    again = ok(run_cli("hook", "install", "claude-code", cwd=workspace))
+    again = ok(run_cli("hook", "install", "claude-code", "--shared", cwd=workspace))
     assert "nothing changed" in again and "---" not in again
     assert settings.read_bytes() == written
+
+
+def test_install_claude_code_writes_the_users_own_settings_with_strata_by_its_full_path(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """A venv's strata is not on the agent's PATH: the hook names it in full, and it works."""
+    local = workspace / ".claude" / "settings.local.json"
+    result = as_json(run_cli("hook", "install", "claude-code", "--json", cwd=workspace))
+    assert result["path"] == str(local) and result["created"] is True
+    assert not (workspace / ".claude" / "settings.json").exists()  # the project's: untouched
+    (command,) = {
+        h["command"]
+        for groups in json.loads(local.read_text())["hooks"].values()
+        for group in groups
+        for h in group["hooks"]
+    }
+    assert command == f"{STRATA} hook claude-code"
+    # run as Claude Code runs it: through a shell, with a PATH that has no strata
+    (workspace / "app.py").write_text("print('v2')\n")
+    payload = json.dumps(claude("PostToolUse", "Bash", {"command": "edit"}, workspace))
+    proc = subprocess.run(
+        command,
+        shell=True,
+        input=payload,
+        cwd=workspace,
+        env=run_cli.env({"PATH": "/usr/bin:/bin"}),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert newest(run_cli, workspace)["author"]["kind"] == "agent"
+
+
+def test_install_points_an_earlier_bare_entry_at_this_strata(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    local = workspace / ".claude" / "settings.local.json"
+    local.parent.mkdir()
+    bare = {"type": "command", "command": "strata hook claude-code"}
+    local.write_text(json.dumps({"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [bare]}]}}))
+    ok(run_cli("hook", "install", "claude-code", cwd=workspace))
+    hooks = json.loads(local.read_text())["hooks"]
+    assert hooks["PostToolUse"] == [
+        {"matcher": "Bash", "hooks": [{"type": "command", "command": f"{STRATA} hook claude-code"}]}
+    ]  # replaced, not doubled
+    assert len(hooks["PreToolUse"]) == 1
+    config = run_cli.home / ".codex" / "config.toml"
+    config.parent.mkdir()
+    config.write_text('model = "o4-mini"\nnotify = ["strata", "hook", "codex"]\n')
+    ok(run_cli("hook", "install", "codex", cwd=workspace))
+    assert config.read_text() == f'model = "o4-mini"\nnotify = ["{STRATA}", "hook", "codex"]\n'
 
 
 def test_install_dry_run_writes_nothing_and_json_says_so(
@@ -492,7 +709,7 @@ def test_install_dry_run_writes_nothing_and_json_says_so(
 
 
 def test_install_refuses_a_file_it_cannot_read(workspace: Path, run_cli: CliRunner) -> None:
-    settings = workspace / ".claude" / "settings.json"
+    settings = workspace / ".claude" / "settings.local.json"
     settings.parent.mkdir()
     settings.write_text('{"hooks": ')
     code, _, err = run_cli("hook", "install", "claude-code", cwd=workspace)
@@ -505,11 +722,11 @@ def test_install_codex_in_a_scratch_home(run_cli: CliRunner, tmp_path: Path) -> 
     config.parent.mkdir()
     config.write_text('model = "o4-mini"\n\n[mcp_servers.docs]\ncommand = "docs-mcp"\n')
     out = ok(run_cli("hook", "install", "codex", cwd=tmp_path))
-    assert '+notify = ["strata", "hook", "codex"]' in out
+    assert f'+notify = ["{STRATA}", "hook", "codex"]' in out
     import tomllib
 
     parsed = tomllib.loads(config.read_text())
-    assert parsed["notify"] == ["strata", "hook", "codex"]
+    assert parsed["notify"] == [STRATA, "hook", "codex"]
     assert parsed["model"] == "o4-mini" and parsed["mcp_servers"]["docs"]["command"] == "docs-mcp"
     assert "nothing changed" in ok(run_cli("hook", "install", "codex", cwd=tmp_path))
     other = tmp_path / "other.toml"
@@ -540,7 +757,7 @@ def test_install_aider(workspace: Path, run_cli: CliRunner) -> None:
         "model": "sonnet",
         "auto-commits": False,
         "auto-lint": True,
-        "lint-cmd": "strata hook aider",
+        "lint-cmd": f"{STRATA} hook aider",
     }
     assert "nothing changed" in ok(run_cli("hook", "install", "aider", cwd=workspace))
     conf.write_text("lint-cmd: flake8\n")

@@ -41,7 +41,7 @@ import sys
 from strata import _wire
 from strata._locate import find_repo
 from strata.store import served
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option
+from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option, is_served_hook
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs 2 ms)
 if TYPE_CHECKING:
@@ -166,7 +166,11 @@ def _try_resident(argv: list[str]) -> bool:
     if argv[:1] == ["run"]:
         if not _plain_run(argv[1:]):
             return False
-    elif not argv or argv[0] not in SERVED or any(a in LOCAL_ONLY for a in argv):
+    elif (
+        not argv
+        or (argv[0] not in SERVED and not is_served_hook(argv))
+        or any(a in LOCAL_ONLY for a in argv)
+    ):
         return False
     if len(argv) > 1 and argv[1] in LOCAL_SUB.get(argv[0], ()):
         return False

@@ -46,6 +46,9 @@ from strata.ledger.ledger import check_ref_name, moved
 from strata.store.scan import ScanResult
 from strata.store.tree import lookup, read_tree
 
+#: the rationale of the snapshot ``init`` records of the folder as it was
+INIT_MESSAGE = "the folder as it was when Strata started recording it"
+
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.core import Transaction
@@ -185,13 +188,18 @@ class Repository(Core):
         *,
         store: Path | str | None = None,
         ledger: str = "sqlite",
+        snapshot: bool = False,
         **kwargs: Any,
     ) -> tuple[Repository, InitResult]:
         """:meth:`init`, and what it did.
 
         In a git work tree, init also imports the runs the git backend
         recorded there before (:meth:`import_git_runs`) and, with ``store``,
-        adds the ``.strata`` pointer file to git's ``info/exclude``.
+        adds the ``.strata`` pointer file to git's ``info/exclude``. With
+        ``snapshot``, a new repository records the folder as it is, by the
+        repository's author (:data:`INIT_MESSAGE`), so that whatever an agent
+        does next is a change from it that can be undone; an empty folder
+        records nothing.
         """
         layout, created = create_layout(
             Path(path), store=Path(store) if store else None, ledger=ledger
@@ -205,6 +213,10 @@ class Repository(Core):
 
                 exclude = exclude_from_git(marker)
             imported = repo.import_git_runs()
+            first = None
+            if snapshot and created and repo.head() is None:
+                with repo.transaction(EventType.SNAPSHOT) as tx:
+                    first, _ = tx.snapshot(INIT_MESSAGE, first=True)
         except BaseException:
             repo.close()
             raise
@@ -217,6 +229,7 @@ class Repository(Core):
             created,
             imported,
             str(exclude) if exclude else None,
+            first,
         )
         return repo, result
 
@@ -283,14 +296,25 @@ class Repository(Core):
         operation: str | None = None,
         scope: str = "project",
         bookmark: str | None = None,
+        paths: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
     ) -> SnapshotResult:
         """Record the working tree; no event when nothing changed since HEAD.
 
         ``operation`` groups events of one semantic action under one id;
         ``scope`` is its ``action_scope``; ``bookmark`` names the result.
+        ``paths`` (workspace paths, files or folders) records only those paths
+        and leaves every other change unrecorded: what one tool call of an
+        agent changed, while a person or another agent works beside it.
+        ``exclude`` (workspace paths) records every
+        change but those below these paths (files another tool call is writing).
         """
         if bookmark is not None:
             check_ref_name(bookmark, what="bookmark")
+        if paths is not None:
+            from strata.sandbox.paths import check_relative
+
+            paths = [p and check_relative(p) for p in paths]
         with self.transaction(EventType.parse(action_type), author) as tx:
             if bookmark is not None and bookmark in tx.view.bookmarks:
                 raise NameTaken("bookmark", bookmark)
@@ -301,6 +325,8 @@ class Repository(Core):
                 data=data,
                 operation_id=operation,
                 scope=scope,
+                paths=paths,
+                exclude=exclude,
             )
             if bookmark is not None and result.event is not None:
                 tx.bookmark(bookmark, result.event.id)

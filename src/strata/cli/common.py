@@ -127,6 +127,8 @@ def _injected() -> dict[str, Any]:
     seed = os.environ.get("STRATA_SEED")
     if seed:
         kwargs["rng"] = random.Random(seed)
+    # whose workspace it is, whoever runs this command (an agent's hook, an agent's run)
+    kwargs["person"] = make_author(None, "human")
     return kwargs
 
 
@@ -164,7 +166,10 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
     from strata.repo import Repository
 
     repo = Repository.open(
-        Path.cwd(), author=author or make_author(None, None), progress=Progress(), **_injected()
+        Path.cwd(),
+        author=author or make_author(None, None),
+        progress=Progress(),
+        **_injected(),
     )
     _warn_unknown_tables(repo)
     if start_watcher and AUTOSTART and not daemon_turned_off():
@@ -204,15 +209,16 @@ def _warn_unknown_tables(repo: Repository) -> None:
 
 
 def init_repo(
-    path: str, store: str | None, ledger: str = "sqlite"
+    path: str, store: str | None, ledger: str = "sqlite", *, snapshot: bool = False
 ) -> tuple[Repository, InitResult]:
-    """Create or reopen a repository; what init did."""
+    """Create or reopen a repository; what init did (``snapshot``: record the folder as it is)."""
     from strata.repo import Repository
 
     return Repository.create(
         Path(path),
         store=Path(store) if store else None,
         ledger=ledger,
+        snapshot=snapshot,
         author=make_author(None, None),
         progress=Progress(),
         **_injected(),

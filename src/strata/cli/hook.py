@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, warn
+from strata.cli.common import emit_json, json_option, make_author, open_repo, warn
 from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
     from strata.gateway.policy import PolicyDecision
     from strata.integrations.hooks import Verdict
+    from strata.layout import Layout
     from strata.repo import Repository
 
 # -- recording ---------------------------------------------------------------------------
@@ -73,12 +74,24 @@ def hook() -> None:
     help="Refuse a medium-risk Bash command the policy wants approved too (by default "
     "Claude Code's own permission rules decide it).",
 )
+@click.option(
+    "--payload",
+    hidden=True,
+    help="The hook's JSON, instead of stdin (how a watcher is handed the hook).",
+)
 @click.pass_context
-def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> None:
+def hook_claude_code(
+    ctx: click.Context, ask_prompts: bool, strict: bool, payload: str | None
+) -> None:
     """Answer one Claude Code hook (its JSON on stdin).
 
     PostToolUse records a snapshot: the tool's name and input are the
-    rationale, the session id the author (kind agent). PreToolUse refuses a
+    rationale, the session id the author (kind agent); for a file tool only
+    the file it names is recorded. Before a writing call (Bash, Edit, Write,
+    MultiEdit, NotebookEdit) that may go ahead, PreToolUse first records what
+    changed since the last snapshot as yours ("changes made outside the
+    agent"), so the agent's event holds only what its call changed and one
+    'strata undo' reverses exactly that call. PreToolUse refuses a
     file tool (Edit, Write, MultiEdit, NotebookEdit) writing outside the
     workspace or into .strata, and a Bash command the workspace's command
     policy forbids: exit code 2 with the reason on stderr, which Claude Code
@@ -101,29 +114,83 @@ def hook_claude_code(ctx: click.Context, ask_prompts: bool, strict: bool) -> Non
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
-    text = fasthook.pending_stdin
+    text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
-    payload = read_payload(text)
-    cwd = payload.get("cwd")
+    message = read_payload(text)
+    cwd = message.get("cwd")
     if cwd:
         try:
             os.chdir(str(cwd))
         except OSError:
             raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
-    event = payload["hook_event_name"]
+    event = message["hook_event_name"]
     if event == "PostToolUse":
-        command, _ = fasthook.parse("claude-code", [], text)
-        assert command is not None
-        if _in_workspace():  # elsewhere (hooks installed for every project): nothing to do
-            _snapshot(ctx, command)
+        _post_tool_use(message)
     elif event == "PreToolUse":
-        _pre_tool_use(payload, ask_prompts=ask_prompts, strict=strict)
+        _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+
+
+def _file_target(payload: dict[str, Any], root: Path) -> str | None:
+    """The workspace path a file tool's call names; None for another tool, or no such path."""
+    from strata.integrations.fasthook import CLAUDE_FILE_TOOLS
+    from strata.sandbox.paths import workspace_relative
+
+    key = CLAUDE_FILE_TOOLS.get(str(payload.get("tool_name")))
+    tool_input = payload.get("tool_input")
+    target = tool_input.get(key) if key and isinstance(tool_input, dict) else None
+    if not isinstance(target, str) or not target:
+        return None
+    try:
+        return workspace_relative(target, cwd=Path.cwd(), root=root) or None
+    except StrataError:
+        return None  # outside the workspace: PreToolUse refused it
+
+
+def _post_tool_use(payload: dict[str, Any]) -> None:
+    """Record a tool call's change as the agent's snapshot (the session its author).
+
+    A file tool's snapshot records only the file it names, and releases the
+    claim PreToolUse put on it; any other tool's records every change but the
+    files other calls have claimed (:mod:`strata.integrations.claims`).
+    """
+    from strata.cli.plain import record_snapshot
+    from strata.integrations import claims
+    from strata.integrations.fasthook import CLAUDE_FILE_TOOLS, tool_rationale
+    from strata.layout import find_layout
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return  # hooks installed for every project: nothing to do outside a workspace
+    tool = str(payload.get("tool_name") or "tool")
+    session = str(payload.get("session_id") or "claude-code")
+    rationale = tool_rationale(tool, payload.get("tool_input", {}))
+    if tool in CLAUDE_FILE_TOOLS:
+        target = _file_target(payload, layout.workspace)
+        if target is None:
+            return  # nothing written in the workspace
+        try:
+            record_snapshot(
+                None, rationale, None, "project", session, "agent", False,
+                echo=click.echo, paths=[str(layout.workspace / target)],
+            )  # fmt: skip
+        finally:
+            claims.release(layout, session, target)
+        return
+    record_snapshot(
+        None, rationale, None, "project", session, "agent", False,
+        echo=click.echo, exclude=claims.claimed(layout),
+    )  # fmt: skip
 
 
 #: the longest a refusal waits for the write lock to record itself (another command may
 #: be writing): past it the refusal stands unrecorded, with a warning
 RECORD_WAIT_S = 2.0
+
+#: the longest the record of a person's changes before an agent's call waits for the write
+#: lock (another agent's call may be recording); past it the call is refused
+OUTSIDE_WAIT_S = 30.0
 
 #: who judged a call, as recorded in the gateway's events
 HOOK_NAME = "strata hook claude-code"
@@ -135,6 +202,7 @@ def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -
     A refusal, and a call handed to Claude Code's own prompt, is recorded in the
     ledger as the gateway records its decisions (:func:`strata.gateway.record_decision`).
     """
+    from strata.integrations import fasthook
     from strata.integrations.hooks import gateway_policy, pre_tool_use
     from strata.layout import find_layout
 
@@ -165,7 +233,44 @@ def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -
             click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
             sys.stdout.flush()
             raise SystemExit(2) from None
-    _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict)
+    goes_ahead = _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict)
+    if goes_ahead and payload.get("tool_name") in fasthook.CLAUDE_WRITING_TOOLS:
+        _record_outside(payload, layout)
+
+
+def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
+    """Record what changed since the last snapshot as the person's, before the agent's call.
+
+    So the agent's own snapshot (PostToolUse) holds only what its call changed.
+    A file tool first claims its file, and the files other calls have claimed
+    are left out (:mod:`strata.integrations.claims`): they are those agents'.
+    When this cannot be recorded the call is refused (exit 2): letting it run
+    would fold the person's changes into the agent's event.
+    """
+    from strata.core.core import OUTSIDE_AGENT
+    from strata.integrations import claims
+
+    person = make_author(None, "human")
+    try:
+        target = _file_target(payload, layout.workspace)
+        if target is not None:
+            claims.claim(layout, str(payload.get("session_id") or "claude-code"), target)
+        with open_repo(person) as repo:
+            repo.lock.timeout = OUTSIDE_WAIT_S
+            # the files other calls are writing are theirs; this call's file is not written yet
+            others = [p for p in claims.claimed(layout) if p != target]
+            repo.snapshot(OUTSIDE_AGENT, author=person, exclude=others)
+    except (StrataError, OSError) as exc:
+        if not isinstance(exc, StrataError):
+            exc = StrataError(str(exc))
+        hint = f" ({exc.hint})" if exc.hint else ""
+        click.echo(
+            f"strata: refused: the workspace could not be recorded before this call, so the "
+            f"call's changes could not be told apart from earlier ones: {exc.message}{hint}",
+            err=True,
+        )
+        sys.stdout.flush()
+        raise SystemExit(2) from None
 
 
 def _answer(
@@ -174,12 +279,15 @@ def _answer(
     *,
     ask_prompts: bool,
     strict: bool,
-) -> None:
-    """Give Claude Code the hook's answer to a judged call, and record a refusal or a prompt."""
+) -> bool:
+    """Give Claude Code the hook's answer to a judged call, and record a refusal or a prompt.
+
+    True when the call may go ahead (allowed, or left to Claude Code or its user).
+    """
     if verdict.allowed:
-        return
+        return True
     if verdict.ask and verdict.risk == "medium" and not strict:
-        return  # Claude Code's own permission rules decide; its changes are recorded
+        return True  # Claude Code's own permission rules decide; its changes are recorded
     if verdict.ask and ask_prompts:
         answer = {
             "hookSpecificOutput": {
@@ -191,7 +299,7 @@ def _answer(
         click.echo(json.dumps(answer))
         sys.stdout.flush()
         _record(payload, verdict, "asked", by="Claude Code's permission prompt")
-        return
+        return True
     click.echo(verdict.reason, err=True)
     sys.stdout.flush()
     try:
@@ -318,15 +426,27 @@ def hook_aider(ctx: click.Context, files: tuple[str, ...]) -> None:
     type=click.Path(dir_okay=False),
     help="The configuration file to change (default: the agent's own, see below).",
 )
+@click.option(
+    "--shared",
+    is_flag=True,
+    help="claude-code: write the project's .claude/settings.json (committed, for everyone) "
+    "instead of your own .claude/settings.local.json.",
+)
 @click.option("--dry-run", is_flag=True, help="Show the change; write nothing.")
 @json_option
-def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bool) -> None:
+def hook_install(
+    agent: str, config_path: str | None, shared: bool, dry_run: bool, as_json: bool
+) -> None:
     """Write AGENT's configuration so it runs Strata's hooks; print the diff.
 
-    claude-code: .claude/settings.json of the workspace (PreToolUse and
-    PostToolUse hooks). codex: ~/.codex/config.toml, or $CODEX_HOME/config.toml (notify). aider:
-    .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
-    command). Other settings are kept; installing again changes nothing;
+    claude-code: .claude/settings.local.json of the workspace, yours alone
+    (--shared: .claude/settings.json, the project's), with PreToolUse and
+    PostToolUse hooks. codex: ~/.codex/config.toml, or
+    $CODEX_HOME/config.toml (notify). aider: .aider.conf.yml of the
+    workspace (auto-commits off, Strata as the lint command). The hooks run
+    this strata by its absolute path, so they work from any PATH (a venv's
+    strata is not on the agent's). Other settings are kept; installing again
+    changes nothing (an earlier install's entry is pointed at this strata);
     a setting of yours Strata would have to replace is refused, named.
     --config PATH must be in a folder that exists (only the agent's own
     folder at its default place, such as .claude/, is made when missing).
@@ -334,10 +454,14 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     \b
     Example:
       strata hook install claude-code
+      strata hook install claude-code --shared
       strata hook install codex --dry-run --json
     """
     from strata.integrations.install import default_path, plan
     from strata.layout import find_layout
+
+    if shared and agent != "claude-code":
+        raise click.UsageError("--shared is for claude-code (its project settings)")
 
     if agent == "codex":
         default: Path | None = default_path(
@@ -349,11 +473,14 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     elif config_path is None:
         with open_repo(start_watcher=False) as repo:
             root = repo.root
-        default = default_path(agent, workspace=root, home=Path.home())
+        default = default_path(agent, workspace=root, home=Path.home(), shared=shared)
     else:
         try:
             default = default_path(
-                agent, workspace=find_layout(Path.cwd()).workspace, home=Path.home()
+                agent,
+                workspace=find_layout(Path.cwd()).workspace,
+                home=Path.home(),
+                shared=shared,
             )
         except NotARepository:
             default = None  # no workspace: no default place either
@@ -361,8 +488,11 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
     assert path is not None
     # only the agent's own folder at its default place is made when missing: a mistyped
     # --config path would otherwise get a file no agent reads
-    own = default is not None and path.resolve() == default.resolve()
-    change = plan(agent, path, make_folder=own)
+    # (Claude Code's own folder holds both its files: settings.json and settings.local.json)
+    own = default is not None and path.parent.resolve() == default.parent.resolve()
+    own = own and (agent != "claude-code" or path.name in ("settings.json", "settings.local.json"))
+    own = own or (default is not None and path.resolve() == default.resolve())
+    change = plan(agent, path, program=strata_program(), make_folder=own)
     if not dry_run:
         change.apply()
     if as_json:
@@ -376,6 +506,26 @@ def hook_install(agent: str, config_path: str | None, dry_run: bool, as_json: bo
         click.echo(f"Would write {path} (--dry-run: nothing written).")
     else:
         click.echo(f"Wrote {path}.")
+
+
+def strata_program() -> str:
+    """The absolute path of the ``strata`` command of the environment running this one.
+
+    The environment's scripts folder holds it (the native client, or the
+    Python launcher); else the ``strata`` found on ``PATH``; else this
+    process's own launcher.
+    """
+    import shutil
+    import sysconfig
+
+    scripts = Path(sysconfig.get_path("scripts"))
+    for name in ("strata", "strata-py"):
+        if os.access(scripts / name, os.X_OK):
+            return str((scripts / name).absolute())
+    found = shutil.which("strata")
+    if found:
+        return str(Path(found).absolute())
+    return str(Path(sys.argv[0]).absolute())
 
 
 COMMANDS = [hook]

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from strata.cli.common import (
     AUTHOR_KINDS,
@@ -29,6 +29,7 @@ from strata.cli.common import (
     make_author,
     new_command,
     open_repo,
+    rel_path,
     short,
     warn,
 )
@@ -96,12 +97,25 @@ def record_snapshot(
     as_json: bool,
     *,
     echo: Callable[[str], object],
+    paths: Sequence[str] | None = None,
+    exclude: Sequence[str] = (),
 ) -> None:
-    """What ``strata snapshot`` (and ``snapshot save NAME``) does and prints."""
+    """What ``strata snapshot`` (and ``snapshot save NAME``) does and prints.
+
+    ``paths`` are as typed (relative to the current folder): only they are
+    recorded; the changes below ``exclude`` (workspace paths) are not.
+    """
     who = make_author(author, author_kind)
     with open_repo(who) as repo:
+        stored = [rel_path(repo, p) for p in paths] if paths else None
         result = repo.snapshot(
-            message, author=who, operation=operation, scope=scope, bookmark=bookmark
+            message,
+            author=who,
+            operation=operation,
+            scope=scope,
+            bookmark=bookmark,
+            paths=stored,
+            exclude=exclude,
         )
     if as_json:  # the warnings are in the JSON
         emit_json(result.to_json())
@@ -109,7 +123,8 @@ def record_snapshot(
     for w in result.warnings:
         warn(w)
     if result.event is None:
-        echo("Nothing changed since HEAD; no snapshot recorded.")
+        where = f" in {', '.join(printable(p) for p in paths)}" if paths else ""
+        echo(f"Nothing changed{where} since HEAD; no snapshot recorded.")
         if bookmark is not None:
             echo(
                 f"(no bookmark {printable(bookmark)} made: "

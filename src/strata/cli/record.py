@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import click
 
-from strata.cli.common import author_options, emit_json, init_repo, json_option
+from strata.cli.common import author_options, emit_json, init_repo, json_option, short, warn
 from strata.cli.plain import record_snapshot
 from strata.diff.display import printable
 
@@ -28,13 +28,22 @@ F = TypeVar("F", bound=Callable[..., Any])
     default="sqlite",
     help="How the ledger is stored: SQLite (default) or JSON lines with a sidecar index.",
 )
+@click.option(
+    "--no-snapshot",
+    is_flag=True,
+    help="Record nothing yet (by default init records the folder as it is).",
+)
 @json_option
-def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
+def init(path: str, store: str | None, ledger: str, no_snapshot: bool, as_json: bool) -> None:
     """Start recording the folder PATH (default: the current folder).
 
     The repository lives in PATH/.strata, or in --store DIR outside the
     workspace, where an agent running 'rm -rf .strata' or 'git clean -fdx'
     cannot delete the history. Running init again changes nothing.
+
+    A new repository first records the folder as it is (a snapshot by you),
+    so the first change an agent makes can be undone like any other;
+    --no-snapshot skips it.
 
     In a git work tree, init imports the runs that 'strata run' recorded
     there before (kept inside .git), so 'strata history' shows them, and
@@ -45,7 +54,7 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
       strata init
       strata init ~/project --store ~/.strata-stores/project
     """
-    repo, result = init_repo(path, store, ledger)
+    repo, result = init_repo(path, store, ledger, snapshot=not no_snapshot)
     with repo:
         if as_json:
             emit_json(result.to_json())
@@ -59,6 +68,15 @@ def init(path: str, store: str | None, ledger: str, as_json: bool) -> None:
             click.echo(
                 f"{printable(str(repo.root))} is already a strata workspace "
                 f"(repository {printable(str(repo.layout.repo))})"
+            )
+        first = result.snapshot
+        if first is not None and first.event is not None:
+            for w in first.warnings:
+                warn(w)
+            files = first.diff.files_changed if first.diff else 0
+            click.echo(
+                f"Recorded the folder as it is: {short(first.event.id)} "
+                f"({files} file{'s' if files != 1 else ''})"
             )
         imported = result.imported
         if imported.events:
@@ -89,6 +107,13 @@ def _snapshot_options(func: F) -> F:
         metavar="ID",
         help="Group this event with others of one semantic operation (any id you choose).",
     )(func)
+    func = click.option(
+        "--path",
+        "paths",
+        multiple=True,
+        metavar="PATH",
+        help="Record only PATH (a file or folder; repeatable); other changes stay unrecorded.",
+    )(func)
     return click.option(
         "-m", "--message", default="", help="Why: the rationale recorded with the event."
     )(func)
@@ -100,6 +125,7 @@ def _snapshot_options(func: F) -> F:
 def snapshot(
     ctx: click.Context,
     message: str,
+    paths: tuple[str, ...],
     operation: str | None,
     scope: str,
     author: str | None,
@@ -109,16 +135,19 @@ def snapshot(
     """Record the workspace as it is now ('snapshot save NAME' also bookmarks it).
 
     Only files whose size or timestamps changed since the last snapshot are
-    read again. When nothing changed, no event is written.
+    read again. When nothing changed, no event is written. With --path, only
+    the named files and folders are recorded (what one tool call changed);
+    the rest stays unrecorded for a later snapshot.
 
     \b
     Example:
       strata snapshot -m "tests pass" --author alice
       strata snapshot --operation rename-user --scope block -m "step 1 of 3"
+      strata snapshot --path src/app.py -m "Edit src/app.py" --author-kind agent
     """
     if ctx.invoked_subcommand is not None:
         return
-    _record(None, message, operation, scope, author, author_kind, as_json)
+    _record(None, message, paths, operation, scope, author, author_kind, as_json)
 
 
 @snapshot.command("save")
@@ -127,6 +156,7 @@ def snapshot(
 def snapshot_save(
     name: str,
     message: str,
+    paths: tuple[str, ...],
     operation: str | None,
     scope: str,
     author: str | None,
@@ -139,12 +169,13 @@ def snapshot_save(
     Example:
       strata snapshot save before-upgrade -m "known good"
     """
-    _record(name, message, operation, scope, author, author_kind, as_json)
+    _record(name, message, paths, operation, scope, author, author_kind, as_json)
 
 
 def _record(
     bookmark: str | None,
     message: str,
+    paths: tuple[str, ...],
     operation: str | None,
     scope: str,
     author: str | None,
@@ -152,7 +183,15 @@ def _record(
     as_json: bool,
 ) -> None:
     record_snapshot(
-        bookmark, message, operation, scope, author, author_kind, as_json, echo=click.echo
+        bookmark,
+        message,
+        operation,
+        scope,
+        author,
+        author_kind,
+        as_json,
+        echo=click.echo,
+        paths=paths or None,
     )
 
 

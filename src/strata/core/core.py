@@ -66,6 +66,8 @@ MANIFEST_FORMAT = 1
 DRAFT_FILES = "files"
 #: the author of what Strata records on its own (auto-saves)
 SYSTEM = Author("strata", "system")
+#: the rationale of the event that records, before an agent's call, what changed without it
+OUTSIDE_AGENT = "changes made outside the agent"
 
 
 class Core:
@@ -80,6 +82,7 @@ class Core:
         layout: Layout,
         *,
         author: Author | None = None,
+        person: Author | None = None,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         progress: Callable[[int, int], None] | None = None,
@@ -104,6 +107,11 @@ class Core:
         self.config = load_config(layout)
         self.root = layout.workspace
         self.author = author or Author("unknown", "human")
+        #: the person whose workspace this is: the author of what changed outside an
+        #: agent's call, recorded before it (the default author, when that is a person)
+        self.person = person or (
+            self.author if self.author.kind == "human" else Author("unknown", "human")
+        )
         self.clock: Callable[[], int] = clock or (lambda: time.time_ns() // 1_000_000)
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)

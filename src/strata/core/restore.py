@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from strata.atomic import atomic_write, fsync_dir
 from strata.core.results import Point
 from strata.core.results_ops import RewindResult
+from strata.diff.tree import diff_trees
 from strata.errors import (
     CorruptRepository,
     DiskFull,
@@ -35,6 +36,7 @@ from strata.store import served
 from strata.store.fsops import empty_trash
 from strata.store.materialize import Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
+from strata.store.tree import lookup
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -390,3 +392,25 @@ def _holds(root: Path, act: Action) -> bool:
     if act.op == "mkdir":
         return stat.S_ISDIR(st.st_mode)
     return act.op == "chmod"
+
+
+def changed_paths(core: Core, before: ObjectId, after: ObjectId) -> list[str]:
+    """The paths that put ``after`` back to ``before``: each change, or its new or gone folder.
+
+    What a rollback restores, and the undo of a run or of an agent's change.
+    """
+
+    def outermost(path: str) -> str:
+        parts = path.split("/")
+        for i in range(1, len(parts)):
+            prefix = "/".join(parts[:i])
+            if any(lookup(core.objects, tree, prefix) is None for tree in (before, after)):
+                return prefix  # a folder the run created or removed: restored as a whole
+        return path
+
+    paths: set[str] = set()
+    for change in diff_trees(core.objects, before, after):
+        paths.add(outermost(change.path))
+        if change.old_path is not None:
+            paths.add(outermost(change.old_path))
+    return sorted(paths)

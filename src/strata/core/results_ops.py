@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from strata.core.results import Point
+from strata.core.results import Point, SnapshotResult
 from strata.ids import EventId, ObjectId
 from strata.ledger.events import Author, Event
 from strata.ledger.ledger import View
@@ -50,9 +50,12 @@ class InitResult:
     created: bool
     imported: ImportResult = field(default_factory=ImportResult)
     git_exclude: str | None = None
+    snapshot: SnapshotResult | None = None
+    """The first snapshot, of the folder as it was (None: none was taken, or it was empty)."""
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata init --json`` prints."""
+        first = self.snapshot.event if self.snapshot is not None else None
         return {
             "workspace": self.workspace,
             "repository": self.repository,
@@ -61,6 +64,14 @@ class InitResult:
             "imported_events": self.imported.events,
             "imported_runs": self.imported.runs,
             "git_exclude": self.git_exclude,
+            "snapshot": None
+            if first is None or self.snapshot is None
+            else {
+                "event_id": first.id,
+                "snapshot_id": self.snapshot.snapshot_id,
+                "files": self.snapshot.diff.files_changed if self.snapshot.diff else 0,
+                "warnings": self.snapshot.warnings,
+            },
         }
 
 

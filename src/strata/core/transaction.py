@@ -27,7 +27,7 @@ Draft a publish applied).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -358,12 +358,43 @@ class Transaction:
         data: dict[str, Any] | None = None,
         operation_id: str | None = None,
         scope: str = "project",
+        paths: Sequence[str] | None = None,
+        exclude: Sequence[str] = (),
+        first: bool = False,
     ) -> tuple[SnapshotResult, Scan]:
-        """Scan Published (or ``workspace``) and record it; the stat cache is kept at commit."""
+        """Scan Published (or ``workspace``) and record it; the stat cache is kept at commit.
+
+        With ``paths`` (workspace paths, files or folders), only those paths are
+        recorded as they are on disk; every other path stays as HEAD has it, its
+        changes still unrecorded (what one agent's tool call changed, while
+        others work beside it). ``exclude`` (workspace paths) is the other
+        way round: every change is recorded but those below these paths (files
+        another tool call is writing). ``first`` (a new repository's first
+        snapshot) records nothing for an empty folder.
+        """
         ws = workspace or self.core.workspace
         scan = ws.scan()
+        tree = scan.tree
+        if first and tree == EMPTY_TREE and self.head() is None:
+            if scan.worth_saving:
+                self.on_commit(lambda: served.when_replied(scan.save_cache))
+            return SnapshotResult(None, None, None), scan
+        if paths is not None or exclude:
+            from strata.diff.tree import diff_trees
+            from strata.store.tree import graft
+
+            head = self.head()
+            head_tree = self.core.tree_of(head) if head else EMPTY_TREE
+            if paths is None:
+                paths = [
+                    p
+                    for change in diff_trees(self.core.objects, head_tree, tree)
+                    for p in (change.path, change.old_path)
+                    if p is not None and not any(p == x or p.startswith(x + "/") for x in exclude)
+                ]
+            tree = graft(self.core.objects, head_tree, tree, paths)
         result = self.record(
-            scan.tree,
+            tree,
             message,
             event_type=event_type,
             author=author,

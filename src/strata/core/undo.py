@@ -19,13 +19,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from strata.core.restore import restore_into
+from strata.core.restore import changed_paths, restore_into
 from strata.core.results import Point
 from strata.core.results_ops import OperationRecord, RedoResult, UndoResult
 from strata.errors import CorruptRepository, DraftOpen, UndoError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import View
+from strata.store.tree import EMPTY_TREE
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -44,6 +45,8 @@ def undo(core: Core, *, author: Author | None = None) -> UndoResult:
         for handler in core.undo_handlers:
             if handler(tx, target):
                 return result
+        if undo_agent_change(tx, target):
+            return result
         tree = target.details.get("tree_before")
         if target.command in ("undo", "redo") and target.details.get("tree_after") is None:
             tree = None  # it moved only refs (its tree_before is what it found, not moved)
@@ -76,6 +79,25 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
         if original is None:
             raise CorruptRepository(f"operation {original_id} is missing from the ledger")
         guard_draft_undo(core, "redo", original)
+        restored = undo_op.details.get("restore")
+        if isinstance(restored, dict) and restored.get("paths"):
+            # an undo that put back some paths (a run's, an agent's change): those paths go
+            # back to what the undo found, whatever else is unrecorded around them
+            event = (
+                core.event(original.view_after.head_event)
+                if original.view_after.head_event
+                else None
+            )
+            restore_into(
+                tx,
+                Point(ObjectId(undo_op.details["tree_before"]), None, event, "redo"),
+                f"the state after {original.command} {original_id}",
+                paths=[str(p) for p in restored["paths"]],
+                event_type=EventType.REDO,
+                after_view=original.view_after,
+                details={"redid": original_id, "undo": undo_op.id},
+            )
+            return RedoResult(original_id, original.command, tx.id)
         # the files the operation left; for one that moved only refs (or only some
         # paths), the files the undo found
         tree = original.details.get("tree_after")
@@ -93,6 +115,39 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
             undo=undo_op.id,
         )
         return RedoResult(original_id, original.command, tx.id)
+
+
+def undo_agent_change(tx: Transaction, op: OperationRecord) -> bool:
+    """Undo an agent's snapshot as what the agent changed; False for any other operation.
+
+    Undoing a person's snapshot only forgets it (HEAD goes back, the files stay:
+    the work is theirs). An agent's snapshot records what its tool call did, and
+    undoing it means undoing that call: the paths it changed go back to HEAD's
+    before it, every other file stays as it is, HEAD goes back too. What was
+    unrecorded is auto-saved first, so ``strata redo`` brings it all back.
+    """
+    core = tx.core
+    if op.command != EventType.SNAPSHOT or len(op.events) != 1 or op.details:
+        return False
+    event = core.event(op.events[0])
+    if event.author.kind != "agent" or event.snapshot_ref is None:
+        return False
+    before_id = op.view_before.head_event
+    before = core.event(before_id) if before_id else None
+    before_tree = core.tree_of(before) if before is not None else EMPTY_TREE
+    paths = changed_paths(core, before_tree, core.tree_of(event))
+    if not paths:
+        return False
+    restore_into(
+        tx,
+        Point(before_tree, before.snapshot_ref if before else None, before, "before"),
+        f"the state before {event.author.name}'s change {event.id}",
+        paths=paths,
+        event_type=EventType.UNDO,
+        after_view=op.view_before,
+        details={"undid": op.id},
+    )
+    return True
 
 
 def guard_draft_undo(core: Core, command: str, op: OperationRecord) -> None:

@@ -1,14 +1,20 @@
-"""The start of ``strata hook``: what an agent sent, as a ``strata snapshot`` command line.
+"""The start of ``strata hook``: what an agent sent, handed to the workspace's watcher.
 
-``strata hook claude-code`` (PostToolUse), ``strata hook codex`` (Codex's
-``notify``) and ``strata hook aider FILE...`` (Aider's lint command) each end in
-one snapshot. The console script calls :func:`try_fast` before it imports the
-CLI: the agent's message is read here with the standard library alone, turned
-into ``strata snapshot --message=RATIONALE --author=WHO --author-kind=agent`` and
-handed to the workspace's watcher (:func:`strata._resident.try_resident`),
-which records it without this process importing the rest of Strata. When no
-watcher answers, the CLI's ``hook`` command runs as usual and finds what was
-read from stdin in :data:`pending_stdin`.
+The console script calls :func:`try_fast` before it imports the CLI: the
+agent's message is read here with the standard library alone and handed to
+the workspace's watcher (:func:`strata._resident.try_resident`), which runs it
+without this process importing the rest of Strata:
+
+- Claude Code's PreToolUse of a writing tool and every PostToolUse become
+  ``strata hook claude-code --payload=JSON`` (the watcher has no standard
+  input of the asker's): judged, the person's unrecorded work recorded
+  before the call, the call's change recorded after it (see ``strata.cli.hook``);
+- ``strata hook codex`` (Codex's ``notify``) and ``strata hook aider FILE...``
+  (Aider's lint command) become one ``strata snapshot --message=RATIONALE
+  --author=WHO --author-kind=agent``.
+
+When no watcher answers, the CLI's ``hook`` command runs as usual and finds
+what was read from stdin in :data:`pending_stdin`.
 
 Only the standard library is imported here (``os``, ``sys``; JSON through
 :mod:`strata._wire`, which spares the ``json`` module's import).
@@ -31,6 +37,16 @@ VALUE_LIMIT = 200
 
 #: Claude Code's tools whose PostToolUse is recorded (the others only read)
 CLAUDE_WRITING_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit")
+#: Claude Code's tools that write one file, and the key of its path in ``tool_input``
+CLAUDE_FILE_TOOLS = {
+    "Edit": "file_path",
+    "MultiEdit": "file_path",
+    "Write": "file_path",
+    "NotebookEdit": "notebook_path",
+}
+#: how a hook's message is given in its argument list (so a watcher can run it: it has no
+#: standard input of the asker's)
+PAYLOAD = "--payload="
 
 
 def _clip(value: object) -> object:
@@ -59,13 +75,9 @@ def _snapshot_argv(message: str, author: str) -> list[str]:
     return ["snapshot", f"--message={message}", f"--author={author}", "--author-kind=agent"]
 
 
-def claude_code_snapshot(payload: dict[str, object]) -> list[str] | None:
-    """The snapshot command line of a Claude Code PostToolUse message; None for other events."""
-    if payload.get("hook_event_name") != "PostToolUse":
-        return None
-    tool = str(payload.get("tool_name") or "tool")
-    session = str(payload.get("session_id") or "claude-code")
-    return _snapshot_argv(tool_rationale(tool, payload.get("tool_input", {})), session)
+def hook_argv(agent: str, args: list[str], text: str) -> list[str]:
+    """``strata hook AGENT ARGS`` with its message in the argument list, for the watcher."""
+    return ["hook", agent, *args, PAYLOAD + text]
 
 
 def codex_snapshot(payload: dict[str, object]) -> list[str] | None:
@@ -97,7 +109,12 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
             payload = _wire.loads(stdin_text)
             if isinstance(payload, dict):
                 cwd = payload.get("cwd")
-                return claude_code_snapshot(payload), str(cwd) if cwd else None
+                event = payload.get("hook_event_name")
+                writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
+                if event == "PostToolUse" or (event == "PreToolUse" and writes):
+                    # handed whole to the watcher: before a call, judged and what changed
+                    # before it recorded as the person's; after it, recorded as the agent's
+                    return hook_argv(agent, args, stdin_text), str(cwd) if cwd else None
         elif agent == "codex" and args:
             payload = _wire.loads(args[-1])
             if isinstance(payload, dict):
@@ -125,7 +142,9 @@ def try_fast(argv: list[str]) -> None:
     if any(a in ("-h", "--help") for a in args):
         return
     if agent == "claude-code":
-        if args or sys.stdin is None:
+        if any(a.startswith(PAYLOAD) for a in args):
+            return  # the message is in the arguments: served (or run) as it is
+        if any(a not in ("--ask", "--strict") for a in args) or sys.stdin is None:
             return
         pending_stdin = sys.stdin.buffer.read().decode("utf-8", "replace")
     command, cwd = parse(agent, args, pending_stdin or "")

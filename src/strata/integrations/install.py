@@ -1,16 +1,24 @@
 """``strata hook install``: each agent's configuration, with Strata's hooks merged in.
 
-- Claude Code: ``.claude/settings.json`` in the workspace gets a PreToolUse and
-  a PostToolUse entry running ``strata hook claude-code`` (other keys, and other
-  hooks, are kept as they are).
-- Codex CLI: ``~/.codex/config.toml`` gets ``notify = ["strata", "hook", "codex"]``
+Every command written names the ``strata`` program by its absolute path (the
+one of the environment Strata is installed in): after a virtual environment's
+install, a bare ``strata`` is not on the agent's ``PATH``, and a hook that
+cannot start does not block anything.
+
+- Claude Code: ``.claude/settings.local.json`` in the workspace (your own,
+  not shared with the project; ``--shared`` writes ``.claude/settings.json``)
+  gets a PreToolUse and a PostToolUse entry running ``STRATA hook
+  claude-code`` (other keys, and other hooks, are kept as they are).
+- Codex CLI: ``~/.codex/config.toml`` gets ``notify = [STRATA, "hook", "codex"]``
   (Codex runs it after every turn, the turn's JSON as the last argument).
 - Aider: ``.aider.conf.yml`` in the workspace gets ``auto-commits: false`` (Strata
   records instead of a commit per edit), ``auto-lint: true`` and
-  ``lint-cmd: strata hook aider`` (Aider runs it with the edited files' names).
+  ``lint-cmd: STRATA hook aider`` (Aider runs it with the edited files' names).
 
 Each install is idempotent: a second one finds its entries and changes
-nothing. A configuration file goes into a folder that exists: only the
+nothing; an entry an earlier install wrote with another path to ``strata``
+(a bare ``strata``, another environment) is replaced, not doubled. A
+configuration file goes into a folder that exists: only the
 agent's own folder at its default place (``.claude/`` in the workspace,
 ``~/.codex/``) is made when missing; any other missing folder is refused,
 since a mistyped ``--config`` path would otherwise get a file no agent reads.
@@ -24,7 +32,9 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
+import shlex
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,11 +45,43 @@ from strata.errors import UsageError
 
 AGENTS = ("claude-code", "codex", "aider")
 
-CLAUDE_COMMAND = "strata hook claude-code"
 CLAUDE_PRE_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
 CLAUDE_POST_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
-CODEX_NOTIFY = ["strata", "hook", "codex"]
-AIDER_LINT = "strata hook aider"
+#: the names the ``strata`` program goes by (the native client, the Python launcher)
+PROGRAM_NAMES = ("strata", "strata-py")
+
+
+def claude_command(program: str) -> str:
+    """The command Claude Code runs for Strata's hooks."""
+    return f"{shlex.quote(program)} hook claude-code"
+
+
+def codex_notify(program: str) -> list[str]:
+    """Codex's ``notify`` program and its arguments."""
+    return [program, "hook", "codex"]
+
+
+def aider_lint(program: str) -> str:
+    """Aider's lint command."""
+    return f"{shlex.quote(program)} hook aider"
+
+
+def _is_ours(command: object, rest: list[str]) -> bool:
+    """Whether ``command`` (a string or an argument list) runs ``strata REST...``."""
+    if isinstance(command, str):
+        try:
+            words = shlex.split(command)
+        except ValueError:
+            return False
+    elif isinstance(command, list) and all(isinstance(w, str) for w in command):
+        words = list(command)
+    else:
+        return False
+    return (
+        len(words) == len(rest) + 1
+        and os.path.basename(words[0]) in PROGRAM_NAMES
+        and words[1:] == rest
+    )
 
 
 class ConfigError(UsageError):
@@ -106,18 +148,19 @@ def _read(path: Path) -> str | None:
 # -- Claude Code ----------------------------------------------------------------------------
 
 
-def _has_command(groups: Any, command: str) -> bool:
-    if not isinstance(groups, list):
-        return False
+def _set_command(groups: list[Any], command: str) -> bool:
+    """Point every Strata hook among ``groups`` at ``command``; False when there is none."""
+    found = False
     for group in groups:
         hooks = group.get("hooks") if isinstance(group, dict) else None
         for hook in hooks if isinstance(hooks, list) else ():
-            if isinstance(hook, dict) and hook.get("command") == command:
-                return True
-    return False
+            if isinstance(hook, dict) and _is_ours(hook.get("command"), ["hook", "claude-code"]):
+                hook["command"] = command
+                found = True
+    return found
 
 
-def claude_code(path: Path) -> Change:
+def claude_code(path: Path, program: str) -> Change:
     """Claude Code's settings with a PreToolUse and a PostToolUse hook running Strata."""
     before = _read(path)
     settings: Any = {}
@@ -141,10 +184,9 @@ def claude_code(path: Path) -> Change:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"'hooks.{event}' in {path} is not a list")
-        if not _has_command(groups, CLAUDE_COMMAND):
-            groups.append(
-                {"matcher": matcher, "hooks": [{"type": "command", "command": CLAUDE_COMMAND}]}
-            )
+        command = claude_command(program)
+        if not _set_command(groups, command):
+            groups.append({"matcher": matcher, "hooks": [{"type": "command", "command": command}]})
     after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
     if before is not None and json.loads(before or "{}") == settings:
         after = before  # already there: the file is left byte for byte
@@ -154,7 +196,7 @@ def claude_code(path: Path) -> Change:
 # -- Codex CLI ------------------------------------------------------------------------------
 
 
-def codex(path: Path) -> Change:
+def codex(path: Path, program: str) -> Change:
     """Codex's config.toml with ``notify`` running ``strata hook codex``."""
     before = _read(path)
     text = before or ""
@@ -165,37 +207,47 @@ def codex(path: Path) -> Change:
             f"{path} is not valid TOML ({exc})",
             hint="fix it by hand first: Strata does not rewrite a file it cannot read",
         ) from None
+    notify = codex_notify(program)
+    line = f"notify = {json.dumps(notify)}\n"
     if "notify" in config:
-        if config["notify"] == CODEX_NOTIFY:
+        if config["notify"] == notify:
             return Change("codex", path, before, text)
+        found = re.compile(r"^notify\s*=.*$", re.MULTILINE)
+        if _is_ours(config["notify"], ["hook", "codex"]) and len(found.findall(text)) == 1:
+            # an earlier install's, with another path to strata: pointed at this one
+            after = found.sub(lambda _: line.rstrip("\n"), text)
+            if tomllib.loads(after).get("notify") == notify:
+                return Change("codex", path, before, after)
         raise ConfigError(
             f"{path} already sets notify = {json.dumps(config['notify'])}",
             hint=f"Codex runs one notify program: replace it with "
-            f"notify = {json.dumps(CODEX_NOTIFY)} by hand, or call 'strata hook codex' from it",
+            f"notify = {json.dumps(notify)} by hand, or call 'strata hook codex' from it",
         )
     # a top-level key must come before the first [table]: it goes first
-    line = f"notify = {json.dumps(CODEX_NOTIFY)}\n"
     after = "# strata: a snapshot after every Codex turn ('strata hook install codex')\n" + line
     if text:
         after += "\n" + text
-    assert tomllib.loads(after).get("notify") == CODEX_NOTIFY
+    assert tomllib.loads(after).get("notify") == notify
     return Change("codex", path, before, after)
 
 
 # -- Aider ----------------------------------------------------------------------------------
 
-_AIDER_KEYS: list[tuple[str, str, str]] = [
-    # key, the value Strata needs, whether another value set by the user may be replaced
-    ("auto-commits", "false", "replace"),
-    ("auto-lint", "true", "replace"),
-    ("lint-cmd", AIDER_LINT, "refuse"),
-]
+
+def _aider_keys(program: str) -> list[tuple[str, str, str]]:
+    """Each key Strata sets, its value, and whether another value set by the user may go."""
+    return [
+        ("auto-commits", "false", "replace"),
+        ("auto-lint", "true", "replace"),
+        ("lint-cmd", json.dumps(aider_lint(program)), "refuse"),
+    ]
 
 
-def aider(path: Path) -> Change:
+def aider(path: Path, program: str) -> Change:
     """Aider's ``.aider.conf.yml`` with auto-commits off and ``strata hook aider`` as linter."""
     import yaml
 
+    keys = _aider_keys(program)
     before = _read(path)
     text = before or ""
     try:
@@ -208,15 +260,16 @@ def aider(path: Path) -> Change:
     if lines and not lines[-1].endswith("\n"):
         lines[-1] += "\n"
     added: list[str] = []
-    for key, value, on_other in _AIDER_KEYS:
+    for key, value, on_other in keys:
         wanted = yaml.safe_load(value)
         have = config.get(key, None)
         if key in config and (have == wanted or have == [wanted]):
             continue
-        if key in config and on_other == "refuse":
+        earlier = key == "lint-cmd" and _is_ours(have, ["hook", "aider"])
+        if key in config and on_other == "refuse" and not earlier:
             raise ConfigError(
                 f"{path} already sets {key}: {json.dumps(have)}",
-                hint=f"add '{AIDER_LINT}' to it by hand (Aider runs every lint command)",
+                hint=f"add '{wanted}' to it by hand (Aider runs every lint command)",
             )
         pattern = re.compile(rf"^{re.escape(key)}\s*:")
         found = [i for i, ln in enumerate(lines) if pattern.match(ln)]
@@ -228,26 +281,35 @@ def aider(path: Path) -> Change:
         lines += ["# strata: record Aider's edits ('strata hook install aider')\n", *added]
     after = "".join(lines)
     check = yaml.safe_load(after) or {}
-    if any(check.get(k) != yaml.safe_load(v) for k, v, _ in _AIDER_KEYS):
+    if any(check.get(k) != yaml.safe_load(v) for k, v, _ in keys):
         raise ConfigError(f"cannot merge Strata's settings into {path}", hint="edit it by hand")
     return Change("aider", path, before, after if after != text else text)
 
 
-PLANNERS: dict[str, Callable[[Path], Change]] = {
+PLANNERS: dict[str, Callable[[Path, str], Change]] = {
     "claude-code": claude_code,
     "codex": codex,
     "aider": aider,
 }
 
 
-def default_path(agent: str, *, workspace: Path, home: Path, codex_home: str | None = None) -> Path:
+def default_path(
+    agent: str,
+    *,
+    workspace: Path,
+    home: Path,
+    codex_home: str | None = None,
+    shared: bool = False,
+) -> Path:
     """Where ``agent`` reads the configuration Strata writes.
 
-    Codex reads ``$CODEX_HOME/config.toml`` when ``CODEX_HOME`` is set (pass
-    its value as ``codex_home``), ``~/.codex/config.toml`` otherwise.
+    Claude Code: the workspace's ``.claude/settings.local.json`` (the user's
+    own), or with ``shared`` its ``.claude/settings.json`` (the project's,
+    committed). Codex reads ``$CODEX_HOME/config.toml`` when ``CODEX_HOME``
+    is set (pass its value as ``codex_home``), ``~/.codex/config.toml`` otherwise.
     """
     if agent == "claude-code":
-        return workspace / ".claude" / "settings.json"
+        return workspace / ".claude" / ("settings.json" if shared else "settings.local.json")
     if agent == "codex":
         if codex_home:
             return Path(codex_home).expanduser().absolute() / "config.toml"
@@ -257,9 +319,10 @@ def default_path(agent: str, *, workspace: Path, home: Path, codex_home: str | N
     raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
 
 
-def plan(agent: str, path: Path, *, make_folder: bool = False) -> Change:
+def plan(agent: str, path: Path, *, program: str, make_folder: bool = False) -> Change:
     """What installing Strata's hooks for ``agent`` into ``path`` changes (nothing written).
 
+    ``program`` is the absolute path of the ``strata`` command the hooks run.
     ``path``'s folder must exist, unless ``make_folder`` (the agent's default
     place, see :func:`default_path`): a :class:`ConfigError` names it otherwise.
     """
@@ -273,4 +336,4 @@ def plan(agent: str, path: Path, *, make_folder: bool = False) -> Change:
             hint="check the --config path (no agent would read a file there), or make "
             "the folder first",
         )
-    return PLANNERS[agent](path)
+    return PLANNERS[agent](path, program)

@@ -21,14 +21,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strata.core import Point
-from strata.core.restore import restore_into
-from strata.diff.tree import diff_trees
+from strata.core.restore import changed_paths, restore_into
 from strata.ids import EventId, ObjectId, SnapshotId
 from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import moved
 from strata.runs.options import WorkspaceOptions
 from strata.runs.process import ProcessOutcome
-from strata.store.tree import lookup
 
 if TYPE_CHECKING:
     from strata.core import Core, DiffResult
@@ -84,6 +82,12 @@ def take_snapshot(
 ) -> Taken:
     """Snapshot the workspace with ``backend``; record a state event unless HEAD holds it."""
     message = f"run {label}: {shlex.join(what)}"[:200]
+    if label == "before" and author.kind != "human":
+        # what the before snapshot records was made before the agent's run, by the person
+        from strata.core.core import OUTSIDE_AGENT
+
+        message = f"{OUTSIDE_AGENT}, {message}"[:200]
+        author = core.person
     warnings: tuple[str, ...] = ()
     unreadable: tuple[str, ...] = ()
     data = {"run_id": run_id, "label": label}
@@ -250,27 +254,8 @@ def record_finish(
         ],
         files=summary["changed_paths"],
     )
-    changed = rollback_paths(core, before.tree, after.tree)
+    changed = changed_paths(core, before.tree, after.tree)
     return Finish(after, diff, summary, ids[-1], changed)
-
-
-def rollback_paths(core: Core, before: ObjectId, after: ObjectId) -> list[str]:
-    """The paths a rollback restores: each changed path, or the new or gone folder holding it."""
-
-    def outermost(path: str) -> str:
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            prefix = "/".join(parts[:i])
-            if any(lookup(core.objects, tree, prefix) is None for tree in (before, after)):
-                return prefix  # a folder the run created or removed: restored as a whole
-        return path
-
-    paths: set[str] = set()
-    for change in diff_trees(core.objects, before, after):
-        paths.add(outermost(change.path))
-        if change.old_path is not None:
-            paths.add(outermost(change.old_path))
-    return sorted(paths)
 
 
 def rollback(

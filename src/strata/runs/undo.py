@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from strata.core import OperationRecord, Point
-from strata.core.restore import restore_into
+from strata.core.restore import changed_paths, restore_into
 from strata.ids import ObjectId
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Event, EventType
-from strata.runs.record import rollback_paths
 
 if TYPE_CHECKING:
     from strata.core import Core, Transaction
@@ -68,7 +67,7 @@ def undo_run(tx: Transaction, op: OperationRecord) -> bool:
     steps = live_steps(core, ops, before_mark.seq, recorded_after.seq)
     first = min([recorded_after, *steps], key=lambda o: o.seq)
     before_tree, after_tree = core.tree_of(before), core.tree_of(after)
-    changed = rollback_paths(core, before_tree, after_tree)
+    changed = changed_paths(core, before_tree, after_tree)
     if not changed:
         return False
     core.guard_published("undo a run")

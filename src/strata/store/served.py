@@ -43,6 +43,21 @@ LOCAL_ONLY = ("-h", "--help", "--debug")
 LOCAL_OPTIONS = {"publish": ("--preflight",)}
 
 
+#: agents whose hook a watcher runs, when the hook's message is in the argument list
+#: (``strata hook claude-code --payload=JSON``: a watcher has no standard input of the asker's)
+SERVED_HOOKS = ("claude-code",)
+
+
+def is_served_hook(argv: list[str]) -> bool:
+    """True for ``strata hook AGENT ... --payload=JSON`` with an agent of :data:`SERVED_HOOKS`."""
+    return (
+        len(argv) > 2
+        and argv[0] == "hook"
+        and argv[1] in SERVED_HOOKS
+        and any(a.startswith("--payload=") for a in argv[2:])
+    )
+
+
 def has_local_option(argv: list[str]) -> bool:
     """True when ``strata ARGV`` gives one of its command's :data:`LOCAL_OPTIONS`."""
     names = LOCAL_OPTIONS.get(argv[0], ()) if argv else ()

@@ -191,3 +191,49 @@ def lookup(store: ObjectStore, root: ObjectId, path: str) -> TreeEntry | None:
             return None
         current = found.oid
     return None
+
+
+def graft(store: ObjectStore, base: ObjectId, source: ObjectId, paths: Iterable[str]) -> ObjectId:
+    """``base`` with each of ``paths`` as ``source`` has it; the new root tree's id.
+
+    A path that ``source`` lacks is removed; a folder path takes the whole
+    folder. The folders on the way to a path are made as ``source`` has them
+    (their mode), and a folder left empty by a removal goes too unless
+    ``source`` keeps it. Only the folders above ``paths`` are read and written:
+    how a snapshot records what one tool call changed and nothing else.
+    """
+    wanted: dict[str, list[str]] = {}
+    whole: set[str] = set()
+    for path in paths:
+        head, _, rest = path.strip("/").partition("/")
+        if not head:
+            return source  # the root itself: everything
+        if rest:
+            wanted.setdefault(head, []).append(rest)
+        else:
+            whole.add(head)
+    if not wanted and not whole:
+        return base
+    ours = {e.name: e for e in read_tree(store, base)}
+    theirs = {e.name: e for e in read_tree(store, source)}
+    for name in whole:
+        taken = theirs.get(name)
+        if taken is None:
+            ours.pop(name, None)
+        else:
+            ours[name] = taken
+    for name, below in wanted.items():
+        if name in whole:
+            continue
+        mine, other = ours.get(name), theirs.get(name)
+        mine_tree = mine.oid if mine is not None and mine.kind == "dir" else EMPTY_TREE
+        other_tree = other.oid if other is not None and other.kind == "dir" else EMPTY_TREE
+        grafted = graft(store, mine_tree, other_tree, below)
+        if grafted == EMPTY_TREE and (other is None or other.kind != "dir"):
+            if mine is not None and mine.kind == "dir":
+                ours.pop(name)  # emptied, and gone from the source too
+            continue
+        like = other if other is not None and other.kind == "dir" else mine
+        mode = like.mode if like is not None and like.kind == "dir" else 0o755
+        ours[name] = TreeEntry(name, "dir", mode, 0, grafted)
+    return write_tree(store, ours.values())

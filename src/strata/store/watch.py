@@ -876,7 +876,9 @@ class MonitorServer:
 
 def servable(argv: list[str]) -> bool:
     """True when a watcher may run ``strata ARGV`` for an asker (see :data:`RUNNABLE`)."""
-    if not argv or argv[0] not in RUNNABLE or any(a in LOCAL_ONLY for a in argv):
+    if not argv or any(a in LOCAL_ONLY for a in argv):
+        return False
+    if argv[0] not in RUNNABLE and not served_commands.is_served_hook(argv):
         return False
     if has_local_option(argv):
         return False
