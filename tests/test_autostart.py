@@ -38,7 +38,7 @@ from strata.store.watch import file_system_type, unwatchable
 def _workspace(ws: Path, run_cli: CliRunner, config: str = "") -> Path:
     (ws / "src").mkdir(parents=True)
     (ws / "src" / "a.py").write_text("a = 1\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "start", cwd=ws))
     if config:
         with open(ws / ".strata" / "config.toml", "a", encoding="utf-8") as f:

@@ -34,7 +34,7 @@ def project(ws: Path, make_tree: MakeTree, run_cli: CliRunner) -> Path:
             "data.bin": b"\0\1\2\3",
         },
     )
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "first", cwd=ws))
     (ws / "src/app.py").write_text("print('v2')\n")
     ok(run_cli("snapshot", "-m", "second", cwd=ws))
@@ -76,11 +76,41 @@ FILE_DIFF_KEYS = {
 }
 
 
+def test_init_records_the_folder_as_it_is_and_no_snapshot_skips_it(
+    tmp_path: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    ws = tmp_path / "project"
+    make_tree(ws, {"src/app.py": "x = 1\n", "README": "hi\n"})
+    init = as_json(run_cli("init", "--json", cwd=ws))
+    first = init["snapshot"]
+    assert first["files"] == 2 and first["warnings"] == []
+    (event,) = as_json(run_cli("history", "--json", cwd=ws))
+    assert event["id"] == first["event_id"] and event["snapshot_ref"] == first["snapshot_id"]
+    assert event["author"] == {"name": "tester", "kind": "human"}
+    assert event["rationale"] == "the folder as it was when Strata started recording it"
+    assert as_json(run_cli("status", "--json", cwd=ws))["clean"] is True
+    # again: nothing more; the words say what init did
+    assert as_json(run_cli("init", "--json", cwd=ws))["snapshot"] is None
+    assert len(as_json(run_cli("history", "--json", cwd=ws))) == 1
+    other = tmp_path / "other"
+    make_tree(other, {"a.txt": "a\n"})
+    out = ok(run_cli("init", cwd=other))
+    assert "Recorded the folder as it is: " in out and "(1 file)" in out
+    skipped = tmp_path / "skipped"
+    make_tree(skipped, {"a.txt": "a\n"})
+    assert as_json(run_cli("init", "--no-snapshot", "--json", cwd=skipped))["snapshot"] is None
+    assert as_json(run_cli("history", "--json", cwd=skipped)) == []
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert as_json(run_cli("init", "--json", cwd=empty))["snapshot"] is None  # nothing to keep
+    assert as_json(run_cli("history", "--json", cwd=empty)) == []
+
+
 def test_every_json_output_parses_and_has_its_keys(
     tmp_path: Path, ws: Path, make_tree: MakeTree, run_cli: CliRunner
 ) -> None:
     make_tree(ws, {"a.txt": "1\n", "d/b.bin": b"\0x"})
-    init = as_json(run_cli("init", "--json", cwd=ws))
+    init = as_json(run_cli("init", "--no-snapshot", "--json", cwd=ws))
     assert init == {
         "schema": 1,
         "workspace": str(ws.resolve()),
@@ -90,6 +120,7 @@ def test_every_json_output_parses_and_has_its_keys(
         "imported_events": 0,
         "imported_runs": 0,
         "git_exclude": None,
+        "snapshot": None,
     }
     assert as_json(run_cli("init", "--json", cwd=ws))["created"] is False
 
@@ -588,7 +619,7 @@ def test_text_in_bytes_that_are_not_utf8_is_a_clear_error_and_records_nothing(
 ) -> None:
     """A message, bookmark name or author must be UTF-8: said plainly, not an internal error."""
     (ws / "a.txt").write_text("a\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "base", cwd=ws))
     (ws / "a.txt").write_text("changed\n")
     bad = os.fsdecode(b"caf\xe9")

@@ -121,7 +121,7 @@ def test_a_run_id_is_a_ref_for_diff_show_and_rewind(repo: Repository, ws: Path) 
 
 
 def test_a_run_id_works_on_the_command_line(run_cli: CliRunner, ws: Path) -> None:
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     (ws / "f.txt").write_text("before\n")
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     script = "echo said by the command; echo by the run > f.txt"
@@ -186,7 +186,7 @@ def test_an_unknown_ref_is_refused(repo: Repository, ws: Path) -> None:
 
 
 def test_history_of_an_empty_folder_finds_its_snapshot(run_cli: CliRunner, ws: Path) -> None:
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     (ws / "emptydir").mkdir()
     assert run_cli("snapshot", "-m", "an empty folder", cwd=ws)[0] == 0
     code, out, err = run_cli("history", "--file", "emptydir", "--json", cwd=ws)
@@ -197,7 +197,7 @@ def test_history_of_an_empty_folder_finds_its_snapshot(run_cli: CliRunner, ws: P
 
 
 def test_publish_expect_needs_eight_characters(run_cli: CliRunner, ws: Path) -> None:
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     (ws / "a.txt").write_text("published\n")
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     assert run_cli("draft", "start", cwd=ws)[0] == 0
@@ -219,7 +219,7 @@ def test_publish_expect_needs_eight_characters(run_cli: CliRunner, ws: Path) -> 
 def test_one_undo_reverses_a_publish_with_the_drafts_last_edits(
     run_cli: CliRunner, ws: Path
 ) -> None:
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     (ws / "a.txt").write_text("published\n")
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     assert run_cli("draft", "start", cwd=ws)[0] == 0
@@ -239,7 +239,7 @@ def test_one_undo_reverses_a_publish_with_the_drafts_last_edits(
 def test_a_branch_named_by_rewind_is_heads_branch_not_a_detached_head(
     run_cli: CliRunner, ws: Path
 ) -> None:
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     for n in ("1", "2"):
         (ws / "a.txt").write_text(n)
         assert run_cli("snapshot", "-m", n, cwd=ws)[0] == 0

@@ -88,7 +88,7 @@ def test_init_reconnecting_a_store_imports_runs_made_while_the_pointer_was_gone(
     tmp_path: Path, gitws: Path, run_cli: Any
 ) -> None:
     store = tmp_path / "store"
-    assert run_cli("init", "--store", store, cwd=gitws)[0] == 0
+    assert run_cli("init", "--no-snapshot", "--store", store, cwd=gitws)[0] == 0
     assert run_cli("snapshot", "-m", "mine", cwd=gitws)[0] == 0
     (gitws / ".strata").unlink()  # an agent's 'git clean -fdx'
     code, out, err = run_cli("run", "--json", "--", sh, "-c", "echo z > z.txt", cwd=gitws)

@@ -83,7 +83,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     (ws / "src" / "b.py").write_text("print('b')\n")
     s = Session(CliRunner(base / "home"), ws)
 
-    s("init")
+    s("init", "--no-snapshot")
     first = s("snapshot", "-m", "first")
     (ws / "a.txt").write_text("one\ntwo\n")
     s("status")

@@ -423,7 +423,7 @@ def test_ask_through_the_cli_with_a_configured_provider(ws: Path, run_cli: CliRu
 
 def test_index_before_anything_is_recorded(ws: Path, run_cli: CliRunner) -> None:
     (ws / "a.md").write_text("text\n")
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     code, _, err = run_cli("kb", "index", "--no-record", cwd=ws)
     assert code == 1 and err.startswith("error: nothing is recorded yet") and "Traceback" not in err
     code, _, err = run_cli("kb", "search", "text", cwd=ws)

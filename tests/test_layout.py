@@ -68,7 +68,7 @@ def test_an_unknown_table_is_a_warning_and_recording_goes_on(
 ) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     _append(ws, '\n[policy]\nprofile = "read-only"\n')  # not Strata's name for it
     (ws / "a.txt").write_text("recorded\n")
     code, out, err = run_cli("snapshot", "-m", "one", cwd=ws)

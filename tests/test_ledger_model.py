@@ -478,7 +478,7 @@ def test_snapshot_save_records_and_bookmarks_in_one_operation(ws: Path, repo: Re
 
 def test_snapshot_save_on_the_cli(ws: Path, run_cli: CliRunner) -> None:
     (ws / "f.txt").write_text("1\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     saved = as_json(run_cli("snapshot", "save", "before-upgrade", "-m", "ok", "--json", cwd=ws))
     marks = as_json(run_cli("bookmark", "list", "--json", cwd=ws))
     assert marks == [
@@ -494,7 +494,7 @@ def test_snapshot_save_on_the_cli(ws: Path, run_cli: CliRunner) -> None:
 
 def test_operation_groups_events(ws: Path, run_cli: CliRunner) -> None:
     (ws / "base.txt").write_text("base\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     base = as_json(run_cli("snapshot", "--json", cwd=ws))["event_id"]
     grouped = []
     for step in range(3):

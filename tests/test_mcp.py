@@ -35,7 +35,7 @@ def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
     root = tmp_path / "ws"
     root.mkdir()
     (root / "app.py").write_text("print('v1')\n")
-    ok(run_cli("init", cwd=root))
+    ok(run_cli("init", "--no-snapshot", cwd=root))
     ok(run_cli("snapshot", "-m", "v1", cwd=root))
     return root
 

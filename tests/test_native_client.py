@@ -153,7 +153,7 @@ def workspace(run_cli: Any) -> Iterator[Path]:
     ws = folder / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("a\n")
-    code, _, err = run_cli("init", cwd=ws)
+    code, _, err = run_cli("init", "--no-snapshot", cwd=ws)
     assert code == 0, err
     code, _, err = run_cli("snapshot", "-m", "base", cwd=ws)
     assert code == 0, err

@@ -76,7 +76,7 @@ def _pair(
             (ws / rel).parent.mkdir(parents=True, exist_ok=True)
             (ws / rel).write_text(text)
         if init:
-            ok(cli("init", cwd=ws, env={"STRATA_SEED": "7"}))
+            ok(cli("init", "--no-snapshot", cwd=ws, env={"STRATA_SEED": "7"}))
         made.append(ws)
     return made
 

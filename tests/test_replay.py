@@ -25,7 +25,7 @@ def _needs_bwrap():
 
 def _workspace(run_cli, ws: Path) -> None:
     (ws / "notes.txt").write_text("one\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "base", cwd=ws))
 
 

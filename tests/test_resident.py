@@ -102,7 +102,7 @@ def test_a_resident_snapshot_prints_and_records_what_a_local_one_does(
 ) -> None:
     local, resident = _workspace(tmp_path / "a"), _workspace(tmp_path / "b")
     for ws in (local, resident):
-        assert run_cli("init", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
+        assert run_cli("init", "--no-snapshot", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
         assert run_cli("snapshot", "-m", "start", cwd=ws, env={"STRATA_SEED": "s"})[0] == 0
     served(resident)
 
@@ -273,7 +273,7 @@ def test_a_watcher_killed_mid_snapshot_is_reported_and_nothing_is_recorded_twice
     tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
 ) -> None:
     ws = _workspace(tmp_path / "ws")
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     pid = served(ws)["pid"]
     (ws / "edited.txt").write_text("edited\n")
@@ -303,7 +303,7 @@ def test_a_watcher_stopped_mid_snapshot_finishes_it_first(
     tmp_path: Path, run_cli: Any, served: Callable[[Path], dict[str, Any]]
 ) -> None:
     ws = _workspace(tmp_path / "ws")
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     pid = served(ws)["pid"]
     (ws / "edited.txt").write_text("edited\n")
@@ -361,7 +361,7 @@ def test_served_readers_and_rewinds_print_and_do_what_local_ones_do(
 ) -> None:
     local, resident = _workspace(tmp_path / "a"), _workspace(tmp_path / "b")
     for ws in (local, resident):
-        assert run_cli("init", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
+        assert run_cli("init", "--no-snapshot", cwd=ws, env={"STRATA_SEED": "init"})[0] == 0
         assert run_cli("snapshot", "-m", "start", cwd=ws, env={"STRATA_SEED": "s"})[0] == 0
     served(resident)
 
@@ -398,7 +398,7 @@ def test_a_served_rewind_leaves_the_watcher_and_the_stat_cache_up_to_date(
     ws = _workspace(tmp_path / "ws")
     for i in range(30):
         (ws / "pkg0" / f"f{i}.txt").write_text(f"one {i}\n")
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     assert run_cli("snapshot", "-m", "one", cwd=ws)[0] == 0
     code, out, _ = run_cli("history", "--json", "--limit", "1", cwd=ws)
     one = json.loads(out)[0]["id"]
@@ -445,7 +445,7 @@ def _two_states(ws: Path, run_cli: Any, files: int) -> tuple[str, str]:
         for i in range(files):
             (ws / "pkg0" / f"f{i}.txt").write_text(f"{state} {i}\n" * 100)
         if state == "one":
-            assert run_cli("init", cwd=ws)[0] == 0
+            assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
         assert run_cli("snapshot", "-m", state, cwd=ws)[0] == 0
         out = run_cli("history", "--json", "--limit", "1", cwd=ws)[1]
         ids.append(json.loads(out)[0]["id"])

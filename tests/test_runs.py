@@ -576,7 +576,7 @@ def test_undo_after_a_run_puts_back_what_the_command_changed_and_redo_reapplies_
 ) -> None:
     (ws / "a.txt").write_text("a\n")
     (ws / "b.txt").write_text("b\n")
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     assert run_cli("snapshot", "-m", "base", cwd=ws)[0] == 0
     before = manifest(ws)
     code, out, err = run_cli(

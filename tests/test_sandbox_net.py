@@ -257,7 +257,7 @@ def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "fetch.py").write_text(FETCH)
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "start", cwd=ws))
     return ws
 

@@ -30,7 +30,7 @@ def _workspace(ws: Path, run_cli: CliRunner) -> Path:
     (ws / "src").mkdir(parents=True)
     (ws / "src" / "a.py").write_text("a = 1\n")
     (ws / "notes.txt").write_text("one\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "start", cwd=ws))
     return ws
 

@@ -366,7 +366,7 @@ def _json(out: str) -> Any:
 
 def test_watch_daemon_status_snapshot_and_stop(ws: Path, run_cli: Any) -> None:
     _fill(ws)
-    assert run_cli("init", cwd=ws)[0] == 0
+    assert run_cli("init", "--no-snapshot", cwd=ws)[0] == 0
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     code, out, err = run_cli("watch", "--daemon", "--debounce-ms", "60000", "--json", cwd=ws)
     assert code == 0, err

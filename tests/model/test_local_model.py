@@ -129,7 +129,7 @@ def local_config(url: str, *, stream: bool = False) -> str:
 @pytest.fixture
 def workspace(run_cli, ws: Path, model_server: ModelServer) -> Path:
     (ws / "README.md").write_text("# Notes\n\nA small project.\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     with open(ws / ".strata" / "config.toml", "a") as config:
         config.write(local_config(model_server.url))
     ok(run_cli("snapshot", "-m", "base", cwd=ws))

@@ -357,7 +357,7 @@ def test_the_watcher_serves_only_its_own_workspace_and_answers_a_bad_request(
     for folder in (ws, other):
         folder.mkdir()
         (folder / "a.txt").write_text("one\n")
-        ok(run_cli("init", cwd=folder))
+        ok(run_cli("init", "--no-snapshot", cwd=folder))
     try:
         ok(run_cli("watch", "--daemon", "--no-capture", "--json", cwd=ws))
         sock = ws / ".strata" / "watch" / "watch.sock"

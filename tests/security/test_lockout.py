@@ -45,7 +45,7 @@ def test_a_failing_command_cannot_hide_the_workspace_behind_gitignore(
     (ws / "sub" / "b.txt").write_text("b\n")
     (ws / ".gitignore").write_text("*.log\n")
     (ws / "sub" / ".strataignore").write_text("*.tmp\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "one", cwd=ws))
     script = f"printf '{rule}\\n' > {ignore_file}; echo new > c.txt; echo new > sub/d.txt; exit 3"
     code, _, err = run_cli("run", "--rollback-on-failure", "--", "sh", "-c", script, cwd=ws)
@@ -69,7 +69,7 @@ def test_an_ignore_file_that_ignores_itself_is_still_recorded(
     (ws / ".gitignore").write_text("*\n!deep/\n!deep/**/\n")
     (ws / "deep" / ".strataignore").write_text(".strataignore\n")
     (ws / "deep" / "er" / ".gitignore").write_text(".gitignore\n*\n")
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     ok(run_cli("snapshot", "-m", "rules", cwd=ws))
     code, out, err = run_cli("show", "HEAD:deep/er/.gitignore", cwd=ws)
     assert code == 0, err
@@ -84,7 +84,7 @@ def test_an_ignore_file_that_ignores_itself_is_still_recorded(
 def _two_snapshots(cli: CliRunner, person: Person, ws: Path) -> str:
     person.run(["mkdir", "-p", str(ws / "sub")])
     person.run(["sh", "-c", "echo one > a.txt; echo one > sub/b.txt"], cwd=ws)
-    ok(cli("init", cwd=ws))
+    ok(cli("init", "--no-snapshot", cwd=ws))
     first = json.loads(ok(cli("snapshot", "-m", "one", "--json", cwd=ws)))["event_id"]
     person.run(["sh", "-c", "echo two > a.txt; echo two > sub/b.txt"], cwd=ws)
     ok(cli("snapshot", "-m", "two", cwd=ws))
@@ -231,7 +231,7 @@ def test_a_full_disk_is_one_line_readers_go_on_and_the_journal_finishes_later(
     ws.mkdir()
     big = os.urandom(900_000)
     (ws / "big.bin").write_bytes(big)
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     first = json.loads(ok(run_cli("snapshot", "-m", "big", "--json", cwd=ws)))["event_id"]
     (ws / "big.bin").write_bytes(b"small now\n")
     ok(run_cli("snapshot", "-m", "small", cwd=ws))
@@ -265,7 +265,7 @@ def test_a_first_snapshot_on_a_nearly_full_disk_is_one_line(
     # an internal error from rolling back a transaction that is not there
     ws = tiny_disk / "ws"
     ws.mkdir()
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     for i in range(1, 6):
         (ws / f"f{i}").write_bytes(os.urandom(300_000))
     assert_user_error(run_cli("snapshot", "-m", "five", cwd=ws), says="no space left on device")

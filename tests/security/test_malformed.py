@@ -154,7 +154,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for driver in ("sqlite", "jsonl"):
         ws = tmp_path_factory.mktemp(driver) / "ws"
         ws.mkdir()
-        ok(cli("init", "--ledger", driver, cwd=ws))
+        ok(cli("init", "--no-snapshot", "--ledger", driver, cwd=ws))
         (ws / "a.txt").write_text("one\n")
         (ws / FF).write_bytes(b"one\n")
         ok(cli("snapshot", "-m", "one", cwd=ws))

@@ -270,7 +270,7 @@ def test_a_copied_workspace_pointing_at_the_original_store_is_refused(
     proj, store = tmp_path / "proj", tmp_path / "store"
     proj.mkdir()
     (proj / "a.txt").write_text("original\n")
-    ok(run_cli("init", "--store", store, cwd=proj))
+    ok(run_cli("init", "--no-snapshot", "--store", store, cwd=proj))
     ok(run_cli("snapshot", "-m", "one", cwd=proj))
     copy = tmp_path / "proj-copy"
     subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
@@ -285,7 +285,7 @@ def test_a_copied_workspace_pointing_at_the_original_store_is_refused(
     assert len(history) == 1  # the original's history is untouched
     # the way out the hint gives: the copy becomes its own repository
     (copy / ".strata").unlink()
-    ok(run_cli("init", "--store", tmp_path / "store-copy", cwd=copy))
+    ok(run_cli("init", "--no-snapshot", "--store", tmp_path / "store-copy", cwd=copy))
     ok(run_cli("snapshot", "-m", "copy", cwd=copy))
     assert (proj / "a.txt").read_text() == "original\n"
 
@@ -296,7 +296,7 @@ def test_a_copied_or_moved_workspace_with_its_own_repository_folder_works(
     proj = tmp_path / "proj"
     proj.mkdir()
     (proj / "a.txt").write_text("one\n")
-    ok(run_cli("init", cwd=proj))
+    ok(run_cli("init", "--no-snapshot", cwd=proj))
     ok(run_cli("snapshot", "-m", "one", cwd=proj))
     copy = tmp_path / "proj-copy"
     subprocess.run(["cp", "-a", str(proj), str(copy)], check=True)
@@ -373,7 +373,7 @@ def test_a_moved_workspace_claims_its_store_and_the_copy_is_refused(
     ws, store = tmp_path / "st", tmp_path / "store"
     ws.mkdir()
     (ws / "a.txt").write_text("a")
-    ok(run_cli("init", "--store", str(store), cwd=ws))
+    ok(run_cli("init", "--no-snapshot", "--store", str(store), cwd=ws))
     ok(run_cli("snapshot", "-m", "one", cwd=ws))
     copy, moved = tmp_path / "st-copy", tmp_path / "st-moved"
     subprocess.run(["cp", "-a", str(ws), str(copy)], check=True)

@@ -44,7 +44,7 @@ def _outside(root: Path, link: Path) -> bool:
 @pytest.fixture
 def draft_of(run_cli: CliRunner, ws: Path) -> Callable[[], Path]:
     def start() -> Path:
-        ok(run_cli("init", cwd=ws))
+        ok(run_cli("init", "--no-snapshot", cwd=ws))
         (ws / "a.txt").write_text("one\n")
         ok(run_cli("snapshot", "-m", "base", cwd=ws))
         ok(run_cli("draft", "start", cwd=ws))

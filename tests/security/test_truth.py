@@ -81,7 +81,7 @@ EVIL_TEXT = "ok\n\x1b[31mred\x1b[0m\nrm -rf ~ \rharmless comment\n\u202eevil\x08
 
 @pytest.fixture
 def evil_draft(run_cli: CliRunner, ws: Path) -> Path:
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     (ws / "a.txt").write_text("one\n")
     ok(run_cli("snapshot", "-m", "base", cwd=ws))
     ok(run_cli("draft", "start", cwd=ws))
@@ -133,7 +133,7 @@ def test_diff_on_a_terminal_writes_control_characters_out_and_a_pipe_gets_exact_
 def test_history_writes_control_characters_out_of_messages_and_authors(
     run_cli: CliRunner, ws: Path
 ) -> None:
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     (ws / "a.txt").write_text("one\n")
     message = "fix\x1b[2K\rall tests pass \u202eyes"
     ok(run_cli("snapshot", "-m", message, cwd=ws, env={"STRATA_AUTHOR": "bot\x1b[8m"}))

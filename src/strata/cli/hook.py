@@ -261,12 +261,11 @@ def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
             others = [p for p in claims.claimed(layout) if p != target]
             repo.snapshot(OUTSIDE_AGENT, author=person, exclude=others)
     except (StrataError, OSError) as exc:
-        if not isinstance(exc, StrataError):
-            exc = StrataError(str(exc))
-        hint = f" ({exc.hint})" if exc.hint else ""
+        why = exc.message if isinstance(exc, StrataError) else str(exc)
+        hint = f" ({exc.hint})" if isinstance(exc, StrataError) and exc.hint else ""
         click.echo(
             f"strata: refused: the workspace could not be recorded before this call, so the "
-            f"call's changes could not be told apart from earlier ones: {exc.message}{hint}",
+            f"call's changes could not be told apart from earlier ones: {why}{hint}",
             err=True,
         )
         sys.stdout.flush()
