@@ -36,8 +36,7 @@ printf 'notes\n' > docs/notes.txt
 head -c 2048 /dev/urandom > logo.bin
 
 say "1. Record the folder, let an 'agent' edit it, see and undo what it did."
-run strata init
-run strata snapshot -m "the project before the agent"
+run strata init   # records the project as it is: the agent's first change can be undone
 printf 'def greet(name):\n    return f"hello, {name}!"\n' > src/app.py
 rm docs/notes.txt
 printf 'print("new")\n' > src/new.py

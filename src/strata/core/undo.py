@@ -45,7 +45,7 @@ def undo(core: Core, *, author: Author | None = None) -> UndoResult:
         for handler in core.undo_handlers:
             if handler(tx, target):
                 return result
-        if undo_agent_change(tx, target):
+        if undo_agent_change(tx, target) or undo_paths_put_back(tx, target):
             return result
         tree = target.details.get("tree_before")
         if target.command in ("undo", "redo") and target.details.get("tree_after") is None:
@@ -80,9 +80,9 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
             raise CorruptRepository(f"operation {original_id} is missing from the ledger")
         guard_draft_undo(core, "redo", original)
         restored = undo_op.details.get("restore")
-        if isinstance(restored, dict) and restored.get("paths"):
-            # an undo that put back some paths (a run's, an agent's change): those paths go
-            # back to what the undo found, whatever else is unrecorded around them
+        if original.command == EventType.SNAPSHOT and isinstance(restored, dict):
+            # the undo of an agent's change put back its paths: they go back to what the
+            # undo found, whatever else is unrecorded around them
             event = (
                 core.event(original.view_after.head_event)
                 if original.view_after.head_event
@@ -143,6 +143,27 @@ def undo_agent_change(tx: Transaction, op: OperationRecord) -> bool:
         Point(before_tree, before.snapshot_ref if before else None, before, "before"),
         f"the state before {event.author.name}'s change {event.id}",
         paths=paths,
+        event_type=EventType.UNDO,
+        after_view=op.view_before,
+        details={"undid": op.id},
+    )
+    return True
+
+
+def undo_paths_put_back(tx: Transaction, op: OperationRecord) -> bool:
+    """Undo a redo that put back an agent's change's paths; False for any other operation.
+
+    Those paths go back to what the redo found; every other file stays.
+    """
+    restored = op.details.get("restore")
+    if op.command != "redo" or not isinstance(restored, dict) or not restored.get("paths"):
+        return False
+    event = tx.core.event(op.view_before.head_event) if op.view_before.head_event else None
+    restore_into(
+        tx,
+        Point(ObjectId(op.details["tree_before"]), None, event, "undo"),
+        f"the state before redo {op.id}",
+        paths=[str(p) for p in restored["paths"]],
         event_type=EventType.UNDO,
         after_view=op.view_before,
         details={"undid": op.id},
