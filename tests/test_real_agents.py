@@ -1,0 +1,228 @@
+"""The real coding agents with Strata: Claude Code's hooks and MCP, Codex CLI under run.
+
+Each test drives the real binary ``scripts/agents`` installs (npm's
+``@anthropic-ai/claude-code`` and ``@openai/codex``, pinned) against a scripted
+model endpoint on 127.0.0.1 (``tests/agent_endpoints.py``): the script is what
+the model "decides", the agent does it for real, and the test looks where a
+user would: the files, ``strata history``, ``strata undo``, the run's diff.
+Under CI a missing agent fails the test; nothing here is skipped there.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_endpoints import (
+    AnthropicEndpoint,
+    Patch,
+    ResponsesEndpoint,
+    Shell,
+    ToolCall,
+    agent_binary,
+    agent_env,
+)
+from conftest import CliRunner, as_json, ok
+
+#: the strata of the interpreter running the tests: the one the agents' hooks must run
+STRATA = Path(sys.executable).parent / "strata"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("x = 1\n")
+    ok(run_cli("init", cwd=ws))
+    return ws
+
+
+def _history(run_cli: CliRunner, ws: Path, *args: str) -> list[dict[str, Any]]:
+    events: list[dict[str, Any]] = as_json(run_cli("history", "--json", *args, cwd=ws))
+    return events
+
+
+# -- Claude Code ---------------------------------------------------------------------
+
+
+def _claude(
+    run_cli: CliRunner,
+    ws: Path,
+    endpoint: AnthropicEndpoint,
+    *args: str,
+) -> dict[str, Any]:
+    """Run ``claude -p … --output-format json`` in ``ws``; its result object."""
+    claude = agent_binary("claude")
+    env = agent_env(
+        run_cli.env(),
+        # the hooks' 'strata' (hook install writes a bare name today)
+        PATH=f"{STRATA.parent}:/usr/bin:/bin",
+        ANTHROPIC_BASE_URL=endpoint.url,
+        ANTHROPIC_API_KEY="sk-ant-test",
+    )
+    proc = subprocess.run(
+        [str(claude), "-p", "go ahead", "--output-format", "json", *args],
+        cwd=ws,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    result: dict[str, Any] = json.loads(proc.stdout)
+    assert result["is_error"] is False, result
+    return result
+
+
+def test_claude_code_hooks_refuse_rm_rf_and_record_each_change_alone(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """``strata hook install claude-code``, then a session whose model asks for
+    ``rm -rf src``, a Bash edit and a Write: the first is refused and recorded,
+    the other two are one event each, gone back over one at a time."""
+    installed = as_json(run_cli("hook", "install", "claude-code", "--json", cwd=workspace))
+    settings = Path(installed["path"])
+    assert settings.is_relative_to(workspace / ".claude") and installed["changed"], installed
+    assert "hook claude-code" in settings.read_text()
+    ok(run_cli("snapshot", "-m", "before the agent", cwd=workspace))
+
+    script = [
+        [Shell("rm -rf src")],
+        [Shell("sed -i s/1/9/ src/app.py")],
+        [ToolCall("Write", {"file_path": str(workspace / "notes.txt"), "content": "todo\n"})],
+    ]
+    with AnthropicEndpoint(script) as api:
+        # Claude Code's own rules allow both tools: what refuses is Strata's hook
+        result = _claude(run_cli, workspace, api, "--allowedTools", "Bash,Write")
+        refused, edited, written = api.tool_results()
+    session = result["session_id"]
+
+    # the refusal: nothing removed, the model told why, the decision in the ledger
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
+    assert refused.startswith("error: ") and "high-risk command" in refused, refused
+    assert "rm -rf src" in refused
+    assert not edited.startswith("error: ") and not written.startswith("error: ")
+    decided = [
+        e for e in _history(run_cli, workspace, "--action", "approval")
+        if e["action_type"] == "approval_decided"
+    ]  # fmt: skip
+    assert len(decided) == 1, decided
+    assert decided[0]["author"] == {"name": session, "kind": "agent"}
+    assert decided[0]["data"]["command"] == "rm -rf src"
+    assert decided[0]["data"]["approved"] is False
+
+    # each change is an event of the session's own, holding only what the call changed,
+    # and each can be gone back over alone
+    events = _history(run_cli, workspace, "--author", session, "--action", "snapshot")
+    changes = [(e["rationale"].split(" ", 1)[0], e["files"]) for e in events]
+    assert changes == [("Write", ["notes.txt"]), ("Bash", ["src/app.py"])], changes
+    write, edit = events
+    assert write["parent_event_id"] == edit["id"]
+    ok(run_cli("rewind", edit["id"], cwd=workspace))
+    assert not (workspace / "notes.txt").exists()
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
+    ok(run_cli("rewind", edit["parent_event_id"], cwd=workspace))
+    assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
+
+
+def test_claude_code_calls_stratas_mcp_tools(workspace: Path, run_cli: CliRunner) -> None:
+    """``claude mcp add strata -- strata -C WS mcp`` as the docs say; the model takes a
+    snapshot through the server and reads it back with the history tool."""
+    claude = agent_binary("claude")
+    env = agent_env(run_cli.env(), PATH="/usr/bin:/bin")
+    added = subprocess.run(
+        [str(claude), "mcp", "add", "strata", "--", str(STRATA), "-C", str(workspace), "mcp"],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stdout + added.stderr
+    (workspace / "src" / "app.py").write_text("x = 2\n")
+
+    script = [
+        [ToolCall("mcp__strata__snapshot", {"message": "before the refactor"})],
+        [ToolCall("mcp__strata__history", {"limit": 1})],
+    ]
+    with AnthropicEndpoint(script) as api:
+        tools = "mcp__strata__snapshot,mcp__strata__history"
+        _claude(run_cli, workspace, api, "--allowedTools", tools)
+        snapshot, history = api.tool_results()
+
+    newest = _history(run_cli, workspace, "--limit", "1")[0]
+    assert newest["action_type"] == "snapshot"
+    assert newest["rationale"] == "before the refactor"
+    assert newest["author"] == {"name": "mcp", "kind": "agent"}
+    assert newest["files"] == ["src/app.py"]
+    assert json.loads(snapshot)["event_id"] == newest["id"]
+    assert json.loads(history)[0]["id"] == newest["id"]  # the model read it back
+
+
+# -- Codex CLI -----------------------------------------------------------------------
+
+
+def _codex_home(tmp_path: Path, endpoint: ResponsesEndpoint) -> Path:
+    """A CODEX_HOME whose model provider is ``endpoint`` (Responses API, streamed)."""
+    home = tmp_path / "codex-home"
+    home.mkdir()
+    (home / "config.toml").write_text(
+        # gpt-5.5: a model Codex knows, so it offers its apply_patch tool
+        'model = "gpt-5.5"\n'
+        'model_provider = "scripted"\n'
+        "[model_providers.scripted]\n"
+        'name = "scripted"\n'
+        f'base_url = "{endpoint.url}/v1"\n'
+        'wire_api = "responses"\n'
+        'env_key = "OPENAI_API_KEY"\n'
+    )
+    return home
+
+
+def _codex_env(run_cli: CliRunner, tmp_path: Path, codex_home: Path) -> dict[str, str]:
+    # TMPDIR away from CODEX_HOME's folder: Codex makes no helper links (its sandbox's
+    # codex-linux-sandbox) under the temporary folder, and its sandbox fails without them
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return agent_env(
+        run_cli.env(),
+        PATH=f"{STRATA.parent}:/usr/bin:/bin",
+        CODEX_HOME=str(codex_home),
+        OPENAI_API_KEY="sk-test",
+        TMPDIR=str(tmp),
+    )
+
+
+def test_codex_under_strata_run_records_its_shell_edit_and_patch(
+    workspace: Path, run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """``strata run -- codex exec …`` with Codex's own sandbox on (workspace-write):
+    the run's diff shows what Codex's shell and apply_patch tools changed."""
+    codex = agent_binary("codex")
+    ok(run_cli("snapshot", "-m", "start", cwd=workspace))
+    script = [
+        [Shell("sed -i s/1/9/ src/app.py")],
+        [Patch("*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n*** End Patch\n")],
+    ]
+    with ResponsesEndpoint(script) as api:
+        env = _codex_env(run_cli, tmp_path, _codex_home(tmp_path, api))
+        code, out, err = run_cli(
+            "run", "--json", "--label", "codex", "--",
+            str(codex), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
+            "tidy up",
+            cwd=workspace, env=env,
+        )  # fmt: skip
+        shell, patch = api.tool_results()
+    assert code == 0, err
+    assert "Process exited with code 0" in shell, shell
+    assert "Success" in patch, patch
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
+    assert (workspace / "NOTES.md").read_text() == "# Notes\n"
+
+    # Codex's own output shares stdout with the run's JSON
+    run, _ = json.JSONDecoder().raw_decode(out[out.index('{\n  "schema"') :])
+    assert run["exit_code"] == 0 and run["diff"]["changed_paths"] == ["NOTES.md", "src/app.py"]
+    diff = ok(run_cli("diff", f"{run['run_id']}~1", run["run_id"], cwd=workspace))
+    assert "-x = 1\n+x = 9\n" in diff and "+# Notes\n" in diff, diff
