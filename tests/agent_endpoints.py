@@ -26,6 +26,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import subprocess
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -432,3 +433,55 @@ class ResponsesEndpoint(ScriptedEndpoint):
             }
         )
         return sse(events)
+
+
+def trust_codex_hooks(codex: Path, *, cwd: Path, env: Mapping[str, str]) -> list[str]:
+    """Trust every hook Codex finds for ``cwd``, as its ``/hooks`` review does; their keys.
+
+    Codex runs a hook of the user's or the project's only once trusted: a
+    ``[hooks.state."KEY"] trusted_hash`` in ``$CODEX_HOME/config.toml``, the hash
+    being Codex's own. Its app server (``codex app-server``, JSON-RPC on stdin and
+    stdout) lists the hooks with their ``currentHash`` (``hooks/list``) and writes
+    the trust (``config/batchWrite``), so nothing here computes a hash.
+    """
+    server = subprocess.Popen(
+        [str(codex), "app-server"],
+        cwd=cwd,
+        env=dict(env),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    stdin, stdout = server.stdin, server.stdout
+    assert stdin is not None and stdout is not None
+    ids = iter(range(1, 100))
+
+    def call(method: str, params: dict[str, Any]) -> Any:
+        number = next(ids)
+        message = {"jsonrpc": "2.0", "id": number, "method": method, "params": params}
+        stdin.write(json.dumps(message) + "\n")
+        stdin.flush()
+        for line in stdout:
+            answer = json.loads(line)
+            if answer.get("id") == number:
+                assert "error" not in answer, answer
+                return answer["result"]
+        raise AssertionError(f"codex app-server ended before answering {method}")
+
+    try:
+        call("initialize", {"clientInfo": {"name": "strata-tests", "version": "0"}})
+        stdin.write(json.dumps({"jsonrpc": "2.0", "method": "initialized"}) + "\n")
+        [listing] = call("hooks/list", {"cwds": [str(cwd)]})["data"]
+        assert not listing["errors"], listing
+        state = {h["key"]: {"trusted_hash": h["currentHash"]} for h in listing["hooks"]}
+        edit = {"keyPath": "hooks.state", "value": state, "mergeStrategy": "upsert"}
+        call("config/batchWrite", {"edits": [edit], "filePath": None, "expectedVersion": None})
+        [after] = call("hooks/list", {"cwds": [str(cwd)]})["data"]
+        assert {h["trustStatus"] for h in after["hooks"]} == {"trusted"}, after
+        return sorted(state)
+    finally:
+        stdin.close()
+        server.terminate()
+        server.wait(timeout=10)
+        stdout.close()

@@ -26,6 +26,7 @@ from agent_endpoints import (
     ToolCall,
     agent_binary,
     agent_env,
+    trust_codex_hooks,
 )
 from conftest import CliRunner, as_json, ok
 
@@ -164,10 +165,10 @@ def test_claude_code_calls_stratas_mcp_tools(workspace: Path, run_cli: CliRunner
 # -- Codex CLI -----------------------------------------------------------------------
 
 
-def _codex_home(tmp_path: Path, endpoint: ResponsesEndpoint) -> Path:
+def _codex_home(tmp_path: Path, endpoint: ResponsesEndpoint, extra: str = "") -> Path:
     """A CODEX_HOME whose model provider is ``endpoint`` (Responses API, streamed)."""
     home = tmp_path / "codex-home"
-    home.mkdir()
+    home.mkdir(exist_ok=True)
     (home / "config.toml").write_text(
         # gpt-5.5: a model Codex knows, so it offers its apply_patch tool
         'model = "gpt-5.5"\n'
@@ -176,7 +177,7 @@ def _codex_home(tmp_path: Path, endpoint: ResponsesEndpoint) -> Path:
         'name = "scripted"\n'
         f'base_url = "{endpoint.url}/v1"\n'
         'wire_api = "responses"\n'
-        'env_key = "OPENAI_API_KEY"\n'
+        'env_key = "OPENAI_API_KEY"\n' + extra
     )
     return home
 
@@ -226,3 +227,89 @@ def test_codex_under_strata_run_records_its_shell_edit_and_patch(
     assert run["exit_code"] == 0 and run["diff"]["changed_paths"] == ["NOTES.md", "src/app.py"]
     diff = ok(run_cli("diff", f"{run['run_id']}~1", run["run_id"], cwd=workspace))
     assert "-x = 1\n+x = 9\n" in diff and "+# Notes\n" in diff, diff
+
+
+#: a Codex hook that logs what it is sent and refuses a command naming refused.txt
+CODEX_HOOK = """
+import json, pathlib, sys
+payload = json.load(sys.stdin)
+with open(sys.argv[1], "a") as log:
+    log.write(json.dumps(payload) + "\\n")
+if "refused.txt" in json.dumps(payload.get("tool_input")):
+    print("strata test: not that one", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_codex_runs_project_hooks_once_trusted_and_a_hook_refuses_with_exit_2(
+    workspace: Path, run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """What Strata's Codex hooks (issue 25, item 4) will stand on, as the pinned Codex
+    does it: hooks in the project's .codex/hooks.json in Claude Code's format run only
+    once trusted (a project of the user's trust, then each hook's hash); each gets its
+    event's JSON on stdin; exit 2 with a reason on stderr refuses a tool call and the
+    model is told the reason."""
+    codex = agent_binary("codex")
+    log = tmp_path / "hooks.jsonl"
+    (tmp_path / "hook.py").write_text(CODEX_HOOK)
+    command = {"type": "command", "command": f"{sys.executable} {tmp_path / 'hook.py'} {log}"}
+    events = {
+        "UserPromptSubmit": [{"hooks": [command]}],
+        "PreToolUse": [{"matcher": "Bash|apply_patch", "hooks": [command]}],
+        "PostToolUse": [{"matcher": "Bash|apply_patch", "hooks": [command]}],
+        "Stop": [{"hooks": [command]}],
+    }
+    (workspace / ".codex").mkdir()
+    (workspace / ".codex" / "hooks.json").write_text(json.dumps({"hooks": events}))
+    script = [[Shell("touch refused.txt")], [Shell("sed -i s/1/9/ src/app.py")]]
+    # the project trusted as 'codex exec --trust' records it
+    trusted = f'[projects."{workspace}"]\ntrust_level = "trusted"\n'
+
+    with ResponsesEndpoint(script) as api:
+        env = _codex_env(run_cli, tmp_path, _codex_home(tmp_path, api, trusted))
+
+        def codex_exec() -> list[str]:
+            proc = subprocess.run(
+                [str(codex), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
+                 "tidy up"],
+                cwd=workspace, env=env, capture_output=True, text=True, timeout=60,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert proc.returncode == 0, proc.stderr
+            return api.tool_results()
+
+        # a new hook does not run, silently: the command it would refuse runs
+        codex_exec()
+        assert (workspace / "refused.txt").exists() and not log.exists()
+        (workspace / "refused.txt").unlink()
+        (workspace / "src" / "app.py").write_text("x = 1\n")
+
+        keys = trust_codex_hooks(codex, cwd=workspace, env=env)
+        hooks_json = workspace / ".codex" / "hooks.json"
+        assert keys == sorted(
+            f"{hooks_json}:{event}:0:0"
+            for event in ("pre_tool_use", "post_tool_use", "stop", "user_prompt_submit")
+        )
+        api.requests.clear()
+        refused, edited = codex_exec()
+    assert not (workspace / "refused.txt").exists()
+    assert refused.startswith("Command blocked by PreToolUse hook: strata test: not that one")
+    assert "Process exited with code 0" in edited
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
+
+    sent = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(p["hook_event_name"], p.get("tool_input")) for p in sent] == [
+        ("UserPromptSubmit", None),
+        ("PreToolUse", {"command": "touch refused.txt"}),
+        ("PreToolUse", {"command": "sed -i s/1/9/ src/app.py"}),
+        ("PostToolUse", {"command": "sed -i s/1/9/ src/app.py"}),
+        ("Stop", None),
+    ]
+    common = {"session_id", "turn_id", "transcript_path", "cwd", "hook_event_name", "model"}
+    assert all(common <= set(p) and p["cwd"] == str(workspace) for p in sent), sent
+    assert {p["session_id"] for p in sent} == {sent[0]["session_id"]}
+    prompt, pre, _, post, stop = sent
+    assert prompt["prompt"] == "tidy up"
+    assert pre["tool_name"] == "Bash" and pre["tool_use_id"]
+    assert post["tool_use_id"] != pre["tool_use_id"] and "tool_response" in post
+    assert stop["last_assistant_message"] == "done" and stop["stop_hook_active"] is False
