@@ -4,8 +4,10 @@ Each test drives the real binary ``scripts/agents`` installs (npm's
 ``@anthropic-ai/claude-code`` and ``@openai/codex``, pinned) against a scripted
 model endpoint on 127.0.0.1 (``tests/agent_endpoints.py``): the script is what
 the model "decides", the agent does it for real, and the test looks where a
-user would: the files, ``strata history``, ``strata undo``, the run's diff.
-Under CI a missing agent fails the test; nothing here is skipped there.
+user would: the files, ``strata history``, ``strata rewind``, the run's diff.
+The last test pins the hook protocol of the pinned Codex, which Strata's Codex
+hooks (issue 25, item 4) will speak. Under CI a missing agent fails the test;
+nothing here is skipped there.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ STRATA = Path(sys.executable).parent / "strata"
 
 @pytest.fixture
 def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
+    assert STRATA.is_file(), f"the agents run {STRATA}: install Strata in this environment"
     ws = tmp_path / "ws"
     (ws / "src").mkdir(parents=True)
     (ws / "src" / "app.py").write_text("x = 1\n")
