@@ -57,6 +57,7 @@ def agent_binary(name: str) -> Path:
 
 
 #: variables of the developer's that would point an agent elsewhere or change what it does
+#: (CLAUDECODE included: set inside a Claude Code session, it changes how claude starts)
 _FOREIGN = ("ANTHROPIC_", "CLAUDE", "OPENAI_", "CODEX_", "STRATA_NOW", "STRATA_SEED")
 
 
@@ -105,9 +106,9 @@ class ToolCall:
 class Shell:
     """The model runs ``command`` with whatever shell tool the agent offers.
 
-    Codex names its shell tool by model family (``shell`` taking an argv,
-    ``shell_command`` or ``exec_command`` taking a string); the endpoint picks the
-    one the request offers. For Claude Code, ``ToolCall("Bash", {"command": …})``.
+    Claude Code's is ``Bash``; Codex names its own by model family (``shell``
+    taking an argv, ``shell_command`` or ``exec_command`` taking a string), so
+    the endpoint picks the one the request offers.
     """
 
     command: str
@@ -216,6 +217,12 @@ class ScriptedEndpoint:
         """The requests of the main conversation (those offering tools)."""
         return [r for r in self.requests if r.body.get("tools")]
 
+    def step(self, body: dict[str, Any]) -> Step:
+        """The script's step answering a request with this body (a side request: ``done``)."""
+        if not body.get("tools"):
+            return [Text(DONE)]
+        return step_after(self.script, len(self._results(body)))
+
     def tool_results(self) -> list[str]:
         """What the agent answered to the script's tool calls, in order (its last request
         carries them all), each as the text the model was given."""
@@ -255,25 +262,13 @@ class AnthropicEndpoint(ScriptedEndpoint):
             return 404, b'{"type": "error", "error": {"type": "not_found_error"}}'
         if request.path.startswith("/v1/messages/count_tokens"):
             return 200, b'{"input_tokens": 10}'
-        body = request.body
-        if not body.get("tools"):
-            step: Step = [Text(DONE)]
-        else:
-            results = sum(
-                1
-                for message in body.get("messages", [])
-                if isinstance(message.get("content"), list)
-                for block in message["content"]
-                if block.get("type") == "tool_result"
-            )
-            step = step_after(self.script, results)
-        return 200, self._stream(step, results=len(self.requests))
+        return 200, self._stream(self.step(request.body), serial=len(self.requests))
 
     @staticmethod
-    def _stream(step: Step, *, results: int) -> bytes:
+    def _stream(step: Step, *, serial: int) -> bytes:
         usage = {"input_tokens": 10, "output_tokens": 5}
         message = {
-            "id": f"msg_{results}",
+            "id": f"msg_{serial}",
             "type": "message",
             "role": "assistant",
             "content": [],
@@ -294,7 +289,7 @@ class AnthropicEndpoint(ScriptedEndpoint):
                     raise AssertionError("Claude Code has no apply_patch: use Edit or Write")
                 block = {
                     "type": "tool_use",
-                    "id": f"toolu_{results}_{index}",
+                    "id": f"toolu_{serial}_{index}",
                     "name": part.name,
                     "input": {},
                 }
@@ -327,16 +322,7 @@ class ResponsesEndpoint(ScriptedEndpoint):
         if not request.path.rstrip("/").endswith("/responses"):
             return 404, b'{"error": {"message": "not found"}}'
         body = request.body
-        if not body.get("tools"):
-            step: Step = [Text(DONE)]
-        else:
-            results = sum(
-                1
-                for item in body.get("input", [])
-                if isinstance(item, dict) and str(item.get("type", "")).endswith("_output")
-            )
-            step = step_after(self.script, results)
-        return 200, self._stream(step, body.get("tools", []), serial=len(self.requests))
+        return 200, self._stream(self.step(body), body.get("tools", []), serial=len(self.requests))
 
     @staticmethod
     def _shell(command: str, tools: list[dict[str, Any]]) -> ToolCall:
