@@ -14,7 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from agent_endpoints import AnthropicEndpoint, ToolCall, agent_binary, agent_env
+from agent_endpoints import (
+    AnthropicEndpoint,
+    ResponsesEndpoint,
+    Shell,
+    ToolCall,
+    agent_binary,
+    agent_env,
+)
 from conftest import CliRunner, assert_user_error, ok
 from strata.sandbox.bwrap import sandbox_problem
 
@@ -308,6 +315,44 @@ def test_real_claude_code_edits_the_draft_through_the_allow_list(
     review = ok(run_cli("review", cwd=workspace))
     assert "A hello.txt" in review and "+written by Claude Code" in review
     assert (run_cli.home / ".claude.json").read_text() == "{}"  # Claude wrote its copy
+
+
+@pytest.mark.slow
+def test_real_codex_edits_the_draft_with_its_own_sandbox_off(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Codex CLI (scripts/agents' npm install, or $STRATA_TEST_CODEX) in the Draft with
+    a scripted Responses API on 127.0.0.1. Codex's own sandbox is bubblewrap too, which
+    cannot start inside Strata's (no nested user namespace: ENOSPC), so it runs with
+    --sandbox danger-full-access there: Strata's sandbox is the one that confines it."""
+    codex = agent_binary("codex")
+    (run_cli.home / ".codex").mkdir()
+    config = run_cli.home / ".codex" / "config.toml"
+    with ResponsesEndpoint([[Shell("sed -i s/project/Codex/ README")]]) as api:
+        config.write_text(
+            'model = "gpt-5.5"\nmodel_provider = "scripted"\n[model_providers.scripted]\n'
+            f'name = "scripted"\nbase_url = "http://localhost:{api.port}/v1"\n'
+            'wire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n'
+        )
+        before = config.read_text()
+        code, out, err = run_cli(
+            "run", "--draft", "--agent", "codex", f"--net=allow=localhost:{api.port}",
+            "--bind-ro", str(codex.parent.parent), "--",
+            "codex", "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
+            "edit the README",
+            cwd=workspace, timeout=120,
+            env=agent_env(
+                run_cli.env(), PATH=f"{codex.parent}:/usr/bin:/bin", OPENAI_API_KEY="sk-test"
+            ),
+        )  # fmt: skip
+        [edited] = api.tool_results()
+    assert code == 0, err
+    assert out.strip() == "done"
+    assert "Process exited with code 0" in edited, edited
+    assert (workspace / "README").read_text() == "a project\n"  # Published is untouched
+    review = ok(run_cli("review", cwd=workspace))
+    assert "-a project" in review and "+a Codex" in review, review
+    assert config.read_text() == before  # Codex had a copy of its configuration
 
 
 def test_a_killed_runs_config_copy_is_removed_by_the_next(tmp_path: Path) -> None:
