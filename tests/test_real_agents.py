@@ -4,7 +4,7 @@ Each test drives the real binary ``scripts/agents`` installs (npm's
 ``@anthropic-ai/claude-code`` and ``@openai/codex``, pinned) against a scripted
 model endpoint on 127.0.0.1 (``tests/agent_endpoints.py``): the script is what
 the model "decides", the agent does it for real, and the test looks where a
-user would: the files, ``strata history``, ``strata rewind``, the run's diff.
+user would: the files, ``strata history``, ``strata undo``, the run's diff.
 The last test pins the hook protocol of the pinned Codex, which Strata's Codex
 hooks (issue 25, item 4) will speak. Under CI a missing agent fails the test;
 nothing here is skipped there.
@@ -60,12 +60,14 @@ def _claude(
     endpoint: AnthropicEndpoint,
     *args: str,
 ) -> dict[str, Any]:
-    """Run ``claude -p … --output-format json`` in ``ws``; its result object."""
+    """Run ``claude -p … --output-format json`` in ``ws``; its result object.
+
+    strata is not on its PATH: the hooks and the MCP server are named by absolute path.
+    """
     claude = agent_binary("claude")
     env = agent_env(
         run_cli.env(),
-        # the hooks' 'strata' (hook install writes a bare name today)
-        PATH=f"{STRATA.parent}:/usr/bin:/bin",
+        PATH="/usr/bin:/bin",
         ANTHROPIC_BASE_URL=endpoint.url,
         ANTHROPIC_API_KEY="sk-ant-test",
     )
@@ -87,14 +89,14 @@ def _claude(
 def test_claude_code_hooks_refuse_rm_rf_and_record_each_change_alone(
     workspace: Path, run_cli: CliRunner
 ) -> None:
-    """``strata hook install claude-code``, then a session whose model asks for
-    ``rm -rf src``, a Bash edit and a Write: the first is refused and recorded,
-    the other two are one event each, gone back over one at a time."""
+    """A new workspace (``strata init && strata hook install claude-code``, strata not
+    on Claude Code's PATH), then a session whose model asks for ``rm -rf src``, a
+    Bash edit and a Write: the first is refused and recorded, the other two are one
+    event each that ``strata undo`` reverses one at a time, the first one included."""
     installed = as_json(run_cli("hook", "install", "claude-code", "--json", cwd=workspace))
-    settings = Path(installed["path"])
+    settings = Path(installed["path"])  # the user's local settings, or the shared ones
     assert settings.is_relative_to(workspace / ".claude") and installed["changed"], installed
     assert "hook claude-code" in settings.read_text()
-    ok(run_cli("snapshot", "-m", "before the agent", cwd=workspace))
 
     script = [
         [Shell("rm -rf src")],
@@ -122,17 +124,16 @@ def test_claude_code_hooks_refuse_rm_rf_and_record_each_change_alone(
     assert decided[0]["data"]["approved"] is False
 
     # each change is an event of the session's own, holding only what the call changed,
-    # and each can be gone back over alone
+    # that 'strata undo' reverses alone
     events = _history(run_cli, workspace, "--author", session, "--action", "snapshot")
     changes = [(e["rationale"].split(" ", 1)[0], e["files"]) for e in events]
     assert changes == [("Write", ["notes.txt"]), ("Bash", ["src/app.py"])], changes
-    write, edit = events
-    assert write["parent_event_id"] == edit["id"]
-    ok(run_cli("rewind", edit["id"], cwd=workspace))
+    ok(run_cli("undo", cwd=workspace))
     assert not (workspace / "notes.txt").exists()
     assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
-    ok(run_cli("rewind", edit["parent_event_id"], cwd=workspace))
+    ok(run_cli("undo", cwd=workspace))
     assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
+    assert settings.exists()  # the person's own change stays
 
 
 def test_claude_code_calls_stratas_mcp_tools(workspace: Path, run_cli: CliRunner) -> None:
@@ -205,7 +206,6 @@ def test_codex_under_strata_run_records_its_shell_edit_and_patch(
     """``strata run -- codex exec …`` with Codex's own sandbox on (workspace-write):
     the run's diff shows what Codex's shell and apply_patch tools changed."""
     codex = agent_binary("codex")
-    ok(run_cli("snapshot", "-m", "start", cwd=workspace))
     script = [
         [Shell("sed -i s/1/9/ src/app.py")],
         [Patch("*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n*** End Patch\n")],
