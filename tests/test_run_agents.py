@@ -11,10 +11,17 @@ import os
 import stat
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from agent_endpoints import (
+    AnthropicEndpoint,
+    ResponsesEndpoint,
+    Shell,
+    ToolCall,
+    agent_binary,
+    agent_env,
+)
 from conftest import CliRunner, assert_user_error, ok
 from strata.sandbox.bwrap import sandbox_problem
 
@@ -274,98 +281,78 @@ def test_agents_installed_in_the_home_get_a_hint_that_works_at_once(
 # -- the real Claude Code ------------------------------------------------------------
 
 
-def _sse(events: list[dict[str, object]]) -> bytes:
-    return "".join(f"event: {e['type']}\ndata: {json.dumps(e)}\n\n" for e in events).encode()
-
-
-def _claude_reply(request: dict[str, Any], target: str) -> bytes:
-    """Anthropic's streamed Messages API, scripted: first a Write tool call, then the end."""
-    usage = {"input_tokens": 10, "output_tokens": 5}
-    message = {"id": "msg_1", "type": "message", "role": "assistant", "content": []}
-    start = {"type": "message_start", "message": {**message, "model": "m", "usage": usage}}
-    last = request.get("messages", [{}])[-1].get("content")
-    answered = isinstance(last, list) and any(b.get("type") == "tool_result" for b in last)
-    wants_tool = any(t.get("name") == "Write" for t in request.get("tools", []))
-    if wants_tool and not answered:
-        block = {"type": "tool_use", "id": "toolu_1", "name": "Write", "input": {}}
-        args = json.dumps({"file_path": target, "content": "written by Claude Code\n"})
-        delta = {"type": "input_json_delta", "partial_json": args}
-        stop = "tool_use"
-    else:
-        block = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": "done"}
-        stop = "end_turn"
-    return _sse(
-        [
-            start,
-            {"type": "content_block_start", "index": 0, "content_block": block},
-            {"type": "content_block_delta", "index": 0, "delta": delta},
-            {"type": "content_block_stop", "index": 0},
-            {"type": "message_delta", "delta": {"stop_reason": stop}, "usage": usage},
-            {"type": "message_stop"},
-        ]
-    )
-
-
 @pytest.mark.slow
 def test_real_claude_code_edits_the_draft_through_the_allow_list(
     workspace: Path, run_cli: CliRunner
 ) -> None:
-    """Claude Code itself (the npm package's binary, when installed: STRATA_TEST_CLAUDE
-    or 'claude' on PATH) with a stand-in Anthropic API on the host's 127.0.0.1."""
-    import http.server
-    import shutil
-    import threading
-
-    claude = os.environ.get("STRATA_TEST_CLAUDE") or shutil.which("claude")
-    if not claude:
-        pytest.skip("Claude Code is not installed (npm install @anthropic-ai/claude-code)")
+    """Claude Code itself (the npm package's binary scripts/agents installs, or
+    $STRATA_TEST_CLAUDE) with a scripted Anthropic API on the host's 127.0.0.1."""
+    claude = agent_binary("claude")
     real = Path(os.path.realpath(claude))
-    requests: list[str] = []
-
-    class Api(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            requests.append(self.path)
-            body = _claude_reply(request, str(workspace / "hello.txt"))
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Api)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
     (run_cli.home / ".claude.json").write_text("{}")
-    try:
+    write = ToolCall(
+        "Write", {"file_path": str(workspace / "hello.txt"), "content": "written by Claude Code\n"}
+    )
+    with AnthropicEndpoint([[write]]) as api:
         code, out, err = run_cli(
-            "run", "--draft", "--agent", "claude", f"--net=allow=localhost:{port}",
-            "--env", "ANTHROPIC_BASE_URL", "--bind-ro", str(Path(claude).parent),
+            "run", "--draft", "--agent", "claude", f"--net=allow=localhost:{api.port}",
+            "--env", "ANTHROPIC_BASE_URL", "--bind-ro", str(claude.parent),
             "--bind-ro", str(real.parent.parent), "--",
             "claude", "-p", "write hello.txt", "--allowedTools", "Write",
             cwd=workspace, timeout=120,
-            env={
-                "PATH": f"{Path(claude).parent}:/usr/bin:/bin",
-                "ANTHROPIC_API_KEY": "sk-ant-test",
-                "ANTHROPIC_BASE_URL": f"http://localhost:{port}",
-            },
+            env=agent_env(
+                run_cli.env(),
+                PATH=f"{claude.parent}:/usr/bin:/bin",
+                ANTHROPIC_API_KEY="sk-ant-test",
+                ANTHROPIC_BASE_URL=f"http://localhost:{api.port}",
+            ),
         )  # fmt: skip
-    finally:
-        server.shutdown()
-        server.server_close()
+        paths = [r.path for r in api.requests]
     assert code == 0, err
     assert out.strip() == "done"
-    assert requests and all(path.startswith("/v1/messages") for path in requests)
+    assert paths and all(path.startswith("/v1/messages") for path in paths)
     assert not (workspace / "hello.txt").exists()  # Published is untouched
     review = ok(run_cli("review", cwd=workspace))
     assert "A hello.txt" in review and "+written by Claude Code" in review
     assert (run_cli.home / ".claude.json").read_text() == "{}"  # Claude wrote its copy
+
+
+@pytest.mark.slow
+def test_real_codex_edits_the_draft_with_its_own_sandbox_off(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Codex CLI (scripts/agents' npm install, or $STRATA_TEST_CODEX) in the Draft with
+    a scripted Responses API on 127.0.0.1. Codex's own sandbox is bubblewrap too, which
+    cannot start inside Strata's (no nested user namespace: ENOSPC), so it runs with
+    --sandbox danger-full-access there: Strata's sandbox is the one that confines it."""
+    codex = agent_binary("codex")
+    (run_cli.home / ".codex").mkdir()
+    config = run_cli.home / ".codex" / "config.toml"
+    with ResponsesEndpoint([[Shell("sed -i s/project/Codex/ README")]]) as api:
+        config.write_text(
+            'model = "gpt-5.5"\nmodel_provider = "scripted"\n[model_providers.scripted]\n'
+            f'name = "scripted"\nbase_url = "http://localhost:{api.port}/v1"\n'
+            'wire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n'
+        )
+        before = config.read_text()
+        code, out, err = run_cli(
+            "run", "--draft", "--agent", "codex", f"--net=allow=localhost:{api.port}",
+            "--bind-ro", str(codex.parent.parent), "--",
+            "codex", "exec", "--skip-git-repo-check", "--sandbox", "danger-full-access",
+            "edit the README",
+            cwd=workspace, timeout=120,
+            env=agent_env(
+                run_cli.env(), PATH=f"{codex.parent}:/usr/bin:/bin", OPENAI_API_KEY="sk-test"
+            ),
+        )  # fmt: skip
+        [edited] = api.tool_results()
+    assert code == 0, err
+    assert out.strip() == "done"
+    assert "Process exited with code 0" in edited, edited
+    assert (workspace / "README").read_text() == "a project\n"  # Published is untouched
+    review = ok(run_cli("review", cwd=workspace))
+    assert "-a project" in review and "+a Codex" in review, review
+    assert config.read_text() == before  # Codex had a copy of its configuration
 
 
 def test_a_killed_runs_config_copy_is_removed_by_the_next(tmp_path: Path) -> None:
