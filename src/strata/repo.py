@@ -589,11 +589,15 @@ class Repository(Core):
 
         return names.bookmark(self, action, name, ref=ref, new_name=new_name, author=author)
 
-    def undo(self, *, author: Author | None = None) -> UndoResult:
-        """Reverse the newest operation not yet undone, by appending its inverse."""
+    def undo(self, *, author: Author | None = None, step: bool = False) -> UndoResult:
+        """Reverse the newest operation not yet undone, by appending its inverse.
+
+        A step of a group (an agent's prompt) reverses the whole group; ``step``
+        reverses only that step.
+        """
         from strata.core import undo as undoing  # (it moves files: loaded when needed)
 
-        return undoing.undo(self, author=author)
+        return undoing.undo(self, author=author, step=step)
 
     def redo(self, *, author: Author | None = None) -> RedoResult:
         """Re-apply what the newest undo reversed."""

@@ -20,6 +20,7 @@ from strata.cli.common import emit_json, json_option, make_author, open_repo, wa
 from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
+    from strata.core.groups import Group
     from strata.gateway.policy import PolicyDecision
     from strata.integrations.hooks import Verdict
     from strata.layout import Layout
@@ -129,6 +130,63 @@ def hook_claude_code(
         _post_tool_use(message)
     elif event == "PreToolUse":
         _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+    elif event == "UserPromptSubmit":
+        _prompt_submitted(message)
+    elif event == "Stop":
+        _stopped(message)
+
+
+def _session(payload: dict[str, Any]) -> str:
+    return str(payload.get("session_id") or "claude-code")
+
+
+def _prompt_submitted(payload: dict[str, Any]) -> None:
+    """Open the session's prompt: its tool calls' operations will be steps of one group.
+
+    What changed before the prompt is recorded first as the person's, outside
+    the group, so undoing the prompt never takes it.
+    """
+    from strata.core.core import OUTSIDE_AGENT
+    from strata.integrations import claims, prompts
+    from strata.layout import find_layout
+    from strata.ledger.events import Author
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return
+    person = make_author(None, "human")
+    text = str(payload.get("prompt") or "").strip()
+    session = _session(payload)
+    with open_repo(person) as repo:
+        repo.snapshot(OUTSIDE_AGENT, author=person, exclude=claims.claimed(layout))
+        link = {k: str(payload[k]) for k in ("transcript_path",) if payload.get(k)}
+        group = repo.new_group(
+            "prompt",
+            text.splitlines()[0] if text else "(an empty prompt)",
+            Author(session, "agent"),
+            session_id=session,
+            **link,
+        )
+    prompts.open_prompt(layout, session, group.to_json())
+
+
+def _stopped(payload: dict[str, Any]) -> None:
+    """Close the session's prompt: later operations are steps of no group."""
+    from strata.integrations import prompts
+    from strata.layout import find_layout
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return
+    prompts.close_prompt(layout, _session(payload))
+
+
+def _prompt_of(layout: Layout, payload: dict[str, Any]) -> dict[str, Any] | None:
+    from strata.integrations import prompts
+
+    return prompts.current(layout, _session(payload))
 
 
 def _file_target(payload: dict[str, Any], root: Path) -> str | None:
@@ -164,8 +222,9 @@ def _post_tool_use(payload: dict[str, Any]) -> None:
     except NotARepository:
         return  # hooks installed for every project: nothing to do outside a workspace
     tool = str(payload.get("tool_name") or "tool")
-    session = str(payload.get("session_id") or "claude-code")
+    session = _session(payload)
     rationale = tool_rationale(tool, payload.get("tool_input", {}))
+    group = _prompt_of(layout, payload)
     if tool in CLAUDE_FILE_TOOLS:
         target = _file_target(payload, layout.workspace)
         if target is None:
@@ -173,14 +232,14 @@ def _post_tool_use(payload: dict[str, Any]) -> None:
         try:
             record_snapshot(
                 None, rationale, None, "project", session, "agent", False,
-                echo=click.echo, paths=[str(layout.workspace / target)],
+                echo=click.echo, paths=[str(layout.workspace / target)], group=group,
             )  # fmt: skip
         finally:
             claims.release(layout, session, target)
         return
     record_snapshot(
         None, rationale, None, "project", session, "agent", False,
-        echo=click.echo, exclude=claims.claimed(layout),
+        echo=click.echo, exclude=claims.claimed(layout), group=group,
     )  # fmt: skip
 
 
@@ -255,7 +314,8 @@ def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
         target = _file_target(payload, layout.workspace)
         if target is not None:
             claims.claim(layout, str(payload.get("session_id") or "claude-code"), target)
-        with open_repo(person) as repo:
+        group = _prompt_of(layout, payload)
+        with open_repo(person) as repo, repo.grouped(_as_group(group)):
             repo.lock.timeout = OUTSIDE_WAIT_S
             # the files other calls are writing are theirs; this call's file is not written yet
             others = [p for p in claims.claimed(layout) if p != target]
@@ -270,6 +330,12 @@ def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
         )
         sys.stdout.flush()
         raise SystemExit(2) from None
+
+
+def _as_group(raw: dict[str, Any] | None) -> Group | None:
+    from strata.core.groups import Group
+
+    return Group.from_json(raw) if raw is not None else None
 
 
 def _answer(

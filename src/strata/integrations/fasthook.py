@@ -111,7 +111,9 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
                 cwd = payload.get("cwd")
                 event = payload.get("hook_event_name")
                 writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
-                if event == "PostToolUse" or (event == "PreToolUse" and writes):
+                if event in ("PostToolUse", "UserPromptSubmit", "Stop") or (
+                    event == "PreToolUse" and writes
+                ):
                     # handed whole to the watcher: before a call, judged and what changed
                     # before it recorded as the person's; after it, recorded as the agent's
                     return hook_argv(agent, args, stdin_text), str(cwd) if cwd else None

@@ -180,13 +180,16 @@ def claude_code(path: Path, program: str) -> Change:
     for event, matcher in (
         ("PreToolUse", CLAUDE_PRE_MATCHER),
         ("PostToolUse", CLAUDE_POST_MATCHER),
+        ("UserPromptSubmit", None),
+        ("Stop", None),
     ):
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"'hooks.{event}' in {path} is not a list")
         command = claude_command(program)
         if not _set_command(groups, command):
-            groups.append({"matcher": matcher, "hooks": [{"type": "command", "command": command}]})
+            entry: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+            groups.append({"matcher": matcher, **entry} if matcher else entry)
     after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
     if before is not None and json.loads(before or "{}") == settings:
         after = before  # already there: the file is left byte for byte
