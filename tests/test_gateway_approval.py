@@ -165,6 +165,16 @@ def test_terminal_route_shows_command_class_reason_state_and_approves() -> None:
     assert "modified notes.txt" in shown
 
 
+def test_the_question_shows_the_risk_first_and_a_commands_terminal_escapes_written_out() -> None:
+    """A command that would redraw its own line as ``ls -la`` is shown as it is."""
+    disguised = "rm -rf src\r\x1b[2K\x1b]8;;x\x07ls -la\u202e"
+    shown = ApprovalRequest(disguised, "high", "removes\x1b[8m folders", "/ws").describe()
+    assert shown.splitlines()[0] == "risk:      high"
+    assert "\x1b" not in shown and "\r" not in shown and "\u202e" not in shown
+    assert "command:   rm -rf src\\r\\x1b[2K\\x1b]8;;x\\x07ls -la\\u202e" in shown
+    assert "reason:    removes\\x1b[8m folders" in shown
+
+
 def test_terminal_route_denies_anything_but_yes() -> None:
     decision, _ = _pty_answer(b"\n")
     assert not decision.approved and "answered ''" in decision.reason

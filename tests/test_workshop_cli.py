@@ -172,3 +172,23 @@ def test_regenerate_asks_the_model_that_gave_the_answer(run_cli, ws: Path, tmp_p
     assert turn["assistant_message"]["data"]["model"] == "fake"
     again = as_json(run_cli("chat", "regenerate", "--model", "fake", "--json", cwd=ws))
     assert again["assistant_message"]["text"] == "An answer."
+
+
+def test_a_models_terminal_controls_are_written_out_not_obeyed(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    """A clipboard write (OSC 52), a hidden link and a bidi override in the answer stay text."""
+    hostile = (
+        "Done.\\x1b]52;c;cm0gLXJmIH4=\\x07 See \\x1b]8;;http://evil.test\\x1b\\\\here\\x1b]8;;\\x1b\\\\ "
+        "\\u202eelif"
+    )
+    (tmp_path / "evil.yaml").write_text(f'- text: "{hostile}"\n')
+    ok(run_cli("init", cwd=ws))
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.evil]\nadapter = "scripted"\nscript = "{tmp_path / "evil.yaml"}"\n'
+            '[model]\ndefault = "evil"\n'
+        )
+    for out in (ok(run_cli("ask", "hello", cwd=ws)), ok(run_cli("chat", "log", cwd=ws))):
+        assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
+        assert "\\x1b]52;c;cm0gLXJmIH4=" in out and "\\u202eelif" in out

@@ -22,6 +22,7 @@ from strata.cli.common import (
     open_repo,
     short,
 )
+from strata.diff.display import printable, printable_lines
 
 if TYPE_CHECKING:
     from strata.repo import Repository
@@ -57,7 +58,9 @@ def _streamer(as_json: bool) -> Callable[[object], None]:
         if as_json:
             return
         if isinstance(event, TextDelta):
-            click.echo(event.text, nl=False)
+            # the model's text, shown and never obeyed: no escape sequence reaches the terminal
+            # (a clipboard write, a hidden link, a line redrawn), no bidi override reorders it
+            click.echo(printable_lines(event.text), nl=False)
             sys.stdout.flush()
             state["text"] = True
         elif isinstance(event, ToolResultEvent):
@@ -163,6 +166,7 @@ def _message_line(m: ChatMessage, head: str | None) -> str:
     text = m.text.strip().replace("\n", " ")
     if len(text) > 100:
         text = text[:97] + "..."
+    text = printable(text)  # a model's text may carry terminal controls: written out
     extra = ""
     if m.draft_revision:
         extra = f"  (Draft revision {short(m.draft_revision)})"

@@ -61,19 +61,26 @@ class ApprovalRequest:
         }
 
     def describe(self) -> str:
-        """The request as a person reads it: command, class, reason, state."""
+        """The request as a person reads it: risk class first, then command, reason, state.
+
+        Every value is shown with its control characters written out
+        (:func:`strata.diff.display.printable`): a command's ``\\r`` or
+        terminal escapes cannot make ``rm -rf src`` look like ``ls -la``.
+        """
+        from strata.diff.display import printable
+
         lines = [
-            f"command:   {self.command}",
-            f"risk:      {self.risk}",
-            f"reason:    {self.reason}",
-            f"workspace: {self.workspace}",
+            f"risk:      {printable(self.risk)}",
+            f"command:   {printable(self.command)}",
+            f"reason:    {printable(self.reason)}",
+            f"workspace: {printable(self.workspace)}",
         ]
         state = self.state
         if state:
             changed = state.get("changes", [])
             head = state.get("head_event_id") or "(nothing recorded yet)"
             lines.append(f"state:     HEAD {str(head)[:12]}, {state.get('changed', 0)} unrecorded")
-            lines += [f"             {c}" for c in changed]
+            lines += [f"             {printable(str(c))}" for c in changed]
             if state.get("more"):
                 lines.append(f"             … and {state['more']} more")
         return "\n".join(lines)
