@@ -179,7 +179,8 @@ def test_a_models_terminal_controls_are_written_out_not_obeyed(
 ) -> None:
     """A clipboard write (OSC 52), a hidden link and a bidi override in the answer stay text."""
     hostile = (
-        "Done.\\x1b]52;c;cm0gLXJmIH4=\\x07 See \\x1b]8;;http://evil.test\\x1b\\\\here\\x1b]8;;\\x1b\\\\ "
+        "Done.\\x1b]52;c;cm0gLXJmIH4=\\x07 "
+        "See \\x1b]8;;http://evil.test\\x1b\\\\here\\x1b]8;;\\x1b\\\\ "
         "\\u202eelif"
     )
     (tmp_path / "evil.yaml").write_text(f'- text: "{hostile}"\n')
