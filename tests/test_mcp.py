@@ -111,7 +111,27 @@ def test_stdio_errors_are_tool_errors_with_the_message(workspace: Path, run_cli:
     assert len(as_json(run_cli("history", "--json", cwd=workspace))) == 1  # nothing recorded
 
 
+def test_a_model_may_not_lift_the_drafts_sandbox(workspace: Path, run_cli: CliRunner) -> None:
+    """``draft_run`` with ``sandbox: none`` or ``net: allow`` from a tool call is refused."""
+
+    async def body(client: Client) -> None:
+        assert not (await client.call_tool("draft_start", {})).is_error
+        for lifted in ({"sandbox": "none"}, {"net": "allow"}):
+            ran = await client.call_tool(
+                "draft_run", {"command": ["sh", "-c", "echo x > escaped.txt"], **lifted}
+            )
+            assert ran.is_error and "may not run the Draft outside the sandbox" in text(ran)
+            assert 'profile = "full"' in text(ran)  # what the workspace's owner may set
+
+    drive(stdio(workspace, run_cli), body)
+    draft = Path(as_json(run_cli("draft", "status", "--json", cwd=workspace))["path"])
+    assert not (draft / "escaped.txt").exists()
+
+
 def test_stdio_resources_and_the_draft_round_trip(workspace: Path, run_cli: CliRunner) -> None:
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "full"\n')  # the owner lets the Draft run unsandboxed
+
     async def body(client: Client) -> None:
         history = await client.read_resource("strata://history")
         events = json.loads(history.contents[0].text)

@@ -188,6 +188,16 @@ class StrataTools:
             raise _tool_error(UsageError("give the command to run as a list of arguments"))
         if sandbox not in ("bwrap", "none") or net not in ("deny", "allow"):
             raise _tool_error(UsageError("sandbox is 'bwrap' or 'none'; net is 'deny' or 'allow'"))
+        if (sandbox, net) != ("bwrap", "deny") and self._profile() != "full":
+            # a model may not lift its own confinement: only the user's configuration may
+            raise _tool_error(
+                UsageError(
+                    f"sandbox={sandbox!r} net={net!r} refused: a tool call may not run the Draft "
+                    "outside the sandbox or with the network",
+                    hint="the workspace's owner may allow it in .strata/config.toml: "
+                    '[gateway] profile = "full"',
+                )
+            )
         argv = [self.python, "-m", "strata", "draft", "run", "--json"]
         argv += ["--sandbox", sandbox, "--net", net, "--author", self.author.name]
         argv += ["--author-kind", self.author.kind]
@@ -216,6 +226,13 @@ class StrataTools:
         result["output"] = output[-OUTPUT_LIMIT:]
         result["output_truncated"] = truncated
         return render(result)
+
+    def _profile(self) -> str:
+        """The command policy's profile the workspace's configuration sets."""
+        from strata.gateway.exec import configured_policy
+
+        layout = self.repo.layout
+        return configured_policy(self.repo.config.raw, layout.config, self.repo.root).profile
 
     def review(self) -> str:
         """Record the Draft and show its changes against the point it started from."""
