@@ -657,3 +657,33 @@ def test_first_command_traps_of_git_and_jj_users(
     ok(run_cli("rewind", "HEAD", cwd=ws))
     assert (ws / "a.txt").read_text() == "a\n"
     assert len(as_json(run_cli("op", "log", "--json", cwd=ws))) == len(before) + 1
+
+
+def test_the_author_comes_from_git_then_the_login_when_user_is_unset(
+    tmp_path: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    import pwd
+    import subprocess
+    import sys
+
+    ws = tmp_path / "ws"
+    make_tree(ws, {"a.txt": "a\n"})
+    env = run_cli.env()
+    for name in ("STRATA_AUTHOR", "USER", "LOGNAME"):
+        env.pop(name, None)
+
+    def first_author() -> dict[str, str]:
+        out = subprocess.run(
+            [sys.executable, "-m", "strata", "history", "--json"],
+            cwd=ws, env=env, capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        author: dict[str, str] = json.loads(out)[0]["author"]
+        return author
+
+    (run_cli.home / ".gitconfig").write_text("[user]\n\tname = Ada Lovelace\n")
+    subprocess.run([sys.executable, "-m", "strata", "init"], cwd=ws, env=env, check=True)
+    assert first_author() == {"name": "Ada Lovelace", "kind": "human"}
+    (run_cli.home / ".gitconfig").unlink()
+    (ws / "a.txt").write_text("b\n")
+    subprocess.run([sys.executable, "-m", "strata", "snapshot"], cwd=ws, env=env, check=True)
+    assert first_author()["name"] == pwd.getpwuid(os.getuid()).pw_name  # never "unknown"

@@ -98,16 +98,40 @@ def author_options(func: F) -> F:
 
 
 def make_author(name: str | None, kind: str | None) -> Author:
-    """The author from options, then the environment."""
+    """The author from options, then the environment, then git's ``user.name``, then the login."""
     from strata.ledger.events import Author
 
-    name = name or os.environ.get("STRATA_AUTHOR") or os.environ.get("USER") or "unknown"
+    name = name or os.environ.get("STRATA_AUTHOR") or os.environ.get("USER") or _who_else()
     kind = kind or os.environ.get("STRATA_AUTHOR_KIND") or "human"
     if kind not in AUTHOR_KINDS:
         import click
 
         raise click.UsageError(f"STRATA_AUTHOR_KIND must be one of {', '.join(AUTHOR_KINDS)}")
     return Author(name, kind)  # type: ignore[arg-type]
+
+
+def _who_else() -> str:
+    """The person running this when ``$USER`` is unset: git's ``user.name``, else the login."""
+    import subprocess
+
+    try:
+        found = subprocess.run(
+            ["git", "config", "--get", "user.name"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        found = ""
+    if found:
+        return found
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name or "unknown"
+    except KeyError:
+        return "unknown"
 
 
 def _injected() -> dict[str, Any]:
