@@ -687,3 +687,21 @@ def test_the_author_comes_from_git_then_the_login_when_user_is_unset(
     (ws / "a.txt").write_text("b\n")
     subprocess.run([sys.executable, "-m", "strata", "snapshot"], cwd=ws, env=env, check=True)
     assert first_author()["name"] == pwd.getpwuid(os.getuid()).pw_name  # never "unknown"
+
+
+def test_bytes_changed_counts_the_changed_lines_not_the_span_between_them(
+    tmp_path: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    ws = tmp_path / "ws"
+    body = "".join(f"line {i} of a forty kilobyte file\n" for i in range(1200))
+    make_tree(ws, {"big.txt": body})
+    ok(run_cli("init", cwd=ws))
+    lines = body.splitlines(keepends=True)
+    lines[0], lines[-1] = "the first line, rewritten\n", "the last line, rewritten\n"
+    (ws / "big.txt").write_text("".join(lines))
+    (f,) = as_json(run_cli("diff", "HEAD", "--json", cwd=ws))["files"]
+    assert len(body) > 40_000
+    first = max(len("line 0 of a forty kilobyte file\n"), len("the first line, rewritten\n"))
+    last = max(len("line 1199 of a forty kilobyte file\n"), len("the last line, rewritten\n"))
+    assert f["bytes_changed"] == first + last  # per hunk, the larger side; not ~40 KB
+    assert (f["insertions"], f["deletions"]) == (2, 2)

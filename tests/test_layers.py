@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.errors",
             "strata.ids",
             "strata.atomic",
+            "strata.redaction",  # secrets kept out of what Strata writes
             "strata.schemas",
             "strata.store",
             "strata.ledger",

@@ -512,7 +512,12 @@ def _file_diff(
                 after = store.get(new.oid) if new else None
                 st = line_stats(before, after)
                 ins, dels, binary = st.insertions, st.deletions, st.binary
-                changed = bytes_changed(before or b"", after or b"")
+                if binary:
+                    changed = bytes_changed(before or b"", after or b"")
+                else:
+                    from strata.diff.patch import text_bytes_changed
+
+                    changed = text_bytes_changed(before or b"", after or b"")
     return FileDiff(
         path=display_path(c.path) + ("/" if is_dir else ""),
         status=c.status,

@@ -218,6 +218,14 @@ def _plain_counts(old: bytes, new: bytes) -> tuple[int, int] | None:
     algorithm: this is what a typical edit (lines added, a line rewritten)
     looks like, and it is counted here without loading libgit2.
     """
+    a_mid, b_mid = _middles(old, new)
+    if a_mid and b_mid and not set(a_mid).isdisjoint(b_mid):
+        return None
+    return len(b_mid), len(a_mid)
+
+
+def _middles(old: bytes, new: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The lines of each side once the lines both share at the start and the end are set aside."""
     a, b = _lines(old), _lines(new)
     limit = min(len(a), len(b))
     start = 0
@@ -226,10 +234,33 @@ def _plain_counts(old: bytes, new: bytes) -> tuple[int, int] | None:
     end = 0
     while end < limit - start and a[-1 - end] == b[-1 - end]:
         end += 1
-    a_mid, b_mid = a[start : len(a) - end], b[start : len(b) - end]
-    if a_mid and b_mid and not set(a_mid).isdisjoint(b_mid):
-        return None
-    return len(b_mid), len(a_mid)
+    return a[start : len(a) - end], b[start : len(b) - end]
+
+
+def _size(lines: list[bytes]) -> int:
+    """The bytes of ``lines`` with their newlines (:func:`_lines` keeps only the last one's)."""
+    return sum(len(line) + (not line.endswith(b"\n")) for line in lines)
+
+
+def text_bytes_changed(old: bytes, new: bytes) -> int:
+    """The bytes a text change touched: per hunk, the larger of the lines removed and added.
+
+    A two-line change at both ends of a 40 KB file is those two lines, not the
+    40 KB between them (what the common prefix and suffix of the bytes give).
+    """
+    a_mid, b_mid = _middles(old, new)
+    if not a_mid or not b_mid or set(a_mid).isdisjoint(b_mid):  # one hunk, whatever the algorithm
+        return max(_size(a_mid), _size(b_mid))
+    total = 0
+    for hunk in _xdiff(old, new, binary=False, context=0).hunks:
+        removed = added = 0
+        for line in hunk.lines:
+            if line.origin == "-":
+                removed += len(line.raw_content)
+            elif line.origin == "+":
+                added += len(line.raw_content)
+        total += max(removed, added)
+    return total
 
 
 def render_patch(
