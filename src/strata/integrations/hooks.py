@@ -58,8 +58,8 @@ def patch_paths(patch: str) -> list[str]:
     Read as Codex reads the patch (its ``apply-patch`` parser): the hunks
     between ``*** Begin Patch`` and ``*** End Patch`` (anything around them,
     such as a heredoc, is passed over); a hunk's header may be padded with
-    spaces; an added file's body is its ``+`` lines, an updated file's its
-    lines up to the next line starting with ``*``, so a header-like line
+    spaces; an updated file's body is its lines up to the next line starting
+    with ``*`` (an added file's, its ``+`` lines), so a header-like line
     inside a body names nothing. A line Codex would refuse is passed over
     rather than ending the reading: more paths are judged, never fewer.
     """
@@ -79,10 +79,7 @@ def patch_paths(patch: str) -> list[str]:
         if kind is None:
             continue
         found.append(header[len(kind) :])
-        if kind.startswith("*** Add"):
-            while i < len(lines) and lines[i].startswith("+"):
-                i += 1
-        elif kind.startswith("*** Update"):
+        if kind.startswith("*** Update"):
             if i < len(lines) and lines[i].startswith(PATCH_MOVE):
                 found.append(lines[i][len(PATCH_MOVE) :])
                 i += 1
