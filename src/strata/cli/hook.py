@@ -723,8 +723,8 @@ def _codex_hook_notes(path: Path, *, user: bool, codex_home: str | None) -> list
 
     where = "start codex" if user else f"start codex in {path.parent.parent} and trust the project"
     notes = [
-        f"Codex runs these hooks only once you trust them: {where}, then type /hooks "
-        "to review and trust Strata's hooks (again after each change to them)."
+        f"Codex runs these hooks only once you trust them: {where}, then review and "
+        "trust Strata's hooks when Codex asks, or with /hooks (again after each change)."
     ]
     config = default_path(
         "codex-notify", workspace=Path.cwd(), home=Path.home(), codex_home=codex_home
