@@ -20,6 +20,7 @@ from strata.cli.common import emit_json, json_option, make_author, open_repo, wa
 from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
+    from strata.core.groups import Group
     from strata.gateway.policy import PolicyDecision
     from strata.integrations.hooks import Agent, Verdict
     from strata.layout import Layout
@@ -102,12 +103,15 @@ def hook_claude_code(
     since PostToolUse records it and 'strata undo' reverts it (--strict
     refuses it too). Each refusal is recorded, the session as its author:
     'strata history --action approval' (or --action tool_call for a
-    forbidden call) shows the command, its risk, the reason. Other events,
-    and any event outside a Strata workspace, are accepted silently.
+    forbidden call) shows the command, its risk, the reason.
+    UserPromptSubmit records your work so far and opens a group for the
+    prompt: the operations of its tool calls, until Stop, are its steps, one
+    line in 'strata op log' and one 'strata undo'. Other events, and any
+    event outside a Strata workspace, are accepted silently.
 
     \b
     Example:
-      strata hook install claude-code   # writes .claude/settings.json to call this
+      strata hook install claude-code   # writes .claude/settings.local.json to call this
       # by hand: echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
       #   "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
     """
@@ -129,6 +133,61 @@ def hook_claude_code(
         _post_tool_use(message)
     elif event == "PreToolUse":
         _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+    elif event == "UserPromptSubmit":
+        _prompt_submitted(message)
+    elif event == "Stop":
+        _stopped(message)
+
+
+def _prompt_submitted(payload: dict[str, Any]) -> None:
+    """Open the session's prompt: its tool calls' operations will be steps of one group.
+
+    What changed before the prompt is recorded first as the person's, outside
+    the group, so undoing the prompt never takes it.
+    """
+    from strata.core.core import OUTSIDE_AGENT
+    from strata.integrations import claims, prompts
+    from strata.layout import find_layout
+    from strata.ledger.events import Author
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return
+    person = make_author(None, "human")
+    text = str(payload.get("prompt") or "").strip()
+    session = _session(payload)
+    with open_repo(person) as repo:
+        repo.snapshot(OUTSIDE_AGENT, author=person, exclude=claims.claimed(layout))
+        link = {k: str(payload[k]) for k in ("transcript_path",) if payload.get(k)}
+        group = repo.new_group(
+            "prompt",
+            text.splitlines()[0] if text else "(an empty prompt)",
+            Author(session, "agent"),
+            session_id=session,
+            **link,
+        )
+    prompts.open_prompt(layout, session, group.to_json())
+
+
+def _stopped(payload: dict[str, Any]) -> None:
+    """Close the session's prompt: later operations are steps of no group."""
+    from strata.integrations import prompts
+    from strata.layout import find_layout
+
+    try:
+        layout = find_layout(Path.cwd())
+    except NotARepository:
+        return
+    prompts.close_prompt(layout, _session(payload))
+
+
+def _prompt_of(
+    layout: Layout, payload: dict[str, Any], agent: Agent | None = None
+) -> dict[str, Any] | None:
+    from strata.integrations import prompts
+
+    return prompts.current(layout, _session(payload, agent))
 
 
 def _session(payload: dict[str, Any], agent: Agent | None = None) -> str:
@@ -176,6 +235,7 @@ def _post_tool_use(payload: dict[str, Any], agent: Agent | None = None) -> None:
     tool = str(payload.get("tool_name") or "tool")
     session = _session(payload, agent)
     rationale = tool_rationale(tool, payload.get("tool_input", {}))
+    group = _prompt_of(layout, payload, agent)
     targets = _targets(payload, layout.workspace, agent)
     if targets is not None:
         if not targets:
@@ -184,6 +244,7 @@ def _post_tool_use(payload: dict[str, Any], agent: Agent | None = None) -> None:
             record_snapshot(
                 None, rationale, None, "project", session, "agent", False,
                 echo=click.echo, paths=[str(layout.workspace / t) for t in targets],
+                group=group,
             )  # fmt: skip
         finally:
             for target in targets:
@@ -191,7 +252,7 @@ def _post_tool_use(payload: dict[str, Any], agent: Agent | None = None) -> None:
         return
     record_snapshot(
         None, rationale, None, "project", session, "agent", False,
-        echo=click.echo, exclude=claims.claimed(layout),
+        echo=click.echo, exclude=claims.claimed(layout), group=group,
     )  # fmt: skip
 
 
@@ -278,7 +339,8 @@ def _record_outside(payload: dict[str, Any], layout: Layout, agent: Agent | None
         targets = _targets(payload, layout.workspace, agent) or []
         for target in targets:
             claims.claim(layout, _session(payload, agent), target)
-        with open_repo(person) as repo:
+        group = _prompt_of(layout, payload, agent)
+        with open_repo(person) as repo, repo.grouped(_as_group(group)):
             repo.lock.timeout = OUTSIDE_WAIT_S
             # the files other calls are writing are theirs; this call's files are not written yet
             others = [p for p in claims.claimed(layout) if p not in targets]
@@ -293,6 +355,12 @@ def _record_outside(payload: dict[str, Any], layout: Layout, agent: Agent | None
         )
         sys.stdout.flush()
         raise SystemExit(2) from None
+
+
+def _as_group(raw: dict[str, Any] | None) -> Group | None:
+    from strata.core.groups import Group
+
+    return Group.from_json(raw) if raw is not None else None
 
 
 def _answer(

@@ -82,7 +82,13 @@ def history(
             action=action,
         )
     if group_by is not None:
-        _print_groups(events, group_by, expand, as_json)
+        titles: dict[str, str] = {}
+        if group_by == "operation":  # an agent's prompt: its first line
+            with open_repo() as repo:
+                for op in repo.operations():
+                    if op.group and "id" in op.group:
+                        titles.setdefault(str(op.group["id"]), str(op.group.get("title") or ""))
+        _print_groups(events, group_by, expand, as_json, titles)
         return
     if as_json:
         emit_json([e.to_json() for e in events])
@@ -119,7 +125,9 @@ def _group_key(event: Event, by: str) -> str:
     return f"{event.author.name} ({event.author.kind})"
 
 
-def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> None:
+def _print_groups(
+    events: list[Event], by: str, expand: bool, as_json: bool, titles: dict[str, str]
+) -> None:
     groups: dict[str, list[Event]] = {}
     for e in events:
         groups.setdefault(_group_key(e, by), []).append(e)
@@ -134,6 +142,7 @@ def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> 
                     "last_ts": members[0].ts,
                     "changed_paths": sorted({f for m in members for f in m.files}),
                     "event_ids": [m.id for m in members],
+                    **({"title": titles[key]} if key in titles else {}),
                     **({"events": [m.to_json() for m in members]} if expand else {}),
                 }
                 for key, members in groups.items()
@@ -146,9 +155,10 @@ def _print_groups(events: list[Event], by: str, expand: bool, as_json: bool) -> 
         label = printable(key) if by == "author" else short(key)
         count = f"{len(members)} event{'s' if len(members) != 1 else ''}"
         span = f"{members[-1].ts[:19].replace('T', ' ')} .. {members[0].ts[:19].replace('T', ' ')}"
+        title = f"  {printable(titles[key])}" if key in titles else ""
         click.echo(
             f"{click.style(label, fg='cyan')}  {count}, "
-            f"{len(files)} file{'s' if len(files) != 1 else ''}, {actions}  {span}"
+            f"{len(files)} file{'s' if len(files) != 1 else ''}, {actions}  {span}{title}"
         )
         if expand:
             for e in members:

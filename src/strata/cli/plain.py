@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from strata.cli.common import (
     AUTHOR_KINDS,
@@ -34,6 +35,9 @@ from strata.cli.common import (
     warn,
 )
 from strata.diff.display import printable
+
+if TYPE_CHECKING:
+    from strata.core.groups import Group
 
 
 def plain_message(args: list[str]) -> str | None:
@@ -63,6 +67,14 @@ def try_plain(args: list[str]) -> None:
             sys.stderr.write("\n")
         fail_for(exc, argv, state)
     sys.exit(0)
+
+
+def _group(raw: dict[str, Any] | None) -> Group | None:
+    if raw is None:
+        return None
+    from strata.core.groups import Group
+
+    return Group.from_json(raw)
 
 
 def _parser_needed() -> bool:
@@ -99,14 +111,17 @@ def record_snapshot(
     echo: Callable[[str], object],
     paths: Sequence[str] | None = None,
     exclude: Sequence[str] = (),
+    group: dict[str, Any] | None = None,
 ) -> None:
     """What ``strata snapshot`` (and ``snapshot save NAME``) does and prints.
 
     ``paths`` are as typed (relative to the current folder): only they are
-    recorded; the changes below ``exclude`` (workspace paths) are not.
+    recorded; the changes below ``exclude`` (workspace paths) are not. ``group``
+    (an agent's prompt, as :meth:`strata.core.groups.Group.to_json` gives it) makes
+    the snapshot one of its steps.
     """
     who = make_author(author, author_kind)
-    with open_repo(who) as repo:
+    with open_repo(who) as repo, repo.grouped(_group(group)):
         stored = [rel_path(repo, p) for p in paths] if paths else None
         result = repo.snapshot(
             message,

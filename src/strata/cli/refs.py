@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from strata.cli.common import LIMIT_MAX, emit_json, force_option, json_option, open_repo, short
 from strata.diff.display import printable
+
+if TYPE_CHECKING:
+    from strata.core.results_ops import OperationRecord
 
 
 @click.group()
@@ -280,46 +283,94 @@ def op() -> None:
     type=click.IntRange(min=1),
     help="Show at most N operations.",
 )
+@click.option(
+    "--expand",
+    is_flag=True,
+    help="Show each step of a group (an agent's prompt) under its line.",
+)
 @json_option
-def op_log(limit: int | None, as_json: bool) -> None:
+def op_log(limit: int | None, expand: bool, as_json: bool) -> None:
     """List operations, newest first (undo and redo appear as operations too).
+
+    The steps of one user action (an agent's prompt, each tool call an
+    operation) are one line, with the prompt's first line and the number of
+    steps; --expand lists the steps under it. --json lists every operation,
+    each step with its "group".
 
     \b
     Example:
       strata op log --limit 5
+      strata op log --expand
     """
     with open_repo() as repo:
         ops = repo.operations(limit=min(limit, LIMIT_MAX) if limit else None)
     if as_json:
         emit_json([o.to_json() for o in ops])
         return
-    for o in ops:
-        details = o.details
-        extra = ""
-        if "undid" in details:
-            extra = f" (reverses {short(details['undid'])})"
-        elif "redid" in details:
-            extra = f" (re-applies {short(details['redid'])})"
+    i = 0
+    while i < len(ops):
+        group = ops[i].group
+        if not group:
+            click.echo(_op_line(ops[i]))
+            i += 1
+            continue
+        steps = [ops[i]]
+        while i + len(steps) < len(ops) and (ops[i + len(steps)].group or {}).get(
+            "id"
+        ) == group.get("id"):
+            steps.append(ops[i + len(steps)])
+        i += len(steps)
+        title = printable(str(group.get("title") or "")).splitlines()[0:1]
+        who = printable(str((group.get("author") or {}).get("name") or "?"))
+        count = f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
         click.echo(
-            f"{click.style(short(o.id), fg='yellow')} {o.ts[:19].replace('T', ' ')} "
-            f"{o.command:<15} {printable(o.author.name)}{extra}"
+            f"{click.style(short(str(group.get('id'))), fg='yellow')} "
+            f"{steps[-1].ts[:19].replace('T', ' ')} {group.get('kind')!s:<15} {who} "
+            f"({count}) {title[0] if title else ''}".rstrip()
         )
+        if expand:
+            for step in steps:
+                click.echo("    " + _op_line(step))
+
+
+def _op_line(o: OperationRecord) -> str:
+    """One operation as ``strata op log`` shows it."""
+    details = o.details
+    extra = ""
+    if "undid" in details:
+        extra = f" (reverses {short(details['undid'])})"
+    elif "redid" in details:
+        extra = f" (re-applies {short(details['redid'])})"
+    return (
+        f"{click.style(short(o.id), fg='yellow')} {o.ts[:19].replace('T', ' ')} "
+        f"{o.command:<15} {printable(o.author.name)}{extra}"
+    )
 
 
 @click.command()
+@click.option(
+    "--step",
+    is_flag=True,
+    help="Reverse only the last step of an agent's prompt, not the whole prompt.",
+)
 @json_option
-def undo(as_json: bool) -> None:
+def undo(step: bool, as_json: bool) -> None:
     """Reverse the last operation by appending its inverse (nothing is erased).
 
     Refs go back, and files too when the operation changed them;
     unrecorded work is auto-saved first. Run it again to undo the one before.
+    When the last operation is a step of an agent's prompt (Claude Code's
+    hooks group each prompt's tool calls), the whole prompt is reversed: what
+    the agent changed goes back, your own edits stay; --step reverses only
+    the last tool call.
 
     \b
     Example:
       strata undo && strata undo     # reverses the last two operations
+      strata undo --step             # only the agent's last tool call
     """
     with open_repo() as repo:
-        result = repo.undo()
+        result = repo.undo(step=step)
     if as_json:
         emit_json(result.to_json())
     else:
@@ -331,6 +382,10 @@ def undo(as_json: bool) -> None:
             if result.run_id and result.command == "run"
             else f"{result.command} {short(result.undid)}"
         )
+        if result.group:
+            kind, title = result.group.get("kind", "group"), str(result.group.get("title") or "")
+            first = printable(title.splitlines()[0]) if title else ""
+            what = f"{kind} {short(str(result.group.get('id')))}" + (f" '{first}'" if first else "")
         click.echo(f"Undid {what} ({hint})")
 
 

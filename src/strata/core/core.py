@@ -57,6 +57,7 @@ from strata.store.objects import DiskObjectStore, ObjectStore
 from strata.store.tree import EMPTY_TREE, TreeEntry
 
 if TYPE_CHECKING:
+    from strata.core.groups import Group
     from strata.core.results_ops import OperationRecord
     from strata.core.transaction import Transaction
     from strata.store.watch import Answer, ChangeMonitor
@@ -107,6 +108,8 @@ class Core:
         self.config = load_config(layout)
         self.root = layout.workspace
         self.author = author or Author("unknown", "human")
+        #: the group every transaction opened meanwhile joins (see :meth:`grouped`)
+        self.group: Group | None = None
         #: the person whose workspace this is: the author of what changed outside an
         #: agent's call, recorded before it (the default author, when that is a person)
         self.person = person or (
@@ -265,6 +268,21 @@ class Core:
                     # the lock is about to go: back to a reader, which never writes
                     self.ledger.driver.close()
                     self.ledger.driver = self.open_driver(writer=False)
+
+    def new_group(self, kind: str, title: str, author: Author, **data: Any) -> Group:
+        """A new group (nothing is recorded until an operation joins it)."""
+        from strata.core.groups import Group
+
+        return Group(self.ledger.new_id(), kind, title[:200], author, dict(data))
+
+    @contextmanager
+    def grouped(self, group: Group | None) -> Iterator[None]:
+        """Make every operation recorded inside the block a step of ``group``."""
+        before, self.group = self.group, group
+        try:
+            yield
+        finally:
+            self.group = before
 
     def transaction(
         self, command: str, author: Author | None = None, **details: Any

@@ -117,6 +117,8 @@ class OperationRecord:
     view_before: View
     view_after: View
     details: dict[str, Any] = field(default_factory=dict)
+    group: dict[str, Any] | None = None
+    """The user action this operation is a step of (an agent's prompt), when it is one."""
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> OperationRecord:
@@ -131,6 +133,7 @@ class OperationRecord:
             view_before=View.from_json(raw["view_before"]),
             view_after=View.from_json(raw["view_after"]),
             details=dict(raw.get("details") or {}),
+            group=raw.get("group") or None,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -145,6 +148,7 @@ class OperationRecord:
             "view_before": self.view_before.to_json(),
             "view_after": self.view_after.to_json(),
             **({"details": self.details} if self.details else {}),
+            **({"group": self.group} if self.group else {}),
         }
 
 
@@ -158,6 +162,8 @@ class UndoResult:
     operation_id: str
     run_id: str | None = None
     """The run the undone operation ended (the id ``strata run`` and ``strata exec`` print)."""
+    group: dict[str, Any] | None = None
+    """The group (an agent's prompt) undone whole, when the operation was a step of one."""
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata undo --json`` prints."""
@@ -166,6 +172,7 @@ class UndoResult:
             "command": self.command,
             "ts": self.ts,
             "operation_id": self.operation_id,
+            "group": self.group,
         }
 
 

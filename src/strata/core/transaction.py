@@ -68,7 +68,10 @@ class Transaction:
         self._lock = self.core.writing()
         self._lock.__enter__()
         try:
-            self._op = self.core.ledger.begin(self.command, self.author.to_json(), **self._details)
+            group = self.core.group.to_json() if self.core.group is not None else None
+            self._op = self.core.ledger.begin(
+                self.command, self.author.to_json(), group=group, **self._details
+            )
         except BaseException:
             self._lock.__exit__(None, None, None)
             raise
@@ -194,7 +197,7 @@ class Transaction:
             data=data or {},
             branch=branch,
             anchor_event_id=anchor,
-            operation_id=operation_id or self.op.id,
+            operation_id=operation_id or (self.op.group or {}).get("id") or self.op.id,
             action_scope=scope,
             artifacts=tuple(artifacts),
             preflight=preflight,

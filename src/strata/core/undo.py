@@ -17,7 +17,8 @@ one step (:mod:`strata.runs.undo` registers as :attr:`Core.undo_handlers`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import dataclasses
+from typing import TYPE_CHECKING, Any
 
 from strata.core.restore import changed_paths, restore_into
 from strata.core.results import Point
@@ -26,15 +27,19 @@ from strata.errors import CorruptRepository, DraftOpen, UndoError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import View
-from strata.store.tree import EMPTY_TREE
+from strata.store.tree import EMPTY_TREE, graft
 
 if TYPE_CHECKING:
     from strata.core.core import Core
     from strata.core.transaction import Transaction
 
 
-def undo(core: Core, *, author: Author | None = None) -> UndoResult:
-    """Reverse the newest operation not yet undone, by appending its inverse."""
+def undo(core: Core, *, author: Author | None = None, step: bool = False) -> UndoResult:
+    """Reverse the newest operation not yet undone, by appending its inverse.
+
+    When that operation is a step of a group (an agent's prompt), the whole
+    group is reversed (:func:`undo_group`); ``step`` reverses that one step.
+    """
     with core.transaction("undo", author) as tx:
         target = OperationRecord.from_json(core.ledger.undo_target())
         guard_draft_undo(core, "undo", target)
@@ -42,6 +47,8 @@ def undo(core: Core, *, author: Author | None = None) -> UndoResult:
         result = UndoResult(
             target.id, target.command, target.ts, tx.id, str(run_id) if run_id else None
         )
+        if target.group and not step:
+            return dataclasses.replace(result, group=undo_group(tx, target))
         for handler in core.undo_handlers:
             if handler(tx, target):
                 return result
@@ -80,9 +87,10 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
             raise CorruptRepository(f"operation {original_id} is missing from the ledger")
         guard_draft_undo(core, "redo", original)
         restored = undo_op.details.get("restore")
-        if original.command == EventType.SNAPSHOT and isinstance(restored, dict):
-            # the undo of an agent's change put back its paths: they go back to what the
-            # undo found, whatever else is unrecorded around them
+        group = undo_op.details.get("group")
+        if (original.command == EventType.SNAPSHOT or group) and isinstance(restored, dict):
+            # the undo of an agent's change (or of a group of them) put back its paths: they
+            # go back to what the undo found, whatever else is unrecorded around them
             event = (
                 core.event(original.view_after.head_event)
                 if original.view_after.head_event
@@ -95,7 +103,15 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
                 paths=[str(p) for p in restored["paths"]],
                 event_type=EventType.REDO,
                 after_view=original.view_after,
-                details={"redid": original_id, "undo": undo_op.id},
+                details={
+                    "redid": original_id,
+                    "undo": undo_op.id,
+                    **(
+                        {"group": group, "redid_also": undo_op.details["undid_also"]}
+                        if group
+                        else {}
+                    ),
+                },
             )
             return RedoResult(original_id, original.command, tx.id)
         # the files the operation left; for one that moved only refs (or only some
@@ -148,6 +164,77 @@ def undo_agent_change(tx: Transaction, op: OperationRecord) -> bool:
         details={"undid": op.id},
     )
     return True
+
+
+def undo_group(tx: Transaction, newest: OperationRecord) -> dict[str, Any]:
+    """Reverse every step of ``newest``'s group not yet undone, as one undo; the group.
+
+    What the group's agents changed goes back: each path a step by an agent (or
+    the system) changed is put back as it was before the first such step, every
+    other file stays as it is (the person's own edits, recorded in the group or
+    not, are kept on disk). HEAD goes back to where it was before the group's
+    first step; unrecorded work is auto-saved first, so ``strata redo`` brings
+    everything back.
+    """
+    core = tx.core
+    group = dict(newest.group or {})
+    steps = group_steps(core, str(group.get("id")))
+    first = steps[-1]
+    start = core.event(first.view_before.head_event) if first.view_before.head_event else None
+    target = core.tree_of(start) if start is not None else EMPTY_TREE
+    changed: set[str] = set()
+    for op in steps:  # newest first: the oldest step's "before" of a path wins
+        if op.author.kind == "human" or op.view_before.head_event == op.view_after.head_event:
+            continue
+        before = core.event(op.view_before.head_event) if op.view_before.head_event else None
+        after = core.event(op.view_after.head_event) if op.view_after.head_event else None
+        before_tree = core.tree_of(before) if before is not None else EMPTY_TREE
+        after_tree = core.tree_of(after) if after is not None else EMPTY_TREE
+        paths = changed_paths(core, before_tree, after_tree)
+        changed.update(paths)
+        target = graft(core.objects, target, before_tree, paths)
+    details: dict[str, Any] = {
+        "undid": newest.id,
+        "undid_also": [op.id for op in steps if op.id != newest.id],
+        "group": group.get("id"),
+    }
+    ref = f"the state before {group.get('kind', 'group')} {group.get('id')}"
+    if not changed:
+        apply_view(tx, first.view_before, None, ref=ref, **details)
+        return group
+    restore_into(
+        tx,
+        Point(target, start.snapshot_ref if start else None, start, "before"),
+        ref,
+        paths=sorted(changed),
+        event_type=EventType.UNDO,
+        after_view=first.view_before,
+        details=details,
+    )
+    return group
+
+
+def group_steps(core: Core, group_id: str) -> list[OperationRecord]:
+    """The steps of group ``group_id`` that are not undone, newest first."""
+    undone: set[str] = set()
+    redone: set[str] = set()
+    steps = []
+    for raw in core.ledger.operations():  # newest first
+        details = raw.get("details") or {}
+        if raw["id"] in undone:
+            continue  # a redo undone again
+        if raw["command"] == "undo":
+            if details["undid"] not in redone:
+                undone.add(details["undid"])
+                undone.update(details.get("undid_also", ()))
+            continue
+        if raw["command"] == "redo":
+            redone.add(details["redid"])
+            redone.update(details.get("redid_also", ()))
+            continue
+        if (raw.get("group") or {}).get("id") == group_id and not core.ledger.changes_nothing(raw):
+            steps.append(OperationRecord.from_json(raw))
+    return steps
 
 
 def undo_paths_put_back(tx: Transaction, op: OperationRecord) -> bool:

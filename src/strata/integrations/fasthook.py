@@ -123,10 +123,12 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
                 if agent == "codex":
                     writes = payload.get("tool_name") in CODEX_WRITING_TOOLS
                     before = event in ("PreToolUse", "PermissionRequest")
+                    prompt = False  # Codex's prompt and stop: accepted, nothing recorded yet
                 else:
                     writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
                     before = event == "PreToolUse"
-                if event == "PostToolUse" or (before and writes):
+                    prompt = event in ("UserPromptSubmit", "Stop")  # a prompt's group
+                if event == "PostToolUse" or prompt or (before and writes):
                     # handed whole to the watcher: before a call, judged and what changed
                     # before it recorded as the person's; after it, recorded as the agent's
                     return hook_argv(agent, args, stdin_text), str(cwd) if cwd else None

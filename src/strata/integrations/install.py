@@ -7,8 +7,8 @@ cannot start does not block anything.
 
 - Claude Code: ``.claude/settings.local.json`` in the workspace (your own,
   not shared with the project; ``--shared`` writes ``.claude/settings.json``)
-  gets a PreToolUse and a PostToolUse entry running ``STRATA hook
-  claude-code`` (other keys, and other hooks, are kept as they are).
+  gets PreToolUse, PostToolUse, UserPromptSubmit and Stop entries running
+  ``STRATA hook claude-code`` (other keys, and other hooks, are kept as they are).
 - Codex CLI (0.124 and later): the project's ``.codex/hooks.json`` (or with
   ``--user`` ``$CODEX_HOME/hooks.json``, ``~/.codex/hooks.json``) gets a
   PreToolUse, a PermissionRequest and a PostToolUse entry running ``STRATA
@@ -52,13 +52,18 @@ AGENTS = ("claude-code", "codex", "aider")
 
 CLAUDE_PRE_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
 CLAUDE_POST_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
-#: each hook Strata installs for Claude Code: its event and its matcher
-CLAUDE_EVENTS = (("PreToolUse", CLAUDE_PRE_MATCHER), ("PostToolUse", CLAUDE_POST_MATCHER))
+#: each hook Strata installs for Claude Code: its event and its matcher (None: none)
+CLAUDE_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("PreToolUse", CLAUDE_PRE_MATCHER),
+    ("PostToolUse", CLAUDE_POST_MATCHER),
+    ("UserPromptSubmit", None),
+    ("Stop", None),
+)
 #: Codex's tools as its hooks name them: its shell tool (shell, shell_command, exec_command
 #: alike) is Bash, its file tool apply_patch
 CODEX_MATCHER = "Bash|apply_patch"
 #: each hook Strata installs for Codex: its event and its matcher
-CODEX_EVENTS = (
+CODEX_EVENTS: tuple[tuple[str, str | None], ...] = (
     ("PreToolUse", CODEX_MATCHER),
     ("PermissionRequest", CODEX_MATCHER),
     ("PostToolUse", CODEX_MATCHER),
@@ -184,7 +189,7 @@ def _set_command(groups: list[Any], command: str, agent: str) -> bool:
 
 
 def claude_code(path: Path, program: str) -> Change:
-    """Claude Code's settings with a PreToolUse and a PostToolUse hook running Strata."""
+    """Claude Code's settings with Strata's hooks: before and after each call, each prompt."""
     return _merge_hooks("claude-code", path, claude_command(program), CLAUDE_EVENTS)
 
 
@@ -198,12 +203,13 @@ def codex_hooks(path: Path, program: str) -> Change:
 
 
 def _merge_hooks(
-    agent: str, path: Path, command: str, events: tuple[tuple[str, str], ...]
+    agent: str, path: Path, command: str, events: tuple[tuple[str, str | None], ...]
 ) -> Change:
     """The JSON hooks file at ``path`` (Claude Code's format) with ``events`` running ``command``.
 
-    Other keys and other hooks are kept; an entry of an earlier install (another
-    path to strata) is pointed at ``command`` rather than doubled.
+    Each of ``events`` is an event and its matcher (None: an event without
+    one). Other keys and other hooks are kept; an entry of an earlier install
+    (another path to strata) is pointed at ``command`` rather than doubled.
     """
     before = _read(path)
     settings: Any = {}
@@ -225,7 +231,8 @@ def _merge_hooks(
         if not isinstance(groups, list):
             raise ConfigError(f"'hooks.{event}' in {path} is not a list")
         if not _set_command(groups, command, agent):
-            groups.append({"matcher": matcher, "hooks": [{"type": "command", "command": command}]})
+            entry: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+            groups.append({"matcher": matcher, **entry} if matcher else entry)
     after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
     if before is not None and json.loads(before or "{}") == settings:
         after = before  # already there: the file is left byte for byte

@@ -96,6 +96,9 @@ class Operation:
     after: View
     events: list[dict[str, Any]] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
+    #: the user action this operation is a step of (``{"id", "kind", "title", "author", ...}``):
+    #: an agent's prompt, whose tool calls are each an operation; undo reverses it whole
+    group: dict[str, Any] | None = None
     #: once committed: the sequence number of the first of :attr:`events` (the others follow)
     first_seq: int = field(default=0, compare=False)
 
@@ -110,6 +113,7 @@ class Operation:
             "after": self.after.to_json(),
             "events": self.events,
             "details": self.details,
+            **({"group": self.group} if self.group else {}),
         }
 
     @classmethod
@@ -124,11 +128,12 @@ class Operation:
             after=View.from_json(raw["after"]),
             events=list(raw["events"]),
             details=dict(raw.get("details") or {}),
+            group=raw.get("group") or None,
         )
 
     def add_event(self, body: dict[str, Any]) -> dict[str, Any]:
-        """Queue an event body (its ``operation_id`` defaults to this operation)."""
-        body.setdefault("operation_id", self.id)
+        """Queue an event body (its ``operation_id`` defaults to the group's, else this one's)."""
+        body.setdefault("operation_id", self.group["id"] if self.group else self.id)
         self.events.append(body)
         return body
 
@@ -267,8 +272,15 @@ class Ledger:
 
     # -- operations ----------------------------------------------------------------
 
-    def begin(self, command: str, author: dict[str, Any], **details: Any) -> Operation:
-        """Start an operation from the current view."""
+    def begin(
+        self,
+        command: str,
+        author: dict[str, Any],
+        *,
+        group: dict[str, Any] | None = None,
+        **details: Any,
+    ) -> Operation:
+        """Start an operation from the current view (a step of ``group`` when given)."""
         view = self.view()
         return Operation(
             id=self.new_id(),
@@ -278,6 +290,7 @@ class Ledger:
             before=view,
             after=view,
             details=details,
+            group=group,
         )
 
     def commit(self, op: Operation) -> Record:
@@ -335,6 +348,7 @@ class Ledger:
                 "view_before": before.to_json(),
                 "view_after": after.to_json(),
                 **({"details": op.details} if op.details else {}),
+                **({"group": op.group} if op.group else {}),
             },
         )
         self.driver.append(records)
