@@ -257,16 +257,16 @@ def test_codex_under_strata_run_records_its_shell_edit_and_patch(
     assert "-x = 1\n+x = 9\n" in diff and "+# Notes\n" in diff, diff
 
 
-def test_codex_hooks_refuse_rm_rf_and_record_each_call_alone(
+def test_codex_hooks_refuse_rm_r_and_record_each_call_alone(
     workspace: Path, run_cli: CliRunner, tmp_path: Path
 ) -> None:
     """``strata init && strata hook install codex`` (the project's hooks, trusted as
     Codex's /hooks trusts them; strata not on Codex's PATH), the person's edit, then a
-    session with Codex's own sandbox on whose model asks for ``rm -rf src`` (which that
-    sandbox lets through), a shell edit and an apply_patch: the first is refused and
-    recorded; the person's edit is their own event; each call is an event of the
-    session's holding only what it changed (the patch's: its file, not what the person
-    typed meanwhile), which ``strata undo`` reverses one at a time."""
+    session with Codex's own sandbox on whose model asks for ``rm -r src`` (which Codex
+    runs: its own rules reject ``rm -rf``, not this), a shell edit and an apply_patch:
+    the first is refused and recorded; the person's edit is their own event; each call
+    is an event of the session's holding only what it changed (the patch's: its file,
+    not what the person typed meanwhile), which ``strata undo`` reverses one at a time."""
     codex = agent_binary("codex")
     app = workspace / "src" / "app.py"
     app.write_text("x = 2\n")  # the person's edit, not recorded yet
@@ -289,7 +289,7 @@ def test_codex_hooks_refuse_rm_rf_and_record_each_call_alone(
     hooks_json.write_text(json.dumps(hooks))
 
     script = [
-        [Shell("rm -rf src")],
+        [Shell("rm -r src")],
         [Shell("sed -i s/2/3/ src/app.py")],
         [Patch("*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n*** End Patch\n")],
     ]
@@ -309,7 +309,7 @@ def test_codex_hooks_refuse_rm_rf_and_record_each_call_alone(
 
     # the refusal: nothing removed, the model told why, the decision in the ledger
     assert refused.startswith("Command blocked by PreToolUse hook: strata: high-risk command")
-    assert "rm -rf src" in refused
+    assert "rm -r src" in refused
     assert "Process exited with code 0" in edited and "Success" in patched, (edited, patched)
     assert app.read_text() == "x = 3\n"
     assert (workspace / "NOTES.md").read_text() == "# Notes\n"
@@ -319,7 +319,7 @@ def test_codex_hooks_refuse_rm_rf_and_record_each_call_alone(
     ]  # fmt: skip
     session = decided["author"]["name"]
     assert decided["author"]["kind"] == "agent" and decided["data"]["by"] == "strata hook codex"
-    assert decided["data"]["command"] == "rm -rf src" and decided["data"]["approved"] is False
+    assert decided["data"]["command"] == "rm -r src" and decided["data"]["approved"] is False
 
     # the person's edit: their own event, before the session's first change
     snapshots = _history(run_cli, workspace, "--action", "snapshot")
