@@ -1,13 +1,13 @@
-"""The real coding agents with Strata: Claude Code's hooks and MCP, Codex CLI under run.
+"""The real coding agents with Strata: Claude Code's hooks and MCP, Codex CLI's hooks and run.
 
 Each test drives the real binary ``scripts/agents`` installs (npm's
 ``@anthropic-ai/claude-code`` and ``@openai/codex``, pinned) against a scripted
 model endpoint on 127.0.0.1 (``tests/agent_endpoints.py``): the script is what
 the model "decides", the agent does it for real, and the test looks where a
 user would: the files, ``strata history``, ``strata undo``, the run's diff.
-The last test pins the hook protocol of the pinned Codex, which Strata's Codex
-hooks (issue 25, item 4) will speak. Under CI a missing agent fails the test;
-nothing here is skipped there.
+Codex's hooks are Strata's own (``strata hook install codex``); the last test
+pins the hook protocol of the pinned Codex that they speak. Under CI a missing
+agent fails the test; nothing here is skipped there.
 """
 
 from __future__ import annotations
@@ -255,6 +255,90 @@ def test_codex_under_strata_run_records_its_shell_edit_and_patch(
     assert run["exit_code"] == 0 and run["diff"]["changed_paths"] == ["NOTES.md", "src/app.py"]
     diff = ok(run_cli("diff", f"{run['run_id']}~1", run["run_id"], cwd=workspace))
     assert "-x = 1\n+x = 9\n" in diff and "+# Notes\n" in diff, diff
+
+
+def test_codex_hooks_refuse_rm_r_and_record_each_call_alone(
+    workspace: Path, run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """``strata init && strata hook install codex`` (the project's hooks, trusted as
+    Codex's /hooks trusts them; strata not on Codex's PATH), the person's edit, then a
+    session with Codex's own sandbox on whose model asks for ``rm -r src`` (which Codex
+    runs: its own rules reject ``rm -rf``, not this), a shell edit and an apply_patch:
+    the first is refused and recorded; the person's edit is their own event; each call
+    is an event of the session's holding only what it changed (the patch's: its file,
+    not what the person typed meanwhile), which ``strata undo`` reverses one at a time."""
+    codex = agent_binary("codex")
+    app = workspace / "src" / "app.py"
+    app.write_text("x = 2\n")  # the person's edit, not recorded yet
+    installed = as_json(
+        run_cli(
+            "hook", "install", "codex", "--json",
+            cwd=workspace, env={"PATH": f"{codex.parent}:/usr/bin:/bin"},
+        )
+    )  # fmt: skip
+    hooks_json = workspace / ".codex" / "hooks.json"
+    assert installed["path"] == str(hooks_json) and installed["form"] == "hooks"
+    assert installed["codex"] == "0.171.0"
+    assert any("/hooks" in note for note in installed["notes"])
+    # the person types while the patch is applied: a hook of the person's own, beside
+    # Strata's PreToolUse (Codex runs both at once and waits for both), writes a file
+    # once Strata's has answered
+    hooks = json.loads(hooks_json.read_text())
+    typing = {"type": "command", "command": "sleep 2; echo typed > draft.txt"}
+    hooks["hooks"]["PreToolUse"].append({"matcher": "apply_patch", "hooks": [typing]})
+    hooks_json.write_text(json.dumps(hooks))
+
+    script = [
+        [Shell("rm -r src")],
+        [Shell("sed -i s/2/3/ src/app.py")],
+        [Patch("*** Begin Patch\n*** Add File: NOTES.md\n+# Notes\n*** End Patch\n")],
+    ]
+    trusted = f'[projects."{workspace}"]\ntrust_level = "trusted"\n'
+    with ResponsesEndpoint(script) as api:
+        env = _codex_env(run_cli, tmp_path, _codex_home(tmp_path, api, trusted))
+        env["PATH"] = "/usr/bin:/bin"  # no strata: the hooks name it in full
+        trust_codex_hooks(codex, cwd=workspace, env=env)
+        proc = subprocess.run(
+            [str(codex), "exec", "--skip-git-repo-check", "--sandbox", "workspace-write",
+             "tidy up"],
+            cwd=workspace, env=env, capture_output=True, text=True, timeout=90,
+            stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        refused, edited, patched = api.tool_results()
+
+    # the refusal: nothing removed, the model told why, the decision in the ledger
+    assert refused.startswith("Command blocked by PreToolUse hook: strata: high-risk command")
+    assert "rm -r src" in refused
+    assert "Process exited with code 0" in edited and "Success" in patched, (edited, patched)
+    assert app.read_text() == "x = 3\n"
+    assert (workspace / "NOTES.md").read_text() == "# Notes\n"
+    (decided,) = [
+        e for e in _history(run_cli, workspace, "--action", "approval")
+        if e["action_type"] == "approval_decided"
+    ]  # fmt: skip
+    session = decided["author"]["name"]
+    assert decided["author"]["kind"] == "agent" and decided["data"]["by"] == "strata hook codex"
+    assert decided["data"]["command"] == "rm -r src" and decided["data"]["approved"] is False
+
+    # the person's edit: their own event, before the session's first change
+    snapshots = _history(run_cli, workspace, "--action", "snapshot")
+    person = snapshots[2]
+    assert person["author"]["kind"] == "human", snapshots
+    assert person["rationale"] == "changes made outside the agent"
+    assert "src/app.py" in person["files"] and ".codex/hooks.json" in person["files"]
+    # each call an event of the session's, holding only what it changed
+    mine = [(e["rationale"].split(" ", 1)[0], e["files"]) for e in snapshots[:2]]
+    assert mine == [("apply_patch", ["NOTES.md"]), ("Bash", ["src/app.py"])], snapshots
+    assert all(e["author"] == {"name": session, "kind": "agent"} for e in snapshots[:2])
+    assert (workspace / "draft.txt").exists()
+    assert not any("draft.txt" in e["files"] for e in snapshots if e["author"]["name"] == session)
+
+    ok(run_cli("undo", cwd=workspace))
+    assert not (workspace / "NOTES.md").exists() and app.read_text() == "x = 3\n"
+    assert (workspace / "draft.txt").exists()
+    ok(run_cli("undo", cwd=workspace))
+    assert app.read_text() == "x = 2\n"  # the person's edit stays
 
 
 #: a Codex hook that logs what it is sent and refuses a command naming refused.txt

@@ -22,7 +22,7 @@ from strata.errors import NotARepository, StrataError
 if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.gateway.policy import PolicyDecision
-    from strata.integrations.hooks import Verdict
+    from strata.integrations.hooks import Agent, Verdict
     from strata.layout import Layout
     from strata.repo import Repository
 
@@ -139,10 +139,6 @@ def hook_claude_code(
         _stopped(message)
 
 
-def _session(payload: dict[str, Any]) -> str:
-    return str(payload.get("session_id") or "claude-code")
-
-
 def _prompt_submitted(payload: dict[str, Any]) -> None:
     """Open the session's prompt: its tool calls' operations will be steps of one group.
 
@@ -186,38 +182,50 @@ def _stopped(payload: dict[str, Any]) -> None:
     prompts.close_prompt(layout, _session(payload))
 
 
-def _prompt_of(layout: Layout, payload: dict[str, Any]) -> dict[str, Any] | None:
+def _prompt_of(
+    layout: Layout, payload: dict[str, Any], agent: Agent | None = None
+) -> dict[str, Any] | None:
     from strata.integrations import prompts
 
-    return prompts.current(layout, _session(payload))
+    return prompts.current(layout, _session(payload, agent))
 
 
-def _file_target(payload: dict[str, Any], root: Path) -> str | None:
-    """The workspace path a file tool's call names; None for another tool, or no such path."""
-    from strata.integrations.fasthook import CLAUDE_FILE_TOOLS
+def _session(payload: dict[str, Any], agent: Agent | None = None) -> str:
+    """The agent's session: the author of its calls' events (the agent's name when none)."""
+    return str(payload.get("session_id") or (agent.name if agent else "claude-code"))
+
+
+def _targets(payload: dict[str, Any], root: Path, agent: Agent | None = None) -> list[str] | None:
+    """The workspace paths a file tool's call names (none outside); None for another tool."""
+    from strata.integrations.hooks import CLAUDE_CODE
     from strata.sandbox.paths import workspace_relative
 
-    key = CLAUDE_FILE_TOOLS.get(str(payload.get("tool_name")))
-    tool_input = payload.get("tool_input")
-    target = tool_input.get(key) if key and isinstance(tool_input, dict) else None
-    if not isinstance(target, str) or not target:
+    agent = agent or CLAUDE_CODE
+    named = agent.named_paths(str(payload.get("tool_name")), payload.get("tool_input"))
+    if named is None:
         return None
-    try:
-        return workspace_relative(target, cwd=Path.cwd(), root=root) or None
-    except StrataError:
-        return None  # outside the workspace: PreToolUse refused it
+    found = []
+    for target in named:
+        try:
+            rel = workspace_relative(target, cwd=Path.cwd(), root=root)
+        except StrataError:
+            continue  # outside the workspace: PreToolUse refused it
+        if rel:
+            found.append(rel)
+    return list(dict.fromkeys(found))
 
 
-def _post_tool_use(payload: dict[str, Any]) -> None:
+def _post_tool_use(payload: dict[str, Any], agent: Agent | None = None) -> None:
     """Record a tool call's change as the agent's snapshot (the session its author).
 
-    A file tool's snapshot records only the file it names, and releases the
-    claim PreToolUse put on it; any other tool's records every change but the
-    files other calls have claimed (:mod:`strata.integrations.claims`).
+    A file tool's snapshot records only the files it names (Codex's patch:
+    the files the patch names), and releases the claims PreToolUse put on
+    them; any other tool's records every change but the files other calls
+    have claimed (:mod:`strata.integrations.claims`).
     """
     from strata.cli.plain import record_snapshot
     from strata.integrations import claims
-    from strata.integrations.fasthook import CLAUDE_FILE_TOOLS, tool_rationale
+    from strata.integrations.fasthook import tool_rationale
     from strata.layout import find_layout
 
     try:
@@ -225,20 +233,22 @@ def _post_tool_use(payload: dict[str, Any]) -> None:
     except NotARepository:
         return  # hooks installed for every project: nothing to do outside a workspace
     tool = str(payload.get("tool_name") or "tool")
-    session = _session(payload)
+    session = _session(payload, agent)
     rationale = tool_rationale(tool, payload.get("tool_input", {}))
-    group = _prompt_of(layout, payload)
-    if tool in CLAUDE_FILE_TOOLS:
-        target = _file_target(payload, layout.workspace)
-        if target is None:
+    group = _prompt_of(layout, payload, agent)
+    targets = _targets(payload, layout.workspace, agent)
+    if targets is not None:
+        if not targets:
             return  # nothing written in the workspace
         try:
             record_snapshot(
                 None, rationale, None, "project", session, "agent", False,
-                echo=click.echo, paths=[str(layout.workspace / target)], group=group,
+                echo=click.echo, paths=[str(layout.workspace / t) for t in targets],
+                group=group,
             )  # fmt: skip
         finally:
-            claims.release(layout, session, target)
+            for target in targets:
+                claims.release(layout, session, target)
         return
     record_snapshot(
         None, rationale, None, "project", session, "agent", False,
@@ -258,22 +268,36 @@ OUTSIDE_WAIT_S = 30.0
 HOOK_NAME = "strata hook claude-code"
 
 
-def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -> None:
-    """Judge a PreToolUse call; a refusal exits 2 (Claude Code's blocking answer).
+def _pre_tool_use(
+    payload: dict[str, Any], *, ask_prompts: bool, strict: bool, agent: Agent | None = None
+) -> None:
+    """Judge a PreToolUse call; a refusal exits 2 (the agent's blocking answer).
 
     A refusal, and a call handed to Claude Code's own prompt, is recorded in the
     ledger as the gateway records its decisions (:func:`strata.gateway.record_decision`).
+    A writing call that goes ahead first records the person's unrecorded work.
     """
-    from strata.integrations import fasthook
-    from strata.integrations.hooks import gateway_policy, pre_tool_use
+    from strata.integrations.hooks import CLAUDE_CODE
     from strata.layout import find_layout
 
+    agent = agent or CLAUDE_CODE
     try:
         layout = find_layout(Path.cwd())
     except NotARepository:
         return  # not a Strata workspace: nothing here to protect
-    if payload.get("tool_name") != "Bash":  # the file rules need no repository
-        verdict = pre_tool_use(payload, root=layout.workspace)
+    goes_ahead = _judge(payload, layout, agent, ask_prompts=ask_prompts, strict=strict)
+    if goes_ahead and payload.get("tool_name") in agent.writing_tools:
+        _record_outside(payload, layout, agent)
+
+
+def _judge(
+    payload: dict[str, Any], layout: Layout, agent: Agent, *, ask_prompts: bool, strict: bool
+) -> bool:
+    """Judge a call and answer the agent (a refusal exits 2); True when it may go ahead."""
+    from strata.integrations.hooks import gateway_policy, pre_tool_use
+
+    if payload.get("tool_name") != agent.shell_tool:  # the file rules need no repository
+        verdict = pre_tool_use(payload, root=layout.workspace, agent=agent)
     else:
         try:
             # judged from config.toml alone: the repository is opened only to record a
@@ -287,24 +311,22 @@ def _pre_tool_use(payload: dict[str, Any], *, ask_prompts: bool, strict: bool) -
             def decide(command: str, *, cwd: Path) -> PolicyDecision:
                 return configured.decide(command, cwd=workspace_folder(root, cwd))
 
-            verdict = pre_tool_use(payload, root=root, policy=gateway_policy(decide))
+            verdict = pre_tool_use(payload, root=root, policy=gateway_policy(decide), agent=agent)
         except StrataError as exc:
-            # Claude Code runs the tool when a hook fails any other way: a command that
+            # the agent runs the tool when a hook fails any other way: a command that
             # cannot be judged (a broken [gateway] policy) is refused, not let through
             hint = f" ({exc.hint})" if exc.hint else ""
             click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
             sys.stdout.flush()
             raise SystemExit(2) from None
-    goes_ahead = _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict)
-    if goes_ahead and payload.get("tool_name") in fasthook.CLAUDE_WRITING_TOOLS:
-        _record_outside(payload, layout)
+    return _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict, agent=agent)
 
 
-def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
+def _record_outside(payload: dict[str, Any], layout: Layout, agent: Agent | None = None) -> None:
     """Record what changed since the last snapshot as the person's, before the agent's call.
 
     So the agent's own snapshot (PostToolUse) holds only what its call changed.
-    A file tool first claims its file, and the files other calls have claimed
+    A file tool first claims its files, and the files other calls have claimed
     are left out (:mod:`strata.integrations.claims`): they are those agents'.
     When this cannot be recorded the call is refused (exit 2): letting it run
     would fold the person's changes into the agent's event.
@@ -314,14 +336,14 @@ def _record_outside(payload: dict[str, Any], layout: Layout) -> None:
 
     person = make_author(None, "human")
     try:
-        target = _file_target(payload, layout.workspace)
-        if target is not None:
-            claims.claim(layout, str(payload.get("session_id") or "claude-code"), target)
-        group = _prompt_of(layout, payload)
+        targets = _targets(payload, layout.workspace, agent) or []
+        for target in targets:
+            claims.claim(layout, _session(payload, agent), target)
+        group = _prompt_of(layout, payload, agent)
         with open_repo(person) as repo, repo.grouped(_as_group(group)):
             repo.lock.timeout = OUTSIDE_WAIT_S
-            # the files other calls are writing are theirs; this call's file is not written yet
-            others = [p for p in claims.claimed(layout) if p != target]
+            # the files other calls are writing are theirs; this call's files are not written yet
+            others = [p for p in claims.claimed(layout) if p not in targets]
             repo.snapshot(OUTSIDE_AGENT, author=person, exclude=others)
     except (StrataError, OSError) as exc:
         why = exc.message if isinstance(exc, StrataError) else str(exc)
@@ -347,15 +369,16 @@ def _answer(
     *,
     ask_prompts: bool,
     strict: bool,
+    agent: Agent | None = None,
 ) -> bool:
-    """Give Claude Code the hook's answer to a judged call, and record a refusal or a prompt.
+    """Give the agent the hook's answer to a judged call, and record a refusal or a prompt.
 
-    True when the call may go ahead (allowed, or left to Claude Code or its user).
+    True when the call may go ahead (allowed, or left to the agent or its user).
     """
     if verdict.allowed:
         return True
     if verdict.ask and verdict.risk == "medium" and not strict:
-        return True  # Claude Code's own permission rules decide; its changes are recorded
+        return True  # the agent's own permission rules decide; its changes are recorded
     if verdict.ask and ask_prompts:
         answer = {
             "hookSpecificOutput": {
@@ -372,23 +395,27 @@ def _answer(
     sys.stdout.flush()
     try:
         if verdict.ask:
-            how = "(--strict)" if verdict.risk == "medium" else "(--ask hands it to Claude Code)"
+            if verdict.risk == "medium":
+                how = "(--strict)"
+            elif agent is None or agent.name == "claude-code":
+                how = "(--ask hands it to Claude Code)"
+            else:
+                how = f"({agent.name}'s hook cannot hand it to a prompt)"
             why = f"the hook refuses a {verdict.risk}-risk command that needs approval {how}"
-            _record(payload, verdict, "denied", reason=why)
+            _record(payload, verdict, "denied", reason=why, agent=agent)
         else:
-            _record(payload, verdict, "forbidden")
+            _record(payload, verdict, "forbidden", agent=agent)
     finally:
-        # exit 2 whatever happened above: any other exit lets Claude Code run the tool
+        # exit 2 whatever happened above: any other exit lets the agent run the tool
         raise SystemExit(2)
 
 
-def _open(payload: dict[str, Any]) -> Repository:
+def _open(payload: dict[str, Any], agent: Agent | None = None) -> Repository:
     """The workspace's repository, with the agent's session as the author (kind agent)."""
     from strata.cli.common import open_repo
     from strata.ledger.events import Author
 
-    session = str(payload.get("session_id") or "claude-code")
-    return open_repo(Author(session, "agent"), start_watcher=False)
+    return open_repo(Author(_session(payload, agent), "agent"), start_watcher=False)
 
 
 def _record(
@@ -397,13 +424,15 @@ def _record(
     outcome: str,
     *,
     reason: str | None = None,
-    by: str = HOOK_NAME,
+    by: str | None = None,
+    agent: Agent | None = None,
 ) -> None:
     """Record the hook's answer to a call (the repository is opened for it).
 
     A failure to record is a warning on stderr, never a change of answer;
     the write lock is waited for :data:`RECORD_WAIT_S` at most. ``reason``
-    is why it was refused (default: the verdict's).
+    is why it was refused (default: the verdict's); ``by`` who judged it
+    (default: the agent's hook).
     """
     import sqlite3
 
@@ -417,14 +446,14 @@ def _record(
     else:
         command = tool_rationale(tool, tool_input)
     try:
-        with _open(payload) as repo:
+        with _open(payload, agent) as repo:
             repo.lock.timeout = RECORD_WAIT_S
             record_decision(
                 repo,
                 command,
                 outcome=outcome,
                 reason=(reason or verdict.reason).removeprefix("strata: "),
-                by=by,
+                by=by or (agent.hook_name if agent else HOOK_NAME),
                 decision=verdict.decision,
                 tool=tool,
                 cwd=Path.cwd(),
@@ -435,18 +464,125 @@ def _record(
 
 
 @hook.command("codex", context_settings={"ignore_unknown_options": True})
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse a medium-risk Bash command the policy wants approved too (by default "
+    "Codex's own approval and sandbox decide it).",
+)
+@click.option(
+    "--payload",
+    hidden=True,
+    help="The hook's JSON, instead of stdin (how a watcher is handed the hook).",
+)
 @click.argument("message", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
-def hook_codex(ctx: click.Context, message: tuple[str, ...]) -> None:
-    """Record a snapshot after a Codex CLI turn (Codex's notify program).
+def hook_codex(
+    ctx: click.Context, strict: bool, payload: str | None, message: tuple[str, ...]
+) -> None:
+    """Answer one Codex CLI lifecycle hook (its JSON on stdin), as Claude Code's are answered.
+
+    Codex (0.124 and later) sends PreToolUse, PermissionRequest, PostToolUse,
+    UserPromptSubmit and Stop the JSON Claude Code sends; its shell tool is
+    Bash, its file tool apply_patch (the patch in tool_input.command).
+    PreToolUse judges the call: a Bash command as 'strata hook claude-code'
+    judges it (a high-risk or forbidden one refused; a medium-risk one left
+    to Codex's own approval and sandbox, unless --strict), an apply_patch
+    writing outside the workspace or into .strata refused; a refusal is exit
+    code 2 with the reason on stderr, which Codex tells the model, and is
+    recorded. Before a call that goes ahead, what changed since the last
+    snapshot is recorded as yours. PostToolUse records the call's change as
+    the session's (kind agent); an apply_patch's event holds only the files
+    its patch names. PermissionRequest (Codex about to ask for approval)
+    refuses what PreToolUse refuses. UserPromptSubmit, Stop and any other
+    event are accepted (exit 0). Codex runs any other exit code's tool, so
+    every refusal, and any failure to judge, exits 2.
+
+    With a JSON argument (Codex's older 'notify' program), an
+    agent-turn-complete message records a snapshot of the turn (the prompt
+    as the rationale, the thread as the author).
+
+    \b
+    Example:
+      strata hook install codex   # writes .codex/hooks.json to call this
+      # by hand: echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
+      #   "tool_name": "Bash", "tool_input": {"command": "make"}}' | strata hook codex
+      strata hook codex '{"type": "agent-turn-complete", "input-messages": ["fix it"]}'
+    """
+    if message:
+        _codex_notify(ctx, message)
+        return
+    from strata.integrations import fasthook
+    from strata.integrations.hooks import read_payload
+
+    text = payload if payload is not None else fasthook.pending_stdin
+    if text is None:
+        text = sys.stdin.buffer.read().decode("utf-8", "replace")
+    hook_message = read_payload(text)
+    event = hook_message["hook_event_name"]
+    if event in ("PreToolUse", "PermissionRequest"):
+        _codex_judge(hook_message, strict=strict, before_call=event == "PreToolUse")
+    elif event == "PostToolUse":
+        from strata.integrations.hooks import CODEX
+
+        _chdir(hook_message)
+        _post_tool_use(hook_message, CODEX)
+    # UserPromptSubmit, Stop and the rest: accepted (exit 0); never exit 2 for them, which
+    # would refuse the prompt (UserPromptSubmit) or keep the turn going (Stop)
+
+
+def _chdir(payload: dict[str, Any]) -> None:
+    """Go to the hook's ``cwd`` (where the agent runs)."""
+    cwd = payload.get("cwd")
+    if cwd:
+        try:
+            os.chdir(str(cwd))
+        except OSError:
+            raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
+
+
+def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) -> None:
+    """Judge a Codex call (PreToolUse, or PermissionRequest); refuse it with exit 2.
+
+    Codex runs the tool when its hook exits any way but 2, so anything that
+    goes wrong here (a folder that is gone, a repository that cannot be
+    read) refuses the call, with the reason on stderr. Before the call
+    (``before_call``) one that goes ahead first records the person's work;
+    a permission request only judges (its PreToolUse has recorded it).
+    """
+    from strata.integrations.hooks import CODEX
+    from strata.layout import find_layout
+
+    try:
+        _chdir(payload)
+        if before_call:
+            _pre_tool_use(payload, ask_prompts=False, strict=strict, agent=CODEX)
+            return
+        try:
+            layout = find_layout(Path.cwd())
+        except NotARepository:
+            return  # not a Strata workspace: nothing here to protect
+        _judge(payload, layout, CODEX, ask_prompts=False, strict=strict)
+    except SystemExit:
+        raise  # the answer given: 2 refuses
+    except BaseException as exc:  # anything else would let the call run
+        if isinstance(exc, click.ClickException):
+            why = exc.format_message()
+        elif isinstance(exc, StrataError):
+            why = exc.message + (f" ({exc.hint})" if exc.hint else "")
+        else:
+            why = f"{type(exc).__name__}: {exc}"
+        click.echo(f"strata: refused: this call could not be judged: {why}", err=True)
+        sys.stdout.flush()
+        raise SystemExit(2) from None
+
+
+def _codex_notify(ctx: click.Context, message: tuple[str, ...]) -> None:
+    """Record a snapshot after a Codex turn (the ``notify`` program of a Codex without hooks).
 
     Codex runs it with the turn's JSON as the last argument; an
     agent-turn-complete message records a snapshot (the prompt as the
     rationale, the thread as the author), anything else is ignored.
-
-    \b
-    Example:
-      strata hook codex '{"type": "agent-turn-complete", "input-messages": ["fix it"]}'
     """
     from strata.integrations import fasthook
 
@@ -500,52 +636,82 @@ def hook_aider(ctx: click.Context, files: tuple[str, ...]) -> None:
     help="claude-code: write the project's .claude/settings.json (committed, for everyone) "
     "instead of your own .claude/settings.local.json.",
 )
+@click.option(
+    "--user",
+    is_flag=True,
+    help="codex: your own hooks for every project ($CODEX_HOME/hooks.json, or "
+    "~/.codex/hooks.json) instead of the project's .codex/hooks.json.",
+)
+@click.option(
+    "--notify",
+    is_flag=True,
+    help="codex: Codex's notify program in ~/.codex/config.toml (a snapshot after every "
+    "turn, nothing refused), for a Codex without hooks (before 0.124; chosen by itself "
+    "when 'codex --version' is older).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the change; write nothing.")
 @json_option
 def hook_install(
-    agent: str, config_path: str | None, shared: bool, dry_run: bool, as_json: bool
+    agent: str,
+    config_path: str | None,
+    shared: bool,
+    user: bool,
+    notify: bool,
+    dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Write AGENT's configuration so it runs Strata's hooks; print the diff.
 
     claude-code: .claude/settings.local.json of the workspace, yours alone
     (--shared: .claude/settings.json, the project's), with PreToolUse and
-    PostToolUse hooks. codex: ~/.codex/config.toml, or
-    $CODEX_HOME/config.toml (notify). aider: .aider.conf.yml of the
-    workspace (auto-commits off, Strata as the lint command). The hooks run
-    this strata by its absolute path, so they work from any PATH (a venv's
-    strata is not on the agent's). Other settings are kept; installing again
-    changes nothing (an earlier install's entry is pointed at this strata);
-    a setting of yours Strata would have to replace is refused, named.
-    --config PATH must be in a folder that exists (only the agent's own
-    folder at its default place, such as .claude/, is made when missing).
+    PostToolUse hooks. codex: .codex/hooks.json of the workspace (--user:
+    $CODEX_HOME/hooks.json, or ~/.codex/hooks.json), with PreToolUse,
+    PermissionRequest and PostToolUse hooks for its Bash and apply_patch
+    tools; Codex runs them once you trust them (the project when Codex asks,
+    then each hook in Codex's /hooks). A Codex older than 0.124 (by 'codex
+    --version'), or --notify, gets the notify program in
+    $CODEX_HOME/config.toml or ~/.codex/config.toml instead. aider:
+    .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
+    command). The hooks run this strata by its absolute path, so they work
+    from any PATH (a venv's strata is not on the agent's). Other settings are
+    kept; installing again changes nothing (an earlier install's entry is
+    pointed at this strata); a setting of yours Strata would have to replace
+    is refused, named. --config PATH must be in a folder that exists (only
+    the agent's own folder at its default place, such as .claude/, is made
+    when missing).
 
     \b
     Example:
       strata hook install claude-code
       strata hook install claude-code --shared
-      strata hook install codex --dry-run --json
+      strata hook install codex
+      strata hook install codex --user --dry-run --json
     """
     from strata.integrations.install import default_path, plan
     from strata.layout import find_layout
 
     if shared and agent != "claude-code":
         raise click.UsageError("--shared is for claude-code (its project settings)")
-
+    if (user or notify) and agent != "codex":
+        raise click.UsageError(f"--{'user' if user else 'notify'} is for codex")
+    form, version = agent, None
+    notes: list[str] = []
     if agent == "codex":
+        form, notes, version = _codex_form(notify=notify)
+    codex_home = os.environ.get("CODEX_HOME")
+    in_workspace = form in ("claude-code", "aider") or (form == "codex" and not user)
+    if not in_workspace:
         default: Path | None = default_path(
-            agent,
-            workspace=Path.cwd(),
-            home=Path.home(),
-            codex_home=os.environ.get("CODEX_HOME"),
+            form, workspace=Path.cwd(), home=Path.home(), codex_home=codex_home, user=user
         )
     elif config_path is None:
         with open_repo(start_watcher=False) as repo:
             root = repo.root
-        default = default_path(agent, workspace=root, home=Path.home(), shared=shared)
+        default = default_path(form, workspace=root, home=Path.home(), shared=shared)
     else:
         try:
             default = default_path(
-                agent,
+                form,
                 workspace=find_layout(Path.cwd()).workspace,
                 home=Path.home(),
                 shared=shared,
@@ -560,20 +726,83 @@ def hook_install(
     own = default is not None and path.parent.resolve() == default.parent.resolve()
     own = own and (agent != "claude-code" or path.name in ("settings.json", "settings.local.json"))
     own = own or (default is not None and path.resolve() == default.resolve())
-    change = plan(agent, path, program=strata_program(), make_folder=own)
+    change = plan(form, path, program=strata_program(), make_folder=own)
     if not dry_run:
         change.apply()
+    if form == "codex":
+        notes += _codex_hook_notes(path, user=user, codex_home=codex_home)
     if as_json:
-        emit_json({**change.to_json(), "dry_run": dry_run})
+        extra: dict[str, Any] = {}
+        if agent == "codex":
+            shown = ".".join(map(str, version)) if version else None
+            extra = {"form": "notify" if form == "codex-notify" else "hooks", "codex": shown}
+        emit_json({**change.to_json(), "dry_run": dry_run, **extra, "notes": notes})
         return
     if not change.changed:
         click.echo(f"{path} already runs Strata's hooks for {agent}; nothing changed.")
-        return
-    click.echo(change.diff(), nl=False)
-    if dry_run:
-        click.echo(f"Would write {path} (--dry-run: nothing written).")
     else:
-        click.echo(f"Wrote {path}.")
+        click.echo(change.diff(), nl=False)
+        if dry_run:
+            click.echo(f"Would write {path} (--dry-run: nothing written).")
+        else:
+            click.echo(f"Wrote {path}.")
+    for note in notes:
+        click.echo(note)
+
+
+def _codex_form(*, notify: bool) -> tuple[str, list[str], tuple[int, int, int] | None]:
+    """What to install for the Codex on PATH: hooks, or its notify program; notes; its version.
+
+    Codex runs lifecycle hooks since 0.124; an older one (``codex --version``)
+    gets the notify program. When no codex answers, the hooks are installed.
+    """
+    from strata.integrations.install import CODEX_HOOKS_SINCE, codex_version
+
+    version = codex_version()
+    shown = ".".join(map(str, version)) if version else ""
+    since = ".".join(map(str, CODEX_HOOKS_SINCE[:2]))
+    if notify:
+        return "codex-notify", [], version
+    if version is not None and version < CODEX_HOOKS_SINCE:
+        return (
+            "codex-notify",
+            [
+                f"Codex {shown} runs no lifecycle hooks (Codex {since} and later do): installed "
+                "its notify program, a snapshot after every turn (no risky command refused); "
+                "install again after updating Codex."
+            ],
+            version,
+        )
+    if version is None:
+        return (
+            "codex",
+            [
+                f"No codex answers on PATH: installed the lifecycle hooks of Codex {since} and "
+                "later; for an older Codex, install with --notify (a snapshot after every turn)."
+            ],
+            version,
+        )
+    return "codex", [], version
+
+
+def _codex_hook_notes(path: Path, *, user: bool, codex_home: str | None) -> list[str]:
+    """How to have Codex run the hooks at ``path`` (it runs none it has not been told to trust)."""
+    from strata.integrations.install import codex_notify_installed, default_path
+
+    where = "start codex" if user else f"start codex in {path.parent.parent} and trust the project"
+    notes = [
+        f"Codex runs these hooks only once you trust them: {where}, then review and "
+        "trust Strata's hooks when Codex asks, or with /hooks (again after each change)."
+    ]
+    config = default_path(
+        "codex-notify", workspace=Path.cwd(), home=Path.home(), codex_home=codex_home
+    )
+    if codex_notify_installed(config):
+        notes.append(
+            f"{config} still has Strata's notify (an earlier install): remove that line, "
+            "or each turn is recorded again as a whole."
+        )
+    return notes
 
 
 def strata_program() -> str:

@@ -5,13 +5,14 @@ agent's message is read here with the standard library alone and handed to
 the workspace's watcher (:func:`strata._resident.try_resident`), which runs it
 without this process importing the rest of Strata:
 
-- Claude Code's PreToolUse of a writing tool and every PostToolUse become
-  ``strata hook claude-code --payload=JSON`` (the watcher has no standard
-  input of the asker's): judged, the person's unrecorded work recorded
-  before the call, the call's change recorded after it (see ``strata.cli.hook``);
-- ``strata hook codex`` (Codex's ``notify``) and ``strata hook aider FILE...``
-  (Aider's lint command) become one ``strata snapshot --message=RATIONALE
-  --author=WHO --author-kind=agent``.
+- Claude Code's and Codex's PreToolUse of a writing tool (Codex's
+  PermissionRequest too) and every PostToolUse become ``strata hook AGENT
+  --payload=JSON`` (the watcher has no standard input of the asker's):
+  judged, the person's unrecorded work recorded before the call, the call's
+  change recorded after it (see ``strata.cli.hook``);
+- ``strata hook codex JSON`` (the ``notify`` of a Codex without hooks) and
+  ``strata hook aider FILE...`` (Aider's lint command) become one ``strata
+  snapshot --message=RATIONALE --author=WHO --author-kind=agent``.
 
 When no watcher answers, the CLI's ``hook`` command runs as usual and finds
 what was read from stdin in :data:`pending_stdin`.
@@ -37,6 +38,10 @@ VALUE_LIMIT = 200
 
 #: Claude Code's tools whose PostToolUse is recorded (the others only read)
 CLAUDE_WRITING_TOOLS = ("Bash", "Edit", "MultiEdit", "Write", "NotebookEdit")
+#: Codex's tools whose hooks are handed to the watcher (its shell tool, its patch tool)
+CODEX_WRITING_TOOLS = ("Bash", "apply_patch")
+#: the options of ``strata hook AGENT`` whose message comes on stdin
+HOOK_OPTIONS = {"claude-code": ("--ask", "--strict"), "codex": ("--strict",)}
 #: Claude Code's tools that write one file, and the key of its path in ``tool_input``
 CLAUDE_FILE_TOOLS = {
     "Edit": "file_path",
@@ -98,6 +103,11 @@ def aider_snapshot(files: list[str]) -> list[str]:
     return _snapshot_argv(f"aider edited {names}"[:RATIONALE_LIMIT], "aider")
 
 
+def _notify_form(args: list[str]) -> bool:
+    """Whether ``strata hook codex ARGS`` is Codex's ``notify`` (its message an argument)."""
+    return any(not a.startswith("-") for a in args)
+
+
 def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | None, str | None]:
     """The snapshot command line for ``strata hook AGENT ARGS`` and the folder it runs in.
 
@@ -105,15 +115,20 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
     another event, a message that is not JSON: the CLI then decides).
     """
     try:
-        if agent == "claude-code":
+        if agent in HOOK_OPTIONS and not (agent == "codex" and _notify_form(args)):
             payload = _wire.loads(stdin_text)
             if isinstance(payload, dict):
                 cwd = payload.get("cwd")
                 event = payload.get("hook_event_name")
-                writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
-                if event in ("PostToolUse", "UserPromptSubmit", "Stop") or (
-                    event == "PreToolUse" and writes
-                ):
+                if agent == "codex":
+                    writes = payload.get("tool_name") in CODEX_WRITING_TOOLS
+                    before = event in ("PreToolUse", "PermissionRequest")
+                    prompt = False  # Codex's prompt and stop: accepted, nothing recorded yet
+                else:
+                    writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
+                    before = event == "PreToolUse"
+                    prompt = event in ("UserPromptSubmit", "Stop")  # a prompt's group
+                if event == "PostToolUse" or prompt or (before and writes):
                     # handed whole to the watcher: before a call, judged and what changed
                     # before it recorded as the person's; after it, recorded as the agent's
                     return hook_argv(agent, args, stdin_text), str(cwd) if cwd else None
@@ -143,10 +158,10 @@ def try_fast(argv: list[str]) -> None:
     agent, args = argv[0], argv[1:]
     if any(a in ("-h", "--help") for a in args):
         return
-    if agent == "claude-code":
+    if agent in HOOK_OPTIONS and not (agent == "codex" and _notify_form(args)):
         if any(a.startswith(PAYLOAD) for a in args):
             return  # the message is in the arguments: served (or run) as it is
-        if any(a not in ("--ask", "--strict") for a in args) or sys.stdin is None:
+        if any(a not in HOOK_OPTIONS[agent] for a in args) or sys.stdin is None:
             return
         pending_stdin = sys.stdin.buffer.read().decode("utf-8", "replace")
     command, cwd = parse(agent, args, pending_stdin or "")
@@ -155,8 +170,29 @@ def try_fast(argv: list[str]) -> None:
     if cwd:
         try:
             os.chdir(cwd)
-        except OSError:
-            return
+        except (OSError, ValueError):  # ValueError: a NUL in it
+            return  # the CLI says what is wrong (and refuses a call it cannot judge)
     from strata._resident import try_resident
 
-    try_resident(command)
+    try:
+        try_resident(command)
+    except SystemExit as exc:
+        # Codex runs the tool when its hook exits any way but 2: a watcher that stopped
+        # while judging a call (exit 1), or an interrupt, refuses it
+        if exc.code not in (0, 2, None) and agent == "codex" and _before_call(pending_stdin):
+            sys.stderr.write("strata: refused: this call could not be judged (see above)\n")
+            sys.stderr.flush()
+            sys.exit(2)
+        raise
+
+
+def _before_call(text: str | None) -> bool:
+    """Whether a hook's message asks about a call before it runs (which a failure refuses)."""
+    try:
+        payload = _wire.loads(text or "")
+    except ValueError:
+        return False
+    return isinstance(payload, dict) and payload.get("hook_event_name") in (
+        "PreToolUse",
+        "PermissionRequest",
+    )

@@ -1,13 +1,17 @@
 """What Strata answers an agent's hook: record after a tool call, judge before one.
 
-Claude Code sends each hook a JSON object on stdin (``session_id``,
-``transcript_path``, ``cwd``, ``hook_event_name``, ``tool_name``,
-``tool_input`` and, after the call, ``tool_response``). After a call
-(PostToolUse) Strata records a snapshot (see :mod:`strata.integrations.fasthook`).
-Before one (PreToolUse) :func:`pre_tool_use` judges it: a file tool (Edit,
-Write, MultiEdit, NotebookEdit) may write only inside the workspace and never
-into its repository (``.strata``); a Bash command goes through the workspace's
-command policy (:mod:`strata.gateway`). A refusal is Claude Code's blocking
+Claude Code and Codex CLI send each hook the same JSON object on stdin
+(``session_id``, ``transcript_path``, ``cwd``, ``hook_event_name``,
+``tool_name``, ``tool_input`` and, after the call, ``tool_response``); both
+call their shell tool ``Bash``. What differs is how each names the files a
+call writes: an :class:`Agent` says it (Claude Code's file tools name one
+path each; Codex's ``apply_patch`` names its files in the patch,
+:func:`patch_paths`). After a call (PostToolUse) Strata records a snapshot
+(see :mod:`strata.integrations.fasthook`). Before one (PreToolUse; Codex's
+PermissionRequest too) :func:`pre_tool_use` judges it for either agent: a
+file tool may write only inside the workspace and never into its repository
+(``.strata``); a Bash command goes through the workspace's command policy
+(:mod:`strata.gateway`). A refusal is Claude Code's blocking
 answer: exit code 2, the reason on stderr (shown to the model). A command the
 policy wants approved is, by default, left to Claude Code's own permission
 rules when its risk is medium (it is recorded and one ``strata undo`` away
@@ -15,6 +19,8 @@ anyway) and refused when it is high (an agent may run with Claude Code's
 permissions bypassed); ``--ask`` hands a high one to Claude Code's own prompt
 (``permissionDecision: ask``) and ``--strict`` refuses a medium one too.
 The CLI records each refusal with :func:`strata.gateway.record_decision`.
+Codex has no ``ask`` answer in PreToolUse: there a high-risk command is
+refused, a medium one left to Codex's own approval and sandbox.
 """
 
 from __future__ import annotations
@@ -38,6 +44,107 @@ FILE_TOOLS = {
     "Write": "file_path",
     "NotebookEdit": "notebook_path",
 }
+
+#: the lines of Codex's ``apply_patch`` format that name a file (``*** Move to:`` follows an
+#: ``*** Update File:`` and names where the file goes)
+PATCH_BEGIN, PATCH_END = "*** Begin Patch", "*** End Patch"
+PATCH_FILE_HEADERS = ("*** Add File: ", "*** Delete File: ", "*** Update File: ")
+PATCH_MOVE = "*** Move to: "
+
+
+def patch_paths(patch: str) -> list[str]:
+    """The paths an ``apply_patch`` patch writes, as named in it (a moved file: both).
+
+    Read as Codex reads the patch (its ``apply-patch`` parser): the hunks
+    between ``*** Begin Patch`` and ``*** End Patch`` (anything around them,
+    such as a heredoc, is passed over); a hunk's header may be padded with
+    spaces; an updated file's body is its lines up to the next line starting
+    with ``*`` (an added file's, its ``+`` lines), so a header-like line
+    inside a body names nothing. A line Codex would refuse is passed over
+    rather than ending the reading: more paths are judged, never fewer.
+    """
+    lines = [line.removesuffix("\r") for line in patch.split("\n")]
+    starts = [i for i, line in enumerate(lines) if line.strip() == PATCH_BEGIN]
+    if starts:
+        lines = lines[starts[0] + 1 :]
+        ends = [i for i, line in enumerate(lines) if line.strip() == PATCH_END]
+        if ends:
+            lines = lines[: ends[-1]]
+    found: list[str] = []
+    i = 0
+    while i < len(lines):
+        header = lines[i].strip()
+        i += 1
+        kind = next((h for h in PATCH_FILE_HEADERS if header.startswith(h)), None)
+        if kind is None:
+            continue
+        found.append(header[len(kind) :])
+        if kind.startswith("*** Update"):
+            if i < len(lines) and lines[i].startswith(PATCH_MOVE):
+                found.append(lines[i][len(PATCH_MOVE) :])
+                i += 1
+            while i < len(lines) and not lines[i].startswith("*"):
+                i += 1
+    return list(dict.fromkeys(p for p in found if p))
+
+
+def _claude_code_paths(tool: str, tool_input: dict[str, Any]) -> list[str]:
+    target = tool_input.get(FILE_TOOLS[tool])
+    return [target] if isinstance(target, str) and target else []
+
+
+def _codex_paths(tool: str, tool_input: dict[str, Any]) -> list[str]:
+    patch = tool_input.get("command")  # apply_patch's hooks: the patch as its "command"
+    if isinstance(patch, list):  # an argv (["apply_patch", PATCH]) from an older shell tool
+        patch = next((w for w in reversed(patch) if isinstance(w, str) and PATCH_BEGIN in w), None)
+    if isinstance(patch, str):
+        return patch_paths(patch)
+    # a permission request may carry the patch's changes by path instead
+    return [path for path, change in tool_input.items() if isinstance(change, dict)]
+
+
+@dataclass(frozen=True)
+class Agent:
+    """How one agent names its tools and the paths they write: what differs between agents.
+
+    Everything else (the judgement, the records before and after a call) is
+    the same for every agent.
+    """
+
+    name: str
+    """The agent as ``strata hook NAME`` knows it; the author of a message without a session."""
+    writing_tools: tuple[str, ...]
+    """The tools that may change files: the person's work is recorded before their call."""
+    file_tools: tuple[str, ...]
+    """The writing tools that write only the paths they name (the others may change anything)."""
+    _paths: Callable[[str, dict[str, Any]], list[str]]
+    shell_tool: str = "Bash"
+    """The tool whose command the command policy judges (both agents call theirs Bash)."""
+
+    @property
+    def hook_name(self) -> str:
+        """Who judged a call, as the gateway's records name it."""
+        return f"strata hook {self.name}"
+
+    def named_paths(self, tool: str, tool_input: object) -> list[str] | None:
+        """The paths a file tool's call names, as given; None for a tool that is no file tool."""
+        if tool not in self.file_tools:
+            return None
+        return self._paths(tool, tool_input) if isinstance(tool_input, dict) else []
+
+
+CLAUDE_CODE = Agent(
+    "claude-code",
+    writing_tools=("Bash", *FILE_TOOLS),
+    file_tools=tuple(FILE_TOOLS),
+    _paths=_claude_code_paths,
+)
+CODEX = Agent(
+    "codex",
+    writing_tools=("Bash", "apply_patch"),
+    file_tools=("apply_patch",),
+    _paths=_codex_paths,
+)
 
 
 @dataclass(frozen=True)
@@ -68,23 +175,20 @@ def read_payload(text: str) -> dict[str, Any]:
     except ValueError:
         raise UsageError(
             "the hook's input is not JSON",
-            hint="this command reads the JSON Claude Code sends a hook on stdin",
+            hint="this command reads the JSON the agent sends a hook on stdin",
         ) from None
     if not isinstance(payload, dict) or "hook_event_name" not in payload:
         raise UsageError(
             "the hook's input has no hook_event_name",
-            hint="this command reads the JSON Claude Code sends a hook on stdin",
+            hint="this command reads the JSON the agent sends a hook on stdin",
         )
     return payload
 
 
-def check_file_tool(tool: str, tool_input: dict[str, Any], *, root: Path, cwd: Path) -> Verdict:
-    """Refuse a file tool's write outside the workspace ``root`` or into its repository."""
+def check_path(tool: str, target: str, *, root: Path, cwd: Path) -> Verdict:
+    """Refuse a file tool's write of ``target`` outside the workspace ``root`` or into .strata."""
     from strata.sandbox.paths import workspace_relative
 
-    target = tool_input.get(FILE_TOOLS[tool])
-    if not isinstance(target, str) or not target:
-        return ALLOW  # the agent's own validation says what is missing
     try:
         rel = workspace_relative(target, cwd=cwd, root=root)
     except PathError:
@@ -101,21 +205,33 @@ def check_file_tool(tool: str, tool_input: dict[str, Any], *, root: Path, cwd: P
 
 
 def pre_tool_use(
-    payload: dict[str, Any], *, root: Path, policy: CommandPolicy | None = None
+    payload: dict[str, Any],
+    *,
+    root: Path,
+    policy: CommandPolicy | None = None,
+    agent: Agent = CLAUDE_CODE,
 ) -> Verdict:
-    """Judge a PreToolUse message for the workspace ``root``.
+    """Judge a tool call ``agent`` is about to make (PreToolUse) in the workspace ``root``.
 
-    File tools must stay inside the workspace; ``Bash`` commands are judged by
-    ``policy`` (allowed when there is none); any other tool is allowed.
+    The one judgement of every agent: each path a file tool names must be
+    inside the workspace (a Codex patch's files, a Claude Code Write's file;
+    none named: the agent's own validation says what is missing); the shell
+    tool's command is judged by ``policy`` (allowed when there is none); any
+    other tool is allowed.
     """
     tool = str(payload.get("tool_name") or "")
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
         return ALLOW
     cwd = Path(str(payload.get("cwd") or root))
-    if tool in FILE_TOOLS:
-        return check_file_tool(tool, tool_input, root=root, cwd=cwd)
-    if tool == "Bash" and policy is not None:
+    paths = agent.named_paths(tool, tool_input)
+    if paths is not None:
+        for target in paths:
+            verdict = check_path(tool, target, root=root, cwd=cwd)
+            if not verdict.allowed:
+                return verdict
+        return ALLOW
+    if tool == agent.shell_tool and policy is not None:
         command = tool_input.get("command")
         if isinstance(command, str) and command.strip():
             return policy(command, cwd)

@@ -9,7 +9,12 @@ cannot start does not block anything.
   not shared with the project; ``--shared`` writes ``.claude/settings.json``)
   gets PreToolUse, PostToolUse, UserPromptSubmit and Stop entries running
   ``STRATA hook claude-code`` (other keys, and other hooks, are kept as they are).
-- Codex CLI: ``~/.codex/config.toml`` gets ``notify = [STRATA, "hook", "codex"]``
+- Codex CLI (0.124 and later): the project's ``.codex/hooks.json`` (or with
+  ``--user`` ``$CODEX_HOME/hooks.json``, ``~/.codex/hooks.json``) gets a
+  PreToolUse, a PermissionRequest and a PostToolUse entry running ``STRATA
+  hook codex`` for its ``Bash`` and ``apply_patch`` tools, in Claude Code's
+  format. An older Codex (see :func:`codex_version`) gets
+  ``notify = [STRATA, "hook", "codex"]`` in ``~/.codex/config.toml`` instead
   (Codex runs it after every turn, the turn's JSON as the last argument).
 - Aider: ``.aider.conf.yml`` in the workspace gets ``auto-commits: false`` (Strata
   records instead of a commit per edit), ``auto-lint: true`` and
@@ -19,8 +24,8 @@ Each install is idempotent: a second one finds its entries and changes
 nothing; an entry an earlier install wrote with another path to ``strata``
 (a bare ``strata``, another environment) is replaced, not doubled. A
 configuration file goes into a folder that exists: only the
-agent's own folder at its default place (``.claude/`` in the workspace,
-``~/.codex/``) is made when missing; any other missing folder is refused,
+agent's own folder at its default place (``.claude/`` or ``.codex/`` in the
+workspace, ``~/.codex/``) is made when missing; any other missing folder is refused,
 since a mistyped ``--config`` path would otherwise get a file no agent reads.
 An entry that would replace something the user set (another Codex
 ``notify``, another Aider ``lint-cmd``) is refused, naming it, with nothing
@@ -47,6 +52,24 @@ AGENTS = ("claude-code", "codex", "aider")
 
 CLAUDE_PRE_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
 CLAUDE_POST_MATCHER = "Bash|Edit|MultiEdit|Write|NotebookEdit"
+#: each hook Strata installs for Claude Code: its event and its matcher (None: none)
+CLAUDE_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("PreToolUse", CLAUDE_PRE_MATCHER),
+    ("PostToolUse", CLAUDE_POST_MATCHER),
+    ("UserPromptSubmit", None),
+    ("Stop", None),
+)
+#: Codex's tools as its hooks name them: its shell tool (shell, shell_command, exec_command
+#: alike) is Bash, its file tool apply_patch
+CODEX_MATCHER = "Bash|apply_patch"
+#: each hook Strata installs for Codex: its event and its matcher
+CODEX_EVENTS: tuple[tuple[str, str | None], ...] = (
+    ("PreToolUse", CODEX_MATCHER),
+    ("PermissionRequest", CODEX_MATCHER),
+    ("PostToolUse", CODEX_MATCHER),
+)
+#: the first Codex CLI that runs lifecycle hooks (hooks.json); an older one gets ``notify``
+CODEX_HOOKS_SINCE = (0, 124, 0)
 #: the names the ``strata`` program goes by (the native client, the Python launcher)
 PROGRAM_NAMES = ("strata", "strata-py")
 
@@ -54,6 +77,11 @@ PROGRAM_NAMES = ("strata", "strata-py")
 def claude_command(program: str) -> str:
     """The command Claude Code runs for Strata's hooks."""
     return f"{shlex.quote(program)} hook claude-code"
+
+
+def codex_command(program: str) -> str:
+    """The command Codex runs for Strata's lifecycle hooks."""
+    return f"{shlex.quote(program)} hook codex"
 
 
 def codex_notify(program: str) -> list[str]:
@@ -148,13 +176,13 @@ def _read(path: Path) -> str | None:
 # -- Claude Code ----------------------------------------------------------------------------
 
 
-def _set_command(groups: list[Any], command: str) -> bool:
-    """Point every Strata hook among ``groups`` at ``command``; False when there is none."""
+def _set_command(groups: list[Any], command: str, agent: str) -> bool:
+    """Point every Strata hook of ``agent`` among ``groups`` at ``command``; False when none."""
     found = False
     for group in groups:
         hooks = group.get("hooks") if isinstance(group, dict) else None
         for hook in hooks if isinstance(hooks, list) else ():
-            if isinstance(hook, dict) and _is_ours(hook.get("command"), ["hook", "claude-code"]):
+            if isinstance(hook, dict) and _is_ours(hook.get("command"), ["hook", agent]):
                 hook["command"] = command
                 found = True
     return found
@@ -162,6 +190,27 @@ def _set_command(groups: list[Any], command: str) -> bool:
 
 def claude_code(path: Path, program: str) -> Change:
     """Claude Code's settings with Strata's hooks: before and after each call, each prompt."""
+    return _merge_hooks("claude-code", path, claude_command(program), CLAUDE_EVENTS)
+
+
+def codex_hooks(path: Path, program: str) -> Change:
+    """Codex's hooks.json with PreToolUse, PermissionRequest and PostToolUse running Strata.
+
+    Codex reads ``hooks.json`` beside each configuration layer (the user's
+    ``$CODEX_HOME``, a project's ``.codex/``) in Claude Code's format.
+    """
+    return _merge_hooks("codex", path, codex_command(program), CODEX_EVENTS)
+
+
+def _merge_hooks(
+    agent: str, path: Path, command: str, events: tuple[tuple[str, str | None], ...]
+) -> Change:
+    """The JSON hooks file at ``path`` (Claude Code's format) with ``events`` running ``command``.
+
+    Each of ``events`` is an event and its matcher (None: an event without
+    one). Other keys and other hooks are kept; an entry of an earlier install
+    (another path to strata) is pointed at ``command`` rather than doubled.
+    """
     before = _read(path)
     settings: Any = {}
     if before is not None and before.strip():
@@ -177,30 +226,59 @@ def claude_code(path: Path, program: str) -> Change:
     hooks = settings.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise ConfigError(f"'hooks' in {path} is not an object")
-    for event, matcher in (
-        ("PreToolUse", CLAUDE_PRE_MATCHER),
-        ("PostToolUse", CLAUDE_POST_MATCHER),
-        ("UserPromptSubmit", None),
-        ("Stop", None),
-    ):
+    for event, matcher in events:
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"'hooks.{event}' in {path} is not a list")
-        command = claude_command(program)
-        if not _set_command(groups, command):
+        if not _set_command(groups, command, agent):
             entry: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
             groups.append({"matcher": matcher, **entry} if matcher else entry)
     after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
     if before is not None and json.loads(before or "{}") == settings:
         after = before  # already there: the file is left byte for byte
-    return Change("claude-code", path, before, after)
+    return Change(agent, path, before, after)
 
 
 # -- Codex CLI ------------------------------------------------------------------------------
 
 
+def codex_version(program: str | None = None) -> tuple[int, int, int] | None:
+    """The version of the Codex CLI on ``PATH`` (``codex --version``); None when none answers."""
+    import shutil
+    import subprocess
+
+    found = program or shutil.which("codex")
+    if found is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [found, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"(\d+)\.(\d+)\.(\d+)", proc.stdout)
+    if proc.returncode != 0 or match is None:
+        return None
+    major, minor, patch = (int(g) for g in match.groups())
+    return major, minor, patch
+
+
+def codex_notify_installed(config: Path) -> bool:
+    """Whether Codex's ``config`` (its config.toml) runs ``strata hook codex`` as ``notify``."""
+    try:
+        notify = tomllib.loads(config.read_text(encoding="utf-8")).get("notify")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    return _is_ours(notify, ["hook", "codex"])
+
+
 def codex(path: Path, program: str) -> Change:
-    """Codex's config.toml with ``notify`` running ``strata hook codex``."""
+    """Codex's config.toml with ``notify`` running ``strata hook codex`` (a Codex without hooks)."""
     before = _read(path)
     text = before or ""
     try:
@@ -291,7 +369,8 @@ def aider(path: Path, program: str) -> Change:
 
 PLANNERS: dict[str, Callable[[Path, str], Change]] = {
     "claude-code": claude_code,
-    "codex": codex,
+    "codex": codex_hooks,
+    "codex-notify": codex,  # a Codex older than its hooks (CODEX_HOOKS_SINCE)
     "aider": aider,
 }
 
@@ -303,20 +382,24 @@ def default_path(
     home: Path,
     codex_home: str | None = None,
     shared: bool = False,
+    user: bool = False,
 ) -> Path:
     """Where ``agent`` reads the configuration Strata writes.
 
     Claude Code: the workspace's ``.claude/settings.local.json`` (the user's
     own), or with ``shared`` its ``.claude/settings.json`` (the project's,
-    committed). Codex reads ``$CODEX_HOME/config.toml`` when ``CODEX_HOME``
-    is set (pass its value as ``codex_home``), ``~/.codex/config.toml`` otherwise.
+    committed). Codex's hooks: the workspace's ``.codex/hooks.json``, or
+    with ``user`` the user's ``hooks.json`` in Codex's home. Codex's home is
+    ``$CODEX_HOME`` when set (pass its value as ``codex_home``), ``~/.codex``
+    otherwise; ``codex-notify`` (a Codex without hooks) is its ``config.toml``.
     """
     if agent == "claude-code":
         return workspace / ".claude" / ("settings.json" if shared else "settings.local.json")
-    if agent == "codex":
-        if codex_home:
-            return Path(codex_home).expanduser().absolute() / "config.toml"
-        return home / ".codex" / "config.toml"
+    if agent in ("codex", "codex-notify"):
+        if agent == "codex" and not user:
+            return workspace / ".codex" / "hooks.json"
+        base = Path(codex_home).expanduser().absolute() if codex_home else home / ".codex"
+        return base / ("hooks.json" if agent == "codex" else "config.toml")
     if agent == "aider":
         return workspace / ".aider.conf.yml"
     raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")

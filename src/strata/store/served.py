@@ -45,7 +45,7 @@ LOCAL_OPTIONS = {"publish": ("--preflight",)}
 
 #: agents whose hook a watcher runs, when the hook's message is in the argument list
 #: (``strata hook claude-code --payload=JSON``: a watcher has no standard input of the asker's)
-SERVED_HOOKS = ("claude-code",)
+SERVED_HOOKS = ("claude-code", "codex")
 
 
 def is_served_hook(argv: list[str]) -> bool:
