@@ -88,7 +88,7 @@ try:
     from langgraph.checkpoint.serde.base import SerializerProtocol
 except ImportError as exc:  # the extra is not installed
     raise ExtraNotInstalled(
-        "strata.integrations.langgraph", "langgraph", exc.name or "langgraph"
+        "strata.integrations.langgraph", "langgraph", (exc.name or "langgraph").split(".")[0]
     ) from None
 
 __all__ = ["INLINE_LIMIT", "LABEL", "StrataSaver"]
@@ -100,7 +100,8 @@ INLINE_LIMIT = 512
 #: the key LangGraph's loop puts in the config of the lookups it makes when a run starts
 #: (``langgraph._internal._constants.CONFIG_KEY_RUNTIME``): how a run is told from a read
 RUN_KEY = "__pregel_runtime"
-#: the key that carries a run's durability mode in the config ``put`` is given
+#: the key that carries a run's durability mode in the config ``put`` is given (absent: the
+#: default, ``async``)
 DURABILITY_KEY = "__pregel_durability"
 
 
@@ -149,6 +150,17 @@ class _Thread:
     def newest(self, ns: str) -> _Stored | None:
         ids = [cid for n, cid in self.checkpoints if n == ns]
         return self.checkpoints[(ns, max(ids))] if ids else None
+
+
+def _refuse_async(conf: dict[str, Any]) -> None:
+    """Refuse a run with LangGraph's default durability, ``async`` (see the module's notes)."""
+    if RUN_KEY in conf and conf.get(DURABILITY_KEY, "async") == "async":
+        raise UsageError(
+            "the Strata checkpointer needs durability='sync' (or 'exit'): with 'async' a "
+            "checkpoint is saved while the next step runs, so its files could hold part "
+            "of that step's edits",
+            hint="pass durability='sync' to invoke() or stream()",
+        )
 
 
 def _node(task_path: str, task_id: str) -> str:
@@ -267,6 +279,7 @@ class StrataSaver(BaseCheckpointSaver[str]):
         thread_id = str(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns") or "")
         checkpoint_id = conf.get("checkpoint_id")
+        _refuse_async(conf)
         with self.guard:
             thread = self._thread(thread_id)
             if RUN_KEY in conf and not ns:
@@ -394,13 +407,7 @@ class StrataSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Record ``checkpoint`` beside the files it belongs with; its config."""
         conf = config.get("configurable") or {}
-        if conf.get(DURABILITY_KEY) == "async":
-            raise UsageError(
-                "the Strata checkpointer needs durability='sync' (or 'exit'): with 'async' a "
-                "checkpoint is saved while the next step runs, so its files could hold part "
-                "of that step's edits",
-                hint="pass durability='sync' to invoke() or stream()",
-            )
+        _refuse_async(conf)
         thread_id = str(conf["thread_id"])
         ns = str(conf.get("checkpoint_ns") or "")
         parent_id = conf.get("checkpoint_id") or None

@@ -42,7 +42,7 @@ try:
     from agents import Agent, RunContextWrapper, RunHooks, Tool
 except ImportError as exc:  # the extra is not installed
     raise ExtraNotInstalled(
-        "strata.integrations.openai_agents", "openai-agents", exc.name or "openai-agents"
+        "strata.integrations.openai_agents", "openai-agents", (exc.name or "agents").split(".")[0]
     ) from None
 
 __all__ = ["StrataHooks"]
