@@ -243,6 +243,39 @@ def test_an_interrupt_is_answered_from_another_process(repo: Repository, ws: Pat
     assert [(e.author.kind, e.files) for e in events] == [("agent", ("answer.txt",))]
 
 
+def test_a_failed_step_keeps_the_writes_of_the_nodes_that_succeeded(
+    repo: Repository, ws: Path
+) -> None:
+    """Going on after a failure runs only the node that failed: the others' writes are kept."""
+    fail = [True]
+
+    def steady(state: Story) -> Story:
+        with open(ws / "steady.log", "a") as f:
+            f.write("ran\n")
+        return {"seen": [("steady", {})]}
+
+    def flaky(state: Story) -> Story:
+        if fail[0]:
+            raise RuntimeError("flaky failed")
+        (ws / "flaky.txt").write_text("done\n")
+        return {"seen": [("flaky", {})]}
+
+    builder: StateGraph[Story] = StateGraph(Story)
+    builder.add_node("steady", steady)
+    builder.add_node("flaky", flaky)
+    builder.add_edge(START, "steady")
+    builder.add_edge(START, "flaky")
+    config: Any = {"configurable": {"thread_id": "retry"}}
+    with StrataSaver(ws) as first, pytest.raises(RuntimeError, match="flaky failed"):
+        builder.compile(checkpointer=first).invoke({"n": 1, "seen": []}, config, **SYNC)
+    fail[0] = False
+    with StrataSaver(ws) as second:  # the steady node's writes come back from the ledger
+        out = builder.compile(checkpointer=second).invoke(None, config, **SYNC)
+    assert sorted(name for name, _ in out["seen"]) == ["flaky", "steady"]
+    assert (ws / "steady.log").read_text() == "ran\n"  # not run again
+    assert (ws / "flaky.txt").read_text() == "done\n"
+
+
 def test_the_persons_edits_between_runs_are_theirs(repo: Repository, saver: StrataSaver) -> None:
     ws = repo.root
     graph = story_graph(ws).compile(checkpointer=saver)
