@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import json
 import operator
+import re
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict, TypeVar
 
+import httpx
 import pytest
 
 from strata import Repository, UsageError
@@ -449,3 +451,61 @@ def test_the_extras_are_declared_and_in_the_test_extra() -> None:
     assert any(d.startswith("openai-agents>=") and "<" in d for d in extras["openai-agents"])
     test = " ".join(extras["test"])
     assert "langgraph" in test and "openai-agents" in test
+
+
+def doc_example(section: str) -> str:
+    """The Python example of ``section`` in docs/integrations.md."""
+    text = (Path(__file__).parents[1] / "docs" / "integrations.md").read_text()
+    part = text.split(f"\n## {section}", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", part, flags=re.S)
+    assert len(code.splitlines()) < 10, f"the {section} example is 10 lines or more"
+    return str(code)
+
+
+def test_the_langgraph_example_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, make_repo: Callable[..., Repository]
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    make_repo(project)
+
+    def count(state: Story) -> Story:
+        (project / "count.txt").write_text(f"{state['n']}\n")
+        return {"n": state["n"] + 1}
+
+    builder: StateGraph[Story] = StateGraph(Story)
+    builder.add_node("one", count)
+    builder.add_node("two", count)
+    builder.add_edge(START, "one")
+    builder.add_edge("one", "two")
+    builder.add_edge("two", END)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"builder": builder}
+    exec(doc_example("LangGraph"), namespace)
+    # the fork went on from before 'one' with n=7: one wrote 7, two wrote 8
+    assert namespace["graph"].get_state(namespace["config"]).values["n"] == 9
+    assert (project / "count.txt").read_text() == "8\n"
+    namespace["graph"].checkpointer.close()
+
+
+def test_the_agents_example_runs_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, endpoint: WireServer
+) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    Repository.init(project).close()
+    endpoint.queue(calls(("README.md", "tidy\n"), prefix="one"), text("tidied"))
+    monkeypatch.chdir(tmp_path)
+    namespace: dict[str, Any] = {"agent": writer(project)}
+    # run_sync runs its own event loop: a client that keeps no connection open between calls
+    keeps_none = httpx.AsyncClient(limits=httpx.Limits(max_keepalive_connections=0))
+    client = AsyncOpenAI(
+        base_url=endpoint.openai_url, api_key="sk-test", max_retries=0, http_client=keeps_none
+    )
+    set_default_openai_client(client, use_for_tracing=False)
+    exec(doc_example("OpenAI Agents SDK"), namespace)
+    assert namespace["result"].final_output == "tidied"
+    with Repository.open(project) as repo:
+        assert [(e.author.name, e.files) for e in agent_events(repo)] == [
+            ("Scribe", ("README.md",))
+        ]

@@ -96,7 +96,7 @@ __all__ = ["INLINE_LIMIT", "LABEL", "StrataSaver"]
 #: the ``label`` of the ``workspace_snapshot_taken`` events that hold checkpoints
 LABEL = "langgraph"
 #: serialized values up to this size live in the event (base64); larger ones are objects
-INLINE_LIMIT = 512
+INLINE_LIMIT = 2048
 #: the key LangGraph's loop puts in the config of the lookups it makes when a run starts
 #: (``langgraph._internal._constants.CONFIG_KEY_RUNTIME``): how a run is told from a read
 RUN_KEY = "__pregel_runtime"
