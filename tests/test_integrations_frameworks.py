@@ -161,6 +161,21 @@ def test_time_travel_brings_the_files_back_with_the_state(
     assert repo.show(finals[-1].id, "out/final.md") == FINAL["out/final.md"].encode()
 
 
+def test_undo_after_a_graph_run_reverses_its_last_step(
+    repo: Repository, saver: StrataSaver
+) -> None:
+    ws = repo.root
+    graph = story_graph(ws).compile(checkpointer=saver)
+    graph.invoke({"n": 1, "seen": []}, {"configurable": {"thread_id": "u"}}, **SYNC)
+    (ws / "README.md").write_text("mine\n")  # unrecorded: undo leaves it alone
+    repo.undo()  # steps over the checkpoint records: the publish step goes back
+    assert files(ws) == {
+        "README.md": "mine\n",
+        "notes.txt": "looks fine\n",
+        "story.md": "draft 1\nreviewed at 2\n",
+    }
+
+
 def test_async_graphs_travel_too(repo: Repository, saver: StrataSaver) -> None:
     ws = repo.root
     graph = story_graph(ws).compile(checkpointer=saver)
