@@ -176,6 +176,24 @@ def test_undo_after_a_graph_run_reverses_its_last_step(
     }
 
 
+def test_a_copy_made_by_update_state_holds_the_files_as_they_are(
+    repo: Repository, saver: StrataSaver
+) -> None:
+    ws = repo.root
+    graph = story_graph(ws).compile(checkpointer=saver)
+    config: Any = {"configurable": {"thread_id": "copy"}}
+    graph.invoke({"n": 1, "seen": []}, config, **SYNC)
+    graph.invoke(None, config, **SYNC)  # a run that goes on from the newest: nothing to do
+    (ws / "README.md").write_text("edited after the runs\n")
+    copy = graph.update_state(config, None, as_node="__copy__")
+    graph.invoke({"n": 1, "seen": []}, config, **SYNC)  # the thread moves on
+    assert files(ws)["README.md"] == "edited after the runs\n"
+    (ws / "README.md").write_text("edited again\n")
+    # going on from the copy (no longer the newest) puts back the files it was made with
+    graph.update_state(copy, {"n": 0})
+    assert files(ws) == {**FINAL, "README.md": "edited after the runs\n"}
+
+
 def test_async_graphs_travel_too(repo: Repository, saver: StrataSaver) -> None:
     ws = repo.root
     graph = story_graph(ws).compile(checkpointer=saver)

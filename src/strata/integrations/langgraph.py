@@ -360,17 +360,46 @@ class StrataSaver(BaseCheckpointSaver[str]):
             return target.anchor
         return self._anchor(self.repo.snapshot(OUTSIDE_AGENT, author=self.repo.person))
 
+    def _continued(
+        self, thread: _Thread, ns: str, parent_id: str | None, checkpoint: Checkpoint
+    ) -> str | None:
+        """The checkpoint whose state ``checkpoint``, made by ``update_state``, goes on from.
+
+        An update goes on from its parent. A copy (``as_node="__copy__"``) is a
+        sibling of the checkpoint it copies, and holds the same channel versions.
+        """
+        versions = checkpoint["channel_versions"]
+        copied = [
+            stored.checkpoint_id
+            for stored in thread.checkpoints.values()
+            if stored.ns == ns
+            and stored.parent_id == parent_id
+            and self._load(stored.body["checkpoint"]).get("channel_versions") == versions
+        ]
+        return max(copied) if copied else parent_id
+
     def _files(
-        self, thread_id: str, ns: str, parent_id: str | None, metadata: CheckpointMetadata
+        self,
+        thread_id: str,
+        ns: str,
+        parent_id: str | None,
+        metadata: CheckpointMetadata,
+        checkpoint: Checkpoint,
+        *,
+        run: bool,
     ) -> str:
-        """The state event holding the files of the checkpoint being put."""
+        """The state event holding the files of the checkpoint being put.
+
+        ``run``: the put comes from a graph run (else from a call of the program:
+        ``update_state``, which no node runs beside).
+        """
         source = metadata.get("source")
+        if not ns and not run:
+            thread = self._thread(thread_id)
+            return self._settle(thread, ns, self._continued(thread, ns, parent_id, checkpoint))
         if not ns and source in ("input", "fork") and thread_id in self.started:
             # saved as the run starts, maybe while its first node runs: the files it started on
             return self.started.pop(thread_id)
-        if not ns and source in ("input", "update", "fork"):
-            # made by a call of the program (update_state), not by a node
-            return self._settle(self._thread(thread_id), ns, parent_id)
         nodes = self.nodes.pop((thread_id, ns, parent_id or ""), [])
         step = metadata.get("step")
         what = f"step {step}" + (f": {', '.join(dict.fromkeys(nodes))}" if nodes else "")
@@ -413,7 +442,9 @@ class StrataSaver(BaseCheckpointSaver[str]):
         parent_id = conf.get("checkpoint_id") or None
         metadata = get_checkpoint_metadata(config, metadata)
         with self.guard:
-            anchor = self._files(thread_id, ns, parent_id, metadata)
+            anchor = self._files(
+                thread_id, ns, parent_id, metadata, checkpoint, run=RUN_KEY in conf
+            )
             parent = self._parent(thread_id, ns, parent_id)
             where = f"thread {thread_id}" + (f", {ns}" if ns else "")
             with self.repo.transaction(EventType.WORKSPACE_SNAPSHOT_TAKEN, self.agent) as tx:
