@@ -415,6 +415,32 @@ def test_undo_after_a_tool_call_reverses_that_call(repo: Repository, endpoint: W
     assert files(ws) == {"a.txt": "A"}
 
 
+def test_a_tool_call_that_fails_frees_the_agents_turn(
+    repo: Repository, endpoint: WireServer
+) -> None:
+    ws = repo.root
+
+    @function_tool(failure_error_function=None)  # its error ends the run: no on_tool_end
+    def explode() -> str:
+        """Fail."""
+        raise RuntimeError("the tool broke")
+
+    agent = writer(ws)
+    agent.tools.append(explode)
+    endpoint.queue(tools(("explode", {}), call_prefix="boom"))
+    endpoint.queue(calls(("a.txt", "A"), prefix="after"), text("done"))
+    hooks = StrataHooks(repo)
+
+    async def twice() -> Any:
+        with pytest.raises(Exception, match="the tool broke"):
+            await Runner.run(agent, "explode", hooks=hooks)
+        # the same agent, the same event loop: its next call gets its turn
+        return await asyncio.wait_for(Runner.run(agent, "write", hooks=hooks), 30)
+
+    assert run_agent(endpoint, twice).final_output == "done"
+    assert [e.files for e in agent_events(repo)] == [("a.txt",)]
+
+
 def test_a_tool_call_that_changes_nothing_records_nothing(
     repo: Repository, endpoint: WireServer
 ) -> None:
