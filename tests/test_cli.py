@@ -633,3 +633,27 @@ def test_text_in_bytes_that_are_not_utf8_is_a_clear_error_and_records_nothing(
     assert [e["rationale"] for e in history] == ["base"]
     assert as_json(run_cli("bookmark", "list", "--json", cwd=ws)) == []
     ok(run_cli("check", cwd=ws))
+
+
+def test_first_command_traps_of_git_and_jj_users(
+    tmp_path: Path, make_tree: MakeTree, run_cli: CliRunner
+) -> None:
+    """``log``, ``help``, ``snapshot "msg"`` and ``rewind HEAD`` on a clean tree."""
+    ws = tmp_path / "ws"
+    make_tree(ws, {"a.txt": "a\n"})
+    ok(run_cli("init", cwd=ws))
+    assert ok(run_cli("log", cwd=ws)) == ok(run_cli("history", cwd=ws))
+    assert ok(run_cli("help", "rewind", cwd=ws)) == ok(run_cli("rewind", "--help", cwd=ws))
+    assert ok(run_cli("help", "op", "log", cwd=ws)) == ok(run_cli("op", "log", "--help", cwd=ws))
+    assert_user_error(run_cli("help", "nope", cwd=ws), code=2, says="no such command")
+    assert_user_error(run_cli("snapshot", "fix it", cwd=ws), code=2, says="-m 'fix it'")
+    before = as_json(run_cli("op", "log", "--json", cwd=ws))
+    out = ok(run_cli("rewind", "HEAD", cwd=ws))
+    assert "nothing to do" in out
+    assert as_json(run_cli("op", "log", "--json", cwd=ws)) == before  # nothing recorded
+    assert "main-2" not in ok(run_cli("branch", "list", cwd=ws))  # no fork either
+    assert "main-2" not in ok(run_cli("status", cwd=ws))
+    (ws / "a.txt").write_text("changed\n")  # with unrecorded work it is a rewind, as ever
+    ok(run_cli("rewind", "HEAD", cwd=ws))
+    assert (ws / "a.txt").read_text() == "a\n"
+    assert len(as_json(run_cli("op", "log", "--json", cwd=ws))) == len(before) + 1

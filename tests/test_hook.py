@@ -147,7 +147,7 @@ def test_post_tool_use_is_handed_to_the_watcher(
 
 def test_other_events_record_nothing(workspace: Path, run_cli: CliRunner) -> None:
     (workspace / "app.py").write_text("print('unrecorded')\n")
-    for event in ("UserPromptSubmit", "Stop", "Notification"):
+    for event in ("Stop", "Notification", "SessionStart"):  # (UserPromptSubmit: see below)
         payload = {"session_id": "s", "cwd": str(workspace), "hook_event_name": event}
         assert hook(run_cli, payload, cwd=workspace)[0] == 0
     assert newest(run_cli, workspace)["rationale"] == "v1"
@@ -561,6 +561,55 @@ def test_agents_side_by_side_each_record_their_own_files(
         (path,) = e["files"]
         assert e["author"]["name"] == f"session-{path.split('-')[0][1:]}", e
     assert as_json(run_cli("status", "--json", cwd=workspace))["clean"] is True
+
+
+def test_a_prompt_is_one_operation_undone_whole(workspace: Path, run_cli: CliRunner) -> None:
+    """UserPromptSubmit ... Stop: one line in op log, one undo; the person's work stays."""
+    app, notes = workspace / "app.py", workspace / "notes.txt"
+    notes.write_text("before the prompt\n")
+    prompt = {
+        "session_id": "abc123-session",
+        "transcript_path": str(workspace.parent / "t.jsonl"),
+        "cwd": str(workspace),
+        "hook_event_name": "UserPromptSubmit",
+        "prompt": "make it v2\nand add a module",
+    }
+    assert hook(run_cli, prompt, cwd=workspace)[0] == 0
+    before_prompt = newest(run_cli, workspace)
+    assert before_prompt["author"]["kind"] == "human" and before_prompt["files"] == ["notes.txt"]
+    agent_call(run_cli, workspace, "Bash", {"command": "sed"}, sed(app, "v1", "v2"))
+    notes.write_text("before the prompt\nduring it\n")
+    mod = workspace / "mod.py"
+    agent_call(run_cli, workspace, "Write", {"file_path": str(mod)}, lambda: mod.write_text("m\n"))
+    stop = {**prompt, "hook_event_name": "Stop"}
+    del stop["prompt"]
+    assert hook(run_cli, stop, cwd=workspace)[0] == 0
+    (workspace / "later.txt").write_text("later\n")
+    ok(run_cli("snapshot", "-m", "after the prompt", cwd=workspace))  # outside the group
+
+    ops = as_json(run_cli("op", "log", "--json", cwd=workspace))
+    steps = [o for o in ops if o.get("group")]
+    assert len(steps) == 3  # Bash, the person's edit, Write
+    group = steps[0]["group"]
+    assert group["kind"] == "prompt" and group["title"] == "make it v2"
+    assert group["session_id"] == "abc123-session" and group["transcript_path"].endswith("t.jsonl")
+    assert ops[0].get("group") is None  # the snapshot after Stop
+    log = ok(run_cli("op", "log", cwd=workspace)).splitlines()
+    line = next(ln for ln in log if "make it v2" in ln)
+    assert "prompt" in line and "(3 steps)" in line
+    expanded = ok(run_cli("op", "log", "--expand", cwd=workspace)).splitlines()
+    assert len(expanded) == len(log) + 3
+    grouped = ok(run_cli("history", "--group-by", "operation", cwd=workspace))
+    assert "make it v2" in grouped
+
+    ok(run_cli("undo", cwd=workspace))  # the snapshot after the prompt: refs only
+    result = as_json(run_cli("undo", "--json", cwd=workspace))
+    assert result["group"]["id"] == group["id"]
+    assert app.read_text() == "print('v1')\n" and not mod.exists()
+    assert notes.read_text() == "before the prompt\nduring it\n"  # the person's, kept
+    assert newest(run_cli, workspace)["action_type"] == "undo"
+    head = as_json(run_cli("status", "--json", cwd=workspace))["head_event_id"]
+    assert head == before_prompt["id"]
 
 
 def test_a_run_by_an_agent_records_the_persons_work_before_it_as_theirs(

@@ -92,7 +92,8 @@ def test_claude_code_hooks_refuse_rm_rf_and_record_each_change_alone(
     """A new workspace (``strata init && strata hook install claude-code``, strata not
     on Claude Code's PATH), then a session whose model asks for ``rm -rf src``, a
     Bash edit and a Write: the first is refused and recorded, the other two are one
-    event each that ``strata undo`` reverses one at a time, the first one included."""
+    event each, steps of the prompt's one operation, that ``strata undo --step``
+    reverses one at a time, the first one included."""
     installed = as_json(run_cli("hook", "install", "claude-code", "--json", cwd=workspace))
     settings = Path(installed["path"])  # the user's local settings, or the shared ones
     assert settings.is_relative_to(workspace / ".claude") and installed["changed"], installed
@@ -124,16 +125,40 @@ def test_claude_code_hooks_refuse_rm_rf_and_record_each_change_alone(
     assert decided[0]["data"]["approved"] is False
 
     # each change is an event of the session's own, holding only what the call changed,
-    # that 'strata undo' reverses alone
+    # that 'strata undo --step' reverses alone; the prompt is one operation of both
     events = _history(run_cli, workspace, "--author", session, "--action", "snapshot")
     changes = [(e["rationale"].split(" ", 1)[0], e["files"]) for e in events]
     assert changes == [("Write", ["notes.txt"]), ("Bash", ["src/app.py"])], changes
-    ok(run_cli("undo", cwd=workspace))
+    assert {e["operation_id"] for e in events} == {events[0]["operation_id"]}  # the prompt's
+    log = ok(run_cli("op", "log", cwd=workspace))
+    assert "prompt" in log and "go ahead" in log, log
+    ok(run_cli("undo", "--step", cwd=workspace))
     assert not (workspace / "notes.txt").exists()
     assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
-    ok(run_cli("undo", cwd=workspace))
+    ok(run_cli("undo", cwd=workspace))  # the rest of the prompt: its first change
     assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
     assert settings.exists()  # the person's own change stays
+
+
+def test_claude_code_prompt_is_undone_whole(workspace: Path, run_cli: CliRunner) -> None:
+    """One prompt, two tool calls: one ``strata undo`` puts back everything it did."""
+    ok(run_cli("hook", "install", "claude-code", cwd=workspace))
+    ok(run_cli("snapshot", "-m", "hooks installed", cwd=workspace))
+    script = [
+        [Shell("sed -i s/1/9/ src/app.py")],
+        [ToolCall("Write", {"file_path": str(workspace / "notes.txt"), "content": "todo\n"})],
+    ]
+    with AnthropicEndpoint(script) as api:
+        _claude(run_cli, workspace, api, "--allowedTools", "Bash,Write")
+    assert (workspace / "notes.txt").exists()
+    undone = as_json(run_cli("undo", "--json", cwd=workspace))
+    assert undone["group"]["kind"] == "prompt" and undone["group"]["title"] == "go ahead"
+    assert not (workspace / "notes.txt").exists()
+    assert (workspace / "src" / "app.py").read_text() == "x = 1\n"
+    assert as_json(run_cli("status", "--json", cwd=workspace))["clean"] is True
+    ok(run_cli("redo", cwd=workspace))
+    assert (workspace / "notes.txt").read_text() == "todo\n"
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
 
 
 def test_claude_code_calls_stratas_mcp_tools(workspace: Path, run_cli: CliRunner) -> None:

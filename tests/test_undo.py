@@ -701,3 +701,69 @@ def test_the_model_checks_something() -> None:
         assert (machine.root / "a.txt").read_bytes() == b"changed behind the model's back"
     finally:
         machine.teardown()
+
+
+# -- operation groups: one user action, many operations ----------------------------------------
+
+
+@pytest.mark.parametrize("ledger", ["sqlite", "jsonl"])
+def test_a_group_is_undone_whole_and_redone_the_persons_edits_stay(
+    tmp_path: Path, make_repo: Callable[..., Repository], ledger: str
+) -> None:
+    """An agent's prompt: two tool calls and the person's edit between them, one group."""
+    from strata.ledger.events import Author
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "app.py").write_text("x = 1\n")
+    (ws / "notes.txt").write_text("notes\n")
+    repo = make_repo(ws, ledger=ledger)
+    base = repo.snapshot("base").event
+    agent, person = Author("session-1", "agent"), Author("alice", "human")
+    prompt = repo.new_group("prompt", "fix the bug", agent, session_id="session-1")
+    with repo.grouped(prompt):
+        (ws / "app.py").write_text("x = 9\n")
+        repo.snapshot("Bash sed", author=agent)
+        (ws / "notes.txt").write_text("notes\nthe person's line\n")
+        repo.snapshot("changes made outside the agent", author=person)
+        (ws / "new.py").write_text("made\n")
+        repo.snapshot("Write new.py", author=agent, paths=["new.py"])
+    steps = [o for o in repo.operations() if o.group]
+    assert len(steps) == 3 and {o.group["id"] for o in steps if o.group} == {prompt.id}
+    assert steps[0].group == prompt.to_json()
+    assert {e.operation_id for e in repo.history(limit=3)} == {prompt.id}  # the events' too
+    after = state(repo, ws)
+
+    result = repo.undo()
+    assert result.group is not None and result.group["title"] == "fix the bug"
+    assert (ws / "app.py").read_text() == "x = 1\n" and not (ws / "new.py").exists()
+    assert (ws / "notes.txt").read_text() == "notes\nthe person's line\n"  # theirs: kept
+    assert repo.head() == base
+    assert [c.path for c in repo.status().changes] == ["notes.txt"]
+
+    repo.redo()
+    assert state(repo, ws) == after
+    repo.undo()  # the redo, reversed
+    assert (ws / "app.py").read_text() == "x = 1\n" and not (ws / "new.py").exists()
+    with pytest.raises(NothingToUndo):  # the group stays undone; before it, only 'base'
+        repo.undo()
+        repo.undo()
+    assert repo.check() == []
+
+
+def test_undo_step_reverses_only_the_last_step_of_a_group(ws: Path, repo: Repository) -> None:
+    from strata.ledger.events import Author
+
+    (ws / "a.txt").write_text("a\n")
+    repo.snapshot("base")
+    agent = Author("session-1", "agent")
+    with repo.grouped(repo.new_group("prompt", "two edits", agent)):
+        (ws / "a.txt").write_text("a1\n")
+        repo.snapshot("first", author=agent)
+        (ws / "b.txt").write_text("b\n")
+        repo.snapshot("second", author=agent)
+    result = repo.undo(step=True)
+    assert result.group is None
+    assert not (ws / "b.txt").exists() and (ws / "a.txt").read_text() == "a1\n"
+    repo.undo()  # the rest of the group
+    assert (ws / "a.txt").read_text() == "a\n"

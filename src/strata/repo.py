@@ -499,6 +499,16 @@ class Repository(Core):
             target = self.resolve(ref)  # refs are resolved before the auto-save
             if branch is not None and branch in tx.view.branches:
                 raise NameTaken("branch", branch)
+            head = tx.head()
+            here = head is not None and target.event is not None and target.event.id == head.id
+            if here and branch is None and not tx.view.detached:
+                scan = self.workspace.scan()
+                if scan.tree == tx.head_tree():  # already there: nothing to record
+                    from strata.core.results_ops import RewindResult
+                    from strata.store import served
+
+                    tx.on_commit(lambda: served.when_replied(scan.save_cache))
+                    return RewindResult(None, target, None, [], [])
             from strata.core.restore import restore_into  # (moving files: loaded when needed)
 
             result = restore_into(

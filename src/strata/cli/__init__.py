@@ -43,6 +43,9 @@ def _build_root() -> click.Group:
             return sorted(COMMAND_MODULES)
 
         def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+            if cmd_name == "help":
+                return _help_command(self)
+            cmd_name = ALIASES.get(cmd_name, cmd_name)
             module = COMMAND_MODULES.get(cmd_name)
             if module is not None and cmd_name not in self.commands:
                 _load(module)
@@ -77,9 +80,10 @@ def _build_root() -> click.Group:
 
         \b
         Example:
-          strata init && strata snapshot -m "before the agent"
+          strata init               # records the folder as it is
           strata diff HEAD          # what changed since
           strata rewind HEAD        # put the files back (your edits are auto-saved)
+          strata help rewind        # a command's help ('strata log' is 'strata history')
         """
         if directory is not None:
             try:
@@ -93,6 +97,31 @@ def _build_root() -> click.Group:
 
 
 _ROOT: click.Group | None = None
+
+#: names users of git and jj type, for the command that does what they mean
+ALIASES = {"log": "history"}
+
+
+def _help_command(group: click.Group) -> click.Command:
+    """``strata help [COMMAND...]``: the help of strata, or of a command, as ``--help`` shows it."""
+    import click
+
+    @click.command("help", hidden=True)
+    @click.argument("words", nargs=-1)
+    @click.pass_context
+    def help_(ctx: click.Context, words: tuple[str, ...]) -> None:
+        parent = ctx.parent if ctx.parent is not None else ctx
+        command: click.Command = group
+        info = parent
+        for word in words:
+            sub = command.get_command(info, word) if isinstance(command, click.Group) else None
+            if sub is None:
+                raise click.UsageError(f"no such command: strata {' '.join(words)}")
+            info = click.Context(sub, info_name=word, parent=info)
+            command = sub
+        click.echo(command.get_help(info))
+
+    return help_
 
 
 def root() -> click.Group:

@@ -129,6 +129,9 @@ def _injected() -> dict[str, Any]:
         kwargs["rng"] = random.Random(seed)
     # whose workspace it is, whoever runs this command (an agent's hook, an agent's run)
     kwargs["person"] = make_author(None, "human")
+    from strata.redaction import secret_values
+
+    kwargs["secrets"] = secret_values(os.environ)  # never written into the ledger
     return kwargs
 
 

@@ -103,12 +103,15 @@ def hook_claude_code(
     since PostToolUse records it and 'strata undo' reverts it (--strict
     refuses it too). Each refusal is recorded, the session as its author:
     'strata history --action approval' (or --action tool_call for a
-    forbidden call) shows the command, its risk, the reason. Other events,
-    and any event outside a Strata workspace, are accepted silently.
+    forbidden call) shows the command, its risk, the reason.
+    UserPromptSubmit records your work so far and opens a group for the
+    prompt: the operations of its tool calls, until Stop, are its steps, one
+    line in 'strata op log' and one 'strata undo'. Other events, and any
+    event outside a Strata workspace, are accepted silently.
 
     \b
     Example:
-      strata hook install claude-code   # writes .claude/settings.json to call this
+      strata hook install claude-code   # writes .claude/settings.local.json to call this
       # by hand: echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
       #   "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
     """

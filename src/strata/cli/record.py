@@ -119,7 +119,23 @@ def _snapshot_options(func: F) -> F:
     )(func)
 
 
-@click.group(invoke_without_command=True)
+class _SnapshotGroup(click.Group):
+    """``snapshot`` and its ``save`` sub-command; a bare word is taken for a message meant."""
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            import shlex
+
+            raise click.UsageError(
+                f"strata snapshot takes its message with -m: "
+                f"strata snapshot -m {shlex.quote(args[0])}"
+            )
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_SnapshotGroup, invoke_without_command=True)
 @_snapshot_options
 @click.pass_context
 def snapshot(

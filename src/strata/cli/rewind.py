@@ -31,6 +31,9 @@ def _report(result: object, verb: str, as_json: bool, new_branch: str | None = N
             f"('strata rewind {short(result.auto_save.id)}' brings it back)"
         )
     target = result.target.event.id if result.target.event else result.target.snapshot_id
+    if result.event is None and result.auto_save is None and verb == "Rewound to":
+        click.echo(f"Already at {short(target)} with nothing unrecorded: nothing to do")
+        return
     n = len(result.restored_paths)
     click.echo(f"{verb} {short(target)}: {n} path{'s' if n != 1 else ''} written or removed")
     if result.next_branch is not None and result.next_branch == new_branch:

@@ -24,7 +24,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +84,7 @@ class Core:
         *,
         author: Author | None = None,
         person: Author | None = None,
+        secrets: Sequence[str] = (),
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
         progress: Callable[[int, int], None] | None = None,
@@ -127,7 +128,11 @@ class Core:
         self.extra_ignore: tuple[str, ...] = ()
         #: each thread reads through its own driver, opened on its first use
         self.ledger = Ledger(
-            self.open_driver(), opener=self.open_driver, clock=self.now_ms, rng=self.rng
+            self.open_driver(),
+            opener=self.open_driver,
+            clock=self.now_ms,
+            rng=self.rng,
+            secrets=tuple(secrets),
         )
         #: Published: the workspace's real files
         self.workspace = Workspace(

@@ -7,8 +7,8 @@ cannot start does not block anything.
 
 - Claude Code: ``.claude/settings.local.json`` in the workspace (your own,
   not shared with the project; ``--shared`` writes ``.claude/settings.json``)
-  gets a PreToolUse and a PostToolUse entry running ``STRATA hook
-  claude-code`` (other keys, and other hooks, are kept as they are).
+  gets PreToolUse, PostToolUse, UserPromptSubmit and Stop entries running
+  ``STRATA hook claude-code`` (other keys, and other hooks, are kept as they are).
 - Codex CLI: ``~/.codex/config.toml`` gets ``notify = [STRATA, "hook", "codex"]``
   (Codex runs it after every turn, the turn's JSON as the last argument).
 - Aider: ``.aider.conf.yml`` in the workspace gets ``auto-commits: false`` (Strata
@@ -161,7 +161,7 @@ def _set_command(groups: list[Any], command: str) -> bool:
 
 
 def claude_code(path: Path, program: str) -> Change:
-    """Claude Code's settings with a PreToolUse and a PostToolUse hook running Strata."""
+    """Claude Code's settings with Strata's hooks: before and after each call, each prompt."""
     before = _read(path)
     settings: Any = {}
     if before is not None and before.strip():

@@ -24,6 +24,7 @@ from strata.ids import new_event_id
 from strata.ledger.driver import EventFilter, LedgerDriver
 from strata.ledger.events import format_ts
 from strata.ledger.records import Record, verify_chain
+from strata.redaction import Redactor
 
 DEFAULT_BRANCH = "main"
 
@@ -193,7 +194,10 @@ class Ledger:
         opener: Callable[[], LedgerDriver] | None = None,
         clock: Callable[[], int] | None = None,
         rng: random.Random | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
+        #: values never written (the environment's secrets), beside what looks like a secret
+        self.secrets = secrets
         self._opener = opener
         self._local = threading.local()
         #: bumped by :meth:`switch` and :meth:`close`: an older driver is replaced on next use
@@ -306,8 +310,17 @@ class Ledger:
             records.append(record)
             prev = record.hash
 
+        redactor = Redactor(self.secrets)
         for body in op.events:
+            # what an event says (its rationale, a command in its data) never carries a
+            # secret into the ledger; its paths and ids are kept as they are
+            if body.get("rationale"):
+                body["rationale"] = redactor.text(str(body["rationale"]))
+            if body.get("data"):
+                body["data"] = redactor.value(body["data"])
             add("event", body)
+        if op.group and op.group.get("title"):
+            op.group = {**op.group, "title": redactor.text(str(op.group["title"]))}
         before, after = op.before, op.after
         for name in sorted(before.branches.keys() | after.branches.keys()):
             old, new = before.branches.get(name), after.branches.get(name)

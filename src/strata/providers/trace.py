@@ -43,6 +43,8 @@ from strata.providers.base import (
     StreamEvent,
     event_to_json,
 )
+from strata.redaction import Redactor as _Redactor
+from strata.redaction import redact as _redact
 
 TRACE_FORMAT = "strata-trace"
 TRACE_VERSION = 1
@@ -90,59 +92,19 @@ def io_key(
     return f"{event_type}:{adapter}:{agent_id}:{tool}:{call_index}:{print_}"
 
 
-# -- redaction -----------------------------------------------------------------------------
-
-_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("bearer", re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}")),
-    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})")),
-    ("api-key", re.compile(r"\bsk-[A-Za-z0-9_-]{16,}")),
-    ("email", re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}")),
-)
-_SECRET_KEYS = re.compile(
-    r"(?i)^(?:api[_-]?key|x-api-key|authorization|proxy-authorization|password|secret|token"
-    r"|access[_-]?token|refresh[_-]?token|client[_-]?secret)$"
-)
+# -- redaction (strata.redaction; traces take e-mail addresses out too) --------------------
 
 
-@dataclass
-class Redactor:
-    """Removes secrets from what a trace records; counts what it removed."""
+class Redactor(_Redactor):
+    """Removes secrets and e-mail addresses from what a trace records; counts what it removed."""
 
-    secrets: tuple[str, ...] = ()
-    count: int = 0
-
-    def text(self, value: str) -> str:
-        """``value`` with every secret replaced by ``[REDACTED:<kind>]``."""
-        for secret in self.secrets:
-            if len(secret) >= 8 and secret in value:
-                self.count += value.count(secret)
-                value = value.replace(secret, "[REDACTED:secret]")
-        for kind, pattern in _PATTERNS:
-            value, n = pattern.subn(f"[REDACTED:{kind}]", value)
-            self.count += n
-        return value
-
-    def value(self, value: Any) -> Any:
-        """A JSON value with :meth:`text` applied to every string and every secret key's value."""
-        if isinstance(value, dict):
-            out: dict[str, Any] = {}
-            for k, v in value.items():
-                if _SECRET_KEYS.match(str(k)) and isinstance(v, str) and v:
-                    self.count += 1
-                    out[k] = "[REDACTED:secret]"
-                else:
-                    out[k] = self.value(v)
-            return out
-        if isinstance(value, list | tuple):
-            return [self.value(v) for v in value]
-        if isinstance(value, str):
-            return self.text(value)
-        return value
+    def __init__(self, secrets: tuple[str, ...] = (), count: int = 0) -> None:
+        super().__init__(secrets, True, count)
 
 
 def redact(value: Any, *, secrets: Iterable[str] = ()) -> Any:
-    """``value`` redacted (see :class:`Redactor`)."""
-    return Redactor(tuple(secrets)).value(value)
+    """``value`` redacted for a trace (see :class:`strata.redaction.Redactor`)."""
+    return _redact(value, secrets=secrets, emails=True)
 
 
 # -- traces ------------------------------------------------------------------------------
