@@ -20,14 +20,6 @@ from typing import Annotated, Any, TypedDict, TypeVar
 
 import httpx
 import pytest
-
-from strata import Repository, UsageError
-from strata.ledger.events import Event
-from wire_server import WireServer, text, tools
-
-pytest.importorskip("langgraph", reason="the langgraph extra (scripts/dev test installs it)")
-pytest.importorskip("agents", reason="the openai-agents extra (scripts/dev test installs it)")
-
 from agents import (
     Agent,
     Runner,
@@ -39,8 +31,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 from openai import AsyncOpenAI
 
+from strata import Repository, UsageError
 from strata.integrations.langgraph import StrataSaver, operation_of
 from strata.integrations.openai_agents import StrataHooks
+from strata.ledger.events import Event
+from wire_server import WireServer, text, tools
 
 SYNC = {"durability": "sync"}
 T = TypeVar("T")
