@@ -51,6 +51,9 @@ class Reply:
     end_early: bool = False
     """end the stream cleanly but before its final event"""
     usage: tuple[int, int] = (12, 7)
+    call_prefix: str = "call"
+    """OpenAI tool call ids are ``{call_prefix}_1``, ``_2``...: a client that wants ids unique
+    across answers (the Agents SDK) gets a prefix per reply"""
 
 
 def text(answer: str, **options: Any) -> Reply:
@@ -93,7 +96,11 @@ def _chat_json(body: dict[str, Any], reply: Reply) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if reply.tool_calls:
         message["tool_calls"] = [
-            {"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": a}}
+            {
+                "id": f"{reply.call_prefix}_{i}",
+                "type": "function",
+                "function": {"name": n, "arguments": a},
+            }
             for i, (n, a) in enumerate(reply.tool_calls, 1)
         ]
     return {
@@ -127,7 +134,7 @@ def _chat_events(body: dict[str, Any], reply: Reply) -> list[tuple[str | None, s
     events = [chunk({"role": "assistant", "content": ""})]
     events += [chunk({"content": piece}) for piece in _pieces(reply.text, reply.chunk)]
     for i, (name, arguments) in enumerate(reply.tool_calls):
-        start = {"index": i, "id": f"call_{i + 1}", "type": "function"}
+        start = {"index": i, "id": f"{reply.call_prefix}_{i + 1}", "type": "function"}
         events.append(
             chunk({"tool_calls": [{**start, "function": {"name": name, "arguments": ""}}]})
         )
@@ -153,7 +160,7 @@ def _responses_output(reply: Reply) -> list[dict[str, Any]]:
     if reply.text:
         output.append(_message_item(reply.text, "completed"))
     for i, (name, arguments) in enumerate(reply.tool_calls, 1):
-        output.append(_call_item(i, name, arguments, "completed"))
+        output.append(_call_item(i, name, arguments, "completed", reply.call_prefix))
     return output
 
 
@@ -168,11 +175,13 @@ def _message_item(value: str, state: str) -> dict[str, Any]:
     }
 
 
-def _call_item(i: int, name: str, arguments: str, state: str) -> dict[str, Any]:
+def _call_item(
+    i: int, name: str, arguments: str, state: str, prefix: str = "call"
+) -> dict[str, Any]:
     return {
         "type": "function_call",
-        "id": f"fc_{i}",
-        "call_id": f"call_{i}",
+        "id": f"fc_{i}" if prefix == "call" else f"fc_{prefix}_{i}",
+        "call_id": f"{prefix}_{i}",
         "name": name,
         "arguments": arguments,
         "status": state,
@@ -242,12 +251,12 @@ def _responses_events(body: dict[str, Any], reply: Reply) -> list[tuple[str | No
         )
         index = 1
     for i, (name, arguments) in enumerate(reply.tool_calls, 1):
-        item_id = f"fc_{i}"
+        item_id = f"fc_{i}" if reply.call_prefix == "call" else f"fc_{reply.call_prefix}_{i}"
         events.append(
             {
                 "type": "response.output_item.added",
                 "output_index": index,
-                "item": _call_item(i, name, "", "in_progress"),
+                "item": _call_item(i, name, "", "in_progress", reply.call_prefix),
             }
         )
         for piece in _pieces(arguments, reply.chunk):
@@ -271,7 +280,7 @@ def _responses_events(body: dict[str, Any], reply: Reply) -> list[tuple[str | No
             {
                 "type": "response.output_item.done",
                 "output_index": index,
-                "item": _call_item(i, name, arguments, "completed"),
+                "item": _call_item(i, name, arguments, "completed", reply.call_prefix),
             }
         )
         index += 1

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         EntryInTheWay,
         ExportFailed,
         ExternalSymlink,
+        ExtraNotInstalled,  # framework integrations
         FolderNotWritable,
         GatewayError,  # gateway
         GitBackendError,
@@ -196,6 +197,7 @@ _ERRORS = (
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
     "WorkshopPlanMissing",
+    "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -324,6 +326,7 @@ __all__ = [
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
     "WorkshopPlanMissing",
+    "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 ]
 
 

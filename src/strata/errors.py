@@ -85,9 +85,11 @@ The tree::
     ├── KbError                    the knowledge base cannot do what was asked (strata kb)
     │   ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
     │   └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
-    └── WorkshopError              a Workshop rewind or turn that cannot be done
-        ├── WorkshopLoopDetected   the agent repeated one tool call until the loop guard stopped it
-        └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
+    ├── WorkshopError              a Workshop rewind or turn that cannot be done
+    │   ├── WorkshopLoopDetected   the agent repeated one tool call until the loop guard stopped it
+    │   └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
+    └── ExtraNotInstalled          a framework integration whose extra is not installed (also
+                                   an ImportError: raised when its module is imported)
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -880,3 +882,24 @@ class WorkshopPlanMissing(WorkshopError):
             "switch to a stronger model ('strata chat model NAME')",
         )
         self.provider = provider
+
+
+# -- framework integrations (strata.integrations.langgraph, .openai_agents) ---------------
+
+
+class ExtraNotInstalled(StrataError, ImportError):
+    """A framework integration was imported, but the package it plugs into is not installed.
+
+    Also an :class:`ImportError`, so ``except ImportError`` around an optional
+    import still catches it; its message names the extra to install.
+    """
+
+    def __init__(self, integration: str, extra: str, missing: str) -> None:
+        install = f"pip install 'strata-workspace[{extra}]'"
+        super().__init__(
+            f"{integration} needs the '{extra}' extra ({missing} is not installed): {install}",
+            hint=install,
+        )
+        self.integration = integration
+        self.extra = extra
+        self.missing = missing

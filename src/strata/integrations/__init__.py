@@ -11,6 +11,12 @@ configuration files, and calls the public :class:`strata.Repository` API.
   agent's configuration, idempotently, showing the diff.
 - :mod:`strata.integrations.fasthook`: the start of ``strata hook`` that hands the
   snapshot to the workspace's watcher (standard library only).
+- :mod:`strata.integrations.langgraph`: ``StrataSaver``, a LangGraph checkpointer
+  that keeps each checkpoint beside a snapshot of the workspace (the ``langgraph``
+  extra).
+- :mod:`strata.integrations.openai_agents`: ``StrataHooks``, run hooks of the OpenAI
+  Agents SDK that snapshot the workspace after every tool call (the
+  ``openai-agents`` extra).
 
 This package's ``__init__`` imports nothing: ``fasthook`` runs before the rest of Strata.
 """
