@@ -1053,11 +1053,8 @@ def test_a_codex_call_that_cannot_be_judged_is_refused_not_let_through(
     assert "could not be judged" in err or "cannot judge the command" in err
 
 
-def test_codex_prompt_and_stop_are_accepted_and_record_nothing(
-    workspace: Path, run_cli: CliRunner
-) -> None:
+def test_codex_prompt_and_stop_never_refuse(workspace: Path, run_cli: CliRunner) -> None:
     """Exit 0 always: exit 2 would refuse the prompt (UserPromptSubmit) or go on (Stop)."""
-    (workspace / "app.py").write_text("print('unrecorded')\n")
     for event, extra in (
         ("UserPromptSubmit", {"prompt": "tidy up"}),
         ("Stop", {"stop_hook_active": False, "last_assistant_message": "done"}),
@@ -1066,8 +1063,33 @@ def test_codex_prompt_and_stop_are_accepted_and_record_nothing(
         payload = codex(event, None, None, workspace, **extra)
         assert codex_hook(run_cli, payload, cwd=workspace) == (0, "", "")
         payload["cwd"] = str(workspace / "gone")
-        assert codex_hook(run_cli, payload, cwd=workspace) == (0, "", "")
-    assert newest(run_cli, workspace)["rationale"] == "v1"
+        code, out, err = codex_hook(run_cli, payload, cwd=workspace)
+        assert (code, out) == (0, "") and "Traceback" not in err  # at most a warning
+    assert newest(run_cli, workspace)["rationale"] == "v1"  # nothing unrecorded: nothing new
+
+
+def test_a_codex_prompt_is_one_operation_undone_whole(workspace: Path, run_cli: CliRunner) -> None:
+    app, notes = workspace / "app.py", workspace / "notes.txt"
+    notes.write_text("the person's, before the prompt\n")
+    prompt = codex("UserPromptSubmit", None, None, workspace, prompt="bump it\nthen add b")
+    assert codex_hook(run_cli, prompt, cwd=workspace) == (0, "", "")
+    assert newest(run_cli, workspace)["files"] == ["notes.txt"]  # recorded outside the prompt
+    codex_call(run_cli, workspace, "Bash", {"command": "sed"}, sed(app, "v1", "v2"))
+    b = workspace / "b.txt"
+    codex_call(
+        run_cli, workspace, "apply_patch", patch("*** Add File: b.txt\n+b\n"),
+        lambda: b.write_text("b\n"),
+    )  # fmt: skip
+    stop = codex("Stop", None, None, workspace, stop_hook_active=False)
+    assert codex_hook(run_cli, stop, cwd=workspace) == (0, "", "")
+    steps = [o for o in as_json(run_cli("op", "log", "--json", cwd=workspace)) if o.get("group")]
+    assert len(steps) == 2 and steps[0]["group"]["title"] == "bump it"
+    assert steps[0]["group"]["turn_id"] == "019cx-turn"
+    undone = as_json(run_cli("undo", "--json", cwd=workspace))
+    assert undone["group"]["session_id"] == "019cx-session"
+    assert app.read_text() == "print('v1')\n" and not b.exists()
+    assert notes.read_text() == "the person's, before the prompt\n"
+    assert as_json(run_cli("status", "--json", cwd=workspace))["clean"] is True
 
 
 def codex_call(
@@ -1192,10 +1214,13 @@ def test_install_codex_writes_the_projects_hooks_and_says_how_to_trust_them(
     out = ok(run_cli("hook", "install", "codex", cwd=workspace, env=env))
     hooks_json = workspace / ".codex" / "hooks.json"
     ours = ("Bash|apply_patch", [f"{STRATA} hook codex"])
+    prompt = (None, [f"{STRATA} hook codex"])
     assert hooks_of(hooks_json) == {
         "PreToolUse": [ours],
         "PermissionRequest": [ours],
         "PostToolUse": [ours],
+        "UserPromptSubmit": [prompt],
+        "Stop": [prompt],
     }
     assert out.startswith(f"--- /dev/null\n+++ {hooks_json}\n") and f"Wrote {hooks_json}." in out
     (trust,) = [line for line in out.splitlines() if "trust" in line]

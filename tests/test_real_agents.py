@@ -334,7 +334,10 @@ def test_codex_hooks_refuse_rm_r_and_record_each_call_alone(
     assert (workspace / "draft.txt").exists()
     assert not any("draft.txt" in e["files"] for e in snapshots if e["author"]["name"] == session)
 
-    ok(run_cli("undo", cwd=workspace))
+    # the prompt is one operation: --step reverses its last call, undo the rest of it
+    ops = as_json(run_cli("op", "log", "--json", cwd=workspace))
+    assert ops[0]["group"]["kind"] == "prompt" and ops[0]["group"]["title"] == "tidy up"
+    ok(run_cli("undo", "--step", cwd=workspace))
     assert not (workspace / "NOTES.md").exists() and app.read_text() == "x = 3\n"
     assert (workspace / "draft.txt").exists()
     ok(run_cli("undo", cwd=workspace))

@@ -122,21 +122,39 @@ def hook_claude_code(
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
     message = read_payload(text)
+    event = message["hook_event_name"]
+    if event in ("UserPromptSubmit", "Stop"):
+        _prompt_event(message)
+        return
     cwd = message.get("cwd")
     if cwd:
         try:
             os.chdir(str(cwd))
         except OSError:
             raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
-    event = message["hook_event_name"]
     if event == "PostToolUse":
         _post_tool_use(message)
     elif event == "PreToolUse":
         _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
-    elif event == "UserPromptSubmit":
-        _prompt_submitted(message)
-    elif event == "Stop":
-        _stopped(message)
+
+
+def _prompt_event(payload: dict[str, Any]) -> None:
+    """Open (UserPromptSubmit) or close (Stop) the session's prompt group; never refuse.
+
+    Exit 2 would refuse the person's prompt, or keep the agent's turn going: a
+    problem is a warning, and the calls of the prompt are then steps of no group.
+    """
+    cwd = payload.get("cwd")
+    try:
+        if cwd:
+            os.chdir(str(cwd))
+        if payload["hook_event_name"] == "UserPromptSubmit":
+            _prompt_submitted(payload)
+        else:
+            _stopped(payload)
+    except (StrataError, OSError) as exc:
+        why = exc.message if isinstance(exc, StrataError) else str(exc)
+        warn(f"strata could not group this prompt's changes: {why}")
 
 
 def _prompt_submitted(payload: dict[str, Any]) -> None:
@@ -159,7 +177,7 @@ def _prompt_submitted(payload: dict[str, Any]) -> None:
     session = _session(payload)
     with open_repo(person) as repo:
         repo.snapshot(OUTSIDE_AGENT, author=person, exclude=claims.claimed(layout))
-        link = {k: str(payload[k]) for k in ("transcript_path",) if payload.get(k)}
+        link = {k: str(payload[k]) for k in ("transcript_path", "turn_id") if payload.get(k)}
         group = repo.new_group(
             "prompt",
             text.splitlines()[0] if text else "(an empty prompt)",
@@ -494,9 +512,11 @@ def hook_codex(
     snapshot is recorded as yours. PostToolUse records the call's change as
     the session's (kind agent); an apply_patch's event holds only the files
     its patch names. PermissionRequest (Codex about to ask for approval)
-    refuses what PreToolUse refuses. UserPromptSubmit, Stop and any other
-    event are accepted (exit 0). Codex runs any other exit code's tool, so
-    every refusal, and any failure to judge, exits 2.
+    refuses what PreToolUse refuses. UserPromptSubmit records your work so
+    far and opens a group for the prompt (its calls' operations, until Stop,
+    are one line in 'strata op log' and one 'strata undo'), as for Claude
+    Code; any other event is accepted (exit 0). Codex runs any other exit
+    code's tool, so every refusal, and any failure to judge, exits 2.
 
     With a JSON argument (Codex's older 'notify' program), an
     agent-turn-complete message records a snapshot of the turn (the prompt
@@ -527,8 +547,10 @@ def hook_codex(
 
         _chdir(hook_message)
         _post_tool_use(hook_message, CODEX)
-    # UserPromptSubmit, Stop and the rest: accepted (exit 0); never exit 2 for them, which
-    # would refuse the prompt (UserPromptSubmit) or keep the turn going (Stop)
+    elif event in ("UserPromptSubmit", "Stop"):  # one operation per prompt, as Claude Code's
+        _prompt_event(hook_message)
+    # the rest: accepted (exit 0); never exit 2 for a prompt or a stop, which would refuse
+    # the prompt (UserPromptSubmit) or keep the turn going (Stop)
 
 
 def _chdir(payload: dict[str, Any]) -> None:

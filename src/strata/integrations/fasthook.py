@@ -123,7 +123,7 @@ def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | Non
                 if agent == "codex":
                     writes = payload.get("tool_name") in CODEX_WRITING_TOOLS
                     before = event in ("PreToolUse", "PermissionRequest")
-                    prompt = False  # Codex's prompt and stop: accepted, nothing recorded yet
+                    prompt = event in ("UserPromptSubmit", "Stop")  # a prompt's group
                 else:
                     writes = payload.get("tool_name") in CLAUDE_WRITING_TOOLS
                     before = event == "PreToolUse"

@@ -67,6 +67,8 @@ CODEX_EVENTS: tuple[tuple[str, str | None], ...] = (
     ("PreToolUse", CODEX_MATCHER),
     ("PermissionRequest", CODEX_MATCHER),
     ("PostToolUse", CODEX_MATCHER),
+    ("UserPromptSubmit", None),
+    ("Stop", None),
 )
 #: the first Codex CLI that runs lifecycle hooks (hooks.json); an older one gets ``notify``
 CODEX_HOOKS_SINCE = (0, 124, 0)
