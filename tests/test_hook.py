@@ -211,6 +211,37 @@ def test_file_tools_may_not_write_outside_the_workspace(
     assert not verdict.allowed and verdict.reason.startswith(f"strata: {tool} of ")
 
 
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_a_file_tool_through_a_symlink_is_judged_where_the_link_leads(
+    tmp_path: Path, run_cli: CliRunner, agent: str
+) -> None:
+    """A link to a file outside, to .strata, or to a store kept elsewhere: refused, exit 2."""
+    ws, store, outside = tmp_path / "ws", tmp_path / "store", tmp_path / "outside.txt"
+    ws.mkdir()
+    outside.write_text("the host's\n")
+    ok(run_cli("init", "--store", str(store), cwd=ws))
+    (ws / "escape.txt").symlink_to(outside)
+    (ws / "config.toml").symlink_to(store / "config.toml")
+    (ws / "inside").mkdir()
+    (ws / "fine.txt").symlink_to(ws / "inside" / "real.txt")
+    for name, says in (
+        ("escape.txt", "outside the workspace"),
+        ("config.toml", "Strata's own repository"),
+        ("fine.txt", None),
+    ):
+        target = str(ws / name)
+        if agent == "claude-code":
+            payload = claude("PreToolUse", "Write", {"file_path": target, "content": "x"}, ws)
+        else:
+            payload = codex("PreToolUse", "apply_patch", patch(f"*** Update File: {name}\n"), ws)
+        code, _, err = hook(run_cli, payload, cwd=ws, agent=agent)
+        if says is None:
+            assert code == 0, err
+        else:
+            assert code == 2 and says in err, (name, err)
+    assert outside.read_text() == "the host's\n"
+
+
 @pytest.mark.parametrize(("tool", "tool_input"), ALLOWED)
 def test_work_inside_the_workspace_is_allowed(
     tmp_path: Path, tool: str, tool_input: dict[str, Any]
@@ -1312,3 +1343,18 @@ def test_installed_codex_hooks_run_as_codex_runs_them(
         check=False,
     )
     assert proc.returncode == 2 and proc.stderr.startswith("strata: high-risk command")
+
+
+def test_a_claude_code_call_that_cannot_be_judged_is_refused_not_let_through(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Claude Code runs the tool on any exit but 2: a NUL in cwd, a missing config refuse."""
+    payload = claude("PreToolUse", "Bash", {"command": "ls"}, workspace)
+    payload["cwd"] = str(workspace) + "\0x"
+    code, out, err = hook(run_cli, payload, cwd=workspace)
+    assert (code, out) == (2, "") and "could not be judged" in err and "Traceback" not in err
+    (workspace / ".strata" / "config.toml").unlink()
+    code, out, err = hook(
+        run_cli, claude("PreToolUse", "Bash", {"command": "ls"}, workspace), cwd=workspace
+    )
+    assert (code, out) == (2, "") and "could not be judged" in err

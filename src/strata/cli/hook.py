@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -125,17 +127,13 @@ def hook_claude_code(
     event = message["hook_event_name"]
     if event in ("UserPromptSubmit", "Stop"):
         _prompt_event(message)
-        return
-    cwd = message.get("cwd")
-    if cwd:
-        try:
-            os.chdir(str(cwd))
-        except OSError:
-            raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
-    if event == "PostToolUse":
-        _post_tool_use(message)
     elif event == "PreToolUse":
-        _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+        with fails_closed():
+            _chdir(message)
+            _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+    elif event == "PostToolUse":
+        _chdir(message)
+        _post_tool_use(message)
 
 
 def _prompt_event(payload: dict[str, Any]) -> None:
@@ -315,7 +313,7 @@ def _judge(
     from strata.integrations.hooks import gateway_policy, pre_tool_use
 
     if payload.get("tool_name") != agent.shell_tool:  # the file rules need no repository
-        verdict = pre_tool_use(payload, root=layout.workspace, agent=agent)
+        verdict = pre_tool_use(payload, root=layout.workspace, agent=agent, repo=layout.repo)
     else:
         try:
             # judged from config.toml alone: the repository is opened only to record a
@@ -329,7 +327,9 @@ def _judge(
             def decide(command: str, *, cwd: Path) -> PolicyDecision:
                 return configured.decide(command, cwd=workspace_folder(root, cwd))
 
-            verdict = pre_tool_use(payload, root=root, policy=gateway_policy(decide), agent=agent)
+            verdict = pre_tool_use(
+                payload, root=root, policy=gateway_policy(decide), agent=agent, repo=layout.repo
+            )
         except StrataError as exc:
             # the agent runs the tool when a hook fails any other way: a command that
             # cannot be judged (a broken [gateway] policy) is refused, not let through
@@ -559,8 +559,8 @@ def _chdir(payload: dict[str, Any]) -> None:
     if cwd:
         try:
             os.chdir(str(cwd))
-        except OSError:
-            raise click.UsageError(f"the hook's cwd {cwd} is not a folder") from None
+        except (OSError, ValueError):  # (a NUL byte in it)
+            raise click.UsageError(f"the hook's cwd {cwd!r} is not a folder") from None
 
 
 def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) -> None:
@@ -575,7 +575,7 @@ def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) ->
     from strata.integrations.hooks import CODEX
     from strata.layout import find_layout
 
-    try:
+    with fails_closed():
         _chdir(payload)
         if before_call:
             _pre_tool_use(payload, ask_prompts=False, strict=strict, agent=CODEX)
@@ -585,6 +585,18 @@ def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) ->
         except NotARepository:
             return  # not a Strata workspace: nothing here to protect
         _judge(payload, layout, CODEX, ask_prompts=False, strict=strict)
+
+
+@contextmanager
+def fails_closed() -> Iterator[None]:
+    """Refuse the call (exit 2, the reason on stderr) on anything that keeps it from being judged.
+
+    An agent runs the tool when its hook exits any way but 2: an error, an
+    unreadable configuration, a folder that is gone, a bug of Strata's must
+    refuse, never let the call through.
+    """
+    try:
+        yield
     except SystemExit:
         raise  # the answer given: 2 refuses
     except BaseException as exc:  # anything else would let the call run

@@ -26,6 +26,7 @@ refused, a medium one left to Codex's own approval and sandbox.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,23 +186,38 @@ def read_payload(text: str) -> dict[str, Any]:
     return payload
 
 
-def check_path(tool: str, target: str, *, root: Path, cwd: Path) -> Verdict:
-    """Refuse a file tool's write of ``target`` outside the workspace ``root`` or into .strata."""
+def check_path(
+    tool: str, target: str, *, root: Path, cwd: Path, repo: Path | None = None
+) -> Verdict:
+    """Refuse a file tool's write of ``target`` outside the workspace ``root`` or into .strata.
+
+    Judged as written and again with every symlink on the way resolved (the
+    file itself included): a link inside the workspace to a file outside it,
+    or to the repository (``.strata``, or ``repo`` kept elsewhere with
+    ``init --store``), is refused as that file would be.
+    """
     from strata.sandbox.paths import workspace_relative
 
+    outside = Verdict(
+        False,
+        f"strata: {tool} of {target} refused: it is outside the workspace {root}, "
+        "where Strata records every change; write inside it",
+    )
+    ours = Verdict(
+        False, f"strata: {tool} of {target} refused: {MARKER} is Strata's own repository"
+    )
     try:
         rel = workspace_relative(target, cwd=cwd, root=root)
     except PathError:
-        return Verdict(
-            False,
-            f"strata: {tool} of {target} refused: it is outside the workspace {root}, "
-            "where Strata records every change; write inside it",
-        )
+        return outside
     if rel == MARKER or rel.startswith(MARKER + "/"):
-        return Verdict(
-            False, f"strata: {tool} of {target} refused: {MARKER} is Strata's own repository"
-        )
-    return ALLOW
+        return ours
+    real = Path(os.path.realpath(os.path.join(cwd, target)))
+    real_root = Path(os.path.realpath(root))
+    repos = [real_root / MARKER] + ([Path(os.path.realpath(repo))] if repo is not None else [])
+    if any(real.is_relative_to(r) for r in repos):
+        return ours
+    return ALLOW if real.is_relative_to(real_root) else outside
 
 
 def pre_tool_use(
@@ -210,6 +226,7 @@ def pre_tool_use(
     root: Path,
     policy: CommandPolicy | None = None,
     agent: Agent = CLAUDE_CODE,
+    repo: Path | None = None,
 ) -> Verdict:
     """Judge a tool call ``agent`` is about to make (PreToolUse) in the workspace ``root``.
 
@@ -227,7 +244,7 @@ def pre_tool_use(
     paths = agent.named_paths(tool, tool_input)
     if paths is not None:
         for target in paths:
-            verdict = check_path(tool, target, root=root, cwd=cwd)
+            verdict = check_path(tool, target, root=root, cwd=cwd, repo=repo)
             if not verdict.allowed:
                 return verdict
         return ALLOW
