@@ -561,6 +561,9 @@ class UndoMachine(RuleBasedStateMachine):
         if not self.order:
             return
         target = self.order[pick % len(self.order)]
+        if target == self.head and not self.dirty():  # already there: nothing is recorded
+            assert self.r.rewind(target).event is None
+            return
         self._restore_op("rewind", target, lambda: self.r.rewind(target))
 
     @rule(pick=st.integers(0, 10**6))

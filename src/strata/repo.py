@@ -501,7 +501,7 @@ class Repository(Core):
                 raise NameTaken("branch", branch)
             head = tx.head()
             here = head is not None and target.event is not None and target.event.id == head.id
-            if here and branch is None and not tx.view.detached:
+            if here and branch is None:
                 scan = self.workspace.scan()
                 if scan.tree == tx.head_tree():  # already there: nothing to record
                     from strata.core.results_ops import RewindResult

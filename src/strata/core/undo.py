@@ -91,19 +91,14 @@ def redo(core: Core, *, author: Author | None = None) -> RedoResult:
         if (original.command == EventType.SNAPSHOT or group) and isinstance(restored, dict):
             # the undo of an agent's change (or of a group of them) put back its paths: they
             # go back to what the undo found, whatever else is unrecorded around them
-            event = (
-                core.event(original.view_after.head_event)
-                if original.view_after.head_event
-                else None
-            )
-            restore_into(
+            _put_back(
                 tx,
-                Point(ObjectId(undo_op.details["tree_before"]), None, event, "redo"),
+                str(undo_op.details["tree_before"]),
+                restored["paths"],
+                original.view_after,
                 f"the state after {original.command} {original_id}",
-                paths=[str(p) for p in restored["paths"]],
-                event_type=EventType.REDO,
-                after_view=original.view_after,
-                details={
+                EventType.REDO,
+                {
                     "redid": original_id,
                     "undo": undo_op.id,
                     **(
@@ -245,17 +240,38 @@ def undo_paths_put_back(tx: Transaction, op: OperationRecord) -> bool:
     restored = op.details.get("restore")
     if op.command != "redo" or not isinstance(restored, dict) or not restored.get("paths"):
         return False
-    event = tx.core.event(op.view_before.head_event) if op.view_before.head_event else None
-    restore_into(
+    _put_back(
         tx,
-        Point(ObjectId(op.details["tree_before"]), None, event, "undo"),
+        str(op.details["tree_before"]),
+        restored["paths"],
+        op.view_before,
         f"the state before redo {op.id}",
-        paths=[str(p) for p in restored["paths"]],
-        event_type=EventType.UNDO,
-        after_view=op.view_before,
-        details={"undid": op.id},
+        EventType.UNDO,
+        {"undid": op.id},
     )
     return True
+
+
+def _put_back(
+    tx: Transaction,
+    tree: str,
+    paths: list[Any],
+    view: View,
+    ref: str,
+    event_type: str,
+    details: dict[str, Any],
+) -> None:
+    """Put ``paths`` back as ``tree`` has them (every other file stays) and set ``view``."""
+    event = tx.core.event(view.head_event) if view.head_event else None
+    restore_into(
+        tx,
+        Point(ObjectId(tree), None, event, event_type),
+        ref,
+        paths=[str(p) for p in paths],
+        event_type=event_type,
+        after_view=view,
+        details=details,
+    )
 
 
 def guard_draft_undo(core: Core, command: str, op: OperationRecord) -> None:
