@@ -8,8 +8,13 @@
  * protocol, see strata/store/watch.py) and prints what the watcher answers,
  * byte for byte, with its exit code. The watcher decides what it serves.
  *
+ * An agent's hook (`strata hook claude-code|codex`, its message on stdin) is
+ * handed over too: the message is read here and sent as `--payload=MESSAGE`
+ * (the watcher has no stdin of ours); if strata-py runs it after all, the
+ * message is put back on its stdin (a memfd).
+ *
  * Whenever the watcher does not take the command (no workspace, no watcher,
- * a command it does not serve, `run` and `hook`, an environment whose text
+ * a command it does not serve, `run`, an environment whose text
  * encodings this program does not work out exactly as Python would) it runs
  * the Python command, `strata-py` beside it, which does everything else:
  * nothing has been done by then. Once it has told the watcher "go" it never
@@ -31,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -82,8 +88,37 @@ static int own_path(char *self, size_t size) {
  * (strata._entry; the Python client does the same within one process). */
 #define SILENT_WATCHER "STRATA_WATCHER_SILENT_"
 
+/* An agent's hook message, read from stdin to hand it to the watcher (see main): when
+ * strata-py runs the hook instead, it finds the message on its stdin again. */
+static char *g_stdin_data;
+static size_t g_stdin_len;
+static int g_stdin_taken;
+
+static void give_back_stdin(void) {
+    if (!g_stdin_taken)
+        return;
+    int fd = memfd_create("strata-hook-message", 0);
+    if (fd < 0)
+        return; /* strata-py then reads an empty stdin and says the message is missing */
+    size_t at = 0;
+    while (at < g_stdin_len) {
+        ssize_t n = write(fd, g_stdin_data + at, g_stdin_len - at);
+        if (n <= 0) {
+            if (n < 0 && errno == EINTR)
+                continue;
+            close(fd);
+            return;
+        }
+        at += (size_t)n;
+    }
+    if (lseek(fd, 0, SEEK_SET) == 0)
+        dup2(fd, 0);
+    close(fd);
+}
+
 /* Run `strata-py` (beside this program) with our arguments; never returns. */
 static void run_python(void) {
+    give_back_stdin();
     char self[PATH_MAX];
     if (!own_path(self, sizeof self - 16)) {
         fprintf(stderr, "error: cannot find where this strata command is installed\n"
@@ -850,9 +885,51 @@ static int env_is(const char *name, const char *value) {
     return v && !strcmp(v, value);
 }
 
+/* `strata hook claude-code|codex [--ask] [--strict]`: a lifecycle hook whose message comes
+ * on stdin, which this client can hand to the watcher as `--payload=MESSAGE`. */
+static int served_hook(int argc, char **argv) {
+    if (argc < 3 || strcmp(argv[1], "hook") ||
+        (strcmp(argv[2], "claude-code") && strcmp(argv[2], "codex")))
+        return 0;
+    for (int i = 3; i < argc; i++)
+        if (strcmp(argv[i], "--ask") && strcmp(argv[i], "--strict"))
+            return 0;
+    return !isatty(0);
+}
+
+/* Read the hook's message (all of stdin); 0 when it cannot be handed over (too long, a NUL). */
+static int take_stdin(void) {
+    size_t cap = 65536;
+    g_stdin_data = malloc(cap);
+    if (!g_stdin_data)
+        return 0;
+    g_stdin_taken = 1;
+    for (;;) {
+        if (g_stdin_len == cap) {
+            if (cap >= MAX_REQUEST / 2)
+                return 0; /* the rest stays on stdin: strata-py reads the whole of it */
+            char *more = realloc(g_stdin_data, cap * 2);
+            if (!more)
+                return 0;
+            g_stdin_data = more;
+            cap *= 2;
+        }
+        ssize_t n = read(0, g_stdin_data + g_stdin_len, cap - g_stdin_len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return 0;
+        if (n == 0)
+            break;
+        g_stdin_len += (size_t)n;
+    }
+    return memchr(g_stdin_data, '\0', g_stdin_len) == NULL;
+}
+
 int main(int argc, char **argv) {
     g_argv = argv;
-    if (argc < 2 || !strcmp(argv[1], "run") || !strcmp(argv[1], "hook") ||
+    int hook = served_hook(argc, argv);
+    if (argc < 2 || !strcmp(argv[1], "run") || (!strcmp(argv[1], "hook") && !hook) ||
         !strcmp(argv[1], "--version"))
         run_python(); /* their own fast paths live in Python */
     if (env_is("STRATA_NO_NATIVE", "1") || env_is("STRATA_DEBUG", "1") ||
@@ -877,6 +954,23 @@ int main(int argc, char **argv) {
     if (!key || !all_ascii(key))
         run_python();
 
+    if (hook) { /* the message read here goes to the watcher as an argument */
+        if (!take_stdin())
+            run_python();
+        static char *hook_argv[8];
+        char *payload = malloc(g_stdin_len + sizeof "--payload=");
+        if (!payload || argc > 6)
+            run_python();
+        memcpy(payload, "--payload=", 10);
+        memcpy(payload + 10, g_stdin_data, g_stdin_len);
+        payload[10 + g_stdin_len] = '\0';
+        for (int i = 0; i < argc; i++)
+            hook_argv[i] = argv[i];
+        hook_argv[argc] = payload;
+        hook_argv[argc + 1] = NULL;
+        argv = hook_argv; /* g_argv stays: strata-py gets the command as it was typed */
+        argc += 1;
+    }
     struct buf request = {0};
     build_request(&request, argc, argv, key, cwd, errors, coerce);
     if (request.len > MAX_REQUEST)

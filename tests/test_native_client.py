@@ -690,3 +690,75 @@ def test_a_client_copied_away_from_strata_py_says_what_is_missing(
     first, hint = proc.stderr.splitlines()
     assert first.startswith(f"error: cannot start {alone.parent}/strata-py")
     assert hint.startswith("hint: this strata is the native client; it runs strata-py")
+
+
+# -- an agent's hook: its message on stdin, handed over as --payload ----------------------
+
+
+def _hook_message(workspace: Path) -> str:
+    return json.dumps(
+        {
+            "hook_event_name": "PostToolUse",
+            "session_id": "s-native",
+            "cwd": str(workspace),
+            "tool_name": "Bash",
+            "tool_input": {"command": "echo caf\u00e9 > a.txt"},
+        },
+        ensure_ascii=False,
+    )
+
+
+def test_the_native_client_hands_a_hooks_message_to_the_watcher_without_python(
+    client: Path,
+    workspace: Path,
+    scripted: Callable[..., ScriptedWatcher],
+    run_cli: Any,
+    tmp_path: Path,
+) -> None:
+    """No strata-py beside it: served whole, the hook never starts Python (about 13 ms)."""
+    alone = tmp_path / "alone" / "strata"
+    alone.parent.mkdir()
+    shutil.copy2(client, alone)
+
+    def answer(conn: socket.socket, request: dict[str, Any]) -> None:
+        send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
+        assert json.loads(_read_line(conn)) == {"go": True}
+        send(conn, {"v": 1, "ok": True, "done": True, "code": 0, "output": [[1, "Recorded\n"]]})
+
+    watcher = scripted(answer)
+    message = _hook_message(workspace)
+    proc = subprocess.run(
+        [alone, "hook", "claude-code", "--strict"],
+        input=message.encode(),
+        cwd=workspace,
+        env=run_cli.env(),
+        capture_output=True,
+        check=False,
+    )
+    assert (proc.returncode, proc.stdout) == (0, b"Recorded\n"), proc.stderr
+    (request,) = watcher.runs()
+    assert request["argv"] == ["hook", "claude-code", "--strict", f"--payload={message}"]
+    assert request["cwd"] == str(workspace)
+
+
+def test_a_hook_the_watcher_refuses_is_run_by_python_with_its_message_on_stdin(
+    client: Path, workspace: Path, scripted: Callable[..., ScriptedWatcher], run_cli: Any
+) -> None:
+    """The message the native client read is on strata-py's stdin again: recorded there."""
+    watcher = scripted()  # refuses everything
+    (workspace / "a.txt").write_text("café\n")
+    proc = subprocess.run(
+        [client, "hook", "claude-code"],
+        input=_hook_message(workspace),
+        cwd=workspace,
+        env=run_cli.env(),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Recorded" in proc.stdout
+    assert len(watcher.runs()) == 2  # asked by each client, refused by both
+    code, out, err = run_cli("history", "--json", "--limit", "1", cwd=workspace)
+    assert code == 0, err
+    assert json.loads(out)[0]["author"] == {"name": "s-native", "kind": "agent"}
