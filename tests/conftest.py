@@ -46,6 +46,20 @@ os.environ["STRATA_NO_DAEMON"] = "1"
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker's temp folder is ``BASETEMP/gwN`` (not ``popen-gwN``).
+
+    A watcher's socket is used only while its path is under 100 bytes (see
+    ``strata._resident``): workspaces in a worker's temp folder stay as short
+    as a serial run's plus four bytes, and tests of the watcher behave the same.
+    """
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    if worker and config.option.basetemp:
+        config.option.basetemp = str(Path(config.option.basetemp).with_name(worker))
+
+
 NOW_MS = 1_700_000_000_000
 TESTER = Author("tester", "human")
 ALICE = Author("alice", "human")
@@ -380,22 +394,27 @@ def unprivileged() -> Person:
     if os.geteuid() != 0:
         me = pwd.getpwuid(os.geteuid())
         return Person(me.pw_name, me.pw_uid, me.pw_gid)
-    try:
-        entry = pwd.getpwnam(UNPRIVILEGED)
-    except KeyError:
-        subprocess.run(
-            [
-                "useradd",
-                "--system",
-                "--no-create-home",
-                "--shell",
-                "/usr/sbin/nologin",
-                UNPRIVILEGED,
-            ],
-            check=True,
-            capture_output=True,
-        )
-        entry = pwd.getpwnam(UNPRIVILEGED)
+    import fcntl
+
+    # parallel workers (pytest-xdist) each ask: one creates the user, the others wait for it
+    with open(f"/tmp/{UNPRIVILEGED}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            entry = pwd.getpwnam(UNPRIVILEGED)
+        except KeyError:
+            subprocess.run(
+                [
+                    "useradd",
+                    "--system",
+                    "--no-create-home",
+                    "--shell",
+                    "/usr/sbin/nologin",
+                    UNPRIVILEGED,
+                ],
+                check=True,
+                capture_output=True,
+            )
+            entry = pwd.getpwnam(UNPRIVILEGED)
     return Person(entry.pw_name, entry.pw_uid, entry.pw_gid)
 
 

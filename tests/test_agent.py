@@ -246,9 +246,23 @@ def test_an_unreachable_provider_is_one_line_and_records_no_step(run_cli, ws, wi
     code, _, err = run_cli("agent", "--model", "gone", "do it", cwd=ws)
     assert code == 1 and "Traceback" not in err
     lines = [line for line in err.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1 and "gone:" in lines[0] and "2 attempts" in lines[0]
-    assert "attempt 2 of 2" in err  # the retry was announced
+    assert len(lines) == 1 and "gone:" in lines[0] and "(not retried)" in lines[0]
+    # nothing listens at that local port: no retry is announced, none is waited for
+    assert "nothing listens at 127.0.0.1:9" in lines[0] and "attempt 2" not in err
     assert _revisions(run_cli, ws) == before  # only the Draft's start, no step
+
+
+def test_a_failing_provider_announces_each_retry_and_fails_in_one_line(run_cli, ws, wire):
+    _served(run_cli, ws, wire)
+    wire.queue(status(503, "overloaded"), status(503, "overloaded"), status(503, "overloaded"))
+    before = _revisions(run_cli, ws)
+    code, _, err = run_cli("agent", "--model", "srv", "do it", cwd=ws)
+    assert code == 1 and "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and "srv:" in lines[0] and "3 attempts" in lines[0]
+    assert "attempt 2 of 3" in err and "attempt 3 of 3" in err  # each retry was announced
+    assert len(wire.requests) == 3
+    assert _revisions(run_cli, ws) == before
 
 
 def test_a_refused_key_is_one_line_and_not_retried(run_cli, ws, wire):

@@ -22,8 +22,6 @@ import pytest
 
 from conftest import CliRunner
 
-pytestmark = pytest.mark.slow
-
 PROBE = r"""
 import json, os, socket, sys
 ws, store, port, sock_path, token = sys.argv[1:6]

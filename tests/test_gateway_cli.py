@@ -14,8 +14,6 @@ import pytest
 from conftest import CliRunner, as_json, assert_user_error, ok
 from strata import Repository
 
-pytestmark = pytest.mark.slow  # each test starts strata as a child process (1-3 s)
-
 
 @pytest.fixture
 def cli(tmp_path: Path) -> CliRunner:

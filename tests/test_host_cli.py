@@ -22,9 +22,6 @@ PLAN = (
 )
 
 
-pytestmark = pytest.mark.slow  # each test starts strata as a child process
-
-
 @pytest.fixture
 def run_cli(tmp_path: Path) -> CliRunner:
     home = tmp_path / "home"

@@ -19,8 +19,6 @@ from conftest import CliRunner, as_json, ok
 
 mcp = pytest.importorskip("mcp")
 
-pytestmark = pytest.mark.slow  # each test starts a server (about a second of imports)
-
 from mcp import Client, StdioServerParameters  # noqa: E402
 
 

@@ -390,18 +390,79 @@ def closed_port() -> int:
 
 
 @pytest.mark.parametrize("adapter", ["openai-chat", "anthropic"])
-def test_an_unreachable_server_is_provider_unavailable(adapter: str) -> None:
+def test_a_local_server_that_is_not_running_is_provider_unavailable_at_once(adapter: str) -> None:
     waited, retry = sleeps()
-    url = f"http://127.0.0.1:{closed_port()}"
+    port = closed_port()
+    url = f"http://127.0.0.1:{port}"
     cls: Any = Anthropic if adapter == "anthropic" else OpenAIChat
     provider = cls(name="offline", model="m", base_url=url, retry=retry)
     with pytest.raises(ProviderUnavailable) as caught:
         complete(provider, ask())
     provider.close()
-    assert caught.value.attempts == 6 and waited == [10, 20, 40, 80, 160]
+    # nothing listens on this machine's port: waiting minutes would not start a server
+    assert caught.value.attempts == 1 and waited == []
     assert caught.value.message.startswith("offline: cannot connect to " + url)
     assert "refused" in caught.value.message.lower()
+    assert f"nothing listens at 127.0.0.1:{port} (not retried)" in caught.value.message
     assert url in (caught.value.hint or "")
+
+
+# a model server that takes one request and dies before answering (as llama.cpp's did on SIGILL)
+DYING_SERVER = """
+import os, socket, sys
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+print(listener.getsockname()[1], flush=True)
+connection, _ = listener.accept()
+connection.recv(65536)
+os._exit(132)
+"""
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_a_local_server_whose_process_dies_mid_call_is_not_waited_for(adapter: str) -> None:
+    import subprocess
+    import sys
+
+    waited, retry = sleeps()
+    with subprocess.Popen(
+        [sys.executable, "-c", DYING_SERVER], stdout=subprocess.PIPE, text=True
+    ) as server:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        url = f"http://127.0.0.1:{port}"
+        if adapter == "anthropic":
+            provider: Any = Anthropic(name="local", model="m", base_url=url, retry=retry)
+        else:
+            cls = OpenAIResponses if adapter == "openai-responses" else OpenAIChat
+            provider = cls(name="local", model="m", base_url=url + "/v1", retry=retry)
+        started = time.monotonic()
+        with pytest.raises(ProviderUnavailable) as caught:
+            complete(provider, ask())
+        provider.close()
+        assert server.wait(10) == 132
+    assert caught.value.attempts == 1 and waited == []
+    assert f"nothing listens at 127.0.0.1:{port} (not retried)" in caught.value.message
+    assert time.monotonic() - started < 5
+
+
+def test_only_a_local_port_that_refuses_is_gone() -> None:
+    from strata.providers.transport import local_server_gone
+
+    port = closed_port()
+    gone = local_server_gone(f"http://127.0.0.1:{port}/v1")
+    assert gone == f"nothing listens at 127.0.0.1:{port}"
+    assert local_server_gone(f"http://localhost:{port}") == f"nothing listens at localhost:{port}"
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        live = listener.getsockname()[1]
+        assert local_server_gone(f"http://127.0.0.1:{live}/v1") is None  # busy, not gone
+    # a remote server may come back: it is never probed, and keeps its retries
+    assert local_server_gone("https://api.openai.com/v1") is None
+    assert local_server_gone(f"http://192.0.2.1:{port}") is None
+    assert local_server_gone("http://[::1]:not-a-port") is None
 
 
 def test_a_server_that_does_not_answer_in_time(wire: WireServer, make: Make) -> None:

@@ -262,7 +262,6 @@ def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
     return ws
 
 
-@pytest.mark.slow
 def test_cli_allow_list(workspace: Path, run_cli: CliRunner, upstream: int) -> None:
     # the host's own loopback, named in the list, is reached through the proxy
     url = f"http://localhost:{upstream}/x"

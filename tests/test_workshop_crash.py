@@ -20,8 +20,6 @@ import pytest
 from strata import Repository
 from strata.providers.scripted import Scripted
 
-pytestmark = pytest.mark.slow
-
 CHILD = r"""
 import os, signal, sys
 from pathlib import Path

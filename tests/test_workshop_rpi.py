@@ -412,7 +412,6 @@ run_rpi(folder, Scripted(json.loads(script.read_text())), TOOLS, "tidy the notes
 """
 
 
-@pytest.mark.slow
 def test_a_turn_killed_midway_resumes_without_redoing_a_phase(
     folder: Path, state: Path, tmp_path: Path
 ) -> None:

@@ -333,7 +333,6 @@ def test_a_query_is_stopped_by_its_timeout(draft: Path, monkeypatch: pytest.Monk
     assert time.monotonic() - started < 3
 
 
-@pytest.mark.slow
 def test_a_query_is_stopped_by_the_memory_limit() -> None:
     data = ("s\n" + "".join("y" * 100 + f"{i}\n" for i in range(3000))).encode()
     with open_table("x.csv", data) as con:

@@ -302,7 +302,6 @@ def chat(chat_workspace: Path, run_cli: CliRunner) -> Iterator[Tmux]:
 
 
 @needs_tmux
-@pytest.mark.slow
 def test_chat_in_tmux_answers_switches_model_rewinds_regenerates_and_quits(chat: Tmux) -> None:
     chat.wait_for("model: bot (the default)")  # the bottom bar names the model
     chat.type("hello there")
@@ -335,7 +334,6 @@ def test_chat_in_tmux_answers_switches_model_rewinds_regenerates_and_quits(chat:
 
 
 @needs_tmux
-@pytest.mark.slow
 def test_chat_in_tmux_says_what_is_wrong_and_goes_on(chat: Tmux) -> None:
     chat.type("/rewind evt_nope")
     screen = chat.wait_for("error:")
@@ -349,7 +347,6 @@ def test_chat_in_tmux_says_what_is_wrong_and_goes_on(chat: Tmux) -> None:
 
 
 @needs_tmux
-@pytest.mark.slow
 def test_ctrl_c_in_tmux_cancels_a_streaming_turn_of_a_real_http_model(
     tmp_path: Path, run_cli: CliRunner, wire: Any
 ) -> None:

@@ -297,14 +297,16 @@ def _exchange(
                 sock.settimeout(READY_TIMEOUT)
             if not ready or ready.get("v") != 1 or ready.get("ready") is not True:
                 return None, None, fds
+            if command is not None:  # before "go": a Ctrl-C as it leaves names the watcher
+                _handed_over = (ready.get("pid"), command)
             sock.sendall(b'{"go": true}\n')
         except TimeoutError:  # stopped or stuck: this process asks it nothing more
             served.silent_watcher = True
+            _handed_over = None
             return None, None, fds
         except (OSError, ValueError):
+            _handed_over = None
             return None, None, fds
-        if command is not None:
-            _handed_over = (ready.get("pid"), command)
         # From here on the watcher may have started: never fall back.
         sock.settimeout(None)
         try:

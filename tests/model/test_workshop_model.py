@@ -1,8 +1,8 @@
 """One Workshop turn end to end on a real local model (SmolLM2-135M behind llama.cpp's server).
 
 ``scripts/dev test-model`` installs the server and the model; without them the
-test is skipped, saying so (see ``test_local_model.py``, whose server this
-test starts). The model is tiny: the test asserts what the Workshop records
+test is skipped, saying so (see ``model_server.py``, whose server this test
+starts). The model is tiny: the test asserts what the Workshop records
 (the messages, the model call's trace, the answer shown in the terminal), not
 what the model says.
 """
@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_local_model import ModelServer, local_config
+from model_server import ModelServer, local_config, serving
 
 from strata import Repository
 from strata.providers.trace import Trace
@@ -26,11 +26,8 @@ pytestmark = pytest.mark.model
 
 @pytest.fixture
 def model_server(tmp_path: Path) -> Iterator[ModelServer]:
-    server = ModelServer(tmp_path / "server.log")
-    try:
+    with serving(tmp_path / "server.log") as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -217,6 +217,7 @@ def peak_rss_of(run_cli: CliRunner, *args: str, cwd: Path) -> tuple[int, bytes]:
     return int(first) * 1024, rest
 
 
+@pytest.mark.slow  # 1 GiB hashed, compressed and written again by six commands (~20 s of CPU)
 def test_review_and_diff_of_a_huge_sparse_file_keep_memory_flat(
     run_cli: CliRunner, ws: Path
 ) -> None:

@@ -8,12 +8,16 @@ attempts), then :class:`~strata.errors.ProviderUnavailable`. HTTP 401 and 403
 are :class:`~strata.errors.ProviderAuthFailed` at once, a stream that is not
 its wire format :class:`~strata.errors.ProviderProtocolError`, and any other
 refusal (400, 404…) a plain :class:`~strata.errors.ProviderError`: trying
-those again gives the same answer.
+those again gives the same answer. A server on this machine's loopback
+address is not waited for once nothing listens at its port (its
+process is gone, or was never started): the first failure is the last.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import socket
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -21,6 +25,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
+from urllib.parse import urlsplit
 
 from strata.errors import (
     ProviderAuthFailed,
@@ -84,10 +89,13 @@ def with_retries(
     retry: Retry,
     cancel: CancelToken | None,
     hint: str,
+    gone: Callable[[], str | None] | None = None,
 ) -> Iterator[StreamEvent]:
     """Yield ``attempt()``'s events, calling it again after a :class:`Transient` failure.
 
-    ``hint`` is what :class:`ProviderUnavailable` tells the user to do.
+    ``hint`` is what :class:`ProviderUnavailable` tells the user to do. ``gone``,
+    asked after a failure, says why the server can no longer answer (None while
+    it may): then no further attempt is made.
     """
     last: Transient | None = None
     attempts = 0
@@ -115,6 +123,10 @@ def with_retries(
                     hint="ask again: the partial answer is incomplete",
                 ) from None
             last = exc
+        if delay is not None and gone is not None and (why := gone()) is not None:
+            raise ProviderUnavailable(
+                provider, f"{last}; {why} (not retried)", attempts=attempts, hint=hint
+            )
         if delay is not None:
             if retry.notify is not None:
                 retry.notify(
@@ -248,6 +260,32 @@ def classify(
     return exc
 
 
+def local_server_gone(base_url: str, *, timeout: float = 1.0) -> str | None:
+    """Why the server at ``base_url`` is gone, when it is on loopback and nothing listens there.
+
+    A refused connection to this machine's loopback address means no process
+    listens at the port (a local model server that died or was stopped), and
+    waiting will not bring it back. Any other address, or a port that accepts,
+    gives None: a remote server may come back, a local one is busy.
+    """
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return None
+    if not loopback:
+        return None
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return None
+    except ConnectionRefusedError:
+        return f"nothing listens at {host}:{port}"
+    except OSError:
+        return None
+
+
 def unavailable_hint(name: str, base_url: str) -> str:
     """What to do when ``name`` at ``base_url`` cannot be reached."""
     return f"check that the server at {base_url} runs, or fix base_url of [providers.{name}]"
@@ -353,6 +391,7 @@ class SdkAdapter(ABC):
             retry=self.retry,
             cancel=cancel,
             hint=unavailable_hint(self.name, self.base_url),
+            gone=lambda: local_server_gone(self.base_url),
         )
 
     def _failure(self, exc: BaseException) -> BaseException:
