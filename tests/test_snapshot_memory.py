@@ -84,7 +84,7 @@ def test_a_first_snapshot_grows_by_little_memory_per_file(
     for count in (4_000, 16_000):
         ws = tmp_path / f"ws{count}"
         make_files(ws, count)
-        ok(run_cli("init", cwd=ws))
+        ok(run_cli("init", "--no-snapshot", cwd=ws))
         peaks[count] = peak_kb(run_cli, ws)
         assert f'"files_changed": {count}' in ok(run_cli("history", "--json", cwd=ws))
     per_file = (peaks[16_000] - peaks[4_000]) / 12_000
@@ -102,7 +102,7 @@ def test_a_first_snapshot_lists_its_paths_in_path_order(tmp_path: Path, run_cli:
     (ws / "e").mkdir()
     (ws / "e.txt").write_text("e")
     (ws / "a" / "b.c" / "empty").mkdir()
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     out = json.loads(ok(run_cli("snapshot", "--json", cwd=ws)))
     paths = sorted([*files, "e", "e.txt", "a/b.c/empty"])
     dirs = {"e", "a/b.c/empty"}
@@ -148,7 +148,7 @@ def test_after_a_snapshot_big_blocks_freed_on_a_thread_go_back_to_the_system(
     # for reuse: a snapshot that read a few big files on its threads kept tens of MiB
     ws = tmp_path / "ws"
     make_files(ws, 200)  # more than a few files: they are read on the thread pool
-    ok(run_cli("init", cwd=ws))
+    ok(run_cli("init", "--no-snapshot", cwd=ws))
     proc = subprocess.run(
         [sys.executable, "-c", RETURNED],
         cwd=ws,

@@ -890,7 +890,8 @@ def _watch(
         runner=_run_for_asker,
         pid_fd=pid_fd,
         version=__version__,
-        **_injected(),
+        # the clock and ids of the steps it records (the repository has the rest)
+        **{k: v for k, v in _injected().items() if k in ("clock", "rng")},
     )
     keeper: _TrashKeeper | None = None
     try:
