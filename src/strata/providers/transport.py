@@ -277,13 +277,19 @@ def local_server_gone(base_url: str, *, timeout: float = 1.0) -> str | None:
         return None
     if not loopback:
         return None
-    try:
-        with socket.create_connection((host, port), timeout=timeout):
+    # a server whose process is dying may still accept for a moment (its listening socket
+    # closes with the process): asked three times, 50 ms apart, a refusal at any of them
+    for attempt in range(3):
+        if attempt:
+            time.sleep(0.05)
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except ConnectionRefusedError:
+            return f"nothing listens at {host}:{port}"
+        except OSError:
             return None
-    except ConnectionRefusedError:
-        return f"nothing listens at {host}:{port}"
-    except OSError:
-        return None
+    return None
 
 
 def unavailable_hint(name: str, base_url: str) -> str:
