@@ -11,7 +11,7 @@ from strata.cli.common import emit_json, json_option, open_repo, short
 
 
 @click.command("replay")
-@click.argument("span", metavar="A..B")
+@click.argument("span", metavar="A..B|RUN")
 @click.option(
     "--dry-run", is_flag=True, help="List the steps and verify their traces; run nothing."
 )
@@ -46,10 +46,18 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
     path, diff) and the command exits 1. Nothing is written to the
     repository.
 
+    RUN (a run id, as 'strata run' prints it) replays that run alone. A run
+    recorded with --record-model gets its model calls answered by a proxy
+    serving the recorded ones, which never connects anywhere: a request
+    that was not recorded is refused and reported as the first divergence,
+    naming the first field that differs. Such a run replays with --sandbox
+    none for now (the sandbox cannot reach the proxy yet).
+
     \b
     Example:
       strata replay HEAD~3..HEAD
       strata replay kqxwsh..hjwmmsq --dry-run   # event ids, as 'strata history' shows
+      strata replay rzynmxjjtqky --sandbox none # a run ('strata run --record-model')
     """
     from strata.replay.engine import Commands, StepReplay
     from strata.replay.engine import replay as run_replay
@@ -60,10 +68,15 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
             click.echo(f"{short(step.event_id)} {step.action_type}: {step.status}{detail}")
 
     with open_repo() as repo:
+        from strata.integrations.model_proxy import replaying
+        from strata.redaction import secret_values
+
+        secrets = secret_values(os.environ)
         commands = Commands(
             environ=dict(os.environ),
             sandbox=sandbox,
             timeout_s=timeout,
+            model_replay=lambda traces, root: replaying(traces, root, secrets=secrets),
         )
         report = run_replay(repo, span, dry_run=dry_run, commands=commands, progress=progress)
     if as_json:

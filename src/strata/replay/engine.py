@@ -45,14 +45,15 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import blake3
 
 from strata.agent.loop import StepOutcome, ToolTable, run_step
+from strata.core.refs import run_span
 from strata.core.storage import ts_ms
 from strata.digest.optimize import optimize_annotations, replay_optimize
 from strata.errors import (
@@ -206,13 +207,36 @@ def is_agent_step(event: Event) -> bool:
     return isinstance(event.data.get("agent"), dict) and bool(event.artifacts)
 
 
+class ModelServer(Protocol):
+    """What serves a replayed command's recorded model calls (a replaying model proxy)."""
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point the command at it."""
+        ...
+
+    def first_divergence(self) -> tuple[str, str] | None:
+        """The first request that matched no recorded call: (what differs, the expected key)."""
+        ...
+
+
+#: makes the server of a run's recorded model calls: (the traces, the workspace path the
+#: command sees) -> a context manager serving them while the command runs again
+ModelReplay = Callable[[list[Trace], Path], AbstractContextManager[ModelServer]]
+
+
 @dataclass(frozen=True)
 class Commands:
-    """How a replay runs recorded commands: the sandbox, the caller's environment, a timeout."""
+    """How a replay runs recorded commands: the sandbox, the caller's environment, a timeout.
+
+    ``model_replay`` serves the model calls of a run recorded with
+    ``--record-model`` (the CLI passes :func:`strata.integrations.model_proxy.replaying`);
+    without it such a run cannot be replayed.
+    """
 
     environ: dict[str, str]
     sandbox: str = "bwrap"  # bwrap | none
     timeout_s: float = 600.0
+    model_replay: ModelReplay | None = None
 
 
 def replay(
@@ -224,13 +248,16 @@ def replay(
     commands: Commands | None = None,
     progress: Callable[[StepReplay], None] | None = None,
 ) -> ReplayReport:
-    """Replay the range ``span`` (``A..B``); see the module doc.
+    """Replay the range ``span`` (``A..B``, or a run id: its before..after); see the module doc.
 
     ``commands`` says how recorded runs are run again (default: in the
     sandbox, with an empty environment).
     """
-    a_ref, b_ref = parse_range(span)
-    start, end = core.resolve(a_ref), core.resolve(b_ref)
+    if ".." not in span and (found := run_span(core, span)) is not None:
+        start, end = found  # a run id: from its before state to its after state
+    else:
+        a_ref, b_ref = parse_range(span)
+        start, end = core.resolve(a_ref), core.resolve(b_ref)
     if start.event is None or end.event is None:
         raise UsageError("both ends of a replay must be recorded events")
     events = path_between(core, start.event, end.event)
@@ -339,10 +366,25 @@ def _run(
         if event.id in runs and not is_agent_step(event):
             carried = None
             run = runs[event.id]
-            code, output = _run_command(core, run, files, commands)
+            with ExitStack() as stack:
+                extra: dict[str, str] = {}
+                server: ModelServer | None = None
+                if run.artifacts:  # its model calls were recorded: served again, offline
+                    server = stack.enter_context(_model_server(core, run, files, commands))
+                    extra = server.environment()
+                code, output = _run_command(core, run, files, commands, extra)
+                unrecorded = server.first_divergence() if server is not None else None
             recorded_code = run.data.get("exit_code")
             scan = ws.scan(hash_only=True)
-            if code is None:  # it did not end: what it left half-written says less than that
+            if unrecorded is not None:  # what the command did after it says less than this
+                report.divergence = Divergence(
+                    event.id,
+                    "unrecorded_call",
+                    None,
+                    f"unrecorded model call: {unrecorded[0]}",
+                    f"expected {unrecorded[1]}" if unrecorded[1] else "",
+                )
+            elif code is None:  # it did not end: what it left half-written says less than that
                 report.divergence = Divergence(
                     event.id,
                     "exit_code",
@@ -440,8 +482,33 @@ def _run(
                 progress(step)
 
 
-def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int | None, str]:
-    """Run a recorded command again on ``files``: its exit code (None: it timed out), its output."""
+def _model_server(
+    core: Core, run: Event, files: Path, commands: Commands
+) -> AbstractContextManager[ModelServer]:
+    """The server of ``run``'s recorded model calls, for its command replayed on ``files``."""
+    if commands.model_replay is None:
+        raise ReplayError(f"run {run.id} recorded its model calls; this replay cannot serve them")
+    if commands.sandbox != "none":
+        raise ReplayError(
+            f"run {run.id} recorded its model calls ('strata run --record-model'): the "
+            "sandbox cannot reach the replaying model proxy yet",
+            hint="replay it with --sandbox none (the proxy still refuses every call it "
+            "did not record and never connects anywhere)",
+        )
+    return commands.model_replay(load_traces(core, run), files)
+
+
+def _run_command(
+    core: Core,
+    run: Event,
+    files: Path,
+    commands: Commands,
+    extra: dict[str, str] | None = None,
+) -> tuple[int | None, str]:
+    """Run a recorded command again on ``files``: its exit code (None: it timed out), its output.
+
+    ``extra`` are variables set for it (the replaying model proxy's URLs).
+    """
     from strata.replay.preflight import run_in_copy
 
     cwd = Path(str(run.data.get("cwd") or core.root))
@@ -461,6 +528,7 @@ def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tup
             "SOURCE_DATE_EPOCH": str(ts_ms(run.ts) // 1000),
             "PYTHONHASHSEED": "0",
             "STRATA_REPLAY": "1",
+            **(extra or {}),
         },
     )
     if result.timed_out:
