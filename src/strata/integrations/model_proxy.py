@@ -32,9 +32,11 @@ questions.
 upstream and opens no connection). A request is answered with the recorded
 response of the first call not yet served whose fingerprint is the same
 (agents send side requests in parallel, so the order of calls is not
-required); one that matches none is refused with a 400 in the API's own error
-form and kept as the replay's first divergence: the first field where it
-differs from the first unserved recorded call to the same path.
+required; a request asked again gets the same answer again); one that
+matches none is refused with a 400 in the API's own error form and kept
+as the replay's first divergence: the first field where it differs from
+the first unserved recorded call to the same path (or, when all were
+served, the first one to that path).
 """
 
 from __future__ import annotations
@@ -208,6 +210,7 @@ class ModelProxy:
         self.secrets = tuple(secrets)
         self._lock = threading.Lock()
         self._pool = threading.local()
+        self._opened: list[http.client.HTTPConnection] = []
         proxy = self
 
         class Handler(_Handler):
@@ -261,6 +264,10 @@ class ModelProxy:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        with self._lock:
+            for conn in self._opened:
+                conn.close()
+            self._opened.clear()
 
     # -- recording ----------------------------------------------------------------------
 
@@ -278,6 +285,8 @@ class ModelProxy:
             )
             conn = cls(parts.netloc, timeout=_TIMEOUT_S)
             pool[key] = conn
+            with self._lock:
+                self._opened.append(conn)
         target = parts.path or "/"
         if parts.query:
             target += "?" + parts.query
@@ -334,9 +343,16 @@ class ModelProxy:
                 if not replay.served[i] and trace.fingerprint == print_:
                     replay.served[i] = True
                     return trace
+            for trace in replay.traces:  # asked again (a retry): the same answer
+                if trace.fingerprint == print_:
+                    return trace
             unserved = [t for t, s in zip(replay.traces, replay.served, strict=True) if not s]
-            same_path = [t for t in unserved if t.request.get("path") == observed.get("path")]
-            nearest = (same_path or unserved)[0] if unserved else None
+            path = observed.get("path")
+            same_path = [t for t in unserved if t.request.get("path") == path] or [
+                t for t in replay.traces if t.request.get("path") == path
+            ]
+            candidates = same_path or unserved
+            nearest = candidates[0] if candidates else None
             if nearest is None:
                 found = Divergence(
                     observed["path"],

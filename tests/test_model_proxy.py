@@ -1,0 +1,301 @@
+"""The recording model proxy: streamed through unbuffered, recorded redacted, replayed offline.
+
+The proxy (:mod:`strata.integrations.model_proxy`) runs against upstreams on
+127.0.0.1: a gated streaming endpoint of this file (the test decides when each
+event leaves, so it sees whether the proxy passed the first one on before the
+upstream sent the rest) and the scripted Anthropic endpoint the real Claude
+Code runs against (``tests/agent_endpoints.py``). The last tests run the real
+``claude`` under ``strata run --record-model``, stop the endpoint, and replay.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agent_endpoints import AnthropicEndpoint, Shell, ToolCall, agent_binary, agent_env
+from conftest import CliRunner, as_json, ok
+from strata.integrations.model_proxy import ModelProxy, recording, replaying
+from strata.providers.trace import Recorder, Trace
+
+KEY = "sk-ant-api03-very-secret-key-0123456789"
+
+
+class GatedStream:
+    """An upstream on 127.0.0.1 that streams SSE events one by one, each when allowed.
+
+    ``POST /v1/messages`` (and any path) answers ``events`` as server-sent
+    events, chunked; the n-th event leaves once ``gate`` was released n times
+    (the first leaves at once). ``requests`` keeps what reached it.
+    """
+
+    def __init__(self, events: list[str]) -> None:
+        self.events = events
+        self.gate = threading.Semaphore(0)
+        self.requests: list[tuple[str, dict[str, str], bytes]] = []
+        owner = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                owner.requests.append((self.path, dict(self.headers.items()), raw))
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for i, event in enumerate(owner.events):
+                    if i:
+                        assert owner.gate.acquire(timeout=10), "the test never let it go on"
+                    data = f"data: {event}\n\n".encode()
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                self.wfile.write(b"0\r\n\r\n")
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def upstream() -> Iterator[GatedStream]:
+    stream = GatedStream(['{"type": "message_start"}', '{"text": "hello"}', '{"type": "stop"}'])
+    yield stream
+    stream.close()
+
+
+_OPEN: list[http.client.HTTPConnection] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_connections() -> Iterator[None]:
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
+def _post(url: str, path: str, body: dict[str, Any], **headers: str) -> http.client.HTTPResponse:
+    host = url.removeprefix("http://")
+    conn = http.client.HTTPConnection(host, timeout=10)
+    _OPEN.append(conn)
+    conn.request("POST", path, body=json.dumps(body), headers=headers)
+    return conn.getresponse()
+
+
+def _store() -> tuple[dict[str, bytes], Recorder]:
+    objects: dict[str, bytes] = {}
+
+    def put(data: bytes) -> str:
+        oid = str(len(objects))
+        objects[oid] = data
+        return oid
+
+    return objects, Recorder(put=put, agent_id="proxy")
+
+
+BODY = {
+    "model": "claude-x",
+    "stream": True,
+    "messages": [{"role": "user", "content": "hello from /work/ws"}],
+    "metadata": {"user_id": "session-1"},
+}
+
+
+def test_the_first_event_passes_before_the_upstream_sends_the_next(
+    upstream: GatedStream,
+) -> None:
+    """Streaming is passed through read by read: the client reads the first event while
+    the upstream still holds back the second (a buffering proxy would hang here)."""
+    objects, recorder = _store()
+    with ModelProxy(recorder=recorder, upstreams={"anthropic": upstream.url}) as proxy:
+        response = _post(proxy.url, "/v1/messages", BODY, **{"x-api-key": KEY})
+        assert response.status == 200
+        first = response.read1(1000)
+        assert b"message_start" in first and b"hello" not in first
+        upstream.gate.release()
+        upstream.gate.release()
+        rest = response.read()
+        assert b'"hello"' in rest and b"stop" in rest
+    # the upstream got the request as sent, key included, asking for no compression
+    [(path, headers, raw)] = upstream.requests
+    assert path == "/v1/messages" and json.loads(raw) == BODY
+    assert headers["x-api-key"] == KEY and headers["Accept-Encoding"] == "identity"
+    assert len(objects) == 1
+
+
+def test_a_call_is_recorded_redacted_with_its_whole_stream(upstream: GatedStream) -> None:
+    """The trace holds the request, the response as the concatenated stream and its status,
+    under the IO key of strata agent's traces; the key in the header is nowhere in it, and
+    the workspace's path is written {workspace}."""
+    upstream.gate.release(2)
+    objects, recorder = _store()
+    body = {**BODY, "system": f"the key is {KEY}"}
+    with ModelProxy(
+        recorder=recorder, upstreams={"anthropic": upstream.url}, root="/work/ws"
+    ) as proxy:
+        _post(proxy.url, "/v1/messages", body, **{"x-api-key": KEY}).read()
+        assert len(proxy.trace_ids) == 1
+    [stored] = objects.values()
+    assert KEY not in stored.decode() and b"api03" not in stored
+    trace = Trace.decode(stored, name="t")  # verifies the key against the request
+    assert trace.key.startswith("llm_call:proxy-anthropic:proxy:-:0:")
+    assert trace.request["path"] == "/v1/messages"
+    assert trace.request["body"]["messages"][0]["content"] == "hello from {workspace}"
+    assert "metadata" not in trace.request["body"]  # a session id: not the question
+    assert trace.wire_request is not None
+    assert trace.wire_request["body"]["metadata"] == {"user_id": "session-1"}
+    assert trace.response is not None and trace.response["status"] == 200
+    assert trace.response["body"].count("data: ") == 3 and '"hello"' in trace.response["body"]
+    assert trace.redactions >= 1
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/chat/completions"])
+def test_openai_calls_go_to_the_openai_base_url_without_its_v1_twice(
+    upstream: GatedStream, path: str
+) -> None:
+    """OPENAI_BASE_URL ends in /v1 (the proxy's does too): /v1/responses goes to BASE/responses."""
+    upstream.gate.release(2)
+    objects, recorder = _store()
+    with ModelProxy(recorder=recorder, upstreams={"openai": upstream.url + "/api/v1"}) as proxy:
+        assert proxy.environment()["OPENAI_BASE_URL"] == proxy.url + "/v1"
+        body = {"model": "gpt-x", "input": "hi", "stream": True}
+        response = _post(proxy.url, path, body, Authorization=f"Bearer {KEY}")
+        assert response.status == 200 and b"hello" in response.read()
+    assert upstream.requests[0][0] == "/api/v1" + path.removeprefix("/v1")
+    trace = Trace.decode(next(iter(objects.values())), name="t")
+    assert trace.adapter == "proxy-openai" and KEY not in json.dumps(trace.to_json())
+
+
+def test_replay_serves_the_recorded_answer_with_no_upstream_and_names_a_changed_field(
+    upstream: GatedStream,
+) -> None:
+    """Replaying, the upstream is gone: the recorded request gets the recorded stream (in
+    the replay's folder), a changed one a 400 naming the field, kept as the divergence."""
+    upstream.gate.release(2)
+    objects, recorder = _store()
+    with ModelProxy(
+        recorder=recorder, upstreams={"anthropic": upstream.url}, root="/work/ws"
+    ) as proxy:
+        recorded = _post(proxy.url, "/v1/messages", BODY, **{"x-api-key": KEY}).read()
+    upstream.close()
+    traces = [Trace.decode(data, name=oid) for oid, data in objects.items()]
+    same = {**BODY, "messages": [{"role": "user", "content": "hello from /scratch/files"}]}
+    with replaying(traces, Path("/scratch/files")) as replay:
+        answer = _post(replay.url, "/v1/messages", {**same, "metadata": {"user_id": "other"}})
+        assert answer.status == 200 and answer.read() == recorded
+        assert replay.first_divergence() is None and not replay.unserved
+        changed = {**same, "messages": [{"role": "user", "content": "hello, changed"}]}
+        refused = _post(replay.url, "/v1/messages", changed)
+        assert refused.status == 400
+        message = json.loads(refused.read())["error"]["message"]
+        assert "body.messages[0].content" in message, message
+        found = replay.first_divergence()
+        assert found is not None and "body.messages[0].content" in found[0]
+        assert '"hello, changed"' in found[0] and found[1].startswith("llm_call:proxy-anthropic")
+
+
+def test_an_unreachable_upstream_is_a_502_and_a_recorded_failure() -> None:
+    objects, recorder = _store()
+    with ModelProxy(recorder=recorder, upstreams={"anthropic": "http://127.0.0.1:9"}) as proxy:
+        response = _post(proxy.url, "/v1/messages", BODY)
+        assert response.status == 502
+        assert "could not reach" in json.loads(response.read())["error"]["message"]
+    trace = Trace.decode(next(iter(objects.values())), name="t")
+    assert trace.error is not None and trace.response is None
+
+
+def test_recording_uses_the_users_base_url(upstream: GatedStream) -> None:
+    upstream.gate.release(2)
+    objects, recorder = _store()
+    env = {"ANTHROPIC_BASE_URL": upstream.url + "/"}
+    with recording(recorder.put, env, root=None) as proxy:
+        assert proxy.upstreams["anthropic"] == upstream.url
+        assert proxy.upstreams["openai"] == "https://api.openai.com/v1"
+        assert b"hello" in _post(proxy.url, "/v1/messages", BODY).read()
+    assert len(objects) == 1
+
+
+# -- the real Claude Code, recorded and replayed ---------------------------------------
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
+    ws = tmp_path / "ws"
+    (ws / "src").mkdir(parents=True)
+    (ws / "src" / "app.py").write_text("x = 1\n")
+    ok(run_cli("init", cwd=ws))
+    return ws
+
+
+def _claude_env(run_cli: CliRunner, **extra: str) -> dict[str, str]:
+    return agent_env(run_cli.env(), PATH="/usr/bin:/bin", ANTHROPIC_API_KEY=KEY, **extra)
+
+
+def test_a_claude_code_session_recorded_through_the_proxy_replays_offline(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """strata run --record-model -- claude -p …: every model call is a trace of the run;
+    with the endpoint stopped, strata replay RUN gets the same files; the same run with
+    a changed prompt is reported at the first request that differs."""
+    claude = agent_binary("claude")
+    script = [
+        [Shell("sed -i s/1/9/ src/app.py")],
+        [ToolCall("Write", {"file_path": str(workspace / "notes.txt"), "content": "todo\n"})],
+    ]
+    argv = [
+        "sh",
+        "-c",
+        f'exec {claude} -p "$PROMPT" --output-format json --allowedTools Bash,Write',
+    ]
+    with AnthropicEndpoint(script) as api:
+        env = _claude_env(run_cli, ANTHROPIC_BASE_URL=api.url, PROMPT="go ahead")
+        code, out, err = run_cli(
+            "run", "--record-model", "--json", "--", *argv, cwd=workspace, env=env
+        )
+        assert code == 0, out + err
+        calls = len(api.requests)
+    assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
+    assert (workspace / "notes.txt").read_text() == "todo\n"
+    result = json.loads(out)
+    run_id = result["run_id"]
+    [event] = as_json(run_cli("history", "--json", "--action", "run", cwd=workspace, env=env))
+    assert event["data"]["model_calls"] == calls == len(event["artifacts"]) >= 2
+    ok(run_cli("check", cwd=workspace, env=env))  # the traces are verified objects
+    store = (workspace / ".strata").as_posix()
+    assert KEY not in subprocess.run(
+        ["grep", "-r", "-a", "-c", "api03", store], capture_output=True, text=True
+    ).stdout.replace(":0", "")
+
+    # the endpoint is gone: the replay's answers come from the traces alone
+    replay = run_cli("replay", "--sandbox", "none", "--json", run_id, cwd=workspace, env=env)
+    report = json.loads(replay[1])
+    assert replay[0] == 0 and report["ok"], replay
+    assert [s["kind"] for s in report["steps"]] == ["run"]
+
+    changed = run_cli(
+        "replay", "--sandbox", "none", "--json", run_id, cwd=workspace,
+        env={**env, "PROMPT": "go somewhere else"},
+    )  # fmt: skip
+    assert changed[0] == 1, changed
+    divergence = json.loads(changed[1])["first_divergence"]
+    assert divergence["kind"] == "unrecorded_call"
+    assert "POST /v1/messages: body.messages[0].content" in divergence["detail"], divergence
+    assert "go somewhere else" in divergence["detail"]
