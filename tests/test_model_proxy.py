@@ -155,6 +155,7 @@ def test_a_call_is_recorded_redacted_with_its_whole_stream(upstream: GatedStream
         assert len(proxy.trace_ids) == 1
     [stored] = objects.values()
     assert KEY not in stored.decode() and b"api03" not in stored
+    assert b"x-api-key" not in stored.lower()  # no header is recorded, not even redacted
     trace = Trace.decode(stored, name="t")  # verifies the key against the request
     assert trace.key.startswith("llm_call:proxy-anthropic:proxy:-:0:")
     assert trace.request["path"] == "/v1/messages"
