@@ -300,3 +300,41 @@ def test_a_claude_code_session_recorded_through_the_proxy_replays_offline(
     assert divergence["kind"] == "unrecorded_call"
     assert "POST /v1/messages: body.messages[0].content" in divergence["detail"], divergence
     assert "go somewhere else" in divergence["detail"]
+
+
+def test_strata_proxy_prints_the_urls_and_links_its_traces_when_stopped(
+    workspace: Path, run_cli: CliRunner, upstream: GatedStream
+) -> None:
+    """strata proxy, for a long-lived agent: the export lines on stdout, calls forwarded to
+    the shell's ANTHROPIC_BASE_URL, and on SIGINT one model_calls event linking the traces."""
+    import signal
+    import sys
+
+    upstream.gate.release(2)
+    env = run_cli.env({"ANTHROPIC_BASE_URL": upstream.url, "ANTHROPIC_API_KEY": KEY})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "strata", "proxy"],
+        cwd=workspace,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        exports = dict(
+            proc.stdout.readline().removeprefix("export ").strip().split("=", 1) for _ in range(2)
+        )
+        url = exports["ANTHROPIC_BASE_URL"]
+        assert exports["OPENAI_BASE_URL"] == url + "/v1"
+        assert b"hello" in _post(url, "/v1/messages", BODY, **{"x-api-key": KEY}).read()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 0, err
+    assert "1 model calls recorded" in err
+    [event] = as_json(run_cli("history", "--json", "--action", "model_calls", cwd=workspace))
+    assert event["data"]["calls"] == 1 and len(event["artifacts"]) == 1
+    ok(run_cli("check", cwd=workspace))
