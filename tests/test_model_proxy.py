@@ -152,7 +152,7 @@ def test_a_call_is_recorded_redacted_with_its_whole_stream(upstream: GatedStream
         recorder=recorder, upstreams={"anthropic": upstream.url}, root="/work/ws"
     ) as proxy:
         _post(proxy.url, "/v1/messages", body, **{"x-api-key": KEY}).read()
-        assert len(proxy.trace_ids) == 1
+    assert len(proxy.trace_ids) == 1  # stored by the time the proxy stopped
     [stored] = objects.values()
     assert KEY not in stored.decode() and b"api03" not in stored
     assert b"x-api-key" not in stored.lower()  # no header is recorded, not even redacted

@@ -44,6 +44,7 @@ from __future__ import annotations
 import http.client
 import http.server
 import json
+import queue
 import re
 import socket
 import threading
@@ -211,6 +212,10 @@ class ModelProxy:
         self._lock = threading.Lock()
         self._pool = threading.local()
         self._opened: list[http.client.HTTPConnection] = []
+        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._worker: threading.Thread | None = None
+        #: traces that could not be stored (the store failed), as messages
+        self.failures: list[str] = []
         proxy = self
 
         class Handler(_Handler):
@@ -255,6 +260,11 @@ class ModelProxy:
         return [t for t, s in zip(self._replay.traces, self._replay.served, strict=True) if not s]
 
     def __enter__(self) -> ModelProxy:
+        if self.recorder is not None:
+            self._worker = threading.Thread(
+                target=self._recording, name="strata-model-proxy-recorder", daemon=True
+            )
+            self._worker.start()
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="strata-model-proxy", daemon=True
         )
@@ -264,6 +274,10 @@ class ModelProxy:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+        if self._worker is not None:
+            self._queue.put(None)
+            self._worker.join()
+            self._worker = None
         with self._lock:
             for conn in self._opened:
                 conn.close()
@@ -309,7 +323,30 @@ class ModelProxy:
         secrets: Sequence[str],
         duration_ms: int,
     ) -> None:
-        """Store one call's trace (the recorder redacts it)."""
+        """Queue one call's trace: the recording thread redacts and stores it.
+
+        The connection is free for the agent's next call meanwhile; leaving
+        the context manager waits until every queued trace is stored.
+        """
+        self._queue.put((api, request, raw_body, response, error, tuple(secrets), duration_ms))
+
+    def _recording(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._store(*item)
+            except Exception as exc:  # a store that fails: the proxy goes on, the run says so
+                self.failures.append(f"{type(exc).__name__}: {exc}")
+
+    def _store(
+        self,
+        api: str,
+        request: dict[str, Any],
+        raw_body: Any,
+        response: dict[str, Any] | None,
+        error: dict[str, str] | None,
+        secrets: tuple[str, ...],
+        duration_ms: int,
+    ) -> None:
         assert self.recorder is not None
         if self.root and response is not None:
             response = _swap(response, self.root, WORKSPACE_TOKEN)
