@@ -338,3 +338,66 @@ def test_strata_proxy_prints_the_urls_and_links_its_traces_when_stopped(
     [event] = as_json(run_cli("history", "--json", "--action", "model_calls", cwd=workspace))
     assert event["data"]["calls"] == 1 and len(event["artifacts"]) == 1
     ok(run_cli("check", cwd=workspace))
+
+
+# -- the Draft sandbox: the proxy as the only way out -------------------------------------
+
+CALLER = """\
+import json, os, socket, urllib.request
+base = os.environ["ANTHROPIC_BASE_URL"]
+body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+headers = {"content-type": "application/json", "x-api-key": os.environ["ANTHROPIC_API_KEY"]}
+request = urllib.request.Request(base + "/v1/messages", data=body, headers=headers)
+out = [urllib.request.urlopen(request, timeout=10).read().decode()]
+try:
+    urllib.request.urlopen("https://example.com", timeout=10).read()
+    out.append("example.com: reached")
+except Exception as exc:
+    out.append(f"example.com: {exc}")
+try:
+    socket.create_connection(("1.1.1.1", 443), timeout=5).close()
+    out.append("1.1.1.1: reached")
+except OSError as exc:
+    out.append(f"1.1.1.1: {exc}")
+open("out.txt", "w").write("\\n".join(out) + "\\n")
+"""
+
+
+@pytest.mark.sandbox
+def test_in_the_draft_sandbox_with_the_network_denied_the_proxy_is_the_only_way_out(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """strata run --draft --record-model (--net deny): the command's model call reaches the
+    endpoint on the host through the proxy's socket bound into the sandbox and is linked
+    from the revision; a tunnel to any other host is refused, a direct connection has no
+    route."""
+    from agent_endpoints import Text
+
+    (workspace / "call.py").write_text(CALLER)
+    ok(run_cli("snapshot", cwd=workspace))
+    with AnthropicEndpoint([[Text("hello")]]) as api:
+        env = run_cli.env({"ANTHROPIC_BASE_URL": api.url, "ANTHROPIC_API_KEY": KEY})
+        # the key is passed by name, as a user would (the sandbox clears the environment)
+        code, out, err = run_cli(
+            "run", "--draft", "--record-model", "--env", "ANTHROPIC_API_KEY", "--json", "--",
+            "python3", "call.py", cwd=workspace, env=env,
+        )  # fmt: skip
+        assert code == 0, out + err
+        assert len(api.requests) == 1
+        headers = {k.lower(): v for k, v in api.requests[0].headers.items()}
+        assert headers["x-api-key"] == KEY  # passed on, never recorded
+    draft = json.loads(out)
+    assert draft["isolated"] is True
+    [answer] = [p for p in (workspace / ".strata" / "draft").rglob("out.txt")]
+    text = answer.read_text()
+    assert "message_start" in text and '"done"' in text  # the endpoint's stream, whole
+    assert "example.com: <urlopen error Tunnel connection failed: 403" in text, text
+    assert "1.1.1.1: reached" not in text
+    branch = f"draft/{draft['draft_id']}"
+    [revision] = [
+        e for e in as_json(run_cli("history", "--json", "--branch", branch, cwd=workspace))
+        if e["id"] == draft["revision_event_id"]
+    ]  # fmt: skip
+    assert revision["data"]["model_calls"] == 1 and len(revision["artifacts"]) == 1
+    store = workspace / ".strata"
+    assert not [p for p in store.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()]

@@ -217,11 +217,6 @@ def run(
                 watch,
                 bool(ignore),
             )
-            if record_model:
-                raise UsageError(
-                    "--record-model records runs on the real files; in the Draft it is not "
-                    "available yet"
-                )
             from strata.cli.draft import run_in_draft
 
             code = run_in_draft(
@@ -235,6 +230,7 @@ def run(
                 author_name=author,
                 author_kind=author_kind,
                 message=label,
+                record_model=record_model,
             )
             ctx.exit(code)
         if sandbox != "bwrap" or net is not None or agents or bind_ro or env_names:

@@ -47,6 +47,7 @@ import json
 import queue
 import re
 import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -58,6 +59,7 @@ from urllib.parse import urlsplit
 
 from strata.providers.replay import first_difference
 from strata.providers.trace import LLM_CALL, Recorder, Redactor, Trace, fingerprint
+from strata.sandbox.net import PROXY_PORT, SOCKET_NAME
 
 #: the public APIs, when the user set no base URL
 DEFAULT_UPSTREAMS = {
@@ -201,6 +203,7 @@ class ModelProxy:
         root: Path | str | None = None,
         secrets: Sequence[str] = (),
         port: int = 0,
+        socket_folder: Path | None = None,
     ) -> None:
         if (replay is None) == (recorder is None):
             raise ValueError("a model proxy records (recorder) or replays (replay), not both")
@@ -223,7 +226,14 @@ class ModelProxy:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
-        self._thread: threading.Thread | None = None
+        self._servers: list[socketserver.BaseServer] = [self._server]
+        #: the folder of the Unix socket it also listens on (``proxy.sock``), bound into a
+        #: sandbox whose only way out it is (:attr:`strata.sandbox.bwrap.SandboxSpec.proxy`)
+        self.socket_folder = socket_folder
+        if socket_folder is not None:
+            unix = _UnixServer(str(socket_folder / SOCKET_NAME), Handler)
+            unix.daemon_threads = True
+            self._servers.append(unix)
 
     # -- the outside ------------------------------------------------------------------
 
@@ -235,6 +245,11 @@ class ModelProxy:
     def environment(self) -> dict[str, str]:
         """The variables that point an agent at this proxy."""
         return {"ANTHROPIC_BASE_URL": self.url, "OPENAI_BASE_URL": f"{self.url}/v1"}
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """The same, for a sandbox that reaches the proxy's socket through its relay's port."""
+        url = f"http://127.0.0.1:{PROXY_PORT}"
+        return {"ANTHROPIC_BASE_URL": url, "OPENAI_BASE_URL": f"{url}/v1"}
 
     @property
     def trace_ids(self) -> list[str]:
@@ -265,15 +280,16 @@ class ModelProxy:
                 target=self._recording, name="strata-model-proxy-recorder", daemon=True
             )
             self._worker.start()
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="strata-model-proxy", daemon=True
-        )
-        self._thread.start()
+        for server in self._servers:
+            threading.Thread(
+                target=server.serve_forever, name="strata-model-proxy", daemon=True
+            ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        for server in self._servers:
+            server.shutdown()
+            server.server_close()
         if self._worker is not None:
             self._queue.put(None)
             self._worker.join()
@@ -405,6 +421,12 @@ class ModelProxy:
             return found
 
 
+class _UnixServer(socketserver.ThreadingUnixStreamServer):
+    def get_request(self) -> tuple[Any, Any]:
+        conn, _ = self.socket.accept()
+        return conn, ("sandbox", 0)
+
+
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     owner: ModelProxy
@@ -414,7 +436,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def setup(self) -> None:
         super().setup()
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if self.connection.family != socket.AF_UNIX:
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def address_string(self) -> str:
+        return str(self.client_address[0]) if self.client_address else "sandbox"
+
+    def do_CONNECT(self) -> None:
+        """A tunnel elsewhere: refused, the model APIs are the only way out."""
+        message = (
+            f"strata's model proxy refuses {self.path}: only the model APIs are reachable "
+            "(ANTHROPIC_BASE_URL, OPENAI_BASE_URL)"
+        )
+        self._send(403, "text/plain", message.encode())
 
     def do_POST(self) -> None:
         self._call()
@@ -616,8 +650,12 @@ def recording(
     secrets: Sequence[str] = (),
     agent_id: str = "proxy",
     port: int = 0,
+    socket_folder: Path | None = None,
 ) -> Iterator[ModelProxy]:
-    """A recording proxy to the upstreams ``environ`` names, storing traces with ``put``."""
+    """A recording proxy to the upstreams ``environ`` names, storing traces with ``put``.
+
+    With ``socket_folder`` it listens on a Unix socket there too (for a sandbox).
+    """
     recorder = Recorder(put=put, agent_id=agent_id, secrets=tuple(secrets))
     with ModelProxy(
         recorder=recorder,
@@ -625,6 +663,7 @@ def recording(
         root=root,
         secrets=secrets,
         port=port,
+        socket_folder=socket_folder,
     ) as proxy:
         yield proxy
 
