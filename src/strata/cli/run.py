@@ -193,6 +193,8 @@ def run(
     Responses and Chat Completions, streamed or not) passes through a
     recording proxy and is linked from the run's event as a trace;
     'strata replay' then runs the command again offline (docs/replay.md).
+    With --draft and the network denied, the proxy is the sandbox's only
+    way out (through a socket bound into it); the revision links the traces.
 
     \b
     Example:
