@@ -213,6 +213,30 @@ def test_replay_serves_the_recorded_answer_with_no_upstream_and_names_a_changed_
         assert '"hello, changed"' in found[0] and found[1].startswith("llm_call:proxy-anthropic")
 
 
+def test_the_home_folder_and_the_workspace_folder_name_are_tokens(
+    upstream: GatedStream,
+) -> None:
+    """A sandbox gives the agent another home, and Claude Code names a folder after the
+    workspace's path (-work-ws): both are written as tokens, so the replay in a sandbox's
+    home and a scratch folder asks the same question."""
+    upstream.gate.release(2)
+    objects, recorder = _store()
+    said = "memory in /home/me/.claude/projects/-work-ws/ for /work/ws"
+    body = {**BODY, "system": said}
+    with ModelProxy(
+        recorder=recorder, upstreams={"anthropic": upstream.url}, root="/work/ws", home="/home/me"
+    ) as proxy:
+        _post(proxy.url, "/v1/messages", body).read()
+    traces = [Trace.decode(data, name=oid) for oid, data in objects.items()]
+    assert traces[0].request["body"]["system"] == (
+        "memory in {home}/.claude/projects/{workspace-folder}/ for {workspace}"
+    )
+    with replaying(traces, Path("/tmp/s"), home="/run/home") as replay:
+        again = {**body, "system": "memory in /run/home/.claude/projects/-tmp-s/ for /tmp/s"}
+        again["messages"] = [{"role": "user", "content": "hello from /tmp/s"}]
+        assert _post(replay.url, "/v1/messages", again).status == 200, replay.divergences
+
+
 def test_an_unreachable_upstream_is_a_502_and_a_recorded_failure() -> None:
     objects, recorder = _store()
     with ModelProxy(recorder=recorder, upstreams={"anthropic": "http://127.0.0.1:9"}) as proxy:
@@ -250,6 +274,7 @@ def _claude_env(run_cli: CliRunner, **extra: str) -> dict[str, str]:
     return agent_env(run_cli.env(), PATH="/usr/bin:/bin", ANTHROPIC_API_KEY=KEY, **extra)
 
 
+@pytest.mark.sandbox
 def test_a_claude_code_session_recorded_through_the_proxy_replays_offline(
     workspace: Path, run_cli: CliRunner
 ) -> None:
@@ -285,14 +310,22 @@ def test_a_claude_code_session_recorded_through_the_proxy_replays_offline(
         ["grep", "-r", "-a", "-c", "api03", store], capture_output=True, text=True
     ).stdout.replace(":0", "")
 
-    # the endpoint is gone: the replay's answers come from the traces alone
-    replay = run_cli("replay", "--sandbox", "none", "--json", run_id, cwd=workspace, env=env)
+    # the endpoint is gone: the replay's answers come from the traces alone, served to the
+    # sandbox (no network: the proxy's socket is its only way out) where claude sees the
+    # workspace at its own path and a home of its own
+    names = ["ANTHROPIC_API_KEY", "PROMPT", "DISABLE_AUTOUPDATER", "DISABLE_TELEMETRY",
+             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"]  # fmt: skip
+    inside = [a for n in names for a in ("--env", n)] + ["--bind-ro", str(claude.parent.parent)]
+    replay = run_cli("replay", "--json", *inside, run_id, cwd=workspace, env=env)
     report = json.loads(replay[1])
     assert replay[0] == 0 and report["ok"], replay
     assert [s["kind"] for s in report["steps"]] == ["run"]
+    # and without the sandbox, in a scratch folder (its path is not the workspace's)
+    unsandboxed = run_cli("replay", "--sandbox", "none", "--json", run_id, cwd=workspace, env=env)
+    assert unsandboxed[0] == 0 and json.loads(unsandboxed[1])["ok"], unsandboxed
 
     changed = run_cli(
-        "replay", "--sandbox", "none", "--json", run_id, cwd=workspace,
+        "replay", "--json", *inside, run_id, cwd=workspace,
         env={**env, "PROMPT": "go somewhere else"},
     )  # fmt: skip
     assert changed[0] == 1, changed

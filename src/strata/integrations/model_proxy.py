@@ -23,10 +23,10 @@ What the fingerprint is taken of, :func:`call_request`, leaves out what
 changes from one session to the next without changing the question: the
 body's ``metadata``, ``user``, ``prompt_cache_key`` and ``safety_identifier``
 (session and user ids; the raw body is kept as the trace's ``wire_request``),
-and the workspace's path, written ``{workspace}`` (in the response too; and
+the workspace's path, written ``{workspace}`` (in the response too; and
 ``{workspace-folder}`` for the form agents name a folder after it,
-:func:`folder_name`), so a run replayed in a scratch folder asks the same
-questions.
+:func:`folder_name`), and the agent's home folder, written ``{home}``, so a
+run replayed in a scratch folder or a sandbox's home asks the same questions.
 
 **Replaying** (``replay`` given): nothing is forwarded (the proxy has no
 upstream and opens no connection). A request is answered with the recorded
@@ -74,6 +74,8 @@ VOLATILE_FIELDS = ("metadata", "user", "prompt_cache_key", "safety_identifier")
 WORKSPACE_TOKEN = "{workspace}"
 #: how the workspace's path is written where it names a folder (:func:`folder_name`)
 FOLDER_TOKEN = "{workspace-folder}"
+#: how the agent's home folder is written (a sandbox gives it another one)
+HOME_TOKEN = "{home}"
 ADAPTERS = {"anthropic": "proxy-anthropic", "openai": "proxy-openai"}
 _HOP = frozenset(
     {
@@ -147,12 +149,16 @@ def parse_body(raw: bytes) -> Any:
         return text
 
 
-def call_request(method: str, path: str, body: Any, *, root: str | None) -> dict[str, Any]:
+def call_request(
+    method: str, path: str, body: Any, *, root: str | None, home: str | None = None
+) -> dict[str, Any]:
     """What a call's fingerprint is taken of (see the module doc): before redaction."""
     if isinstance(body, dict):
         body = {k: v for k, v in body.items() if k not in VOLATILE_FIELDS}
     if root:
         body = _swap(_swap(body, root, WORKSPACE_TOKEN), folder_name(root), FOLDER_TOKEN)
+    if home and home != "/":
+        body = _swap(body, home, HOME_TOKEN)
     return {"method": method, "path": path.split("?", 1)[0], "body": body}
 
 
@@ -189,7 +195,8 @@ class ModelProxy:
     """The proxy on 127.0.0.1; a context manager (see the module doc).
 
     Give ``recorder`` and ``upstreams`` to record, or ``replay`` (the recorded
-    traces) to replay. ``root`` is the workspace's path as the agent sees it.
+    traces) to replay. ``root`` is the workspace's path as the agent sees it,
+    ``home`` its home folder (both written as tokens in what is recorded).
     ``secrets`` are redacted from what is recorded, with the credentials each
     request carries.
     """
@@ -204,6 +211,7 @@ class ModelProxy:
         secrets: Sequence[str] = (),
         port: int = 0,
         socket_folder: Path | None = None,
+        home: Path | str | None = None,
     ) -> None:
         if (replay is None) == (recorder is None):
             raise ValueError("a model proxy records (recorder) or replays (replay), not both")
@@ -211,6 +219,7 @@ class ModelProxy:
         self.upstreams = dict(upstreams or DEFAULT_UPSTREAMS)
         self._replay = _Replay(list(replay)) if replay is not None else None
         self.root = str(root) if root else None
+        self.home = str(home) if home else None
         self.secrets = tuple(secrets)
         self._lock = threading.Lock()
         self._pool = threading.local()
@@ -366,6 +375,8 @@ class ModelProxy:
         assert self.recorder is not None
         if self.root and response is not None:
             response = _swap(response, self.root, WORKSPACE_TOKEN)
+        if self.home and self.home != "/" and response is not None:
+            response = _swap(response, self.home, HOME_TOKEN)
         with self._lock:
             before = self.recorder.secrets
             self.recorder.secrets = (*before, *secrets)
@@ -487,7 +498,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             if k.lower() in _CREDENTIALS and len(v.split(" ", 1)[-1]) >= 8
         ]
         body = parse_body(raw)
-        request = call_request(self.command, self.path, body, root=proxy.root)
+        request = call_request(self.command, self.path, body, root=proxy.root, home=proxy.home)
         if proxy.recorder is None:
             self._replayed(api, request, secrets)
         else:
@@ -508,6 +519,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         text = str(response.get("body", ""))
         if proxy.root:
             text = text.replace(WORKSPACE_TOKEN, proxy.root)
+        if proxy.home:
+            text = text.replace(HOME_TOKEN, proxy.home)
         self._send(
             int(response.get("status", 200)),
             str(response.get("content_type") or "application/json"),
@@ -655,6 +668,7 @@ def recording(
     """A recording proxy to the upstreams ``environ`` names, storing traces with ``put``.
 
     With ``socket_folder`` it listens on a Unix socket there too (for a sandbox).
+    ``environ``'s ``HOME`` is the agent's home folder.
     """
     recorder = Recorder(put=put, agent_id=agent_id, secrets=tuple(secrets))
     with ModelProxy(
@@ -664,20 +678,40 @@ def recording(
         secrets=secrets,
         port=port,
         socket_folder=socket_folder,
+        home=environ.get("HOME") or None,
     ) as proxy:
         yield proxy
 
 
 @contextmanager
 def replaying(
-    traces: Sequence[Trace], root: Path, *, secrets: Sequence[str] = ()
+    traces: Sequence[Trace],
+    root: Path,
+    *,
+    home: str | None = None,
+    secrets: Sequence[str] = (),
 ) -> Iterator[ModelProxy]:
     """A proxy serving ``traces`` (a run's recorded calls); it never connects anywhere.
 
-    ``root`` is the workspace's path as the replayed command sees it.
+    ``root`` is the workspace's path as the replayed command sees it, ``home``
+    its home folder. It listens on 127.0.0.1 and on a Unix socket in a folder
+    of its own (``socket_folder``), for a sandbox to bind.
     """
-    with ModelProxy(replay=model_traces(traces), root=root, secrets=secrets) as proxy:
-        yield proxy
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="strata-model-replay-"))
+    try:
+        with ModelProxy(
+            replay=model_traces(traces),
+            root=root,
+            home=home,
+            secrets=secrets,
+            socket_folder=folder,
+        ) as proxy:
+            yield proxy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def model_traces(traces: Sequence[Trace]) -> list[Trace]:

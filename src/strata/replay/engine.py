@@ -210,8 +210,15 @@ def is_agent_step(event: Event) -> bool:
 class ModelServer(Protocol):
     """What serves a replayed command's recorded model calls (a replaying model proxy)."""
 
+    socket_folder: Path | None
+    """The folder of its Unix socket (``proxy.sock``), bound into the sandbox."""
+
     def environment(self) -> dict[str, str]:
-        """The variables that point the command at it."""
+        """The variables that point a command on the host's network at it."""
+        ...
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """The variables that point a sandboxed command at it (through its socket)."""
         ...
 
     def first_divergence(self) -> tuple[str, str] | None:
@@ -219,9 +226,9 @@ class ModelServer(Protocol):
         ...
 
 
-#: makes the server of a run's recorded model calls: (the traces, the workspace path the
-#: command sees) -> a context manager serving them while the command runs again
-ModelReplay = Callable[[list[Trace], Path], AbstractContextManager[ModelServer]]
+#: makes the server of a run's recorded model calls: (the traces, the workspace path and
+#: the home folder the command sees) -> a context manager serving them while it runs again
+ModelReplay = Callable[[list[Trace], Path, str | None], AbstractContextManager[ModelServer]]
 
 
 @dataclass(frozen=True)
@@ -237,6 +244,10 @@ class Commands:
     sandbox: str = "bwrap"  # bwrap | none
     timeout_s: float = 600.0
     model_replay: ModelReplay | None = None
+    bind_ro: tuple[Path, ...] = ()
+    """Host paths the sandbox shows read-only (an agent installed outside system folders)."""
+    env_names: tuple[str, ...] = ()
+    """Variables of ``environ`` passed into the sandbox (which clears the environment)."""
 
 
 def replay(
@@ -371,8 +382,13 @@ def _run(
                 server: ModelServer | None = None
                 if run.artifacts:  # its model calls were recorded: served again, offline
                     server = stack.enter_context(_model_server(core, run, files, commands))
-                    extra = server.environment()
-                code, output = _run_command(core, run, files, commands, extra)
+                    extra = (
+                        server.environment()
+                        if commands.sandbox == "none"
+                        else server.sandbox_environment()
+                    )
+                proxy = server.socket_folder if server is not None else None
+                code, output = _run_command(core, run, files, commands, extra, proxy)
                 unrecorded = server.first_divergence() if server is not None else None
             recorded_code = run.data.get("exit_code")
             scan = ws.scan(hash_only=True)
@@ -485,17 +501,21 @@ def _run(
 def _model_server(
     core: Core, run: Event, files: Path, commands: Commands
 ) -> AbstractContextManager[ModelServer]:
-    """The server of ``run``'s recorded model calls, for its command replayed on ``files``."""
+    """The server of ``run``'s recorded model calls, for its command replayed on ``files``.
+
+    In the sandbox the command sees the workspace at its own path and a home
+    of the sandbox's; without it, the scratch folder and the caller's home.
+    """
     if commands.model_replay is None:
         raise ReplayError(f"run {run.id} recorded its model calls; this replay cannot serve them")
-    if commands.sandbox != "none":
-        raise ReplayError(
-            f"run {run.id} recorded its model calls ('strata run --record-model'): the "
-            "sandbox cannot reach the replaying model proxy yet",
-            hint="replay it with --sandbox none (the proxy still refuses every call it "
-            "did not record and never connects anywhere)",
-        )
-    return commands.model_replay(load_traces(core, run), files)
+    if commands.sandbox == "none":
+        root, home = files, commands.environ.get("HOME")
+    else:
+        from strata.sandbox.bwrap import SandboxSpec, sandbox_home
+
+        spec = SandboxSpec(workspace=core.root, source=files, cwd=core.root)
+        root, home = core.root, str(sandbox_home(spec, environ=commands.environ))
+    return commands.model_replay(load_traces(core, run), root, home)
 
 
 def _run_command(
@@ -504,10 +524,12 @@ def _run_command(
     files: Path,
     commands: Commands,
     extra: dict[str, str] | None = None,
+    proxy: Path | None = None,
 ) -> tuple[int | None, str]:
     """Run a recorded command again on ``files``: its exit code (None: it timed out), its output.
 
-    ``extra`` are variables set for it (the replaying model proxy's URLs).
+    ``extra`` are variables set for it (the replaying model proxy's URLs);
+    ``proxy`` the folder of that proxy's socket, bound into the sandbox.
     """
     from strata.replay.preflight import run_in_copy
 
@@ -530,6 +552,9 @@ def _run_command(
             "STRATA_REPLAY": "1",
             **(extra or {}),
         },
+        bind_ro=commands.bind_ro,
+        env_names=commands.env_names,
+        proxy=proxy,
     )
     if result.timed_out:
         return None, result.output_tail
