@@ -237,6 +237,19 @@ def test_the_home_folder_and_the_workspace_folder_name_are_tokens(
         assert _post(replay.url, "/v1/messages", again).status == 200, replay.divergences
 
 
+def test_a_store_that_fails_does_not_fail_the_call(upstream: GatedStream) -> None:
+    """The answer has passed before the trace is stored: a full disk is reported, not
+    turned into the agent's failure."""
+    upstream.gate.release(2)
+
+    def put(data: bytes) -> str:
+        raise OSError(28, "No space left on device")
+
+    with ModelProxy(recorder=Recorder(put=put), upstreams={"anthropic": upstream.url}) as proxy:
+        assert b"hello" in _post(proxy.url, "/v1/messages", BODY).read()
+    assert proxy.trace_ids == [] and "No space left" in proxy.failures[0]
+
+
 def test_an_unreachable_upstream_is_a_502_and_a_recorded_failure() -> None:
     objects, recorder = _store()
     with ModelProxy(recorder=recorder, upstreams={"anthropic": "http://127.0.0.1:9"}) as proxy:
@@ -320,6 +333,7 @@ def test_a_claude_code_session_recorded_through_the_proxy_replays_offline(
     report = json.loads(replay[1])
     assert replay[0] == 0 and report["ok"], replay
     assert [s["kind"] for s in report["steps"]] == ["run"]
+    assert f"({calls} of {calls} recorded model calls served)" in report["steps"][0]["detail"]
     # and without the sandbox, in a scratch folder (its path is not the workspace's)
     unsandboxed = run_cli("replay", "--sandbox", "none", "--json", run_id, cwd=workspace, env=env)
     assert unsandboxed[0] == 0 and json.loads(unsandboxed[1])["ok"], unsandboxed

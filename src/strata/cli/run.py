@@ -439,6 +439,8 @@ def _model_proxy(repo: Repository) -> Iterator[Any]:
                     os.environ.pop(k, None)
                 else:
                     os.environ[k] = v
+    for failure in proxy.failures:  # the calls went through; their traces could not be kept
+        warn(f"a model call's trace could not be stored: {failure}")
 
 
 class NotPlain(Exception):

@@ -276,6 +276,12 @@ class ModelProxy:
         found = self.divergences
         return (found[0].detail, found[0].expected) if found else None
 
+    def served(self) -> tuple[int, int]:
+        """How many recorded calls a replay was asked for, of how many."""
+        if self._replay is None:
+            return 0, 0
+        return sum(self._replay.served), len(self._replay.traces)
+
     @property
     def unserved(self) -> list[Trace]:
         """Recorded calls a replay has not (yet) been asked for."""

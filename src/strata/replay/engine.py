@@ -225,6 +225,10 @@ class ModelServer(Protocol):
         """The first request that matched no recorded call: (what differs, the expected key)."""
         ...
 
+    def served(self) -> tuple[int, int]:
+        """How many recorded calls were asked for, of how many."""
+        ...
+
 
 #: makes the server of a run's recorded model calls: (the traces, the workspace path and
 #: the home folder the command sees) -> a context manager serving them while it runs again
@@ -390,6 +394,7 @@ def _run(
                 proxy = server.socket_folder if server is not None else None
                 code, output = _run_command(core, run, files, commands, extra, proxy)
                 unrecorded = server.first_divergence() if server is not None else None
+                served = server.served() if server is not None else None
             recorded_code = run.data.get("exit_code")
             scan = ws.scan(hash_only=True)
             if unrecorded is not None:  # what the command did after it says less than this
@@ -422,9 +427,10 @@ def _run(
             if report.divergence is not None:
                 report.steps.append(StepReplay(event.id, event.action_type, "run", "diverged"))
                 return
-            step = StepReplay(
-                event.id, event.action_type, "run", "same", shlex.join(run.data["argv"])
-            )
+            shown = shlex.join(run.data["argv"])
+            if served is not None:
+                shown += f" ({served[0]} of {served[1]} recorded model calls served)"
+            step = StepReplay(event.id, event.action_type, "run", "same", shown)
         elif not is_agent_step(event):
             ws.apply(ws.plan(ws.scan(hash_only=True), expected))
             step = StepReplay(event.id, event.action_type, "recorded", "applied")
