@@ -626,17 +626,27 @@ class Repository(Core):
         label: str = "",
         cwd: Path | None = None,
         around: Callable[[], AbstractContextManager[Any]] | None = None,
+        artifacts: Callable[[], Sequence[str]] | None = None,
     ) -> RunResult:
         """Run ``target`` (an argv list or a callable) between two snapshots of the workspace.
 
         See :mod:`strata.runs.flow`: snapshot ``before``, execute, snapshot
         ``after`` (``after_failure`` when it fails), diff, optional rollback.
         A callable's exception is kept in the result (``raise_error()``).
+        ``artifacts`` names, once the target ended, stored objects (model call
+        traces) that the ``run`` event links.
         """
         from strata.runs.flow import execute_run
 
         return execute_run(
-            self, target, workspace=workspace, author=author, label=label, cwd=cwd, around=around
+            self,
+            target,
+            workspace=workspace,
+            author=author,
+            label=label,
+            cwd=cwd,
+            around=around,
+            artifacts=artifacts,
         )
 
     run_once = execute_run

@@ -177,6 +177,7 @@ COMMAND_MODULES = {
     "du": "storage",
     "agent": "agent",
     "replay": "replay",
+    "proxy": "proxy",  # the recording model proxy (issue 25)
     "preflight": "preflight",
     "models": "models",
     "digest": "digest",  # the workspace digest

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ from strata.diff.display import printable, printable_patch
 from strata.errors import UsageError
 
 if TYPE_CHECKING:
+    from strata.repo import Repository
     from strata.sandbox.net import NetPolicy
 
 _LETTER = {"added": "A", "modified": "M", "deleted": "D", "renamed": "R", "type_changed": "T"}
@@ -181,6 +183,7 @@ def run_in_draft(
     author_kind: str | None = None,
     message: str = "",
     agents: Sequence[str] = (),
+    record_model: bool = False,
 ) -> int:
     """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
 
@@ -190,7 +193,9 @@ def run_in_draft(
     The command starts in the Draft's folder matching the current folder;
     every run records a draft revision. Prints a report (``as_json``: the
     :class:`~strata.workbench.draft.DraftRun` JSON on stdout, else a few lines
-    on stderr, saying "no isolation" for ``--sandbox none``).
+    on stderr, saying "no isolation" for ``--sandbox none``). ``record_model``
+    records the command's model calls through a proxy (with ``--net deny`` the
+    sandbox's only way out), linked from the revision.
     """
     from strata.sandbox.net import NetPolicy
 
@@ -233,6 +238,7 @@ def run_in_draft(
                 message=message,
                 agents=agents,
                 on_net_refused=_tell_refused(policy),
+                model_calls=(lambda: _model_proxy(repo)) if record_model else None,
             )
     if as_json:
         emit_json({"draft_id": d.id, "started": started, **result.to_json()})
@@ -248,6 +254,29 @@ def run_in_draft(
                 err=True,
             )
     return result.outcome.exit_code
+
+
+@contextmanager
+def _model_proxy(repo: Repository) -> Iterator[Any]:
+    """A recording model proxy for one command in the Draft, on a socket of its own too."""
+    import shutil
+    import tempfile
+
+    from strata.integrations.model_proxy import recording
+    from strata.redaction import secret_values
+
+    folder = Path(tempfile.mkdtemp(prefix="strata-model-proxy-"))
+    try:
+        with recording(
+            repo.objects.put,
+            os.environ,
+            root=repo.root,
+            secrets=secret_values(os.environ),
+            socket_folder=folder,
+        ) as proxy:
+            yield proxy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _tell_refused(policy: NetPolicy) -> Callable[[str], None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 import click
 
@@ -11,7 +12,7 @@ from strata.cli.common import emit_json, json_option, open_repo, short
 
 
 @click.command("replay")
-@click.argument("span", metavar="A..B")
+@click.argument("span", metavar="A..B|RUN")
 @click.option(
     "--dry-run", is_flag=True, help="List the steps and verify their traces; run nothing."
 )
@@ -31,8 +32,31 @@ from strata.cli.common import emit_json, json_option, open_repo, short
     metavar="SECONDS",
     help="Stop a replayed command after this long (a divergence).",
 )
+@click.option(
+    "--bind-ro",
+    multiple=True,
+    metavar="PATH",
+    type=click.Path(exists=True),
+    help="Show this host path read-only in the sandbox (an agent installed outside the "
+    "system folders); repeatable.",
+)
+@click.option(
+    "--env",
+    "env_names",
+    multiple=True,
+    metavar="NAME",
+    help="Pass this variable into the sandbox (it clears the environment); repeatable.",
+)
 @json_option
-def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool) -> None:
+def replay(
+    span: str,
+    dry_run: bool,
+    sandbox: str,
+    timeout: float,
+    bind_ro: tuple[str, ...],
+    env_names: tuple[str, ...],
+    as_json: bool,
+) -> None:
     """Rebuild the files at A, re-run every recorded step up to B, compare each with the record.
 
     A's files are written into a scratch folder and hash-verified. Each agent
@@ -46,10 +70,18 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
     path, diff) and the command exits 1. Nothing is written to the
     repository.
 
+    RUN (a run id, as 'strata run' prints it) replays that run alone. A run
+    recorded with --record-model gets its model calls answered by a proxy
+    serving the recorded ones, which never connects anywhere (in the
+    sandbox it is the command's only way out): a request that was not
+    recorded is refused and reported as the first divergence, naming the
+    first field that differs.
+
     \b
     Example:
       strata replay HEAD~3..HEAD
       strata replay kqxwsh..hjwmmsq --dry-run   # event ids, as 'strata history' shows
+      strata replay rzynmxjjtqky --env ANTHROPIC_API_KEY --bind-ro ~/.local  # a run
     """
     from strata.replay.engine import Commands, StepReplay
     from strata.replay.engine import replay as run_replay
@@ -60,10 +92,19 @@ def replay(span: str, dry_run: bool, sandbox: str, timeout: float, as_json: bool
             click.echo(f"{short(step.event_id)} {step.action_type}: {step.status}{detail}")
 
     with open_repo() as repo:
+        from strata.integrations.model_proxy import replaying
+        from strata.redaction import secret_values
+
+        secrets = secret_values(os.environ)
         commands = Commands(
             environ=dict(os.environ),
             sandbox=sandbox,
             timeout_s=timeout,
+            model_replay=lambda traces, root, home: replaying(
+                traces, root, home=home, secrets=secrets
+            ),
+            bind_ro=tuple(Path(p) for p in bind_ro),
+            env_names=env_names,
         )
         report = run_replay(repo, span, dry_run=dry_run, commands=commands, progress=progress)
     if as_json:

@@ -7,7 +7,8 @@ it cannot be executed.
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,6 +135,13 @@ def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: li
     help="Run in the Draft (started when none is open), isolated in a sandbox; "
     "Published is untouched until 'strata publish'.",
 )
+@click.option(
+    "--record-model",
+    is_flag=True,
+    help="Record the command's model calls: a proxy on 127.0.0.1 that ANTHROPIC_BASE_URL "
+    "and OPENAI_BASE_URL point at forwards each to the URL they had (or the public API) "
+    "and keeps it as a redacted trace of the run, so 'strata replay' can run it offline.",
+)
 @sandbox_options
 @author_options
 @json_option
@@ -152,6 +160,7 @@ def run(
     debounce_ms: int,
     ignore: tuple[str, ...],
     draft: bool,
+    record_model: bool,
     sandbox: str,
     net: str | None,
     agents: tuple[str, ...],
@@ -179,6 +188,14 @@ def run(
     --agent claude|codex|aider gives it a throwaway copy of that agent's
     configuration, its API keys and its API hosts (docs/agents-in-a-draft.md).
 
+    With --record-model every model call the command makes through
+    ANTHROPIC_BASE_URL or OPENAI_BASE_URL (Anthropic Messages, OpenAI
+    Responses and Chat Completions, streamed or not) passes through a
+    recording proxy and is linked from the run's event as a trace;
+    'strata replay' then runs the command again offline (docs/replay.md).
+    With --draft and the network denied, the proxy is the sandbox's only
+    way out (through a socket bound into it); the revision links the traces.
+
     \b
     Example:
       strata run -- make test
@@ -187,6 +204,7 @@ def run(
       strata run --watch -- claude      # a step each time the files settle
       strata run --draft --agent claude -- claude -p "fix the failing test"
       strata run --draft --net allow=api.openai.com,pypi.org --env OPENAI_API_KEY -- ./agent.sh
+      strata run --record-model -- claude -p "fix the failing test"
 
     """
     from strata.runs.options import WorkspaceOptions
@@ -214,6 +232,7 @@ def run(
                 author_name=author,
                 author_kind=author_kind,
                 message=label,
+                record_model=record_model,
             )
             ctx.exit(code)
         if sandbox != "bwrap" or net is not None or agents or bind_ro or env_names:
@@ -233,7 +252,12 @@ def run(
         live = debounce_ms if watch else None
         with command_output_to_stderr(as_json):
             result = _run_published(
-                list(argv), options, label, make_author(author, author_kind), live=live
+                list(argv),
+                options,
+                label,
+                make_author(author, author_kind),
+                live=live,
+                record_model=record_model,
             )
     except StrataError as exc:
         state = ctx.find_object(State)
@@ -320,9 +344,19 @@ def _refuse_outside_draft(*given: bool) -> None:
 
 
 def _run_published(
-    argv: list[str], options: WorkspaceOptions, label: str, author: Any, *, live: int | None
+    argv: list[str],
+    options: WorkspaceOptions,
+    label: str,
+    author: Any,
+    *,
+    live: int | None,
+    record_model: bool = False,
 ) -> RunResult:
-    """Run ``argv`` on the workspace's real files (``live``: the live capture's debounce)."""
+    """Run ``argv`` on the workspace's real files (``live``: the live capture's debounce).
+
+    With ``record_model`` a recording model proxy runs while the command does and
+    the run's event links the traces of its calls.
+    """
     from strata.cli.common import Progress
     from strata.repo import Repository
 
@@ -343,26 +377,70 @@ def _run_published(
                     "--watch records steps in Strata's own store: it needs the hash backend",
                     hint="run 'strata init' here and use --strategy hash (or auto)",
                 )
+        if record_model and not options.enabled:
+            raise UsageError("--record-model needs the run's snapshots to link its traces to")
+        proxies: list[Any] = []
         return repo.execute_run(
             argv,
             workspace=options,
             author=author,
             label=label,
             cwd=Path.cwd(),
-            around=lambda: _around_execution(repo, options, author, label, live),
+            around=lambda: _around_execution(
+                repo, options, author, label, live, proxies if record_model else None
+            ),
+            artifacts=lambda: [i for p in proxies for i in p.trace_ids],
         )
 
 
+@contextmanager
 def _around_execution(
-    repo: Repository, options: WorkspaceOptions, author: Any, label: str, live: int | None
-) -> AbstractContextManager[Any]:
-    """Entered while the command executes: the live capture of ``--watch``."""
-    if live is None or not options.enabled:
-        return nullcontext()
-    from strata.runs.watch import RATIONALE, LiveCapture
+    repo: Repository,
+    options: WorkspaceOptions,
+    author: Any,
+    label: str,
+    live: int | None,
+    proxies: list[Any] | None = None,
+) -> Iterator[None]:
+    """Entered while the command executes: ``--watch``'s live capture, ``--record-model``'s proxy.
 
-    message = f"{RATIONALE}: {label}" if label else RATIONALE
-    return LiveCapture(repo, debounce_ms=live, author=author, message=message)
+    The proxy is started here and added to ``proxies``; the command inherits
+    the base-URL variables pointing at it.
+    """
+    with ExitStack() as stack:
+        if proxies is not None:
+            proxies.append(stack.enter_context(_model_proxy(repo)))
+        if live is not None and options.enabled:
+            from strata.runs.watch import RATIONALE, LiveCapture
+
+            message = f"{RATIONALE}: {label}" if label else RATIONALE
+            stack.enter_context(LiveCapture(repo, debounce_ms=live, author=author, message=message))
+        yield
+
+
+@contextmanager
+def _model_proxy(repo: Repository) -> Iterator[Any]:
+    """A recording model proxy for this run; the base-URL variables point at it meanwhile."""
+    import os
+
+    from strata.integrations.model_proxy import recording
+    from strata.redaction import secret_values
+
+    with recording(
+        repo.objects.put, os.environ, root=repo.root, secrets=secret_values(os.environ)
+    ) as proxy:
+        saved = {k: os.environ.get(k) for k in proxy.environment()}
+        os.environ.update(proxy.environment())
+        try:
+            yield proxy
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+    for failure in proxy.failures:  # the calls went through; their traces could not be kept
+        warn(f"a model call's trace could not be stored: {failure}")
 
 
 class NotPlain(Exception):

@@ -80,6 +80,8 @@ class EventType(StrEnum):
     FILE_ARTIFACT = "file_artifact"
     # the knowledge base: a question answered from retrieved passages (its model call linked)
     KB_ASK = "kb_ask"
+    # ``strata proxy``: the model calls it recorded (their traces in ``artifacts``)
+    MODEL_CALLS = "model_calls"
     # the Workshop's conversation (issue 13): annotation events anchored at HEAD
     USER_MESSAGE = "user_message"
     ASSISTANT_MESSAGE = "assistant_message"

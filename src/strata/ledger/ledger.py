@@ -501,6 +501,7 @@ RECORD_ONLY = frozenset(
         "approval_decided",
         "file_artifact",
         "kb_ask",
+        "model_calls",
         "host_run_started",
         "host_step",
         "plan_created",

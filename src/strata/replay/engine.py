@@ -45,14 +45,15 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import blake3
 
 from strata.agent.loop import StepOutcome, ToolTable, run_step
+from strata.core.refs import run_span
 from strata.core.storage import ts_ms
 from strata.digest.optimize import optimize_annotations, replay_optimize
 from strata.errors import (
@@ -206,13 +207,51 @@ def is_agent_step(event: Event) -> bool:
     return isinstance(event.data.get("agent"), dict) and bool(event.artifacts)
 
 
+class ModelServer(Protocol):
+    """What serves a replayed command's recorded model calls (a replaying model proxy)."""
+
+    socket_folder: Path | None
+    """The folder of its Unix socket (``proxy.sock``), bound into the sandbox."""
+
+    def environment(self) -> dict[str, str]:
+        """The variables that point a command on the host's network at it."""
+        ...
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """The variables that point a sandboxed command at it (through its socket)."""
+        ...
+
+    def first_divergence(self) -> tuple[str, str] | None:
+        """The first request that matched no recorded call: (what differs, the expected key)."""
+        ...
+
+    def served(self) -> tuple[int, int]:
+        """How many recorded calls were asked for, of how many."""
+        ...
+
+
+#: makes the server of a run's recorded model calls: (the traces, the workspace path and
+#: the home folder the command sees) -> a context manager serving them while it runs again
+ModelReplay = Callable[[list[Trace], Path, str | None], AbstractContextManager[ModelServer]]
+
+
 @dataclass(frozen=True)
 class Commands:
-    """How a replay runs recorded commands: the sandbox, the caller's environment, a timeout."""
+    """How a replay runs recorded commands: the sandbox, the caller's environment, a timeout.
+
+    ``model_replay`` serves the model calls of a run recorded with
+    ``--record-model`` (the CLI passes :func:`strata.integrations.model_proxy.replaying`);
+    without it such a run cannot be replayed.
+    """
 
     environ: dict[str, str]
     sandbox: str = "bwrap"  # bwrap | none
     timeout_s: float = 600.0
+    model_replay: ModelReplay | None = None
+    bind_ro: tuple[Path, ...] = ()
+    """Host paths the sandbox shows read-only (an agent installed outside system folders)."""
+    env_names: tuple[str, ...] = ()
+    """Variables of ``environ`` passed into the sandbox (which clears the environment)."""
 
 
 def replay(
@@ -224,13 +263,16 @@ def replay(
     commands: Commands | None = None,
     progress: Callable[[StepReplay], None] | None = None,
 ) -> ReplayReport:
-    """Replay the range ``span`` (``A..B``); see the module doc.
+    """Replay the range ``span`` (``A..B``, or a run id: its before..after); see the module doc.
 
     ``commands`` says how recorded runs are run again (default: in the
     sandbox, with an empty environment).
     """
-    a_ref, b_ref = parse_range(span)
-    start, end = core.resolve(a_ref), core.resolve(b_ref)
+    if ".." not in span and (found := run_span(core, span)) is not None:
+        start, end = found  # a run id: from its before state to its after state
+    else:
+        a_ref, b_ref = parse_range(span)
+        start, end = core.resolve(a_ref), core.resolve(b_ref)
     if start.event is None or end.event is None:
         raise UsageError("both ends of a replay must be recorded events")
     events = path_between(core, start.event, end.event)
@@ -339,10 +381,31 @@ def _run(
         if event.id in runs and not is_agent_step(event):
             carried = None
             run = runs[event.id]
-            code, output = _run_command(core, run, files, commands)
+            with ExitStack() as stack:
+                extra: dict[str, str] = {}
+                server: ModelServer | None = None
+                if run.artifacts:  # its model calls were recorded: served again, offline
+                    server = stack.enter_context(_model_server(core, run, files, commands))
+                    extra = (
+                        server.environment()
+                        if commands.sandbox == "none"
+                        else server.sandbox_environment()
+                    )
+                proxy = server.socket_folder if server is not None else None
+                code, output = _run_command(core, run, files, commands, extra, proxy)
+                unrecorded = server.first_divergence() if server is not None else None
+                served = server.served() if server is not None else None
             recorded_code = run.data.get("exit_code")
             scan = ws.scan(hash_only=True)
-            if code is None:  # it did not end: what it left half-written says less than that
+            if unrecorded is not None:  # what the command did after it says less than this
+                report.divergence = Divergence(
+                    event.id,
+                    "unrecorded_call",
+                    None,
+                    f"unrecorded model call: {unrecorded[0]}",
+                    f"expected {unrecorded[1]}" if unrecorded[1] else "",
+                )
+            elif code is None:  # it did not end: what it left half-written says less than that
                 report.divergence = Divergence(
                     event.id,
                     "exit_code",
@@ -364,9 +427,10 @@ def _run(
             if report.divergence is not None:
                 report.steps.append(StepReplay(event.id, event.action_type, "run", "diverged"))
                 return
-            step = StepReplay(
-                event.id, event.action_type, "run", "same", shlex.join(run.data["argv"])
-            )
+            shown = shlex.join(run.data["argv"])
+            if served is not None:
+                shown += f" ({served[0]} of {served[1]} recorded model calls served)"
+            step = StepReplay(event.id, event.action_type, "run", "same", shown)
         elif not is_agent_step(event):
             ws.apply(ws.plan(ws.scan(hash_only=True), expected))
             step = StepReplay(event.id, event.action_type, "recorded", "applied")
@@ -440,8 +504,39 @@ def _run(
                 progress(step)
 
 
-def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tuple[int | None, str]:
-    """Run a recorded command again on ``files``: its exit code (None: it timed out), its output."""
+def _model_server(
+    core: Core, run: Event, files: Path, commands: Commands
+) -> AbstractContextManager[ModelServer]:
+    """The server of ``run``'s recorded model calls, for its command replayed on ``files``.
+
+    In the sandbox the command sees the workspace at its own path and a home
+    of the sandbox's; without it, the scratch folder and the caller's home.
+    """
+    if commands.model_replay is None:
+        raise ReplayError(f"run {run.id} recorded its model calls; this replay cannot serve them")
+    if commands.sandbox == "none":
+        root, home = files, commands.environ.get("HOME")
+    else:
+        from strata.sandbox.bwrap import SandboxSpec, sandbox_home
+
+        spec = SandboxSpec(workspace=core.root, source=files, cwd=core.root)
+        root, home = core.root, str(sandbox_home(spec, environ=commands.environ))
+    return commands.model_replay(load_traces(core, run), root, home)
+
+
+def _run_command(
+    core: Core,
+    run: Event,
+    files: Path,
+    commands: Commands,
+    extra: dict[str, str] | None = None,
+    proxy: Path | None = None,
+) -> tuple[int | None, str]:
+    """Run a recorded command again on ``files``: its exit code (None: it timed out), its output.
+
+    ``extra`` are variables set for it (the replaying model proxy's URLs);
+    ``proxy`` the folder of that proxy's socket, bound into the sandbox.
+    """
     from strata.replay.preflight import run_in_copy
 
     cwd = Path(str(run.data.get("cwd") or core.root))
@@ -461,7 +556,11 @@ def _run_command(core: Core, run: Event, files: Path, commands: Commands) -> tup
             "SOURCE_DATE_EPOCH": str(ts_ms(run.ts) // 1000),
             "PYTHONHASHSEED": "0",
             "STRATA_REPLAY": "1",
+            **(extra or {}),
         },
+        bind_ro=commands.bind_ro,
+        env_names=commands.env_names,
+        proxy=proxy,
     )
     if result.timed_out:
         return None, result.output_tail

@@ -700,6 +700,9 @@ def run_in_copy(
     timeout_s: float,
     cwd: str = "",
     extra_env: Mapping[str, str] | None = None,
+    bind_ro: Sequence[Path] = (),
+    env_names: Sequence[str] = (),
+    proxy: Path | None = None,
 ) -> CheckResult:
     """Run ``argv`` in ``files``, a copy of the workspace (sandboxed, no network); how it ended.
 
@@ -709,7 +712,10 @@ def run_in_copy(
     (or, with ``sandbox="none"``, the unsandboxed environment) passes. The
     command's whole session is killed when it ends, times out or is
     interrupted; only the tail of its output is kept. Used by preflight's
-    check and by replay's recorded commands.
+    check and by replay's recorded commands. In the sandbox, ``bind_ro`` are
+    host paths shown read-only, ``env_names`` variables of ``environ`` passed
+    in, and ``proxy`` the folder of a proxy's Unix socket, the command's only
+    way out (:attr:`strata.sandbox.bwrap.SandboxSpec.proxy`).
     """
     from strata.sandbox import bwrap
 
@@ -727,9 +733,11 @@ def run_in_copy(
             source=files,
             cwd=core.root / cwd if cwd else core.root,
             net=False,
+            bind_ro=tuple(Path(p).absolute() for p in bind_ro),
             readonly=tuple((p, p) for p in ignored_folders(core)),
-            env_names=tuple(extra),
+            env_names=(*extra, *env_names),
             repository=core.layout.repo,
+            proxy=proxy,
         )
         made = bwrap.missing_mount_points(spec)
         full, env = bwrap.sandbox_command(spec, argv, environ={**environ, **extra})

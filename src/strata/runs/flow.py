@@ -213,8 +213,11 @@ def finish_run(
     *,
     value: Any = None,
     error: BaseException | None = None,
+    artifacts: tuple[str, ...] = (),
 ) -> RunResult:
     """Record how ``begun`` ended: the ``after`` snapshot, the diff, the ``run`` event.
+
+    ``artifacts`` (the traces of the model calls it made) are linked from the ``run`` event.
 
     Then the rollback its options ask for, and the lease goes. When recording
     fails the lease is abandoned: the next command that writes records the
@@ -250,6 +253,7 @@ def finish_run(
                     error=error,
                     will_roll_back=wants_rollback,
                     git_heads=heads,
+                    artifacts=artifacts,
                 )
                 safety = None
                 kept: list[str] = []
@@ -305,12 +309,15 @@ def execute_run(
     label: str = "",
     cwd: Path | None = None,
     around: Callable[[], AbstractContextManager[Any]] | None = None,
+    artifacts: Callable[[], Sequence[str]] | None = None,
 ) -> RunResult:
     """Run ``target`` (an argv list or a callable) between two snapshots; see the module.
 
     ``cwd`` is where a command starts (default: the workspace root).
     ``around`` makes a context manager entered around the execution only
-    (live capture hooks in here).
+    (live capture hooks in here; so does the model proxy of ``--record-model``).
+    ``artifacts``, called once the command ended, names stored objects the
+    ``run`` event links (the traces of its model calls).
     """
     opts = workspace or WorkspaceOptions()
     if isinstance(target, str | bytes):
@@ -349,7 +356,8 @@ def execute_run(
         if begun.saved_index is not None:
             begun.saved_index.unlink(missing_ok=True)
         raise
-    return finish_run(repo, begun, outcome, value=value, error=error)
+    linked = tuple(artifacts()) if artifacts is not None else ()
+    return finish_run(repo, begun, outcome, value=value, error=error, artifacts=linked)
 
 
 def _rollback_git(

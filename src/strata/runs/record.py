@@ -140,8 +140,13 @@ def write_annotations(
     events: list[tuple[str, EventId, dict[str, Any], str]],
     *,
     files: list[str] | None = None,
+    artifacts: tuple[str, ...] = (),
 ) -> list[EventId]:
-    """Append annotation events ``(action type, anchor, data, rationale)`` as one operation."""
+    """Append annotation events ``(action type, anchor, data, rationale)`` as one operation.
+
+    ``artifacts`` (stored objects: the traces of the model calls the run made) are
+    linked from the ``run`` event.
+    """
     ids: list[EventId] = []
     with core.transaction(events[-1][0], author, run_id=run_id) as tx:
         for action_type, anchor, data, rationale in events:
@@ -152,6 +157,7 @@ def write_annotations(
                 rationale=rationale,
                 files=files if action_type == EventType.RUN and files else (),
                 operation_id=run_id,
+                artifacts=artifacts if action_type == EventType.RUN else (),
             )
             ids.append(event.id)
     return ids
@@ -210,8 +216,12 @@ def record_finish(
     will_roll_back: bool = False,
     recovered: bool = False,
     git_heads: tuple[dict[str, Any] | None, dict[str, Any] | None] = (None, None),
+    artifacts: tuple[str, ...] = (),
 ) -> Finish:
-    """Take the ``after`` snapshot and write the diff and ``run`` events (one operation)."""
+    """Take the ``after`` snapshot and write the diff and ``run`` events (one operation).
+
+    ``artifacts`` are the traces of the model calls the run made (``--record-model``).
+    """
     label_after = "after_failure" if failed else "after"
     after = take_snapshot(core, backend, label_after, run_id=run_id, author=author, what=what)
     diff = core.diff_trees(before.tree, after.tree)
@@ -236,6 +246,8 @@ def record_finish(
         run_data["error"] = f"{type(error).__name__}: {error}"[:2000]
     if recovered:
         run_data["recovered"] = True
+    if artifacts:
+        run_data["model_calls"] = len(artifacts)
     diff_data = {
         "files_changed": summary["files_changed"],
         "insertions": summary["insertions"],
@@ -253,6 +265,7 @@ def record_finish(
             ("run", after.event_id, run_data, f"run: {title}"[:200]),
         ],
         files=summary["changed_paths"],
+        artifacts=artifacts,
     )
     changed = changed_paths(core, before.tree, after.tree)
     return Finish(after, diff, summary, ids[-1], changed)

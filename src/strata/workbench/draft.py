@@ -51,7 +51,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.core import Scan, Workspace
@@ -152,6 +152,29 @@ class DraftState:
             created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
         )
+
+
+class ModelCalls(Protocol):
+    """A recording model proxy serving one command (``strata run --draft --record-model``).
+
+    :class:`strata.integrations.model_proxy.ModelProxy` is one; the library does
+    not start it (a front end does and passes it in).
+    """
+
+    socket_folder: Path | None
+
+    def environment(self) -> dict[str, str]:
+        """The base-URL variables for a command on the host's network."""
+        ...
+
+    def sandbox_environment(self) -> dict[str, str]:
+        """The base-URL variables for a sandboxed command reaching the socket."""
+        ...
+
+    @property
+    def trace_ids(self) -> list[str]:
+        """The traces of the calls recorded so far."""
+        ...
 
 
 @dataclass
@@ -406,6 +429,7 @@ class Draft:
         message: str = "",
         agents: Sequence[str] = (),
         on_net_refused: Callable[[str], None] | None = None,
+        model_calls: Callable[[], AbstractContextManager[ModelCalls]] | None = None,
     ) -> DraftRun:
         """Run ``argv`` in the Draft, then record a draft revision.
 
@@ -425,6 +449,12 @@ class Draft:
         ``codex``, ``aider``): a throwaway copy of each one's configuration in
         the sandbox's home, its key variables, and, unless ``net`` is True, its
         API hosts added to the allow-list.
+
+        ``model_calls`` starts a recording model proxy (:class:`ModelCalls`) for
+        the command's duration; the base-URL variables point the command at
+        it and the revision links the traces of its calls. With the network
+        denied, the sandbox reaches it through its Unix socket, bound into the
+        sandbox: the model APIs are then the command's only way out.
         """
         if not argv:
             raise UsageError("give a command to run in the Draft (after '--')")
@@ -436,6 +466,11 @@ class Draft:
         for preset in presets:
             policy = policy.with_hosts(preset.allowed)
         env_names = [*env_names, *(n for p in presets for n in p.env_names)]
+        if model_calls is not None and policy.mode == "list":
+            raise UsageError(
+                "recording model calls in the Draft needs --net deny (the proxy is then the "
+                "only way out) or --net allow; an allow-list has a proxy of its own",
+            )
         if sandbox == "none" and (policy.mode == "list" or presets):
             raise UsageError(
                 "--net allow=HOSTS and --agent need the sandbox: without it nothing holds the "
@@ -445,16 +480,20 @@ class Draft:
 
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
+        traces: tuple[str, ...] = ()
         with Lease.acquire(self.core.layout.runs, self.core.ledger.new_id(), info):
-            outcome = self._execute(
-                argv,
-                environ,
-                sandbox,
-                _NetRun(policy, presets, on_net_refused),
-                bind_ro,
-                env_names,
-                cwd,
-            )
+            with model_calls() if model_calls else contextlib.nullcontext() as proxy:
+                outcome = self._execute(
+                    argv,
+                    environ,
+                    sandbox,
+                    _NetRun(policy, presets, on_net_refused),
+                    bind_ro,
+                    env_names,
+                    cwd,
+                    proxy,
+                )
+            traces = tuple(proxy.trace_ids) if proxy is not None else ()
         # what the command planted in a .git (the private clone's or one it made)
         # runs nothing for the user
         neutralise_git(self.path)
@@ -468,8 +507,10 @@ class Draft:
                 "sandbox": sandbox,
                 **({"net": str(policy)} if sandbox != "none" else {}),
                 **({"agents": [p.name for p in presets]} if presets else {}),
+                **({"model_calls": len(traces)} if model_calls is not None else {}),
             },
             always=True,
+            artifacts=traces,
         )
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
@@ -482,6 +523,7 @@ class Draft:
         bind_ro: Sequence[Path],
         env_names: Sequence[str],
         cwd: str,
+        proxy: ModelCalls | None = None,
     ) -> ProcessOutcome:
         """Run ``argv`` in the Draft, sandboxed or not; return how it ended."""
         from strata.runs.process import run_command
@@ -491,6 +533,11 @@ class Draft:
         cwd = cwd.strip("/")
         from strata.sandbox import bwrap
 
+        if proxy is not None:  # the base URLs: the proxy's port, or its socket's relay
+            inside = sandbox != "none" and net.policy.mode == "deny"
+            urls = proxy.sandbox_environment() if inside else proxy.environment()
+            environ = {**environ, **urls}
+            env_names = [*env_names, *urls]
         if sandbox == "none":
             env = bwrap.unsandboxed_environment(self.path, environ=environ)
             start = self.path / cwd if cwd else self.path
@@ -515,6 +562,12 @@ class Draft:
                     raise CommandNotFound(argv[0])
             with contextlib.ExitStack() as stack:
                 spec = _with_network(spec, net, stack)
+                if proxy is not None and proxy.socket_folder is not None and not spec.net:
+                    from dataclasses import replace
+
+                    from strata.sandbox.net import LOOPBACK_NAMES
+
+                    spec = replace(spec, proxy=proxy.socket_folder, no_proxy=LOOPBACK_NAMES)
                 spec = _with_agent_config(spec, net, environ, stack)
                 made = bwrap.missing_mount_points(spec)
                 full, env = bwrap.sandbox_command(spec, argv, environ=environ)

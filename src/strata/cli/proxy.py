@@ -1,0 +1,101 @@
+"""``strata proxy``: the recording model proxy for a long-lived agent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from strata.cli.common import emit_json, json_option, open_repo
+from strata.errors import UsageError
+
+#: the annotation that links a ``strata proxy`` session's traces
+ACTION = "model_calls"
+
+
+@click.command("proxy")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+@json_option
+def proxy(port: int, as_json: bool) -> None:
+    """Record an agent's model calls until Ctrl-C: point its base URLs at the printed URL.
+
+    Starts the recording model proxy on 127.0.0.1 (as 'strata run
+    --record-model' does for one command): each call to Anthropic's Messages
+    API or OpenAI's Responses and Chat Completions APIs is forwarded to the
+    base URL this shell has in ANTHROPIC_BASE_URL / OPENAI_BASE_URL (or the
+    public API), streamed through as it arrives, and kept as a redacted trace
+    (API keys in headers are never kept). On Ctrl-C (or SIGTERM) the traces
+    are linked from one '{action}' event at HEAD ('strata history --action
+    {action}').
+
+    \b
+    Example:
+      strata proxy                  # prints the two export lines, then waits
+      export ANTHROPIC_BASE_URL=http://127.0.0.1:PORT   # in the agent's shell
+    """
+    from strata.integrations.model_proxy import recording
+    from strata.redaction import secret_values
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    with open_repo() as repo:
+        try:
+            serving = recording(
+                repo.objects.put,
+                os.environ,
+                root=repo.root,
+                secrets=secret_values(os.environ),
+                port=port,
+            )
+            running = serving.__enter__()
+        except OSError as exc:
+            raise UsageError(
+                f"cannot listen on 127.0.0.1:{port}: {exc.strerror}", hint="pick another --port"
+            ) from None
+        try:
+            env = running.environment()
+            if as_json:
+                emit_json({"url": running.url, "environment": env})
+            else:
+                for name, value in env.items():
+                    click.echo(f"export {name}={value}")
+                click.echo("strata: recording model calls; Ctrl-C stops", err=True)
+            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                while not stop.wait(0.5):
+                    pass
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+        finally:
+            serving.__exit__(None, None, None)
+        ids = tuple(running.trace_ids)
+        if ids:
+            with repo.transaction(ACTION, repo.author) as tx:
+                head = tx.view.head_event
+                tx.annotate(
+                    ACTION,
+                    anchor=head,
+                    data={"calls": len(ids), "url": running.url},
+                    rationale=f"{len(ids)} model calls recorded by strata proxy",
+                    artifacts=ids,
+                )
+        if not as_json:
+            click.echo(f"strata: {len(ids)} model calls recorded", err=True)
+
+
+proxy.help = (proxy.help or "").replace("{action}", ACTION)
+
+COMMANDS = [proxy]
