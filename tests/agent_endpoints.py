@@ -187,7 +187,7 @@ class ScriptedEndpoint:
             def log_message(self, format: str, *args: object) -> None:
                 pass
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _QuietServer(("127.0.0.1", 0), Handler)
         self._thread: threading.Thread | None = None
 
     @property
@@ -471,3 +471,13 @@ def trust_codex_hooks(codex: Path, *, cwd: Path, env: Mapping[str, str]) -> list
         server.terminate()
         server.wait(timeout=10)
         stdout.close()
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    """The endpoint, saying nothing when an agent drops a connection (its retries, its exit)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)

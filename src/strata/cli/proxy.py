@@ -9,7 +9,7 @@ from types import FrameType
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo
+from strata.cli.common import open_repo
 from strata.errors import UsageError
 
 #: the annotation that links a ``strata proxy`` session's traces
@@ -24,8 +24,7 @@ ACTION = "model_calls"
     show_default=True,
     help="The port on 127.0.0.1 (0: any free one).",
 )
-@json_option
-def proxy(port: int, as_json: bool) -> None:
+def proxy(port: int) -> None:
     """Record an agent's model calls until Ctrl-C: point its base URLs at the printed URL.
 
     Starts the recording model proxy on 127.0.0.1 (as 'strata run
@@ -34,13 +33,13 @@ def proxy(port: int, as_json: bool) -> None:
     base URL this shell has in ANTHROPIC_BASE_URL / OPENAI_BASE_URL (or the
     public API), streamed through as it arrives, and kept as a redacted trace
     (API keys in headers are never kept). On Ctrl-C (or SIGTERM) the traces
-    are linked from one '{action}' event at HEAD ('strata history --action
-    {action}').
+    are linked from one 'model_calls' event at HEAD ('strata history --action
+    model_calls'). It prints 'export NAME=URL' lines, for a shell to eval.
 
     \b
     Example:
       strata proxy                  # prints the two export lines, then waits
-      export ANTHROPIC_BASE_URL=http://127.0.0.1:PORT   # in the agent's shell
+      # in the agent's shell: export ANTHROPIC_BASE_URL=http://127.0.0.1:PORT
     """
     from strata.integrations.model_proxy import recording
     from strata.redaction import secret_values
@@ -66,12 +65,9 @@ def proxy(port: int, as_json: bool) -> None:
             ) from None
         try:
             env = running.environment()
-            if as_json:
-                emit_json({"url": running.url, "environment": env})
-            else:
-                for name, value in env.items():
-                    click.echo(f"export {name}={value}")
-                click.echo("strata: recording model calls; Ctrl-C stops", err=True)
+            for name, value in env.items():
+                click.echo(f"export {name}={value}")
+            click.echo("strata: recording model calls; Ctrl-C stops", err=True)
             previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
             try:
                 while not stop.wait(0.5):
@@ -92,10 +88,7 @@ def proxy(port: int, as_json: bool) -> None:
                     rationale=f"{len(ids)} model calls recorded by strata proxy",
                     artifacts=ids,
                 )
-        if not as_json:
-            click.echo(f"strata: {len(ids)} model calls recorded", err=True)
+        click.echo(f"strata: {len(ids)} model calls recorded", err=True)
 
-
-proxy.help = (proxy.help or "").replace("{action}", ACTION)
 
 COMMANDS = [proxy]

@@ -233,7 +233,7 @@ class ModelProxy:
         class Handler(_Handler):
             owner = proxy
 
-        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._server = _TcpServer(("127.0.0.1", port), Handler)
         self._server.daemon_threads = True
         self._servers: list[socketserver.BaseServer] = [self._server]
         #: the folder of the Unix socket it also listens on (``proxy.sock``), bound into a
@@ -438,7 +438,23 @@ class ModelProxy:
             return found
 
 
-class _UnixServer(socketserver.ThreadingUnixStreamServer):
+class _Quiet:
+    """A server that says nothing when an agent drops its connection (no traceback on stderr)."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        import sys
+
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError | TimeoutError):
+            return  # the agent went away mid-call: what it sent is recorded, or never was
+        print(f"strata proxy: a call failed: {type(error).__name__}: {error}", file=sys.stderr)
+
+
+class _TcpServer(_Quiet, http.server.ThreadingHTTPServer):
+    pass
+
+
+class _UnixServer(_Quiet, socketserver.ThreadingUnixStreamServer):
     def get_request(self) -> tuple[Any, Any]:
         conn, _ = self.socket.accept()
         return conn, ("sandbox", 0)
