@@ -557,7 +557,14 @@ def test_the_agents_example_runs_as_written(
         base_url=endpoint.openai_url, api_key="sk-test", max_retries=0, http_client=keeps_none
     )
     set_default_openai_client(client, use_for_tracing=False)
-    exec(doc_example("OpenAI Agents SDK"), namespace)
+    try:
+        exec(doc_example("OpenAI Agents SDK"), namespace)
+    finally:
+        # run_sync runs on the thread's default event loop and leaves it open: closed here,
+        # or the collector finds it (and its sockets) during a later test
+        loop = asyncio.get_event_loop_policy().get_event_loop()
+        loop.close()
+        asyncio.set_event_loop(None)
     assert namespace["result"].final_output == "tidied"
     with Repository.open(project) as repo:
         assert [(e.author.name, e.files) for e in agent_events(repo)] == [
