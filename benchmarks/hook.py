@@ -18,7 +18,10 @@ times, side by side, one Edit tool call as Claude Code runs its hooks:
   the same PostToolUse with ``STRATA_NO_RESIDENT=1`` (the CLI loads Strata and
   snapshots in its own process, the watcher still answering which paths
   changed), and a PreToolUse for a refused Bash command (the policy's
-  decision and its record).
+  decision and its record);
+* the first PreToolUse after the watcher has exited (as it does when idle):
+  the hook starts a new watcher and does the work in its own process, vs a
+  ``git status`` of the same tree for reference.
 
 Target: PreToolUse and PostToolUse together ≤ 0.5x git's commit.
 
@@ -181,6 +184,28 @@ def main() -> None:
             del sb.ENV["STRATA_NO_RESIDENT"]
             pre = payload(st_ws, "PreToolUse", "Bash", {"command": "rm -rf build"})
             add("PreToolUse Bash refused", hook(st_ws, pre, ok=(2,)))
+        # the first call after the watcher's idle exit: no watcher answers, so the hook
+        # starts one (as it does after [watch] idle_timeout) and meanwhile does the work in
+        # its own process: the person's 10 edits found by a walk of the tree and recorded
+        del sb.ENV["STRATA_NO_DAEMON"]
+        for i in range(args.runs):
+            sb.run([sb.STRATA, "watch", "--stop"], st_ws)
+            run_no += 1
+            sb.edit(st_ws, edits, run_no, args.seed)
+            sb.edit(git_ws, edits, run_no, args.seed)
+            tool_input = {"file_path": target, "old_string": "", "new_string": f"cold {i}"}
+            add(
+                "PreToolUse, first after the watcher's exit",
+                hook(st_ws, payload(st_ws, "PreToolUse", "Edit", tool_input)),
+            )
+            person = newest(st_ws, 1)[0]
+            assert person["author"]["kind"] == "human", person  # type: ignore[index]
+            assert len(person["files"]) == 10, person  # type: ignore[arg-type]
+            add(
+                "git status, first after a pause (for reference)",
+                sb.timed(sb.seq(git_ws, git.git("status", "--porcelain"))),
+            )
+        sb.ENV["STRATA_NO_DAEMON"] = "1"
     finally:
         sb.run([sb.STRATA, "watch", "--stop"], st_ws)
 
@@ -215,6 +240,8 @@ def main() -> None:
         "snapshot strata (watcher)",
         "PostToolUse (watcher, run locally)",
         "PreToolUse Bash refused",
+        "PreToolUse, first after the watcher's exit",
+        "git status, first after a pause (for reference)",
     ):
         print(f"* {key}: {median_ms(rows[key]):.0f} ms")
     print()
