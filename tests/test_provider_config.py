@@ -104,6 +104,8 @@ def test_an_unknown_provider_shows_the_config_snippet() -> None:
         ('adapter = "openai-chat"\nmodel = "m"\nreasoning_effort = "max"', "not one of none"),
         ('adapter = "openai-chat"\nmodel = "m"\nscript = "s.yaml"', 'only for adapter = "scr'),
         ('adapter = "scripted"', "names no script"),
+        ('adapter = "scripted"\nscript = "s.yaml"\nmax_tokens = 9', "means nothing to a script"),
+        ('adapter = "openai-chat"\nmodel = "m"\nmax_tokens = 0', "max_tokens of [providers.bad]"),
     ],
 )
 def test_bad_provider_settings_are_refused(table: str, says: str) -> None:
@@ -128,6 +130,7 @@ def test_a_configured_provider_reaches_its_server(wire: WireServer) -> None:
         base_url = "{wire.openai_url}"
         api_key_env = "LOCAL_KEY"
         timeout = 5
+        max_tokens = 300
         """
     )
     with pytest.raises(ProviderNotConfigured, match=r"^local: LOCAL_KEY is not set"):
@@ -138,6 +141,7 @@ def test_a_configured_provider_reaches_its_server(wire: WireServer) -> None:
     [received] = wire.requests
     assert received.headers["authorization"] == "Bearer sk-local"
     assert received.body["model"] == "smollm2"
+    assert received.body["max_tokens"] == 300  # the output limit of config.toml
     assert isinstance(provider, OpenAIChat)
     provider.close()
 

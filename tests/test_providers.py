@@ -36,7 +36,8 @@ from strata.providers import (
     complete,
 )
 from strata.providers.anthropic import Anthropic
-from strata.providers.openai import OpenAIChat, OpenAIResponses
+from strata.providers.openai import DEFAULT_LOCAL_MAX_TOKENS, OpenAIChat, OpenAIResponses
+from strata.providers.transport import Transient, with_retries
 from wire_server import Reply, WireServer, status, text, tools
 
 ADAPTERS = ["openai-responses", "openai-chat", "anthropic"]
@@ -465,14 +466,73 @@ def test_only_a_local_port_that_refuses_is_gone() -> None:
     assert local_server_gone("http://[::1]:not-a-port") is None
 
 
-def test_a_server_that_does_not_answer_in_time(wire: WireServer, make: Make) -> None:
+def test_a_local_server_that_does_not_answer_in_time_is_not_asked_again(
+    wire: WireServer, make: Make
+) -> None:
+    # the server on this machine is still generating: a second attempt would queue another
+    # full generation behind the first, so the time-out ends the call with what to change
     provider = make("openai-chat", timeout=0.3, retry=Retry(delays=(0,), sleep=lambda s: None))
     wire.queue(text("late", headers_delay=3), text("late again", headers_delay=3))
     started = time.monotonic()
     with pytest.raises(ProviderUnavailable, match=r"did not answer within 0\.3 s") as caught:
         complete(provider, ask())
-    assert caught.value.attempts == 2
+    assert caught.value.attempts == 1 and "not retried" in caught.value.message
+    assert "timeout" in (caught.value.hint or "")
     assert time.monotonic() - started < 2.5
+
+
+def test_a_time_out_of_a_remote_server_is_retried() -> None:
+    attempts: list[int] = []
+
+    def attempt() -> Iterator[Any]:
+        attempts.append(1)
+        raise Transient("https://api.example/v1 did not answer within 600 s", timed_out=True)
+        yield  # a generator, as an adapter's attempt is
+
+    with pytest.raises(ProviderUnavailable, match="2 attempts"):
+        list(
+            with_retries(
+                "remote",
+                attempt,
+                retry=Retry(delays=(0,), sleep=lambda s: None),
+                cancel=None,
+                hint="",
+                local=False,
+            )
+        )
+    assert len(attempts) == 2
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "the request exceeds the available context size, try increasing it",  # llama.cpp
+        "Requested tokens (5210) exceed context window of 4096",  # llama-cpp-python
+        "This model's maximum context length is 8192 tokens. However, you requested 9000",
+    ],
+)
+def test_a_prompt_longer_than_the_context_is_named_and_not_retried(
+    said: str, wire: WireServer, make: Make
+) -> None:
+    waited, retry = sleeps()
+    wire.queue(status(400, said), text("never reached"))
+    with pytest.raises(ProviderError, match="does not fit the model's context window") as caught:
+        complete(make("openai-chat", retry=retry), ask())
+    assert said[:30] in caught.value.message and "base_url" not in (caught.value.hint or "")
+    assert waited == [] and len(wire.requests) == 1
+
+
+@pytest.mark.parametrize("adapter", ["openai-responses", "openai-chat"])
+def test_a_local_server_always_gets_an_output_limit(
+    adapter: str, wire: WireServer, make: Make
+) -> None:
+    key = "max_output_tokens" if adapter == "openai-responses" else "max_completion_tokens"
+    wire.queue(text("one"), text("two"), text("three"))
+    complete(make(adapter), ask())
+    complete(make(adapter, max_tokens=64), ask())
+    complete(make(adapter, max_tokens=64), ask(max_output_tokens=8))
+    limits = [body.get(key) for body in wire.bodies]
+    assert limits == [DEFAULT_LOCAL_MAX_TOKENS, 64, 8]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -14,9 +14,10 @@ Settings of a ``[providers.NAME]`` table: ``adapter``, ``model``,
 ``base_url``, ``api_key_env`` (the variable holding its key), ``timeout``
 (seconds), ``script`` (the scripted adapter's file, relative to the
 workspace), ``reasoning_effort`` (the default of requests that set none),
-``max_tokens`` (Anthropic's default output limit) and ``stream`` (false asks
-for whole JSON answers). Any other key is refused, as a misspelt one would
-otherwise be ignored.
+``max_tokens`` (the output limit of requests that set none: Anthropic's
+default 4096; the OpenAI adapters' 1024 for a server on this machine, none for
+another) and ``stream`` (false asks for whole JSON answers). Any other key is
+refused, as a misspelt one would otherwise be ignored.
 
 Two providers exist without configuration: ``openai`` (Responses API, key in
 ``OPENAI_API_KEY``) and ``anthropic`` (key in ``ANTHROPIC_API_KEY``); a table
@@ -239,9 +240,10 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         for key in ("base_url", "api_key_env"):
             if key in raw:
                 raise _not_configured(name, f"{key} of {where} means nothing to a script")
-    for key, only in (("script", "scripted"), ("max_tokens", "anthropic")):
-        if raw.get(key) is not None and adapter != only:
-            raise _not_configured(name, f'{key} of {where} is only for adapter = "{only}"')
+    if raw.get("script") is not None and adapter != "scripted":
+        raise _not_configured(name, f'script of {where} is only for adapter = "scripted"')
+    if max_tokens is not None and adapter == "scripted":
+        raise _not_configured(name, f"max_tokens of {where} means nothing to a script")
     if effort is not None and not adapter.startswith("openai"):
         raise _not_configured(name, f"reasoning_effort of {where} is only for the openai adapters")
     key_env = raw.get("api_key_env")
@@ -391,4 +393,5 @@ def build(
         **common,
         reasoning_effort=settings.reasoning_effort,
         tool_choice_required=settings.tool_choice_required,
+        max_tokens=settings.max_tokens,
     )

@@ -45,11 +45,15 @@ from strata.providers.transport import (
     Transient,
     check_cancel,
     field,
+    is_local,
     protocol_error,
     tool_call,
 )
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
+
+#: the output limit of a request to a server on this machine that sets none (``max_tokens``)
+DEFAULT_LOCAL_MAX_TOKENS = 1024
 
 
 class _OpenAIAdapter(SdkAdapter):
@@ -70,12 +74,17 @@ class _OpenAIAdapter(SdkAdapter):
         reasoning_effort: str | None = None,
         stream: bool = True,
         tool_choice_required: bool = True,
+        max_tokens: int | None = None,
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (OpenAI's by default).
 
         ``reasoning_effort`` is the default for requests that set none.
         ``tool_choice_required`` false sends the profile's ``required`` as
         ``auto`` (for servers that refuse it, such as llama.cpp's).
+        ``max_tokens`` is the output limit of requests that set none; a server
+        on this machine gets :data:`DEFAULT_LOCAL_MAX_TOKENS` when it is None
+        (a small local model can otherwise write until its context is full,
+        minutes on a CPU), OpenAI's own API no limit.
         """
         super().__init__(
             name=name,
@@ -89,6 +98,9 @@ class _OpenAIAdapter(SdkAdapter):
         )
         self.reasoning_effort = reasoning_effort
         self.tool_choice_required = tool_choice_required
+        if max_tokens is None and is_local(self.base_url):
+            max_tokens = DEFAULT_LOCAL_MAX_TOKENS
+        self.max_tokens = max_tokens
 
     def _sdk(self) -> ModuleType:
         import openai
@@ -105,8 +117,12 @@ class _OpenAIAdapter(SdkAdapter):
         )
 
     def _request(self, request: Request) -> Request:
-        """``request`` with this provider's model when it names none."""
-        return request if request.model else replace(request, model=self.model)
+        """``request`` with this provider's model and output limit where it sets none."""
+        if not request.model:
+            request = replace(request, model=self.model)
+        if request.max_output_tokens is None and self.max_tokens is not None:
+            request = replace(request, max_output_tokens=self.max_tokens)
+        return request
 
 
 class OpenAIResponses(_OpenAIAdapter):

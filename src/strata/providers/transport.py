@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import socket
 import threading
 import time
@@ -79,7 +80,16 @@ class Retry:
 
 
 class Transient(Exception):
-    """A failure that another attempt may not meet; the text says what happened."""
+    """A failure that another attempt may not meet; the text says what happened.
+
+    ``timed_out``: the server took the request and sent nothing in time. A
+    local server is then still generating, and another attempt would queue a
+    second generation behind the first: :func:`with_retries` does not retry it.
+    """
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 def with_retries(
@@ -90,12 +100,15 @@ def with_retries(
     cancel: CancelToken | None,
     hint: str,
     gone: Callable[[], str | None] | None = None,
+    local: bool = False,
 ) -> Iterator[StreamEvent]:
     """Yield ``attempt()``'s events, calling it again after a :class:`Transient` failure.
 
     ``hint`` is what :class:`ProviderUnavailable` tells the user to do. ``gone``,
     asked after a failure, says why the server can no longer answer (None while
-    it may): then no further attempt is made.
+    it may): then no further attempt is made. ``local`` (a server on this
+    machine): a time-out is not retried, since the server is still busy with
+    the request that timed out.
     """
     last: Transient | None = None
     attempts = 0
@@ -123,6 +136,15 @@ def with_retries(
                     hint="ask again: the partial answer is incomplete",
                 ) from None
             last = exc
+        if delay is not None and local and last is not None and last.timed_out:
+            raise ProviderUnavailable(
+                provider,
+                f"{last}; a local server that has not answered is still working on the request, "
+                "and another attempt would queue a second one behind it (not retried)",
+                attempts=attempts,
+                hint="raise timeout (or lower max_tokens) of this provider in config.toml, "
+                "or use a smaller model",
+            )
         if delay is not None and gone is not None and (why := gone()) is not None:
             raise ProviderUnavailable(
                 provider, f"{last}; {why} (not retried)", attempts=attempts, hint=hint
@@ -234,6 +256,14 @@ def classify(
                 f"{where} refused the credentials (HTTP {status}: {said})",
                 hint=f"{where_key}; the key may be wrong, expired or lack access to the model",
             )
+        if status in (400, 413) and _CONTEXT_OVERFLOW.search(said):
+            return ProviderError(
+                provider,
+                f"the prompt does not fit the model's context window (HTTP {status} from "
+                f"{where}: {said})",
+                hint="start a new conversation, or run the model with a larger context "
+                "(llama.cpp: --ctx-size)",
+            )
         if status in (408, 409, 429) or status >= 500 or status < 400:
             # below 400: an error the server sent inside an accepted stream
             return Transient(f"{where} answered HTTP {status} ({said})")
@@ -243,7 +273,7 @@ def classify(
             hint="check the model name and base_url of this provider ('strata models')",
         )
     if isinstance(exc, sdk.APITimeoutError) or _is_http_error(exc, "TimeoutException"):
-        return Transient(f"{where} did not answer within {timeout:g} s")
+        return Transient(f"{where} did not answer within {timeout:g} s", timed_out=True)
     if isinstance(exc, sdk.APIConnectionError):
         cause = exc.__cause__ or exc.__context__
         return Transient(f"cannot connect to {where} ({_one_line(str(cause or exc))})")
@@ -260,6 +290,24 @@ def classify(
     return exc
 
 
+#: what servers say when a prompt is longer than the model's context: llama.cpp ("exceeds the
+#: available context size"), llama-cpp-python ("exceed context window"), OpenAI and vLLM
+#: ("maximum context length"), Anthropic ("prompt is too long"), Ollama ("context length")
+_CONTEXT_OVERFLOW = re.compile(
+    r"context (size|window|length)|maximum context|context_length_exceeded|prompt is too long",
+    re.IGNORECASE,
+)
+
+
+def is_local(base_url: str) -> bool:
+    """Whether ``base_url`` names this machine (a loopback address or ``localhost``)."""
+    host = urlsplit(base_url).hostname or ""
+    try:
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def local_server_gone(base_url: str, *, timeout: float = 1.0) -> str | None:
     """Why the server at ``base_url`` is gone, when it is on loopback and nothing listens there.
 
@@ -272,10 +320,9 @@ def local_server_gone(base_url: str, *, timeout: float = 1.0) -> str | None:
     host = parts.hostname or ""
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
     except ValueError:
         return None
-    if not loopback:
+    if not is_local(base_url):
         return None
     # a server whose process is dying may still accept for a moment (its listening socket
     # closes with the process): asked three times, 50 ms apart, a refusal at any of them
@@ -398,6 +445,7 @@ class SdkAdapter(ABC):
             cancel=cancel,
             hint=unavailable_hint(self.name, self.base_url),
             gone=lambda: local_server_gone(self.base_url),
+            local=is_local(self.base_url),
         )
 
     def _failure(self, exc: BaseException) -> BaseException:
