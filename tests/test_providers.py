@@ -561,6 +561,24 @@ def test_a_cancelled_token_sends_nothing(wire: WireServer, make: Make) -> None:
     assert wire.requests == []
 
 
+@pytest.mark.parametrize("streamed", [True, False])
+def test_cancel_returns_at_once_while_the_server_has_not_answered(
+    streamed: bool, wire: WireServer, make: Make
+) -> None:
+    # a local model reading a long prompt sends nothing for minutes; with stream = false
+    # nothing at all until the whole answer: Ctrl-C must not wait for it
+    provider = make("openai-chat", stream=streamed)
+    wire.queue(text("late", headers_delay=5), text("the next call"))
+    cancel = CancelToken()
+    timer = threading.Timer(0.2, cancel.cancel)
+    timer.start()
+    started = time.monotonic()
+    with pytest.raises(ProviderCancelled, match=r"^local: "):
+        complete(provider, ask(), cancel=cancel)
+    assert time.monotonic() - started < 1.5  # not the server's 5 s
+    assert complete(provider, ask()).text == "the next call"  # the adapter still works
+
+
 def test_cancel_ends_the_wait_between_retries(wire: WireServer, make: Make) -> None:
     provider = make("openai-chat", retry=Retry(delays=(30.0,)))  # waits in real time
     cancel = CancelToken()

@@ -461,7 +461,7 @@ class SdkAdapter(ABC):
     def _attempt(self, body: dict[str, Any], cancel: CancelToken | None) -> Iterator[StreamEvent]:
         check_cancel(self.name, cancel)
         try:
-            answer = self._send(self._sdk_client(), body)
+            answer = self._send_until_cancelled(body, cancel)
         except Exception as exc:
             raise self._failure(exc) from exc
         if not body.get("stream"):
@@ -473,6 +473,48 @@ class SdkAdapter(ABC):
             raise self._failure(exc) from exc
         finally:
             answer.close()  # also when cancelled or abandoned: the server sees the stream end
+
+    def _send_until_cancelled(self, body: dict[str, Any], cancel: CancelToken | None) -> Any:
+        """:meth:`_send`, given up as soon as ``cancel`` is set.
+
+        Until the server answers (a whole answer, or a stream's first bytes: a
+        local model reads a long prompt for minutes before either) the call
+        blocks in the HTTP client, where the token is never looked at; so it is
+        sent from a thread of its own, and a cancel returns at once with
+        :class:`ProviderCancelled` while the client is closed behind it (the
+        server sees the connection end once its answer starts, or finishes a
+        whole answer bounded by ``max_tokens``).
+        """
+        client = self._sdk_client()
+        if cancel is None:
+            return self._send(client, body)
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+        given_up = threading.Event()
+
+        def send() -> None:
+            try:
+                outcome["answer"] = self._send(client, body)
+            except BaseException as exc:  # handed to the caller's thread
+                outcome["error"] = exc
+            finally:
+                done.set()
+                close = getattr(outcome.get("answer"), "close", None)
+                if given_up.is_set() and close is not None:
+                    close()  # a stream that began after the caller left
+
+        threading.Thread(target=send, name=f"{self.name}-call", daemon=True).start()
+        while not done.wait(0.05):
+            if cancel.cancelled:
+                given_up.set()
+                with self._lock:
+                    if self._client is client:
+                        self._client = None  # the next call opens new connections
+                threading.Thread(target=client.close, daemon=True).start()
+                raise ProviderCancelled(self.name, "the call was cancelled")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
 
     def _ended_early(self) -> Transient:
         return Transient(f"the stream from {self.base_url} ended before the answer was complete")
