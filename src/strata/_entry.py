@@ -29,7 +29,7 @@ def run() -> None:
 
     if os.environ.pop(SILENT_WATCHER, None) == "1":
         # the native client waited for the watcher in vain: do not wait for it again
-        from strata.store import served
+        from strata.watch import served
 
         served.silent_watcher = True
     else:

@@ -28,7 +28,7 @@ watcher, an option that depends on the terminal), :func:`try_resident`
 returns False and the command runs in this process as usual. A command is
 never run twice: the caller says "go" only after the watcher said it is
 ready, and once it has said "go" it never falls back (see
-``strata.store.watch`` for the protocol).
+``strata.watch.monitor`` for the protocol).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ import sys
 # import nothing but the standard library (_wire: JSON without the json module's 6 ms)
 from strata import _wire
 from strata._locate import find_repo
-from strata.store import served
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option, is_served_hook
+from strata.watch import served
+from strata.watch.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option, is_served_hook
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs 2 ms)
 if TYPE_CHECKING:

@@ -134,7 +134,8 @@ def _who_else() -> str:
         return "unknown"
 
 
-def _injected() -> dict[str, Any]:
+def injected() -> dict[str, Any]:
+    """The clock and random source ``STRATA_NOW`` and ``STRATA_SEED`` ask for (tests)."""
     import random
 
     kwargs: dict[str, Any] = {}
@@ -187,7 +188,7 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
     """The repository of the workspace containing the current folder.
 
     With ``start_watcher``, the workspace's watcher is started in the
-    background when none runs (``strata.cli.watch.autostart``; the command
+    background when none runs (``strata.cli.watcher.autostart``; the command
     does not wait for it).
     """
     from strata.repo import Repository
@@ -196,19 +197,14 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
         Path.cwd(),
         author=author or make_author(None, None),
         progress=Progress(),
-        **_injected(),
+        **injected(),
     )
     _warn_unknown_tables(repo)
-    if start_watcher and AUTOSTART and not daemon_turned_off():
-        from strata.cli.watch import autostart  # (a module of many commands: not loaded for none)
+    if start_watcher and AUTOSTART:
+        from strata.cli.watcher import autostart  # (light: the watcher's module is not loaded)
 
         autostart(repo)
     return repo
-
-
-def daemon_turned_off() -> bool:
-    """Whether ``STRATA_NO_DAEMON`` keeps commands from starting a watcher."""
-    return os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0")
 
 
 #: the config files this command has warned about (a command may open its repository twice)
@@ -248,7 +244,7 @@ def init_repo(
         snapshot=snapshot,
         author=make_author(None, None),
         progress=Progress(),
-        **_injected(),
+        **injected(),
     )
 
 

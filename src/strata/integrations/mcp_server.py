@@ -109,7 +109,7 @@ class StrataTools:
 
     def status(self) -> str:
         """How the working tree differs from HEAD (records nothing)."""
-        from strata.cli.watch import watcher_report
+        from strata.cli.watcher import watcher_report
 
         def run() -> dict[str, Any]:
             return {**self.repo.status().to_json(), "watcher": watcher_report(self.repo)}

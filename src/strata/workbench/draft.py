@@ -69,10 +69,10 @@ from strata.errors import (
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
-from strata.store import served
 from strata.store.objects import verified_chunks
 from strata.store.statcache import DirCache, StatCache, unchanged
 from strata.store.tree import read_tree
+from strata.watch import served
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -648,7 +648,8 @@ def ignored_folders(core: Core) -> list[Path]:
     Read from Published's stat cache (the ignored names of every folder the
     last scan walked; a Draft start scans first).
     """
-    from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
+    from strata.atomic import TEMP_PREFIX
+    from strata.store.ignore import ALWAYS_IGNORED
 
     root = core.root
     cache = StatCache(core.layout.statcache)
