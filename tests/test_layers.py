@@ -48,12 +48,21 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     # store and ledger side by side, never importing each other (see SEPARATE)
     (
         "plumbing",
-        ("strata.sandbox", "strata.store", "strata.ledger", "strata.diff", "strata.layout"),
+        (
+            "strata.sandbox",
+            "strata.store",
+            "strata.ledger",
+            "strata.diff",
+            "strata.layout",
+            "strata.semantic",  # pure semantic diff handlers
+            "strata.documents",  # DOCX, PDF, XLSX and PPTX readers and writers
+        ),
     ),
     ("above the store", ("strata.watch", "strata.merge")),  # the watcher; tree merges
     ("core", ("strata.core",)),
     ("model providers", ("strata.providers",)),
     ("runs, Draft, gateway", ("strata.runs", "strata.workbench", "strata.gateway")),
+    ("sync", ("strata.sync",)),  # Git sync and audit bundles
     ("agents", ("strata.agent", "strata.kb", "strata.digest", "strata.host")),
     ("Workshop, replay", ("strata.workshop", "strata.replay")),
     ("facade", ("strata.repo", "strata.aio", "strata")),
@@ -61,6 +70,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "front ends",
         (
             "strata.integrations",  # the MCP server, agent hooks, the model proxy
+            "strata.studio",  # the web UI
             "strata.cli",
             "strata._resident",  # the fast client of a watcher
             "strata._entry",
@@ -145,12 +155,8 @@ def test_every_module_has_a_layer() -> None:
 
 #: loops still to untie (a loop's line as the import graph prints it); any other fails
 NOT_YET_UNTIED = {
-    "module loop: strata.cli <-> strata.cli.common <-> strata.cli.draft <-> strata.cli.preflight"
-    " <-> strata.cli.run <-> strata.cli.watch",
     "module loop: strata.core.core <-> strata.core.refs <-> strata.core.restore"
     " <-> strata.core.storage <-> strata.core.transaction",
-    "module loop: strata.workbench.draft <-> strata.workbench.publish"
-    " <-> strata.workbench.recovery <-> strata.workbench.timetravel",
     "package loop: strata._resident <-> strata.cli <-> strata.integrations",
 }
 

@@ -134,7 +134,7 @@ def _undo_run(tx: Transaction, op: OperationRecord) -> bool:
 
 
 def _undo_draft_rewind(tx: Transaction, op: OperationRecord) -> bool:
-    from strata.workbench.timetravel import undo_draft_rewind  # issue 13
+    from strata.workbench.recovery import undo_draft_rewind  # issue 13
 
     return undo_draft_rewind(tx, op)
 

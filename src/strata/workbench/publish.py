@@ -46,6 +46,7 @@ from strata.ledger.events import Author, Event, EventType
 from strata.merge.three_way import MERGE_POLICY, merge_trees
 from strata.merge.trees import build_tree, flatten_tree
 from strata.sandbox.paths import display_path
+from strata.workbench.state import OpenDraft, end_draft
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from strata.core import Core, DiffResult
     from strata.store.objects import ObjectStore
     from strata.workbench.checkpoints import Checkpoint
-    from strata.workbench.draft import Draft
 
 #: the shortest snapshot id prefix ``publish --expect`` accepts (4 letters collide early)
 EXPECT_MIN = 8
@@ -115,7 +115,7 @@ class PublishResult:
         }
 
 
-def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
+def review(draft: OpenDraft, *, author: Author | None = None) -> ReviewResult:
     """Record the Draft, then diff its base against it."""
     core = draft.core
     with core.writing():
@@ -176,10 +176,8 @@ def _refuse_while_running(core: Core, command: str) -> None:
         )
 
 
-def discard(draft: Draft, *, author: Author | None = None) -> Event:
+def discard(draft: OpenDraft, *, author: Author | None = None) -> Event:
     """Record the Draft (nothing in it is lost), then end it; Published is not touched."""
-    from strata.workbench.draft import end_draft
-
     core = draft.core
     with core.writing():
         _refuse_while_running(core, "discard")
@@ -198,7 +196,7 @@ def discard(draft: Draft, *, author: Author | None = None) -> Event:
 
 
 def publish(
-    draft: Draft,
+    draft: OpenDraft,
     message: str = "",
     *,
     expect: str | None = None,
@@ -220,7 +218,6 @@ def publish(
     changed meanwhile), :class:`PreflightFailed` refuses with nothing written.
     """
     from strata.workbench.checkpoints import Checkpoint, record_checkpoint
-    from strata.workbench.draft import end_draft
 
     if expect is not None and len(expect) < EXPECT_MIN:
         raise UsageError(
@@ -319,7 +316,7 @@ def _report_of(preflight: Mapping[str, Any] | None) -> tuple[str, ...]:
     return (str(report),) if report else ()
 
 
-def proposed_tree(draft: Draft, tip: Event, published: ObjectId) -> tuple[ObjectId, list[str]]:
+def proposed_tree(draft: OpenDraft, tip: Event, published: ObjectId) -> tuple[ObjectId, list[str]]:
     """The tree publishing the Draft at ``tip`` onto Published's tree ``published`` writes.
 
     The Draft's tree (files its own ignore rules hide kept, see
