@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strata.diff.display import printable_lines
+from strata.schemas import versioned
 
 if TYPE_CHECKING:
     import click
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 AUTHOR_KINDS = ("human", "agent", "llm", "system")
-
-SCHEMA_VERSION = 1
-"""The version of every ``--json`` output object (its ``"schema"`` key); see docs/json.md."""
 
 
 @dataclass
@@ -253,13 +251,6 @@ def rel_path(repo: Repository, arg: str) -> str:
     from strata.sandbox.paths import workspace_relative
 
     return workspace_relative(arg, cwd=Path.cwd(), root=repo.root)
-
-
-def versioned(value: Any) -> Any:
-    """``value`` with ``"schema": SCHEMA_VERSION`` first when it is an object (lists stay lists)."""
-    if isinstance(value, dict):
-        return {"schema": SCHEMA_VERSION, **value}
-    return value
 
 
 def emit_json(value: Any) -> None:
