@@ -120,7 +120,7 @@ def main() -> None:
                     [
                         py,
                         "-c",
-                        "import strata.cli, strata.repo, strata.store.watch, "
+                        "import strata.cli, strata.repo, strata.watch.monitor, "
                         "strata.ledger.drivers.sqlite",
                     ],
                 )
@@ -129,7 +129,7 @@ def main() -> None:
     sys.path.insert(0, str(sb.STRATA_SRC))
     from strata import Repository
     from strata.store.statcache import StatCache
-    from strata.store.watch import ask
+    from strata.watch.monitor import ask
 
     with Repository.open(st_ws) as repo:
         for _ in range(args.runs):

@@ -32,7 +32,7 @@ from conftest import (
     watchers_below,
 )
 from strata.layout import WriteLock, find_layout
-from strata.store.watch import file_system_type, unwatchable
+from strata.watch.monitor import file_system_type, unwatchable
 
 
 def _workspace(ws: Path, run_cli: CliRunner, config: str = "") -> Path:

@@ -98,3 +98,19 @@ def test_the_readmes_python_examples_run_as_written(tmp_path: Path) -> None:
             check=False,
         )
         assert done.returncode == 0, f"README example {n + 1}:\n{block}\n{done.stderr}"
+
+
+def test_format_4_5_is_the_jsonl_drivers_module_documentation() -> None:
+    """docs/format.md §4.5 quotes ``strata/ledger/drivers/jsonl.py``'s docstring, the spec."""
+    import ast
+
+    source = (ROOT / "src" / "strata" / "ledger" / "drivers" / "jsonl.py").read_text("utf-8")
+    spec = ast.get_docstring(ast.parse(source), clean=False) or ""
+    doc = (ROOT / "docs" / "format.md").read_text(encoding="utf-8")
+    section = doc[doc.index("### 4.5 JSONL driver") :]
+    start = section.index("```text\n") + len("```text\n")
+    quoted = section[start : section.index("\n```", start)]
+    assert quoted == spec.strip("\n"), (
+        "docs/format.md §4.5 differs from the docstring of strata/ledger/drivers/jsonl.py: "
+        "copy the docstring into the ```text block"
+    )

@@ -22,7 +22,7 @@ import pytest
 from strata import Repository
 from strata.core import watched_folders
 from strata.store.scan import ScanResult
-from strata.store.watch import ChangeMonitor, MonitorServer
+from strata.watch.monitor import ChangeMonitor, MonitorServer
 
 FOLDERS = 12
 

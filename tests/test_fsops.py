@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from strata.atomic import TEMP_PREFIX, sync_filesystem
 from strata.errors import (
     EntryInTheWay,
     ObjectMissing,
@@ -26,7 +27,7 @@ from strata.errors import (
     UnsafeWorkspacePath,
 )
 from strata.store import fsops
-from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, sync_filesystem
+from strata.store.fsops import WorkspaceWriter
 
 
 @pytest.fixture

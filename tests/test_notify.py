@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from strata.store.watch import Answer, ChangeMonitor
+from strata.watch.monitor import Answer, ChangeMonitor
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_snapshots_taken_while_another_process_churns_miss_nothing(
     from strata.store.objects import MemoryObjectStore
     from strata.store.scan import Scanner
     from strata.store.statcache import StatCache
-    from strata.store.watch import MonitorServer
+    from strata.watch.monitor import MonitorServer
 
     ws = tmp_path / "ws"
     for i in range(4):
@@ -224,7 +224,7 @@ from pathlib import Path
 with open("/proc/sys/user/max_inotify_watches", "w") as f:
     f.write("20")  # in this user namespace only
 from strata.errors import WatcherFailed
-from strata.store.watch import ChangeMonitor
+from strata.watch.monitor import ChangeMonitor
 
 big, small, folder = (Path(p) for p in sys.argv[1:4])
 try:

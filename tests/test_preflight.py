@@ -851,7 +851,7 @@ def test_the_library_refuses_bad_arguments(published: Repository, scratch: Path)
 
 def test_publish_preflight_runs_in_the_calling_process_not_the_watcher() -> None:
     """A watcher runs served commands for the command line; a check must not run in it."""
-    from strata.store.watch import servable
+    from strata.watch.monitor import servable
 
     assert servable(["publish", "-m", "x"])
     assert not servable(["publish", "--preflight"])

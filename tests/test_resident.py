@@ -136,7 +136,7 @@ def test_a_served_command_loads_only_what_starts_fast(
     # socket's enums, typing, json (and its re) and the rest of Strata cost milliseconds the
     # client never spends
     slow = {"socket", "typing", "array", "selectors", "json", "re", "click", "strata.cli"}
-    slow.add("strata.store.watch")
+    slow.add("strata.watch.monitor")
     assert loaded & slow == set()
 
 

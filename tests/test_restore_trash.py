@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 
 from strata import Repository
+from strata.atomic import TEMP_PREFIX
 from strata.core.restore import check_before_writing
 from strata.errors import CorruptRepository, EntryInTheWay, UnsafeWorkspacePath
 from strata.ids import ObjectId
 from strata.store import fsops
-from strata.store.fsops import TEMP_PREFIX, WorkspaceWriter, empty_trash
+from strata.store.fsops import WorkspaceWriter, empty_trash
 from strata.store.materialize import Action
 from strata.store.objects import hash_bytes
 
@@ -303,7 +304,7 @@ def test_the_check_refuses_a_corrupt_object_before_any_write(tmp_path: Path) -> 
 @pytest.fixture
 def keeping_watcher() -> Iterator[Callable[[int], None]]:
     """``keep(cap)``: this process keeps its trash as a watcher does (undone at the end)."""
-    from strata.store import served
+    from strata.watch import served
 
     yield served.keep_trash
     served.keep_trash(None)
@@ -312,7 +313,7 @@ def keeping_watcher() -> Iterator[Callable[[int], None]]:
 
 def _rewind_served(repo: Repository, ref: str) -> None:
     """``repo.rewind(ref)`` as a watcher runs it for an asker, then the answer is sent."""
-    from strata.store import served
+    from strata.watch import served
 
     served.serving()
     try:
@@ -350,7 +351,7 @@ def test_a_watcher_keeps_the_replaced_files_until_its_cap_then_empties_at_once(
     what it would then hold passes the cap: then it is emptied once the
     asker has its answer, with what earlier commands left.
     """
-    from strata.store import served
+    from strata.watch import served
 
     ws = tmp_path / "ws"
     repo, ids = _states(ws, 4)
@@ -388,7 +389,7 @@ def test_going_back_and_forth_swaps_the_same_files_back_from_the_trash(
     tmp_path: Path, keeping_watcher: Callable[[int], None]
 ) -> None:
     """A rewind back to where a watcher's rewind came from takes the replaced files back."""
-    from strata.store import served
+    from strata.watch import served
 
     ws = tmp_path / "ws"
     repo, ids = _states(ws, 2)

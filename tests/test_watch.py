@@ -15,7 +15,7 @@ import pytest
 
 from strata import Repository
 from strata.runs.watch import LiveCapture
-from strata.store.watch import ChangeMonitor, MonitorServer, ask
+from strata.watch.monitor import ChangeMonitor, MonitorServer, ask
 
 FOLDERS = 12
 
@@ -208,7 +208,7 @@ def test_an_asker_is_told_it_is_queued_only_when_its_turn_does_not_come_at_once(
     import threading
 
     from strata import _resident
-    from strata.store.watch import Served
+    from strata.watch.monitor import Served
 
     repo = make_repo(ws)
     (ws / "a.txt").write_text("a\n")

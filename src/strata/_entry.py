@@ -29,13 +29,14 @@ def run() -> None:
 
     if os.environ.pop(SILENT_WATCHER, None) == "1":
         # the native client waited for the watcher in vain: do not wait for it again
-        from strata.store import served
+        from strata.watch import served
 
         served.silent_watcher = True
     else:
         from strata._resident import try_resident
 
-        try_resident(sys.argv[1:])  # exits when the workspace's watcher ran the command
+        # exits when the workspace's watcher ran the command
+        try_resident(sys.argv[1:], finish_run=_finish_run)
     if sys.argv[1:2] in (["snapshot"], ["status"]):
         from strata.store.prefetch import start
 
@@ -52,3 +53,10 @@ def run() -> None:
     gc.freeze()
     gc.enable()
     main()
+
+
+def _finish_run(lease: int, report: dict[str, object]) -> int:
+    """Record here a run the watcher began and lost (see ``strata._resident``)."""
+    from strata.cli.run import finish_here
+
+    return finish_here(lease, report)

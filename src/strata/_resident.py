@@ -28,7 +28,7 @@ watcher, an option that depends on the terminal), :func:`try_resident`
 returns False and the command runs in this process as usual. A command is
 never run twice: the caller says "go" only after the watcher said it is
 ready, and once it has said "go" it never falls back (see
-``strata.store.watch`` for the protocol).
+``strata.watch.monitor`` for the protocol).
 """
 
 from __future__ import annotations
@@ -40,12 +40,16 @@ import sys
 # import nothing but the standard library (_wire: JSON without the json module's 6 ms)
 from strata import _wire
 from strata._locate import find_repo
-from strata.store import served
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option, is_served_hook
+from strata.watch import served
+from strata.watch.served import LOCAL_ONLY, LOCAL_SUB, SERVED, has_local_option, is_served_hook
 
 TYPE_CHECKING = False  # (not typing's: importing typing costs 2 ms)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import NoReturn
+
+    #: ends a run the watcher began and then lost, here (lease fd, report) -> exit code
+    FinishRun = Callable[[int, dict[str, object]], int]
 
 READY_TIMEOUT = 2.0
 #: how long to wait while the watcher finishes another caller's command
@@ -101,15 +105,18 @@ def _read_line(
     return reply if isinstance(reply, dict) else None
 
 
-def try_resident(argv: list[str]) -> bool:
+def try_resident(argv: list[str], *, finish_run: FinishRun | None = None) -> bool:
     """Run ``strata ARGV`` in the workspace's watcher; False when it did not start it.
 
     Once the watcher has started the command this does not return: it
     prints the command's output and exits with its code (or reports that
     the watcher stopped midway). Ctrl-C ends it as it ends the command line.
+    A plain ``strata run`` is begun and ended by the watcher and executed
+    here, given ``finish_run`` (the command line's, which records the run
+    here when the watcher goes away meanwhile); without it, it is not.
     """
     try:
-        return _try_resident(argv)
+        return _try_resident(argv, finish_run)
     except KeyboardInterrupt:
         if _handed_over:  # the watcher runs it: Ctrl-C ends only this side
             pid, command = _handed_over
@@ -160,11 +167,11 @@ def _plain_run(args: list[str]) -> bool:
     return False
 
 
-def _try_resident(argv: list[str]) -> bool:
+def _try_resident(argv: list[str], finish_run: FinishRun | None) -> bool:
     if sys.stdout is None or sys.stderr is None:
         return False
     if argv[:1] == ["run"]:
-        if not _plain_run(argv[1:]):
+        if finish_run is None or not _plain_run(argv[1:]):
             return False
     elif (
         not argv
@@ -189,8 +196,8 @@ def _try_resident(argv: list[str]) -> bool:
     if key is None:
         return False
     body = _request(argv, key, cwd)
-    if argv[0] == "run":
-        return _thin_run(path, body)
+    if argv[0] == "run" and finish_run is not None:
+        return _thin_run(path, body, finish_run)
     started, done, fds = _exchange(path, body, command=argv[0])
     for extra in fds:  # none is expected for a served command
         os.close(extra)
@@ -343,7 +350,7 @@ def _recv_fds(sock: _socket.socket, size: int, most: int) -> tuple[bytes, list[i
     return data, fds
 
 
-def _thin_run(path: str, body: dict[str, object]) -> bool:
+def _thin_run(path: str, body: dict[str, object], finish_run: FinishRun) -> bool:
     """``strata run`` begun and ended by the watcher, its command executed here; see the module.
 
     False (nothing done) when the watcher does not begin it; otherwise this
@@ -397,9 +404,7 @@ def _thin_run(path: str, body: dict[str, object]) -> bool:
     for extra in fds:
         os.close(extra)
     if done is None:  # the watcher is gone, or never got it: record it here
-        from strata.cli.run import finish_here
-
-        code = finish_here(lease, report)
+        code = finish_run(lease, report)
         sys.stdout.flush()
         sys.stderr.flush()
         sys.exit(code)

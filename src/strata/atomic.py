@@ -11,10 +11,16 @@ nothing waits for the disk.
 from __future__ import annotations
 
 import contextlib
+import errno
+import functools
 import os
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+#: temporary files of workspace writes start with this; a crash can leave one behind, and
+#: scans ignore such files
+TEMP_PREFIX = ".strata-tmp-"
 
 
 def fsync_dir(folder: Path) -> None:
@@ -59,3 +65,44 @@ def atomic_write(
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def sync_filesystem(path: Path) -> None:
+    """Flush every write on the file system that holds ``path`` to disk.
+
+    Calls Linux ``syncfs(2)`` on a descriptor of ``path`` (a file or folder),
+    or ``sync(2)`` where ``syncfs`` is unavailable.
+    """
+    import ctypes  # (loaded by the commands that write: not by a scan)
+
+    syncfs = _syncfs()
+    if syncfs is None:
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if syncfs(fd) != 0:
+            code = ctypes.get_errno()
+            if code != errno.ENOSYS:
+                raise OSError(code, os.strerror(code), str(path))
+            os.sync()
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _syncfs() -> Callable[[int], int] | None:
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        function = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_int]
+    function.restype = ctypes.c_int
+
+    def call(fd: int) -> int:
+        return int(function(fd))
+
+    return call

@@ -35,6 +35,8 @@ POINTER_PREFIX = "strata-dir: "
 #: where a git-backed run keeps its repository when the workspace has none:
 #: inside ``.git``, so the user's work tree and ``git status`` never see it
 GIT_HIDDEN_REPO = ".git/strata/repo"
+#: the Workshop's folder, inside the repository (:attr:`Layout.workshop`)
+WORKSHOP_FOLDER = "workshop"
 
 CONFIG_TEMPLATE = """\
 # Strata repository configuration.
@@ -121,6 +123,11 @@ class Layout:
     def watch(self) -> Path:
         """The watcher's socket, pid file and cookies (``strata watch``)."""
         return self.repo / "watch"
+
+    @property
+    def workshop(self) -> Path:
+        """The Workshop's turn lock and the leases of its turns in progress."""
+        return self.repo / WORKSHOP_FOLDER
 
     @property
     def lock(self) -> Path:

@@ -34,9 +34,9 @@ from strata.core import (
     Point,
     SnapshotResult,
     StatusResult,
+    later,
 )
 from strata.core import check as _check
-from strata.core.results import later
 from strata.errors import ExportFailed, NameTaken, PathNotFound, UnknownRef, UsageError
 from strata.ids import ObjectId
 from strata.layout import GIT_HIDDEN_REPO, MARKER, Layout, create_layout, find_layout
@@ -134,7 +134,7 @@ def _undo_run(tx: Transaction, op: OperationRecord) -> bool:
 
 
 def _undo_draft_rewind(tx: Transaction, op: OperationRecord) -> bool:
-    from strata.workbench.timetravel import undo_draft_rewind  # issue 13
+    from strata.workbench.recovery import undo_draft_rewind  # issue 13
 
     return undo_draft_rewind(tx, op)
 
@@ -505,7 +505,7 @@ class Repository(Core):
                 scan = self.workspace.scan()
                 if scan.tree == tx.head_tree():  # already there: nothing to record
                     from strata.core.results_ops import RewindResult
-                    from strata.store import served
+                    from strata.watch import served
 
                     tx.on_commit(lambda: served.when_replied(scan.save_cache))
                     return RewindResult(None, target, None, [], [])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from conftest import CliRunner, Person, as_json, assert_user_error, ok
 from strata import Repository
-from strata.store.fsops import TEMP_PREFIX
+from strata.atomic import TEMP_PREFIX
 
 #: a folder path under 4,096 bytes holding a name that takes the full path over it
 LONG_DIR = "x" * 200

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from strata.diff.display import printable_lines
+from strata.schemas import versioned
 
 if TYPE_CHECKING:
     import click
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 AUTHOR_KINDS = ("human", "agent", "llm", "system")
-
-SCHEMA_VERSION = 1
-"""The version of every ``--json`` output object (its ``"schema"`` key); see docs/json.md."""
 
 
 @dataclass
@@ -134,7 +132,8 @@ def _who_else() -> str:
         return "unknown"
 
 
-def _injected() -> dict[str, Any]:
+def injected() -> dict[str, Any]:
+    """The clock and random source ``STRATA_NOW`` and ``STRATA_SEED`` ask for (tests)."""
     import random
 
     kwargs: dict[str, Any] = {}
@@ -187,7 +186,7 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
     """The repository of the workspace containing the current folder.
 
     With ``start_watcher``, the workspace's watcher is started in the
-    background when none runs (``strata.cli.watch.autostart``; the command
+    background when none runs (``strata.cli.watcher.autostart``; the command
     does not wait for it).
     """
     from strata.repo import Repository
@@ -196,19 +195,14 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
         Path.cwd(),
         author=author or make_author(None, None),
         progress=Progress(),
-        **_injected(),
+        **injected(),
     )
     _warn_unknown_tables(repo)
-    if start_watcher and AUTOSTART and not daemon_turned_off():
-        from strata.cli.watch import autostart  # (a module of many commands: not loaded for none)
+    if start_watcher and AUTOSTART:
+        from strata.cli.watcher import autostart  # (light: the watcher's module is not loaded)
 
         autostart(repo)
     return repo
-
-
-def daemon_turned_off() -> bool:
-    """Whether ``STRATA_NO_DAEMON`` keeps commands from starting a watcher."""
-    return os.environ.get("STRATA_NO_DAEMON", "") not in ("", "0")
 
 
 #: the config files this command has warned about (a command may open its repository twice)
@@ -248,7 +242,7 @@ def init_repo(
         snapshot=snapshot,
         author=make_author(None, None),
         progress=Progress(),
-        **_injected(),
+        **injected(),
     )
 
 
@@ -257,13 +251,6 @@ def rel_path(repo: Repository, arg: str) -> str:
     from strata.sandbox.paths import workspace_relative
 
     return workspace_relative(arg, cwd=Path.cwd(), root=repo.root)
-
-
-def versioned(value: Any) -> Any:
-    """``value`` with ``"schema": SCHEMA_VERSION`` first when it is an object (lists stay lists)."""
-    if isinstance(value, dict):
-        return {"schema": SCHEMA_VERSION, **value}
-    return value
 
 
 def emit_json(value: Any) -> None:

@@ -23,9 +23,9 @@ from strata.cli.common import (
     make_author,
     open_repo,
     profile_option,
-    versioned,
 )
 from strata.errors import GatewayError, NotARepository, UsageError, WorkspaceRequired
+from strata.schemas import versioned
 
 #: what stays of a command's output on the terminal when it printed more
 _SHOWN = 64 * 1024

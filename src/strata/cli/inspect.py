@@ -262,7 +262,7 @@ def status(as_json: bool) -> None:
     Example:
       strata status --json
     """
-    from strata.cli.watch import watcher_line, watcher_report
+    from strata.cli.watcher import watcher_line, watcher_report
 
     with open_repo() as repo:
         result = repo.status()

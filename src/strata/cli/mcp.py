@@ -120,6 +120,7 @@ def mcp(
                     f"{flag} is for the HTTP server: add --transport http "
                     "(stdio, the default, has no port and no token)"
                 )
+    from strata.cli.watcher import watcher_report
     from strata.integrations.mcp_server import StrataTools, build_server, serve_http, serve_stdio
 
     who = make_author(
@@ -130,7 +131,7 @@ def mcp(
     if transport == "http":
         _check_port(port)
     with open_repo(who) as repo:
-        server = build_server(StrataTools(repo, author=who))
+        server = build_server(StrataTools(repo, author=who, watcher=watcher_report))
         if transport == "stdio":
             serve_stdio(server)
             return

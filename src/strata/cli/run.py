@@ -16,10 +16,10 @@ import click
 
 from strata.cli.common import (
     State,
-    _injected,
     author_options,
     command_output_to_stderr,
     emit_json,
+    injected,
     json_option,
     make_author,
     report_error,
@@ -361,11 +361,11 @@ def _run_published(
     from strata.repo import Repository
 
     repo = Repository.open_for_run(
-        Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **_injected()
+        Path.cwd(), strategy=options.strategy, author=author, progress=Progress(), **injected()
     )
     with repo:
         from strata.cli import common
-        from strata.cli.watch import autostart
+        from strata.cli.watcher import autostart
 
         if common.AUTOSTART:  # as every command that opens the repository
             autostart(repo)
@@ -481,9 +481,7 @@ def begin_for_asker(argv: list[str], *, pid: int) -> tuple[Repository, Begun, in
     except (click.ClickException, click.exceptions.Exit) as exc:
         raise NotPlain from exc
     try:
-        repo = Repository.open_for_run(
-            Path.cwd(), author=author, progress=Progress(), **_injected()
-        )
+        repo = Repository.open_for_run(Path.cwd(), author=author, progress=Progress(), **injected())
         try:
             begun, fd = begin_elsewhere(
                 repo,
@@ -526,7 +524,7 @@ def finish_here(fd: int, report: dict[str, Any]) -> int:
     from strata.runs.thin import finish_from_lease
 
     try:
-        with Repository.open_for_run(Path.cwd(), **_injected()) as repo:
+        with Repository.open_for_run(Path.cwd(), **injected()) as repo:
             result = finish_from_lease(repo, fd, report)
     except StrataError as exc:
         report_error(type(exc).__name__, exc.message, exc.hint, as_json=False)

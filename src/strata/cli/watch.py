@@ -18,39 +18,32 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from strata.cli.common import (
-    _injected,
     author_options,
-    daemon_turned_off,
     emit_json,
     emit_json_line,
+    injected,
     json_option,
     make_author,
     open_repo,
     short,
 )
+from strata.cli.watcher import (
+    IDLE_TIMEOUT,
+    counted,
+    status_json,
+    watch_config,
+    watcher_line,
+    watcher_report,
+)
 from strata.diff.display import printable
 from strata.errors import WatcherFailed, WatcherRunning
-from strata.layout import bad_config, watch_problem
+from strata.layout import watch_problem
 
 if TYPE_CHECKING:
     from strata.ledger.events import Event
-    from strata.store.watch import Served
+    from strata.watch.monitor import Served
 
 
-def _status_json(folder: Path) -> dict[str, Any]:
-    from strata.store.watch import read_pidfile, watcher_status
-
-    status = watcher_status(folder)
-    if status is None:
-        return {"running": False}
-    return {"running": True, **(read_pidfile(folder) or {}), **status}
-
-
-#: a self-started watcher exits after this long with no request and no change
-#: (``[watch] idle_timeout`` in config.toml, seconds)
-IDLE_TIMEOUT = 1800.0
-#: after a watcher could not run here, none is started again for this long
-RETRY_AFTER = 600.0
 #: how often a watcher checks that it should still run
 CHECK_EVERY = 0.5
 #: a watcher deletes the files the restores it ran replaced (the trash) once the workspace
@@ -66,112 +59,6 @@ TRASH_IDLE = 40.0
 #: of the space left free, ``served.TRASH_FREE_SHARE``) a restore's are deleted once it has
 #: answered, as a process without a watcher does
 TRASH_CAP = 1 << 30
-
-
-def _watch_config(repo: Any) -> dict[str, Any]:
-    """The ``[watch]`` table; a bad one refuses the watcher (never the other commands)."""
-    problem = watch_problem(repo.config.raw)
-    if problem is not None:
-        raise bad_config(repo.layout, problem)
-    table = repo.config.raw.get("watch", {})
-    return table if isinstance(table, dict) else {}
-
-
-def _turned_off(repo: Any) -> str | None:
-    """Why no watcher is started by commands here (None: one is)."""
-    if daemon_turned_off():
-        return "turned off by STRATA_NO_DAEMON"
-    problem = watch_problem(repo.config.raw)
-    if problem is not None:
-        return f"not started: config.toml: {problem}"
-    if _watch_config(repo).get("auto") is False:
-        return "turned off in config.toml ([watch] auto = false)"
-    return None
-
-
-def autostart(repo: Any) -> None:
-    """Start the workspace's watcher in the background when none runs; never wait for it.
-
-    Called by every command that opens the repository (``open_repo``). The
-    watcher (``strata watch --auto``) serves the command line, exits after
-    ``[watch] idle_timeout`` seconds without a request or a change, and
-    captures live steps only with ``[watch] capture = true``. Nothing is
-    started when it is turned off, when a watcher runs or is starting (the
-    pid file is locked), or when one could not run here lately.
-    """
-    if _turned_off(repo) is not None:
-        return  # (before importing the watcher's module: it loads the socket machinery)
-    from strata.store.watch import unavailable, watcher_alive
-
-    folder: Path = repo.layout.watch
-    if watcher_alive(folder) or unavailable(folder, within=RETRY_AFTER) is not None:
-        return
-    if not os.access(repo.layout.repo, os.W_OK):  # a read-only view of the repository
-        return
-    try:
-        folder.mkdir(exist_ok=True)
-        log = folder / "watch.log"
-        with contextlib.suppress(OSError):
-            if log.stat().st_size > 1 << 20:
-                log.unlink()
-        os.posix_spawn(
-            sys.executable,
-            [sys.executable, "-m", "strata", "-C", str(repo.root), "watch", "--auto"],
-            os.environ,
-            file_actions=[
-                (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600),
-                (os.POSIX_SPAWN_DUP2, 1, 2),
-            ],
-            setsid=True,
-        )
-    except OSError:
-        return  # the command goes on without a watcher
-
-
-def watcher_report(repo: Any) -> dict[str, Any]:
-    """Whether a watcher serves this workspace, and when none does, why (for ``status``).
-
-    ``{"running": bool, "pid": int | None, "capture": bool | None, "reason": str | None}``
-    """
-    from strata.store import served
-    from strata.store.watch import read_pidfile, unavailable, unwatchable
-
-    folder: Path = repo.layout.watch
-    info = read_pidfile(folder)
-    if info is not None and served.silent_watcher:
-        pid = info.get("pid")
-        return {
-            "running": False,
-            "pid": pid if isinstance(pid, int) else None,
-            "capture": None,
-            "reason": f"pid {pid} does not answer: stopped or stuck",
-        }
-    if info is not None:
-        pid = info.get("pid")
-        capture = info.get("capture")
-        return {
-            "running": True,
-            "pid": pid if isinstance(pid, int) else None,
-            "capture": capture if isinstance(capture, bool) else None,
-            "reason": None,
-        }
-    reason = unavailable(folder) or unwatchable(repo.root) or _turned_off(repo)
-    return {"running": False, "pid": None, "capture": None, "reason": reason}
-
-
-def _count(n: object, noun: str) -> str:
-    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
-
-
-def watcher_line(report: dict[str, Any]) -> str:
-    """``report`` (:func:`watcher_report`) as one line."""
-    if report["running"]:
-        what = "records live steps and serves" if report["capture"] else "serves"
-        return f"Watcher: pid {report['pid']} {what} this workspace."
-    if report["reason"]:
-        return f"Watcher: none ({report['reason']}); every command reads the whole tree."
-    return "Watcher: none answers yet (commands that use the workspace start one)."
 
 
 @click.command()
@@ -237,10 +124,10 @@ def watch(
         folder = repo.layout.watch
         root = repo.root
         if show_status:
-            answer = _status_json(folder)
+            answer = status_json(folder)
             if not answer["running"]:
-                from strata.store import served
-                from strata.store.watch import read_pidfile
+                from strata.watch import served
+                from strata.watch.monitor import read_pidfile
 
                 # its pid file is held, yet it did not answer: stopped (SIGSTOP) or stuck
                 served.silent_watcher = read_pidfile(folder) is not None
@@ -250,14 +137,14 @@ def watch(
             elif status["running"] and status.get("sequence") is not None:
                 click.echo(
                     f"A watcher runs for {printable(str(root))} (pid {status.get('pid')}, "
-                    f"{_count(status.get('sequence'), 'change')} seen"
+                    f"{counted(status.get('sequence'), 'change')} seen"
                     f"{', recording steps' if status.get('capture') else ''})"
                 )
             else:
                 click.echo(watcher_line(status))
             return
         if stop:
-            from strata.store.watch import stop_watcher
+            from strata.watch.monitor import stop_watcher
 
             pid = stop_watcher(folder)
             if as_json:
@@ -271,7 +158,7 @@ def watch(
             extra = ["--debounce-ms", str(debounce_ms), "-m", message]
             extra += ["--author", who.name, "--author-kind", who.kind]
             _start_daemon(repo.root, folder, [*extra, *(["--no-capture"] if no_capture else [])])
-            status = _status_json(folder)
+            status = status_json(folder)
             if as_json:
                 emit_json(status)
             else:
@@ -293,7 +180,7 @@ def _claim(repo: Any, *, capture: bool) -> int:
     A capturing watcher does all a serving one does, so it takes over;
     otherwise a running watcher is :class:`WatcherRunning`.
     """
-    from strata.store.watch import claim_pidfile, read_pidfile, stop_watcher
+    from strata.watch.monitor import claim_pidfile, read_pidfile, stop_watcher
 
     folder = repo.layout.watch
     for _ in range(5):
@@ -309,7 +196,7 @@ def _claim(repo: Any, *, capture: bool) -> int:
 
 def _auto(repo: Any, debounce_ms: int, message: str) -> None:
     """The self-started watcher: quietly nothing when another runs or none can run here."""
-    from strata.store.watch import claim_pidfile, note_unavailable, unwatchable
+    from strata.watch.monitor import claim_pidfile, note_unavailable, unwatchable
 
     folder = repo.layout.watch
     pid_fd = claim_pidfile(folder)  # first: a second one started at once stops here
@@ -321,7 +208,7 @@ def _auto(repo: Any, debounce_ms: int, message: str) -> None:
             note_unavailable(folder, reason)
             click.echo(f"strata watch: {reason}; no watcher for {repo.root}", err=True)
             return
-        config = _watch_config(repo)
+        config = watch_config(repo)
         idle = config.get("idle_timeout", IDLE_TIMEOUT)
         capture = config.get("capture") is True
         _watch(repo, debounce_ms, message, True, record=capture, pid_fd=pid_fd, idle=idle)
@@ -340,7 +227,7 @@ def _start_daemon(root: Path, folder: Path, options: list[str]) -> None:
     A watcher that only serves is replaced by one that captures (the new
     one stops it); any other running watcher is :class:`WatcherRunning`.
     """
-    from strata.store.watch import read_pidfile, watcher_status
+    from strata.watch.monitor import read_pidfile, watcher_status
 
     info = read_pidfile(folder)
     if info is not None and ("--no-capture" in options or info.get("capture") is not False):
@@ -409,7 +296,7 @@ class _Lifetime:
         """Why to stop, or None."""
         if self.monitor is not None and self.monitor.error is not None:
             from strata.errors import WatcherFailed
-            from strata.store.watch import note_unavailable
+            from strata.watch.monitor import note_unavailable
 
             error = self.monitor.error
             why = error.reason if isinstance(error, WatcherFailed) else repr(error)
@@ -449,7 +336,7 @@ class _TrashKeeper:
     """
 
     def __init__(self, trash: Path, idle: float, busy: Callable[[], bool]) -> None:
-        from strata.store import served
+        from strata.watch import served
 
         self.idle = idle
         self.busy = busy
@@ -462,7 +349,7 @@ class _TrashKeeper:
 
     def tend(self, quiet_for: float) -> None:
         """Empty the trash when the workspace has been quiet long enough."""
-        from strata.store import served
+        from strata.watch import served
 
         if quiet_for < self.idle or self.busy() or not (self.pending or served.kept_trash()):
             return
@@ -473,14 +360,14 @@ class _TrashKeeper:
 
         Called again (the server closed first), it finds nothing left.
         """
-        from strata.store import served
+        from strata.watch import served
 
         served.keep_trash(None)
         self._empty(None)
 
     def _empty(self, stop: Callable[[], bool] | None) -> None:
-        from strata.store import served
         from strata.store.fsops import empty_trash
+        from strata.watch import served
 
         folders, self.pending = self.pending | set(served.take_kept_trash()), set()
         for folder in sorted(folders):
@@ -493,7 +380,7 @@ def _trash_idle(repo: Any) -> float:
     """How long the workspace must be quiet before the watcher empties the trash."""
     if watch_problem(repo.config.raw) is not None:
         return TRASH_IDLE  # (a self-started watcher refuses such a table before)
-    return float(_watch_config(repo).get("trash_idle", TRASH_IDLE))
+    return float(watch_config(repo).get("trash_idle", TRASH_IDLE))
 
 
 def _repository_of(root: Path) -> Path | None:
@@ -620,7 +507,7 @@ def _serve_only(
 ) -> None:
     from strata._version import __version__
     from strata.core import monitor_in_process, watched_folders
-    from strata.store.watch import ChangeMonitor, MonitorServer
+    from strata.watch.monitor import ChangeMonitor, MonitorServer
 
     _preload()
     stop = threading.Event()
@@ -710,7 +597,7 @@ def _run_for_asker(request: dict[str, Any]) -> Served:
     A ``run_begin`` or ``run_end`` request begins or ends a ``strata run``
     whose command the asker executes (:mod:`strata.runs.thin`).
     """
-    from strata.store.watch import Served
+    from strata.watch.monitor import Served
 
     op = request.get("op")
     if op == "run_begin":
@@ -731,7 +618,7 @@ def _run_for_asker(request: dict[str, Any]) -> Served:
 def _begin_for_asker(request: dict[str, Any]) -> Served:
     from strata.cli.run import NotPlain, begin_for_asker
     from strata.runs.thin import RUN_ENV
-    from strata.store.watch import Served
+    from strata.watch.monitor import Served
 
     argv = [str(a) for a in request["argv"]]
     got: dict[str, Any] = {}
@@ -767,7 +654,7 @@ def _begin_for_asker(request: dict[str, Any]) -> Served:
 
 def _end_for_asker(request: dict[str, Any]) -> Served:
     from strata.cli.run import end_for_asker
-    from strata.store.watch import Served
+    from strata.watch.monitor import Served
 
     with _BEGUN_LOCK:
         entry = _BEGUN.pop(str(request.get("run_id")), None)
@@ -891,7 +778,7 @@ def _watch(
         pid_fd=pid_fd,
         version=__version__,
         # the clock and ids of the steps it records (the repository has the rest)
-        **{k: v for k, v in _injected().items() if k in ("clock", "rng")},
+        **{k: v for k, v in injected().items() if k in ("clock", "rng")},
     )
     keeper: _TrashKeeper | None = None
     try:

@@ -20,7 +20,6 @@ from strata.core.results import (
     Point,
     SnapshotResult,
     StatusResult,
-    later,
 )
 from strata.core.transaction import Transaction
 from strata.core.workspace import Scan, Workspace
@@ -37,6 +36,31 @@ if TYPE_CHECKING:
         RewindResult,
         UndoResult,
     )
+
+
+#: the names :mod:`strata.core.results_ops` defines (see the module doc)
+LATER = frozenset(
+    {
+        "BookmarkResult",
+        "CatResult",
+        "ConvertResult",
+        "ImportResult",
+        "InitResult",
+        "OperationRecord",
+        "RedoResult",
+        "RewindResult",
+        "UndoResult",
+    }
+)
+
+
+def later(module: str, name: str) -> Any:
+    """A module's ``__getattr__`` (PEP 562) for the names of :data:`LATER`: loads them."""
+    if name in LATER:
+        from strata.core import results_ops
+
+        return getattr(results_ops, name)
+    raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
 
 def __getattr__(name: str) -> Any:

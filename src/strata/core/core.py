@@ -51,16 +51,16 @@ from strata.ledger.driver import LedgerDriver
 from strata.ledger.events import Author, Event, dumps, format_ts
 from strata.ledger.ledger import Ledger, View
 from strata.sandbox.paths import display_path
-from strata.store import served
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import DiskObjectStore, ObjectStore
 from strata.store.tree import EMPTY_TREE, TreeEntry
+from strata.watch import served
 
 if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.core.results_ops import OperationRecord
     from strata.core.transaction import Transaction
-    from strata.store.watch import Answer, ChangeMonitor
+    from strata.watch.monitor import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
 #: the Draft's files, below ``Layout.draft`` (kept between Drafts)
@@ -353,7 +353,7 @@ class Core:
             return monitor.query(token, root=root)
         if served.silent_watcher or not (self.layout.watch / "watch.sock").exists():
             return None  # (silent: it did not answer this process in time; not again)
-        from strata.store.watch import ask
+        from strata.watch.monitor import ask
 
         return ask(self.layout.watch, token, root=root)
 

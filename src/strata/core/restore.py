@@ -32,11 +32,11 @@ from strata.ids import ObjectId
 from strata.ledger.events import EventType
 from strata.ledger.ledger import Operation, View, moved
 from strata.sandbox.paths import display_path
-from strata.store import served
 from strata.store.fsops import empty_trash
 from strata.store.materialize import Action, Journal, actions_from_record
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.tree import lookup
+from strata.watch import served
 
 if TYPE_CHECKING:
     from strata.core.core import Core

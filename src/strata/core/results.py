@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from strata.diff.tree import Change
 from strata.ids import ObjectId, SnapshotId
@@ -326,35 +326,3 @@ def bytes_changed(a: bytes, b: bytes) -> int:
         else:
             hi = mid - 1
     return max(len(a), len(b)) - prefix - lo
-
-
-if TYPE_CHECKING:
-    pass
-
-#: the names :mod:`strata.core.results_ops` defines (see the module doc)
-LATER = frozenset(
-    {
-        "BookmarkResult",
-        "CatResult",
-        "ConvertResult",
-        "ImportResult",
-        "InitResult",
-        "OperationRecord",
-        "RedoResult",
-        "RewindResult",
-        "UndoResult",
-    }
-)
-
-
-def later(module: str, name: str) -> Any:
-    """A module's ``__getattr__`` (PEP 562) for the names of :data:`LATER`: loads them."""
-    if name in LATER:
-        from strata.core import results_ops
-
-        return getattr(results_ops, name)
-    raise AttributeError(f"module {module!r} has no attribute {name!r}")
-
-
-def __getattr__(name: str) -> Any:
-    return later(__name__, name)

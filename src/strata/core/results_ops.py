@@ -3,8 +3,8 @@
 Kept apart from :mod:`strata.core.results` because making a dataclass costs
 about half a millisecond of ``exec`` at import: a command that never builds
 these (a snapshot, a status) does not pay for them. Both modules' names are
-imported from :mod:`strata.core.results` as before (it loads this one on
-first use of one of them).
+imported from :mod:`strata.core` (it loads this one on first use of one of
+them).
 """
 
 from __future__ import annotations

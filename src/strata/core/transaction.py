@@ -36,8 +36,8 @@ from strata.errors import UsageError
 from strata.ids import EventId, ObjectId, SnapshotId
 from strata.ledger.events import ACTION_SCOPES, Author, Event, EventType, format_ts
 from strata.ledger.ledger import Bookmark, Operation, View, moved
-from strata.store import served
 from strata.store.tree import EMPTY_TREE
+from strata.watch import served
 
 if TYPE_CHECKING:
     from strata.core.core import Core

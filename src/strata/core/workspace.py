@@ -20,17 +20,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from strata.ids import ObjectId
-from strata.store import served
 from strata.store.fsops import empty_trash
 from strata.store.ignore import IgnoreRules
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import FileStat, StatCache
 from strata.store.tree import remember_tree, rows_to_entries
+from strata.watch import served
 
 if TYPE_CHECKING:
     from strata.store.materialize import Action, RestoreReport
-    from strata.store.watch import Answer
+    from strata.watch.monitor import Answer
 
 
 @dataclass

@@ -58,7 +58,7 @@ INSTRUCTIONS = (
 
 def render(value: Any) -> str:
     """``value`` as the CLI's ``--json`` prints it (an object gains ``"schema": 1``)."""
-    from strata.cli.common import versioned
+    from strata.schemas import versioned
 
     return json.dumps(versioned(value), indent=2, ensure_ascii=False)
 
@@ -86,9 +86,12 @@ class StrataTools:
         author: Author,
         environ: MutableMapping[str, str] | None = None,
         python: str = sys.executable,
+        watcher: Callable[[Repository], dict[str, Any]] | None = None,
     ) -> None:
         self.repo = repo
         self.author = author
+        #: what ``status`` says of the workspace's watcher (passed in by ``strata mcp``)
+        self.watcher = watcher
         self.environ = dict(os.environ if environ is None else environ)
         self.python = python
 
@@ -109,10 +112,10 @@ class StrataTools:
 
     def status(self) -> str:
         """How the working tree differs from HEAD (records nothing)."""
-        from strata.cli.watch import watcher_report
 
         def run() -> dict[str, Any]:
-            return {**self.repo.status().to_json(), "watcher": watcher_report(self.repo)}
+            report = self.repo.status().to_json()
+            return {**report, "watcher": self.watcher(self.repo)} if self.watcher else report
 
         return self.call(run)
 

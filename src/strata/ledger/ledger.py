@@ -300,16 +300,6 @@ class Ledger:
     def commit(self, op: Operation) -> Record:
         """Append the operation's records atomically; return its operation record."""
         last = self.driver.last()
-        seq, prev = (last.seq, last.hash) if last else (0, "")
-        records: list[Record] = []
-
-        def add(kind: str, body: dict[str, Any]) -> None:
-            nonlocal seq, prev
-            seq += 1
-            record = Record.seal(seq, kind, body, prev)  # type: ignore[arg-type]
-            records.append(record)
-            prev = record.hash
-
         redactor = Redactor(self.secrets)
         for body in op.events:
             # what an event says (its rationale, a command in its data) never carries a
@@ -318,51 +308,24 @@ class Ledger:
                 body["rationale"] = redactor.text(str(body["rationale"]))
             if body.get("data"):
                 body["data"] = redactor.value(body["data"])
-            add("event", body)
         if op.group and op.group.get("title"):
             op.group = {**op.group, "title": redactor.text(str(op.group["title"]))}
-        before, after = op.before, op.after
-        for name in sorted(before.branches.keys() | after.branches.keys()):
-            old, new = before.branches.get(name), after.branches.get(name)
-            if old != new:
-                add(
-                    "ref", {"name": f"branch/{name}", "old": old, "new": new, "operation_id": op.id}
-                )
-        if (before.head_branch, before.head_event) != (after.head_branch, after.head_event):
-            add(
-                "ref",
-                {
-                    "name": "HEAD",
-                    "old": {"branch": before.head_branch, "event": before.head_event},
-                    "new": {"branch": after.head_branch, "event": after.head_event},
-                    "operation_id": op.id,
-                },
-            )
-        for name in sorted(before.bookmarks.keys() | after.bookmarks.keys()):
-            old_b, new_b = before.bookmarks.get(name), after.bookmarks.get(name)
-            if old_b != new_b:
-                add(
-                    "bookmark",
-                    {
-                        "name": name,
-                        "old": old_b.to_json() if old_b else None,
-                        "new": new_b.to_json() if new_b else None,
-                        "operation_id": op.id,
-                    },
-                )
-        add(
-            "operation",
+        records = seal_operation(
+            op.events,
             {
                 "id": op.id,
                 "command": op.command,
                 "ts": op.ts,
                 "author": op.author,
                 "events": [e["id"] for e in op.events],
-                "view_before": before.to_json(),
-                "view_after": after.to_json(),
+                "view_before": op.before.to_json(),
+                "view_after": op.after.to_json(),
                 **({"details": op.details} if op.details else {}),
                 **({"group": op.group} if op.group else {}),
             },
+            op.before,
+            op.after,
+            last=last,
         )
         self.driver.append(records)
         op.first_seq = records[0].seq if op.events else 0
@@ -515,6 +478,65 @@ RECORD_ONLY = frozenset(
 
 #: details of an operation that say it changed something a handler of undo reverses
 _CHANGED = ("tree_before", "tree_after", "workshop", "draft_tree_before", "undid", "redid")
+
+
+def seal_operation(
+    events: list[dict[str, Any]],
+    operation: dict[str, Any],
+    before: View,
+    after: View,
+    *,
+    last: Record | None,
+) -> list[Record]:
+    """The records of one operation, hash-chained after the record ``last`` (None: first).
+
+    In their order in the ledger: the ``events``, one ``ref`` record per branch
+    (sorted by name) and for HEAD, one ``bookmark`` record per bookmark, for
+    what moved from ``before`` to ``after``, then the ``operation`` record
+    itself. The ledger's commits and the migration of old ledgers seal
+    operations here, so both write the same chain.
+    """
+    seq, prev = (last.seq, last.hash) if last else (0, "")
+    records: list[Record] = []
+
+    def add(kind: str, body: dict[str, Any]) -> None:
+        nonlocal seq, prev
+        seq += 1
+        record = Record.seal(seq, kind, body, prev)  # type: ignore[arg-type]
+        records.append(record)
+        prev = record.hash
+
+    op_id = operation["id"]
+    for body in events:
+        add("event", body)
+    for name in sorted(before.branches.keys() | after.branches.keys()):
+        old, new = before.branches.get(name), after.branches.get(name)
+        if old != new:
+            add("ref", {"name": f"branch/{name}", "old": old, "new": new, "operation_id": op_id})
+    if (before.head_branch, before.head_event) != (after.head_branch, after.head_event):
+        add(
+            "ref",
+            {
+                "name": "HEAD",
+                "old": {"branch": before.head_branch, "event": before.head_event},
+                "new": {"branch": after.head_branch, "event": after.head_event},
+                "operation_id": op_id,
+            },
+        )
+    for name in sorted(before.bookmarks.keys() | after.bookmarks.keys()):
+        old_b, new_b = before.bookmarks.get(name), after.bookmarks.get(name)
+        if old_b != new_b:
+            add(
+                "bookmark",
+                {
+                    "name": name,
+                    "old": old_b.to_json() if old_b else None,
+                    "new": new_b.to_json() if new_b else None,
+                    "operation_id": op_id,
+                },
+            )
+    add("operation", operation)
+    return records
 
 
 def changes_nothing(op: dict[str, Any]) -> bool:

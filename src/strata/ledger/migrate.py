@@ -15,8 +15,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from strata.ledger.drivers.sqlite import _SCHEMA, FORMAT, index_events
-from strata.ledger.ledger import DEFAULT_BRANCH, View
+from strata.ledger.drivers.sqlite import FORMAT, SCHEMA, index_events
+from strata.ledger.ledger import DEFAULT_BRANCH, View, seal_operation
 from strata.ledger.records import Record
 
 
@@ -53,20 +53,11 @@ def migrate_v1(path: Path) -> int:
             "ALTER TABLE refs RENAME TO v1_refs",
         ):
             db.execute(statement)
-        for statement in _SCHEMA.strip().split(";\n"):
+        for statement in SCHEMA.strip().split(";\n"):
             if statement.strip():
                 db.execute(statement)
         view = View()
-        seq, prev = 0, ""
         records: list[Record] = []
-
-        def add(kind: str, body: dict[str, Any]) -> None:
-            nonlocal seq, prev
-            seq += 1
-            record = Record.seal(seq, kind, body, prev)  # type: ignore[arg-type]
-            records.append(record)
-            prev = record.hash
-
         for eid, ts, aname, akind, action, rationale, files, snap, parent, data in rows:
             details = json.loads(data)
             before = view
@@ -95,40 +86,18 @@ def migrate_v1(path: Path) -> int:
                     view = View(DEFAULT_BRANCH, target, dict(view.branches), dict(view.bookmarks))
             if details:
                 body["data"] = details
-            add("event", body)
-            if before.branches != view.branches:
-                add(
-                    "ref",
-                    {
-                        "name": f"branch/{DEFAULT_BRANCH}",
-                        "old": before.branches.get(DEFAULT_BRANCH),
-                        "new": view.branches.get(DEFAULT_BRANCH),
-                        "operation_id": eid,
-                    },
-                )
-            if before.head_event != view.head_event:
-                add(
-                    "ref",
-                    {
-                        "name": "HEAD",
-                        "old": {"branch": before.head_branch, "event": before.head_event},
-                        "new": {"branch": view.head_branch, "event": view.head_event},
-                        "operation_id": eid,
-                    },
-                )
-            add(
-                "operation",
-                {
-                    "id": eid,
-                    "command": action,
-                    "ts": ts,
-                    "author": {"name": aname, "kind": akind},
-                    "events": [eid],
-                    "view_before": before.to_json(),
-                    "view_after": view.to_json(),
-                    "details": {"migrated_from_format": 1},
-                },
-            )
+            operation = {
+                "id": eid,
+                "command": action,
+                "ts": ts,
+                "author": {"name": aname, "kind": akind},
+                "events": [eid],
+                "view_before": before.to_json(),
+                "view_after": view.to_json(),
+                "details": {"migrated_from_format": 1},
+            }
+            last = records[-1] if records else None
+            records += seal_operation([body], operation, before, view, last=last)
         db.executemany(
             "INSERT INTO records(seq, kind, line) VALUES (?, ?, ?)",
             [(r.seq, r.kind, r.to_line()) for r in records],

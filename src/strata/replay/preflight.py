@@ -845,7 +845,7 @@ def apply_patch(
     import pygit2
     from pygit2.enums import FileMode
 
-    from strata.workbench.publish import build_tree, flatten_tree
+    from strata.merge.trees import build_tree, flatten_tree
 
     git = shutil.which("git")
     if git is None:

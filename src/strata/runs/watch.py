@@ -2,7 +2,7 @@
 
 While a long command runs (an agent session, a build, a person editing in an
 IDE), :class:`LiveCapture` watches the workspace with a
-:class:`~strata.store.watch.ChangeMonitor` and records a snapshot (action type
+:class:`~strata.watch.monitor.ChangeMonitor` and records a snapshot (action type
 ``snapshot``, rationale ``live capture``, ``data.live_capture`` = its step
 number) each time no change has been seen for ``debounce_ms``. Changes made by
 any process count, shell-made ones included; ignored paths (``.strata``,
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import WatcherRunning
 from strata.ledger.events import EventType
 from strata.store.ignore import IgnoreRules
-from strata.store.watch import ChangeMonitor, IgnoreFilter, MonitorServer, Runner, Served
+from strata.watch.monitor import ChangeMonitor, IgnoreFilter, MonitorServer, Runner, Served
 
 if TYPE_CHECKING:
     from strata.core import Core

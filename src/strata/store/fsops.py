@@ -12,7 +12,7 @@ folder is open, its descriptor names that folder for good: renaming it away or
 planting a symlink in its place afterwards cannot redirect the write.
 
 Files and symlinks are written to a temporary name in their folder (see
-:data:`TEMP_PREFIX`) and renamed into place. ``rename`` replaces whatever entry
+:data:`strata.atomic.TEMP_PREFIX`) and renamed into place. ``rename`` replaces whatever entry
 is at the destination (a file, a hard link, a symlink) without following it, so
 a symlink at the path is replaced, never written through.
 
@@ -44,7 +44,7 @@ object the scan recorded. An entry that changed raises
 between a scan and its write is never overwritten.
 
 Nothing here calls ``fsync`` per file: a caller writing many files makes them
-durable at once with :func:`sync_filesystem` before it records the result.
+durable at once with :func:`strata.atomic.sync_filesystem` before it records the result.
 """
 
 from __future__ import annotations
@@ -61,9 +61,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from strata.atomic import TEMP_PREFIX
 from strata.errors import EntryInTheWay, ProtectedPath, UnsafeWorkspacePath, WorkspaceChanged
 from strata.sandbox.paths import check_relative, is_internal
-from strata.store.ignore import TEMP_PREFIX  # scans ignore what a crash leaves behind
 from strata.store.objects import hash_fd
 from strata.store.statcache import is_racy, unchanged
 
@@ -73,16 +73,14 @@ except ImportError:  # pragma: no cover - depends on the build
     _walk = None  # type: ignore[assignment]
 
 __all__ = [
-    "TEMP_PREFIX",
     "AsScanned",
     "TrashIndex",
     "WorkspaceWriter",
     "empty_trash",
-    "sync_filesystem",
 ]
 
 #: (workspace path, object id) -> (name in the trash, (size, mtime_ns, ctime_ns, inode)):
-#: the files a trash holds and what they held (see ``strata.store.served.trash_index``)
+#: the files a trash holds and what they held (see ``strata.watch.served.trash_index``)
 TrashIndex = dict[tuple[str, str], tuple[str, tuple[int, int, int, int]]]
 
 
@@ -744,47 +742,6 @@ def _open_trash(trash: Path, device: int) -> int:
         os.close(fd)
         return -1
     return fd
-
-
-def sync_filesystem(path: Path) -> None:
-    """Flush every write on the file system that holds ``path`` to disk.
-
-    Calls Linux ``syncfs(2)`` on a descriptor of ``path`` (a file or folder),
-    or ``sync(2)`` where ``syncfs`` is unavailable.
-    """
-    import ctypes  # (loaded by the commands that write: not by a scan)
-
-    syncfs = _syncfs()
-    if syncfs is None:
-        os.sync()
-        return
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        if syncfs(fd) != 0:
-            code = ctypes.get_errno()
-            if code != errno.ENOSYS:
-                raise OSError(code, os.strerror(code), str(path))
-            os.sync()
-    finally:
-        os.close(fd)
-
-
-@functools.cache
-def _syncfs() -> Callable[[int], int] | None:
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        function = libc.syncfs
-    except (OSError, AttributeError):
-        return None
-    function.argtypes = [ctypes.c_int]
-    function.restype = ctypes.c_int
-
-    def call(fd: int) -> int:
-        return int(function(fd))
-
-    return call
 
 
 #: glibc's ``mallopt`` parameter for the size from which a block is its own mapping

@@ -31,14 +31,13 @@ import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from strata.atomic import TEMP_PREFIX
 from strata.store.objects import hash_bytes
 
 if TYPE_CHECKING:
     import pathspec
 
 ALWAYS_IGNORED = frozenset({".strata", ".git"})
-#: temporary files of workspace writes start with this; a crash can leave one behind
-TEMP_PREFIX = ".strata-tmp-"
 IGNORE_FILES = (".gitignore", ".strataignore")  # lower precedence first
 DEFAULT_PATTERNS = (".venv/", "node_modules/", "__pycache__/")
 

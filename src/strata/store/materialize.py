@@ -32,16 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from strata.atomic import atomic_write, fsync_dir
+from strata.atomic import TEMP_PREFIX, atomic_write, fsync_dir, sync_filesystem
 from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
-from strata.store.fsops import (
-    TEMP_PREFIX,
-    AsScanned,
-    TrashIndex,
-    WorkspaceWriter,
-    sync_filesystem,
-)
+from strata.store.fsops import AsScanned, TrashIndex, WorkspaceWriter
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged

@@ -545,7 +545,7 @@ class DiskObjectStore:
             self._load_packs()
             assert self._packs is not None and idx.name in self._packs
         if len(written) > SYNC_ONE_BY_ONE:
-            from strata.store.fsops import sync_filesystem
+            from strata.atomic import sync_filesystem
 
             sync_filesystem(self.root)
             return

@@ -20,7 +20,7 @@ mtime, which is all a coarse file system such as FAT or ext3 records;
 only a file system with fine timestamps writes: the kernel stamps it from a
 clock that ticks every 1-10 ms).
 
-With a change monitor running (:mod:`strata.store.watch`), the cache also
+With a change monitor running (:mod:`strata.watch.monitor`), the cache also
 keeps the monitor's ``token`` obtained just before the scan that wrote it
 (and the list of folders holding racy entries, which are always re-read):
 the monitor can then name every path changed since, and the next scan

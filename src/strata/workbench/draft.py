@@ -69,10 +69,11 @@ from strata.errors import (
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
-from strata.store import served
 from strata.store.objects import verified_chunks
 from strata.store.statcache import DirCache, StatCache, unchanged
 from strata.store.tree import read_tree
+from strata.watch import served
+from strata.workbench.state import DraftState
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -84,7 +85,6 @@ if TYPE_CHECKING:
     from strata.workbench.publish import PublishResult, ReviewResult
     from strata.workbench.timetravel import DraftRewindResult
 
-STATE_FORMAT = 1
 FILES = DRAFT_FILES
 KEPT = "kept.json"
 KEPT_FORMAT = 1
@@ -96,62 +96,6 @@ GIT_TRASH = "git-trash"
 DAY_MS = 24 * 3600 * 1000
 FICLONE = 0x40049409  # <linux/fs.h>: _IOW(0x94, 9, int)
 SANDBOXES = ("bwrap", "none")
-
-
-@dataclass(frozen=True)
-class DraftState:
-    """The record ``draft.json``: which Draft is open and where it started."""
-
-    id: str
-    branch: str
-    base_event_id: EventId
-    created_ms: int
-    git: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        """As stored in ``draft.json``."""
-        return {
-            "format": STATE_FORMAT,
-            "id": self.id,
-            "branch": self.branch,
-            "base_event_id": self.base_event_id,
-            "created": format_ts(self.created_ms),
-            "created_ms": self.created_ms,
-            "files": FILES,
-            "git": self.git,
-        }
-
-    @classmethod
-    def load(cls, path: Path) -> DraftState | None:
-        """The open Draft's record, or None when no Draft is open."""
-        try:
-            raw = json.loads(path.read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            from strata.errors import CorruptRepository
-
-            raise CorruptRepository(f"the Draft record {path} is unreadable") from None
-        from strata.errors import CorruptRepository, UnsupportedFormat
-
-        if not isinstance(raw, dict):
-            raise CorruptRepository(f"the Draft record {path} is not a JSON object")
-        if raw.get("format") != STATE_FORMAT:
-            raise UnsupportedFormat(str(path), raw.get("format"), STATE_FORMAT)
-        fields = {"id": str, "branch": str, "base_event_id": str, "created_ms": int}
-        wrong = [k for k, kind in fields.items() if type(raw.get(k)) is not kind]
-        if wrong:
-            raise CorruptRepository(
-                f"the Draft record {path} lacks or mistypes {', '.join(wrong)}",
-                hint=f"move it aside to end the Draft; its files stay in {path.parent}",
-            )
-        return cls(
-            id=raw["id"],
-            branch=raw["branch"],
-            base_event_id=EventId(raw["base_event_id"]),
-            created_ms=raw["created_ms"],
-            git=bool(raw.get("git")),
-        )
 
 
 class ModelCalls(Protocol):
@@ -648,7 +592,8 @@ def ignored_folders(core: Core) -> list[Path]:
     Read from Published's stat cache (the ignored names of every folder the
     last scan walked; a Draft start scans first).
     """
-    from strata.store.ignore import ALWAYS_IGNORED, TEMP_PREFIX
+    from strata.atomic import TEMP_PREFIX
+    from strata.store.ignore import ALWAYS_IGNORED
 
     root = core.root
     cache = StatCache(core.layout.statcache)
@@ -778,13 +723,6 @@ def start_draft(
             draft.put_back(tree)
         draft.record("draft start", author=author, scanned=scanned, data=data)
         return draft
-
-
-def end_draft(state_path: Path) -> None:
-    """End the open Draft: its record goes (atomically); its folder is kept for the next one."""
-    if state_path.exists():
-        state_path.unlink()
-        fsync_dir(state_path.parent)
 
 
 def remove_kept_folder(core: Core, *, dry_run: bool = False) -> int:

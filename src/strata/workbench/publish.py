@@ -37,15 +37,16 @@ from strata.diff.tree import diff_trees
 from strata.errors import (
     DraftChanged,
     ExternalSymlink,
-    MergeConflict,
     PreflightFailed,
     UsageError,
     WorkspaceBusy,
 )
 from strata.ids import ObjectId, SnapshotId
 from strata.ledger.events import Author, Event, EventType
+from strata.merge.three_way import MERGE_POLICY, merge_trees
+from strata.merge.trees import build_tree, flatten_tree
 from strata.sandbox.paths import display_path
-from strata.store.tree import TreeEntry, read_tree, write_tree
+from strata.workbench.state import OpenDraft, end_draft
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,9 +54,7 @@ if TYPE_CHECKING:
     from strata.core import Core, DiffResult
     from strata.store.objects import ObjectStore
     from strata.workbench.checkpoints import Checkpoint
-    from strata.workbench.draft import Draft
 
-MERGE_POLICY = "merge3"
 #: the shortest snapshot id prefix ``publish --expect`` accepts (4 letters collide early)
 EXPECT_MIN = 8
 
@@ -116,7 +115,7 @@ class PublishResult:
         }
 
 
-def review(draft: Draft, *, author: Author | None = None) -> ReviewResult:
+def review(draft: OpenDraft, *, author: Author | None = None) -> ReviewResult:
     """Record the Draft, then diff its base against it."""
     core = draft.core
     with core.writing():
@@ -177,10 +176,8 @@ def _refuse_while_running(core: Core, command: str) -> None:
         )
 
 
-def discard(draft: Draft, *, author: Author | None = None) -> Event:
+def discard(draft: OpenDraft, *, author: Author | None = None) -> Event:
     """Record the Draft (nothing in it is lost), then end it; Published is not touched."""
-    from strata.workbench.draft import end_draft
-
     core = draft.core
     with core.writing():
         _refuse_while_running(core, "discard")
@@ -199,7 +196,7 @@ def discard(draft: Draft, *, author: Author | None = None) -> Event:
 
 
 def publish(
-    draft: Draft,
+    draft: OpenDraft,
     message: str = "",
     *,
     expect: str | None = None,
@@ -221,7 +218,6 @@ def publish(
     changed meanwhile), :class:`PreflightFailed` refuses with nothing written.
     """
     from strata.workbench.checkpoints import Checkpoint, record_checkpoint
-    from strata.workbench.draft import end_draft
 
     if expect is not None and len(expect) < EXPECT_MIN:
         raise UsageError(
@@ -320,167 +316,18 @@ def _report_of(preflight: Mapping[str, Any] | None) -> tuple[str, ...]:
     return (str(report),) if report else ()
 
 
-def proposed_tree(draft: Draft, tip: Event, published: ObjectId) -> tuple[ObjectId, list[str]]:
+def proposed_tree(draft: OpenDraft, tip: Event, published: ObjectId) -> tuple[ObjectId, list[str]]:
     """The tree publishing the Draft at ``tip`` onto Published's tree ``published`` writes.
 
     The Draft's tree (files its own ignore rules hide kept, see
     :func:`keep_ignored`) merged onto ``published`` from the Draft's base
-    (:func:`merge_trees`); also the paths merged line by line.
+    (:func:`strata.merge.three_way.merge_trees`); also the paths merged line by line.
     :class:`MergeConflict` names every path that cannot be merged.
     """
     core = draft.core
     base_tree = core.tree_of(draft.base)
     draft_tree, _ = keep_ignored(core.objects, draft.path, base_tree, core.tree_of(tip))
     return merge_trees(core.objects, base_tree, published, draft_tree)
-
-
-# -- the three-way tree merge ------------------------------------------------------
-
-
-def flatten_tree(store: ObjectStore, oid: ObjectId) -> tuple[dict[str, TreeEntry], dict[str, int]]:
-    """(files and symlinks by path, folders by path with their mode) of the tree ``oid``."""
-    leaves: dict[str, TreeEntry] = {}
-    dirs: dict[str, int] = {}
-
-    def walk(tree: ObjectId, prefix: str) -> None:
-        for e in read_tree(store, tree):
-            path = prefix + e.name
-            if e.kind == "dir":
-                dirs[path] = e.mode
-                walk(e.oid, path + "/")
-            else:
-                leaves[path] = e
-
-    walk(oid, "")
-    return leaves, dirs
-
-
-def _key(e: TreeEntry | None) -> tuple[str, int, str] | None:
-    return None if e is None else (e.kind, e.mode, e.oid)
-
-
-def merge_trees(
-    store: ObjectStore, base: ObjectId, left: ObjectId, right: ObjectId
-) -> tuple[ObjectId, list[str]]:
-    """Merge ``right`` (the Draft) into ``left`` (Published) from their common ``base``.
-
-    Returns the merged tree and the paths merged line by line;
-    :class:`MergeConflict` names every path that cannot be merged.
-    """
-    if left in (base, right):
-        return right, []
-    if right == base:
-        return left, []
-    b_leaves, b_dirs = flatten_tree(store, base)
-    l_leaves, l_dirs = flatten_tree(store, left)
-    r_leaves, r_dirs = flatten_tree(store, right)
-    result: dict[str, TreeEntry] = {}
-    merged: list[str] = []
-    conflicts: list[str] = []
-    for path in sorted(b_leaves.keys() | l_leaves.keys() | r_leaves.keys()):
-        b, lt, rt = b_leaves.get(path), l_leaves.get(path), r_leaves.get(path)
-        if _key(lt) == _key(rt) or _key(b) == _key(rt):
-            chosen = lt
-        elif _key(b) == _key(lt):
-            chosen = rt
-        else:
-            chosen = _merge_file(store, b, lt, rt)
-            if chosen is None:
-                conflicts.append(path)
-                continue
-            merged.append(path)
-        if chosen is not None:
-            result[path] = chosen
-    dirs: dict[str, int] = {}
-    for path in sorted(b_dirs.keys() | l_dirs.keys() | r_dirs.keys()):
-        inb, inl, inr = path in b_dirs, path in l_dirs, path in r_dirs
-        keep = inl if (inl == inr or inb == inr) else inr
-        if keep:
-            mode = _merge_mode(b_dirs.get(path), l_dirs.get(path), r_dirs.get(path))
-            if mode is None:
-                conflicts.append(path)
-                continue
-            dirs[path] = mode
-    for path in result:  # a file where the other side keeps a folder, or below a file
-        parts = path.split("/")
-        for i in range(1, len(parts)):
-            above = "/".join(parts[:i])
-            if above in result:
-                conflicts.append(above)
-            dirs.setdefault(above, r_dirs.get(above, l_dirs.get(above, 0o755)))
-        if path in dirs:
-            conflicts.append(path)
-    if conflicts:
-        raise MergeConflict(sorted(set(conflicts)))
-    return build_tree(store, result, dirs), merged
-
-
-def _merge_file(
-    store: ObjectStore, base: TreeEntry | None, left: TreeEntry | None, right: TreeEntry | None
-) -> TreeEntry | None:
-    """A line merge of two edits of one file, or None when they conflict."""
-    import merge3
-
-    if base is None or left is None or right is None:
-        return None  # added twice differently, or edited on one side and deleted on the other
-    if not (base.kind == left.kind == right.kind == "file"):
-        return None
-    from strata.diff.patch import BIG_FILE_BYTES
-
-    if max(base.size, left.size, right.size) > BIG_FILE_BYTES:
-        return None  # too big to merge line by line in memory: compared as binary
-    datas = [store.get(e.oid) for e in (base, left, right)]
-    if any(b"\0" in d for d in datas):
-        return None  # binary (git looks at 8000 bytes; any NUL anywhere is enough here)
-    lines = [d.splitlines(keepends=True) for d in datas]
-    m = merge3.Merge3(lines[0], lines[1], lines[2])
-    if any(region[0] == "conflict" for region in m.merge_regions()):
-        return None
-    mode = _merge_mode(base.mode, left.mode, right.mode)
-    if mode is None:
-        return None  # both sides changed the permissions, differently
-    data = b"".join(m.merge_lines())
-    oid = store.put(data)
-    return TreeEntry(left.name, "file", mode, len(data), oid)
-
-
-def _merge_mode(base: int | None, left: int | None, right: int | None) -> int | None:
-    """The merged permission bits of a path both sides keep; None when they conflict.
-
-    A side that did not change the mode takes the other side's: a ``chmod``
-    made in the Draft or in Published meanwhile survives the merge.
-    """
-    if left is None or right is None:
-        return right if left is None else left  # added on one side only
-    if right in (base, left):
-        return left
-    if left == base:
-        return right
-    return None
-
-
-def build_tree(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str, int]) -> ObjectId:
-    """Write the tree of ``leaves`` (by path) and ``dirs`` (by path, with their mode).
-
-    Every folder above a leaf must be in ``dirs``. Returns the root tree.
-    """
-    children: dict[str, list[TreeEntry]] = {"": []}
-    for d in dirs:
-        children.setdefault(d, [])
-    for path, entry in leaves.items():
-        children.setdefault(path.rpartition("/")[0], []).append(entry)
-
-    subdirs: dict[str, list[str]] = {}
-    for d in dirs:
-        subdirs.setdefault(d.rpartition("/")[0], []).append(d)
-
-    def build(folder: str) -> ObjectId:
-        entries = list(children.get(folder, []))
-        for d in subdirs.get(folder, []):
-            entries.append(TreeEntry(d.rpartition("/")[2], "dir", dirs[d], 0, build(d)))
-        return write_tree(store, entries)
-
-    return build("")
 
 
 def external_symlinks(store: ObjectStore, before: ObjectId, after: ObjectId) -> list[str]:

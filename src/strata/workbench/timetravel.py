@@ -5,15 +5,16 @@ revision's tree (writing only the paths that differ) and the result is
 recorded as a new draft revision whose ``data.rewind`` names where it went
 (``to``) and where it came from (``from``). The operation (``draft
 rewind``) keeps the trees before and after in its details, so ``strata
-undo`` puts the files back (:func:`undo_draft_rewind`).
+undo`` puts the files back (:func:`strata.workbench.recovery.undo_draft_rewind`).
 
 Every change of the Draft's files made for a step (an agent step, a rewind)
 runs inside :meth:`~strata.workbench.draft.Draft.step`: a lease
 (``RUNS/<id>.lease``, ``kind: draft_step``) is held while the files change,
 an exception puts the files back as the Draft's last revision has them
 (:meth:`~strata.workbench.draft.Draft.put_back`), and a lease whose process
-was killed is found by :func:`recover_draft_steps` on the next write, which
-puts the files back the same way. So a failed or killed step leaves the
+was killed is found on the next write by
+:func:`strata.workbench.recovery.recover_draft_steps`, which puts the files
+back the same way. So a failed or killed step leaves the
 Draft as it was before it.
 """
 
@@ -23,19 +24,17 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.core.lease import Lease, active_leases, stale_leases
+from strata.core.lease import Lease, active_leases
 from strata.errors import AmbiguousRef, NoDraft, StrataError, UnknownRef, WorkshopBusy
 from strata.ids import ObjectId
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
-from strata.workbench.recovery import STEP_LEASE  # a step's lease (the recoverer reads it)
+from strata.workbench.state import STEP_LEASE, DraftState, OpenDraft
 
 if TYPE_CHECKING:
-    from strata.core import Core, OperationRecord, Transaction
-    from strata.workbench.draft import Draft
+    from strata.core import Core, Transaction
 
 #: the operation a Draft rewind records
 REWIND_COMMAND = "draft rewind"
@@ -65,7 +64,7 @@ class DraftRewindResult:
         }
 
 
-def revisions(draft: Draft) -> list[Event]:
+def revisions(draft: OpenDraft) -> list[Event]:
     """The Draft's revisions, newest first (its base, Published's event, not included)."""
     core = draft.core
     records = core.ledger.driver.find_events(
@@ -74,7 +73,7 @@ def revisions(draft: Draft) -> list[Event]:
     return [Event.from_json(r.body, seq=r.seq) for r in records]
 
 
-def resolve_revision(draft: Draft, rev: str) -> Event:
+def resolve_revision(draft: OpenDraft, rev: str) -> Event:
     """The revision ``rev`` names: a draft_revision event id (or unique prefix), or ``base``."""
     wanted = rev.strip()
     if wanted in ("base", draft.state.base_event_id):
@@ -92,7 +91,7 @@ def resolve_revision(draft: Draft, rev: str) -> Event:
     return found[0]
 
 
-def put_back(draft: Draft, tree: ObjectId | None = None) -> list[str]:
+def put_back(draft: OpenDraft, tree: ObjectId | None = None) -> list[str]:
     """Bring the Draft's files to ``tree`` (default: its last revision's), writing what differs.
 
     Returns the paths written. Nothing is recorded: this is how a failed
@@ -112,14 +111,15 @@ def busy_steps(core: Core) -> list[dict[str, Any]]:
 
 
 @contextmanager
-def step(draft: Draft, what: str, **info: Any) -> Iterator[Lease]:
+def step(draft: OpenDraft, what: str, **info: Any) -> Iterator[Lease]:
     """Hold a step lease while the Draft's files change; put them back if the block fails.
 
     ``what`` names the step (shown to a second process that finds it busy);
     ``info`` is kept in the lease. On an exception (a failed model call, a
     Ctrl-C between two tool calls) the files go back to the Draft's last
     revision, so the step leaves nothing behind; a killed process leaves its
-    lease, and :func:`recover_draft_steps` does the same on the next write.
+    lease, and :func:`strata.workbench.recovery.recover_draft_steps` does the
+    same on the next write.
     """
     core = draft.core
     held = busy_steps(core)
@@ -140,35 +140,14 @@ def step(draft: Draft, what: str, **info: Any) -> Iterator[Lease]:
     lease.release()
 
 
-def _still_open(draft: Draft) -> bool:
-    from strata.workbench.draft import DraftState
-
+def _still_open(draft: OpenDraft) -> bool:
     try:
         return DraftState.load(draft.core.layout.draft_state) == draft.state
     except StrataError:  # an unreadable record: nothing to put back
         return False
 
 
-def recover_draft_steps(core: Core) -> list[str]:
-    """Put the Draft back for every step whose process was killed; return their lease ids.
-
-    Runs under the write lock (a recoverer of :class:`~strata.core.Core`).
-    """
-    done: list[str] = []
-    for info in stale_leases(core.layout.runs):
-        if info.get("kind") != STEP_LEASE:
-            continue
-        from strata.workbench.draft import open_draft  # (only for a killed step)
-
-        draft = open_draft(core)
-        if draft is not None and draft.id == info.get("draft"):
-            put_back(draft)
-        Path(str(info["path"])).unlink(missing_ok=True)
-        done.append(str(info.get("run_id")))
-    return done
-
-
-def rewind(draft: Draft, rev: str, *, author: Author | None = None) -> DraftRewindResult:
+def rewind(draft: OpenDraft, rev: str, *, author: Author | None = None) -> DraftRewindResult:
     """Bring the open Draft back to its revision ``rev``, recorded as a new revision.
 
     Unrecorded edits in the Draft are recorded first (nothing is lost). One
@@ -190,7 +169,7 @@ def rewind(draft: Draft, rev: str, *, author: Author | None = None) -> DraftRewi
 
 def rewind_in(
     tx: Transaction,
-    draft: Draft,
+    draft: OpenDraft,
     target: Event,
     *,
     author: Author | None = None,
@@ -200,7 +179,7 @@ def rewind_in(
     """Within ``tx``: bring the Draft's files to ``target``'s tree and record it as a revision.
 
     The operation's details get ``draft_id``, ``draft_tree_before`` and
-    ``draft_tree_after`` (what :func:`undo_draft_rewind` reads). Call it
+    ``draft_tree_after`` (what :func:`strata.workbench.recovery.undo_draft_rewind` reads). Call it
     inside :func:`step`, so a failure puts the files back.
     """
     core = draft.core
@@ -218,33 +197,3 @@ def rewind_in(
     assert event is not None
     tx.details.update(draft_id=draft.id, draft_tree_before=before, draft_tree_after=after)
     return event, paths
-
-
-def undo_draft_rewind(tx: Transaction, op: OperationRecord) -> bool:
-    """``strata undo`` of a ``draft rewind``: the files back as they were, as a new revision.
-
-    False when ``op`` is not a Draft rewind (the caller undoes it otherwise).
-    """
-    if op.command != REWIND_COMMAND:
-        return False
-    from strata.workbench.draft import open_draft
-
-    core = tx.core
-    draft = open_draft(core)
-    if draft is None or draft.id != op.details.get("draft_id"):
-        raise NoDraft()
-    tree = ObjectId(str(op.details["draft_tree_before"]))
-    with step(draft, "undo a Draft rewind"):
-        put_back(draft, tree)
-        draft.record(
-            f"undo draft rewind {op.id}",
-            data={"undo_of": op.id},
-            always=True,
-            tx=tx,
-        )
-    tx.details.update(
-        undid=op.id,
-        draft_id=draft.id,
-        redo_refused="a Draft rewind is not redone; rewind the Draft again instead",
-    )
-    return True

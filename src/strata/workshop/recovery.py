@@ -12,13 +12,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from strata.core import Core
 
-#: the folder of the turn lock and leases, inside the repository
-FOLDER = "workshop"
-
 
 def recover_turns(core: Core) -> list[str]:
     """Record every turn whose process was killed (see the session module's function)."""
-    if not (core.layout.repo / FOLDER).is_dir():
+    if not core.layout.workshop.is_dir():
         return []
     from strata.workshop.session import recover_turns as recover
 

@@ -54,6 +54,7 @@ from strata.errors import (
     WorkshopError,
 )
 from strata.ids import ObjectId
+from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock and leases
 from strata.ledger.events import Author, Event, EventType
 from strata.workshop.conversation import (
     ChatMessage,
@@ -64,7 +65,6 @@ from strata.workshop.conversation import (
     conversations,
     latest_conversation,
 )
-from strata.workshop.recovery import FOLDER  # the folder of the turn lock and leases
 
 if TYPE_CHECKING:
     from strata.agent.loop import ToolTable

@@ -32,7 +32,8 @@ FORMAT = 2
 #: a record line of this many bytes or more is written into its row in place (see ``append``)
 WRITTEN_IN_PLACE = 1 << 20
 
-_SCHEMA = """
+#: the tables of a format-2 ledger (also what a migration from format 1 creates)
+SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS records (
     seq INTEGER PRIMARY KEY,
@@ -189,7 +190,7 @@ class SqliteDriver:
         if create:
             self._db.executescript(
                 "BEGIN IMMEDIATE;"
-                + _SCHEMA
+                + SCHEMA
                 + f"INSERT OR IGNORE INTO meta VALUES ('format', '{FORMAT}');"
                 + "INSERT OR IGNORE INTO meta VALUES ('driver', 'sqlite');COMMIT;"
             )

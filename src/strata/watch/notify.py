@@ -9,7 +9,7 @@ The kernel queues an event before the system call that caused it returns.
 So once :meth:`~Notifier.read` has emptied the queue, every change made
 before the read began has been returned (by it or by an earlier read): that
 is the change monitor's point of synchronisation, with no file written and
-no delay (``strata.store.watch``).
+no delay (``strata.watch.monitor``).
 
 * A folder that appears (created, moved in, made readable) is watched, with
   everything below it, while its event is read, before that event is

@@ -1,7 +1,7 @@
 """The change monitor: which workspace paths changed, without walking the tree.
 
 A :class:`ChangeMonitor` watches the workspace with inotify
-(:mod:`strata.store.notify`) and numbers every change it sees. A *token*
+(:mod:`strata.watch.notify`) and numbers every change it sees. A *token*
 ``"<instance>:<sequence>"`` names a point in that numbering;
 :meth:`ChangeMonitor.query` answers "which paths changed since this token"
 and hands out a new token, as git's fsmonitor hook does.
@@ -94,16 +94,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata.atomic import TEMP_PREFIX
 from strata.errors import WatcherFailed, WatcherRunning
-from strata.store import served as served_commands
-from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, TEMP_PREFIX, IgnoreRules
-from strata.store.notify import Notifier, WatchLimit
+from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, IgnoreRules
+from strata.watch import served as served_commands
+from strata.watch.notify import Notifier, WatchLimit
 
 # RUNNABLE: the commands a watcher runs for an asker; LOCAL_SUB, LOCAL_ONLY and
 # has_local_option: the sub-commands and options that never run in one (the client's own
 # lists, so both agree)
-from strata.store.served import LOCAL_ONLY, LOCAL_SUB, has_local_option
-from strata.store.served import SERVED as RUNNABLE
+from strata.watch.served import LOCAL_ONLY, LOCAL_SUB, has_local_option
+from strata.watch.served import SERVED as RUNNABLE
 
 PROTOCOL = 1
 SOCKET = "watch.sock"
@@ -479,7 +480,7 @@ class ChangeMonitor:
     def answer(self, token: str, *, root: str = "") -> Answer | None:
         """What changed in ``root`` since ``token``, every change made so far counted.
 
-        The kernel's queue is read empty first (see :mod:`strata.store.notify`):
+        The kernel's queue is read empty first (see :mod:`strata.watch.notify`):
         any change whose system call returned before this call is in the
         answer. None when the monitor has stopped.
         """

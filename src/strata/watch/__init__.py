@@ -1,0 +1,1 @@
+"""The watcher: the change monitor, its server, and what it serves the command line."""

@@ -1,0 +1,133 @@
+"""What the Draft's modules share: its record, its step lease, and the Draft as they see it.
+
+:class:`DraftState` is the record ``draft.json`` of the open Draft, and
+:func:`end_draft` removes it. :class:`OpenDraft` is the open Draft
+(:class:`strata.workbench.draft.Draft`) as publish and time travel use it:
+the Draft's methods call them, so they name it by what they use instead of
+importing it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from strata.atomic import fsync_dir
+from strata.core.core import DRAFT_FILES
+from strata.ids import EventId
+from strata.ledger.events import Author, Event, format_ts
+
+if TYPE_CHECKING:
+    from strata.core import Core, Scan, Transaction, Workspace
+
+STATE_FORMAT = 1
+#: the ``kind`` of a lease held while a step changes the Draft's files
+STEP_LEASE = "draft_step"
+
+
+@dataclass(frozen=True)
+class DraftState:
+    """The record ``draft.json``: which Draft is open and where it started."""
+
+    id: str
+    branch: str
+    base_event_id: EventId
+    created_ms: int
+    git: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        """As stored in ``draft.json``."""
+        return {
+            "format": STATE_FORMAT,
+            "id": self.id,
+            "branch": self.branch,
+            "base_event_id": self.base_event_id,
+            "created": format_ts(self.created_ms),
+            "created_ms": self.created_ms,
+            "files": DRAFT_FILES,
+            "git": self.git,
+        }
+
+    @classmethod
+    def load(cls, path: Path) -> DraftState | None:
+        """The open Draft's record, or None when no Draft is open."""
+        try:
+            raw = json.loads(path.read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            from strata.errors import CorruptRepository
+
+            raise CorruptRepository(f"the Draft record {path} is unreadable") from None
+        from strata.errors import CorruptRepository, UnsupportedFormat
+
+        if not isinstance(raw, dict):
+            raise CorruptRepository(f"the Draft record {path} is not a JSON object")
+        if raw.get("format") != STATE_FORMAT:
+            raise UnsupportedFormat(str(path), raw.get("format"), STATE_FORMAT)
+        fields = {"id": str, "branch": str, "base_event_id": str, "created_ms": int}
+        wrong = [k for k, kind in fields.items() if type(raw.get(k)) is not kind]
+        if wrong:
+            raise CorruptRepository(
+                f"the Draft record {path} lacks or mistypes {', '.join(wrong)}",
+                hint=f"move it aside to end the Draft; its files stay in {path.parent}",
+            )
+        return cls(
+            id=raw["id"],
+            branch=raw["branch"],
+            base_event_id=EventId(raw["base_event_id"]),
+            created_ms=raw["created_ms"],
+            git=bool(raw.get("git")),
+        )
+
+
+class OpenDraft(Protocol):
+    """The open Draft, as the functions its methods call use it."""
+
+    core: Core
+    state: DraftState
+
+    @property
+    def id(self) -> str:
+        """The Draft's id."""
+
+    @property
+    def branch(self) -> str:
+        """The Draft's branch."""
+
+    @property
+    def path(self) -> Path:
+        """The folder holding the Draft's files."""
+
+    @property
+    def base(self) -> Event:
+        """Published's event the Draft started from."""
+
+    @property
+    def workspace(self) -> Workspace:
+        """The Draft's folder as a workspace."""
+
+    def tip(self) -> Event:
+        """The newest draft revision (the base until the first one)."""
+
+    def record(
+        self,
+        message: str = "",
+        *,
+        author: Author | None = None,
+        data: dict[str, Any] | None = None,
+        always: bool = False,
+        scanned: Scan | None = None,
+        tx: Transaction | None = None,
+        artifacts: tuple[str, ...] = (),
+    ) -> Event | None:
+        """Record the Draft's files as a draft revision."""
+
+
+def end_draft(state_path: Path) -> None:
+    """End the open Draft: its record goes (atomically); its folder is kept for the next one."""
+    if state_path.exists():
+        state_path.unlink()
+        fsync_dir(state_path.parent)
