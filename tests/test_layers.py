@@ -50,6 +50,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.gateway",  # the tool gateway
             "strata.kb",  # the knowledge base
             "strata.host",  # the host loop (seed 001)
+            "strata.sync",  # the Git sync and the audit bundle (issue 29)
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),
