@@ -115,6 +115,14 @@ def test_history_travels_through_a_bare_remote_with_the_same_ids(
     as_json(run_cli("import", "git:origin/strata/main", "--json", cwd=b))
     assert len(as_json(run_cli("op", "log", "--json", cwd=b))) == ops  # nothing new: no record
 
+    # a bookmark moved on A moves its tag on the remote, and the reviewer's copy follows
+    retry_tip = events_of(ws, run_cli, "--branch", "retry")[0][0]
+    ok(run_cli("bookmark", "move", "good", retry_tip, cwd=ws))
+    ok(run_cli("vcs", "push", "origin", cwd=ws))
+    ok(run_cli("import", "git:origin/strata/retry", cwd=b))
+    marks = as_json(run_cli("bookmark", "list", "--json", cwd=b))
+    assert [m["target_event_id"] for m in marks if m["name"] == "origin/good"] == [retry_tip]
+
     # rewinding to the shared bookmark brings the files back, permissions included
     ok(run_cli("rewind", "good", cwd=ws))
     ok(run_cli("rewind", "origin/good", cwd=b))

@@ -572,8 +572,8 @@ class GitSync:
             )
             tips[branch] = commit
             self.state.db.execute("INSERT OR REPLACE INTO tips VALUES (?, ?)", (branch, commit))
-            self.state.db.executemany(
-                "INSERT OR REPLACE INTO events VALUES (?, ?)",
+            self.state.db.executemany(  # the first commit holding an event keeps it
+                "INSERT OR IGNORE INTO events VALUES (?, ?)",
                 [(event_id, commit) for event_id in snapshots],
             )
             yield SyncedCommit(
@@ -711,7 +711,8 @@ class GitSync:
 
     def push(self, remote: str, refs: list[str] | None = None) -> dict[str, Any]:
         """Send the ``strata/`` branches and tags (or ``refs``) to ``remote`` by git's transport."""
-        specs = refs or [f"{BRANCH_PREFIX}*:{BRANCH_PREFIX}*", f"{TAG_PREFIX}*:{TAG_PREFIX}*"]
+        # a tag moves with its bookmark (forced); a branch only grows (git refuses a rewrite)
+        specs = refs or [f"{BRANCH_PREFIX}*:{BRANCH_PREFIX}*", f"+{TAG_PREFIX}*:{TAG_PREFIX}*"]
         _git(self.git_dir, "push", "--porcelain", "--quiet", remote, *specs)
         return {
             "schema": 1,
@@ -961,7 +962,7 @@ def share_bookmark(core: Core, name: str, remote: str) -> dict[str, Any]:
     with GitSync(core) as sync:
         tagged = sync.tag(name)
         branch = str(core.ledger.event(tagged["event_id"]).get("branch") or "")
-        refs = [f"{TAG_PREFIX}{name}:{TAG_PREFIX}{name}"]
+        refs = [f"+{TAG_PREFIX}{name}:{TAG_PREFIX}{name}"]
         if branch and branch in sync.refs(BRANCH_PREFIX):
             refs.append(f"{BRANCH_PREFIX}{branch}:{BRANCH_PREFIX}{branch}")
         sync.push(remote, refs)
