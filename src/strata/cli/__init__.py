@@ -190,6 +190,7 @@ COMMAND_MODULES = {
     "host": "host",  # the host loop (seed 001)
     "vcs": "vcs",  # the Git sync (issue 29)
     "import": "vcs",
+    "bundle": "bundle",  # the audit bundle (issue 29)
 }
 
 
