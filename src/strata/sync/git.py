@@ -192,6 +192,9 @@ class SyncState:
 
     def __init__(self, path: Path, git_dir: Path) -> None:
         self.db = sqlite3.connect(path)
+        # a cache: a table lost to a crash costs a full sync, which writes the same commits
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(
             "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
             "CREATE TABLE IF NOT EXISTS objects (kind TEXT, strata TEXT, git TEXT NOT NULL,"
@@ -702,7 +705,7 @@ class GitSync:
                 raise SyncMismatch(where, "", "its files are not the tip's snapshot")
         self.state.db.executemany(
             "INSERT OR REPLACE INTO hashed VALUES (?, ?)",
-            [(g, s) for g, s in hashed.items() if g not in known and len(g) == 40],
+            [(g, s) for g, s in hashed.items() if g not in known],
         )
         self.state.db.commit()
         return checked
