@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -291,3 +293,37 @@ def test_push_and_import_over_ssh(
     assert_user_error(
         run_cli("vcs", "fetch", "team", cwd=b, env=bad), says="git fetch failed: fatal:"
     )
+
+
+def test_a_sync_killed_at_any_point_resumes_to_the_same_commits(
+    tmp_path: Path, run_cli: CliRunner, git: Git, make_repo: Callable[..., Any]
+) -> None:
+    ws = write_tree(tmp_path / "ws", {f"d{i % 5}/f{i}.txt": f"{i}\n" * 50 for i in range(200)})
+    git("init", "-q", cwd=ws)
+    repo = make_repo(ws)
+    for n in range(12):
+        (ws / f"d{n % 5}" / "f0.txt").write_text(f"change {n}\n")
+        repo.snapshot(message=f"op {n}")
+    repo.bookmark("add", "mark", ref="HEAD~3")
+    repo.close()
+    clean = tmp_path / "clean"
+    shutil.copytree(ws, clean, symlinks=True)
+    expected = as_json(run_cli("vcs", "sync", "--json", cwd=clean))
+    assert len(expected["commits"]) == 12
+    for delay in (0.05, 0.2, 0.4, 0.8):
+        child = subprocess.Popen(
+            [sys.executable, "-m", "strata", "vcs", "sync"],
+            cwd=ws,
+            env=run_cli.env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(delay)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        ok(run_cli("check", cwd=ws))
+    resumed = as_json(run_cli("vcs", "sync", "--json", cwd=ws))
+    assert resumed["branches"] == expected["branches"]
+    assert resumed["tags"] == expected["tags"]
+    git("fsck", "--no-dangling", cwd=ws)
+    ok(run_cli("vcs", "verify", cwd=ws))
