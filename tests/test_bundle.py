@@ -128,3 +128,28 @@ def test_a_range_bundle_and_tampering_found(tmp_path: Path, run_cli: CliRunner) 
     (tmp_path / "junk").write_bytes(b"junk")
     assert_user_error(run_cli("bundle", "verify", "junk", cwd=tmp_path), says="not an audit bundle")
     assert_user_error(run_cli("bundle", "export", "f", "HEAD", cwd=ws), code=2, says="A..B")
+
+
+def test_a_bundle_encrypted_for_an_age_key_opens_only_with_its_identity(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    from pyrage import x25519
+
+    ws = recorded(tmp_path, run_cli)
+    auditor, stranger = x25519.Identity.generate(), x25519.Identity.generate()
+    (tmp_path / "auditor.key").write_text(f"# created: now\n{auditor}\n")
+    (tmp_path / "stranger.key").write_text(f"{stranger}\n")
+    file = tmp_path / "sealed.age"
+    recipient = str(auditor.to_public())
+    ok(run_cli("bundle", "export", str(file), "--recipient", recipient, cwd=ws))
+    assert file.read_bytes().startswith(b"age-encryption.org/v1")
+    assert_user_error(run_cli("bundle", "verify", str(file), cwd=tmp_path), says="encrypted")
+    wrong = ("--identity", str(tmp_path / "stranger.key"))
+    assert_user_error(run_cli("bundle", "verify", str(file), *wrong, cwd=tmp_path), says="none")
+    right = ("--identity", str(tmp_path / "auditor.key"))
+    assert as_json(run_cli("bundle", "verify", str(file), *right, "--json", cwd=tmp_path))["ok"]
+    ok(run_cli("bundle", "replay", str(file), "out", *right, cwd=tmp_path))
+    assert read_manifest(tmp_path / "out") == read_manifest(ws)
+    assert_user_error(
+        run_cli("bundle", "export", "x", "--recipient", "age1nope", cwd=ws), code=2, says="key"
+    )

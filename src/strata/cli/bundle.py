@@ -29,19 +29,26 @@ def bundle() -> None:
 @bundle.command("export")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("span", required=False)
+@click.option(
+    "--recipient",
+    "recipients",
+    multiple=True,
+    help="Encrypt for this age (age1…) or SSH public key (repeatable; the bundle-age extra).",
+)
 @json_option
-def bundle_export(file: Path, span: str | None, as_json: bool) -> None:
+def bundle_export(file: Path, span: str | None, recipients: tuple[str, ...], as_json: bool) -> None:
     """Write the history (or the range A..B) to FILE (tar + zstd).
 
     \b
     Example:
       strata bundle export ../audit.tar.zst
       strata bundle export ../last-run.tar.zst HEAD~2..HEAD
+      strata bundle export ../for-audit.age --recipient "$(age-keygen -y auditor.key)"
     """
     from strata.sync.bundle import export_bundle
 
     with open_repo() as repo:
-        result = export_bundle(repo, file, span)
+        result = export_bundle(repo, file, span, recipients=recipients)
     if as_json:
         emit_json(result)
     else:
@@ -53,8 +60,15 @@ def bundle_export(file: Path, span: str | None, as_json: bool) -> None:
 
 @bundle.command("verify")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--identity",
+    "identities",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A key file that opens an encrypted bundle (age or SSH; repeatable).",
+)
 @json_option
-def bundle_verify(file: Path, as_json: bool) -> None:
+def bundle_verify(file: Path, identities: tuple[Path, ...], as_json: bool) -> None:
     """Check a bundle's hash chain, head, objects and snapshots; exit 1 on the first problem.
 
     \b
@@ -63,7 +77,7 @@ def bundle_verify(file: Path, as_json: bool) -> None:
     """
     from strata.sync.bundle import verify_bundle
 
-    report = verify_bundle(file)
+    report = verify_bundle(file, identities)
     if as_json:
         emit_json(report.to_json())
     elif not report.problems:
@@ -81,8 +95,17 @@ def bundle_verify(file: Path, as_json: bool) -> None:
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--event", "event", help="The state event to rebuild (default: the last).")
+@click.option(
+    "--identity",
+    "identities",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A key file that opens an encrypted bundle (age or SSH; repeatable).",
+)
 @json_option
-def bundle_replay(file: Path, dest: Path, event: str | None, as_json: bool) -> None:
+def bundle_replay(
+    file: Path, dest: Path, event: str | None, identities: tuple[Path, ...], as_json: bool
+) -> None:
     """Verify a bundle, then rebuild a recorded state's files in DEST, offline.
 
     \b
@@ -91,7 +114,7 @@ def bundle_replay(file: Path, dest: Path, event: str | None, as_json: bool) -> N
     """
     from strata.sync.bundle import replay_bundle
 
-    result = replay_bundle(file, dest, event)
+    result = replay_bundle(file, dest, event, identities)
     if as_json:
         emit_json(result)
     else:

@@ -127,8 +127,14 @@ class BundleReport:
 # -- export ----------------------------------------------------------------------------------
 
 
-def export_bundle(core: Core, dest: Path, span: str | None = None) -> dict[str, Any]:
-    """Write the bundle of ``A..B`` (default: the whole history) to ``dest``."""
+def export_bundle(
+    core: Core, dest: Path, span: str | None = None, *, recipients: tuple[str, ...] = ()
+) -> dict[str, Any]:
+    """Write the bundle of ``A..B`` (default: the whole history) to ``dest``.
+
+    With ``recipients`` (age public keys ``age1…``, or SSH public keys), the file
+    is encrypted with age for them: only their identities can open it.
+    """
     from strata.atomic import atomic_write
 
     driver = core.ledger.driver
@@ -204,6 +210,8 @@ def export_bundle(core: Core, dest: Path, span: str | None = None) -> dict[str, 
     import zstandard
 
     packed = zstandard.ZstdCompressor(level=10).compress(buffer.getvalue())
+    if recipients:
+        packed = _encrypt(packed, recipients)
     try:
         atomic_write(dest, packed)
     except OSError as exc:
@@ -218,7 +226,63 @@ def export_bundle(core: Core, dest: Path, span: str | None = None) -> dict[str, 
         "objects": len(objects),
         "patches": len(patches),
         "head": meta["head"],
+        "encrypted": bool(recipients),
     }
+
+
+AGE_MAGIC = b"age-encryption.org/v1"
+
+
+def _pyrage() -> Any:
+    try:
+        import pyrage
+    except ImportError:
+        from strata.errors import ExtraNotInstalled
+
+        raise ExtraNotInstalled("an encrypted audit bundle", "bundle-age", "pyrage") from None
+    return pyrage
+
+
+def _encrypt(data: bytes, recipients: tuple[str, ...]) -> bytes:
+    pyrage = _pyrage()
+    keys = []
+    for text in recipients:
+        try:
+            if text.startswith("age1"):
+                keys.append(pyrage.x25519.Recipient.from_str(text))
+            else:
+                keys.append(pyrage.ssh.Recipient.from_str(text))
+        except (pyrage.RecipientError, ValueError):
+            raise UsageError(
+                f"not an age or SSH public key: {text[:24]!r}",
+                hint="give an age1… key (age-keygen -y KEYFILE) or an ssh-ed25519/ssh-rsa key",
+            ) from None
+    return bytes(pyrage.encrypt(data, keys))
+
+
+def _decrypt(data: bytes, path: Path, identities: tuple[Path, ...]) -> bytes:
+    if not identities:
+        raise SyncError(
+            f"{path} is encrypted with age", hint="give the recipient's key: --identity KEYFILE"
+        )
+    pyrage = _pyrage()
+    keys = []
+    for identity in identities:
+        try:
+            text = identity.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SyncError(f"cannot read the identity {identity}: {exc}") from None
+        secrets = [line.strip() for line in text.splitlines() if line.startswith("AGE-SECRET-KEY-")]
+        try:
+            keys += [pyrage.x25519.Identity.from_str(secret) for secret in secrets]
+            if not secrets:
+                keys.append(pyrage.ssh.Identity.from_buffer(text.encode()))
+        except (pyrage.IdentityError, ValueError):
+            raise SyncError(f"{identity} holds no age or SSH private key") from None
+    try:
+        return bytes(pyrage.decrypt(data, keys))
+    except pyrage.DecryptError:
+        raise SyncError(f"none of the identities given can open {path}") from None
 
 
 def _add_snapshot(core: Core, snapshot: str, objects: dict[str, bytes]) -> None:
@@ -243,7 +307,7 @@ def _add_snapshot(core: Core, snapshot: str, objects: dict[str, bytes]) -> None:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def _open(path: Path) -> dict[str, bytes]:
+def _open(path: Path, identities: tuple[Path, ...] = ()) -> dict[str, bytes]:
     """Every member of a bundle by name; :class:`SyncError` when it is not one."""
     import zstandard
 
@@ -251,6 +315,8 @@ def _open(path: Path) -> dict[str, bytes]:
         packed = path.read_bytes()
     except OSError as exc:
         raise SyncError(f"cannot read {path}: {exc.strerror}") from None
+    if packed.startswith(AGE_MAGIC):
+        packed = _decrypt(packed, path, identities)
     try:
         data = zstandard.ZstdDecompressor().decompressobj().decompress(packed)
         members: dict[str, bytes] = {}
@@ -277,9 +343,9 @@ def _meta(members: dict[str, bytes], path: Path) -> dict[str, Any]:
     return meta
 
 
-def verify_bundle(path: Path) -> BundleReport:
+def verify_bundle(path: Path, identities: tuple[Path, ...] = ()) -> BundleReport:
     """Check a bundle's chain, head, objects and snapshots; no repository needed."""
-    members = _open(path)
+    members = _open(path, identities)
     meta = _meta(members, path)
     report = BundleReport(path)
     problems = report.problems
@@ -351,12 +417,14 @@ def _snapshot_problem(objects: dict[str, bytes], snapshot: str) -> str | None:
     return None
 
 
-def replay_bundle(path: Path, dest: Path, event_id: str | None = None) -> dict[str, Any]:
+def replay_bundle(
+    path: Path, dest: Path, event_id: str | None = None, identities: tuple[Path, ...] = ()
+) -> dict[str, Any]:
     """Rebuild a state event's files (default: the range's last) from a verified bundle."""
-    report = verify_bundle(path)
+    report = verify_bundle(path, identities)
     if report.problems:
         raise SyncMismatch(str(path), "", report.problems[0])
-    members = _open(path)
+    members = _open(path, identities)
     meta = _meta(members, path)
     event = event_id or str(meta["last_state_event"])
     snapshots: dict[str, str] = meta["snapshots"]
