@@ -327,3 +327,15 @@ def test_a_sync_killed_at_any_point_resumes_to_the_same_commits(
     assert resumed["tags"] == expected["tags"]
     git("fsck", "--no-dangling", cwd=ws)
     ok(run_cli("vcs", "verify", cwd=ws))
+
+
+def test_a_name_git_cannot_hold_is_refused_in_one_line(
+    tmp_path: Path, run_cli: CliRunner, git: Git
+) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / os.fsdecode(b"caf\xe9.txt")).write_bytes(b"latin-1 name\n")
+    git("init", "-q", cwd=ws)
+    ok(run_cli("init", cwd=ws))
+    assert_user_error(run_cli("vcs", "sync", cwd=ws), says="is not UTF-8")
+    ok(run_cli("check", cwd=ws))

@@ -276,6 +276,12 @@ class _Writer:
             return known
         builder = self.repo.TreeBuilder()
         for e in read_tree(self.core.objects, ObjectId(tree)):
+            if not _utf8(e.name):
+                raise SyncError(
+                    f"the name {e.name.encode('utf-8', 'surrogateescape')!r} is not UTF-8: "
+                    "the Git sync cannot carry it",
+                    hint="rename the file (an audit bundle carries any name)",
+                )
             if e.kind == "dir":
                 builder.insert(e.name, _oid(self.files(e.oid)), _TREE)
             elif e.kind == "symlink":
@@ -306,6 +312,14 @@ class _Writer:
         builder.insert("files", _oid(files), _TREE)
         builder.insert("shadow", _oid(self.shadow(tree)), _TREE)
         return str(builder.write()), files
+
+
+def _utf8(name: str) -> bool:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _oid(text: str) -> pygit2.Oid:
