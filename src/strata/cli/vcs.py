@@ -51,7 +51,7 @@ def vcs_sync(no_verify: bool, as_json: bool) -> None:
     \b
     Example:
       strata vcs sync
-      git log --oneline strata/main
+      # then: git log --oneline strata/main
     """
     from strata.sync.git import GitSync
 
@@ -137,8 +137,8 @@ def vcs_push(remote: str, as_json: bool) -> None:
 
     \b
     Example:
-      git remote add origin git@example.com:team/project.git
       strata vcs push origin
+      # (a remote added with: git remote add origin git@example.com:team/project.git)
     """
     from strata.sync.git import GitSync
 
