@@ -865,8 +865,6 @@ def import_ref(core: Core, sync: GitSync, source: str, *, fetch: bool = True) ->
     this ledger already holds are kept as they are. Everything is verified
     before one operation (``import``) records it: an import is one undo away.
     """
-    import pygit2
-
     remote, branch = parse_source(source)
     if fetch:
         sync.fetch(remote)
@@ -876,6 +874,15 @@ def import_ref(core: Core, sync: GitSync, source: str, *, fetch: bool = True) ->
             f"{remote} has no strata/{branch}",
             hint=f"'git ls-remote {remote} refs/heads/strata/*' lists what it has",
         )
+    # under the write lock from the first object stored to the operation naming it:
+    # a gc in between would take the objects for unreferenced ones
+    with core.writing():
+        return _import_chain(core, sync, source, remote, ref)
+
+
+def _import_chain(core: Core, sync: GitSync, source: str, remote: str, ref: str) -> ImportResult:
+    import pygit2
+
     repo = sync.repo
     tip = repo.references[ref].target
     chain = [c for c in repo.walk(tip, pygit2.enums.SortMode.TOPOLOGICAL)]
