@@ -176,6 +176,26 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("ledger verify")
     s("ledger index rebuild")
     s("ledger convert", "--to", "jsonl")
+    # the Git sync (issue 29): to a bare repository named in the config, pushed, imported back
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(f'\n[sync]\nrepository = "{base / "mirror.git"}"\n')
+    oldest = s("op log")[-1]["id"]
+    s("vcs commit", "--operation", oldest)
+    s("bookmark add", "shared", "HEAD")
+    s("vcs sync")
+    s("vcs verify")
+    s("vcs tag", "shared")
+    subprocess.run(["git", "init", "-q", "--bare", str(base / "team.git")], check=True)
+    mirror = f"--git-dir={base / 'mirror.git'}"
+    subprocess.run(["git", mirror, "remote", "add", "team", str(base / "team.git")], check=True)
+    s("vcs push", "team")
+    s("bookmark share", "shared", "team")
+    s("vcs fetch", "team")
+    s("import", "git:team/strata/main")
+    # the audit bundle (issue 29)
+    s("bundle export", str(base / "audit.tar.zst"))
+    s("bundle verify", str(base / "audit.tar.zst"))
+    s("bundle replay", str(base / "audit.tar.zst"), str(base / "as-recorded"))
     s("models")
     s("hook install", "claude-code", "--dry-run")  # agent hooks (issue 14)
     # the knowledge base (strata kb)

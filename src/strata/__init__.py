@@ -78,6 +78,8 @@ if TYPE_CHECKING:
         SnapshotPruned,
         StoreOfAnotherWorkspace,
         StrataError,
+        SyncError,  # the Git sync (issue 29)
+        SyncMismatch,
         TargetNotEmpty,
         ToolArgumentsInvalid,
         TraceCorrupt,
@@ -181,6 +183,8 @@ _ERRORS = (
     "WorkspaceChanged",
     "WorkspaceError",
     "DigestError",  # the workspace digest
+    "SyncError",  # the Git sync (issue 29)
+    "SyncMismatch",
     "ManifestUnavailable",  # the Workshop's file context (issue 13)
     "ApprovalDenied",  # gateway
     "CommandForbidden",  # gateway
@@ -310,6 +314,8 @@ __all__ = [
     "WorkspaceError",
     "WorkspaceOptions",
     "DigestError",  # the workspace digest
+    "SyncError",  # the Git sync (issue 29)
+    "SyncMismatch",
     "ManifestUnavailable",  # the Workshop's file context (issue 13)
     "ApprovalDenied",  # gateway
     "CommandForbidden",  # gateway

@@ -77,6 +77,8 @@ The tree::
     │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
     │   └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
     ├── DigestError                a digest session file or override that cannot be read (digest)
+    ├── SyncError                  a Git sync, push, fetch or import that cannot be done (sync)
+    │   └── SyncMismatch           a synced commit whose tree differs from its snapshot
     ├── GatewayError               the tool gateway refused a command or capability (gateway)
     │   ├── PolicyInvalid          a [gateway] policy in config.toml that cannot be used
     │   ├── CommandForbidden       the policy forbids the command
@@ -709,6 +711,26 @@ class UnrecordedCall(ReplayError):
         self.key = key
         self.expected = expected
         self.observed = observed
+
+
+# -- the Git sync and the audit bundle (strata.sync) -------------------------------------
+
+
+class SyncError(StrataError):
+    """A Git sync, push, fetch, import or bundle that cannot be done; the message says why."""
+
+
+class SyncMismatch(SyncError):
+    """A synced commit (or a bundle's files) that differs from the snapshot it names."""
+
+    def __init__(self, where: str, path: str, reason: str) -> None:
+        super().__init__(
+            f"{where}: {path or '(root)'} differs from the recorded snapshot: {reason}",
+            hint="the copy was changed after it was written; sync again from the ledger",
+        )
+        self.where = where
+        self.path = path
+        self.reason = reason
 
 
 # -- the workspace digest (strata.digest) --------------------------------------------------

@@ -302,6 +302,7 @@ CONFIG_TABLES = (
     "model",
     "gateway",
     "kb",
+    "sync",  # where 'strata vcs sync' writes when the workspace is not a git work tree
 )
 
 

@@ -188,6 +188,9 @@ COMMAND_MODULES = {
     "ask": "workshop",  # the Workshop (issue 13)
     "chat": "workshop",
     "host": "host",  # the host loop (seed 001)
+    "vcs": "vcs",  # the Git sync (issue 29)
+    "import": "vcs",
+    "bundle": "bundle",  # the audit bundle (issue 29)
 }
 
 

@@ -240,6 +240,30 @@ def bookmark_delete(name: str, as_json: bool) -> None:
     _bookmark("delete", name, as_json)
 
 
+@bookmark.command("share")
+@click.argument("name")
+@click.argument("remote", default="origin")
+@json_option
+def bookmark_share(name: str, remote: str, as_json: bool) -> None:
+    """Push bookmark NAME to REMOTE as the tag strata/NAME, with the history it needs.
+
+    The Git sync runs first (see 'strata vcs'); a teammate then runs
+    'strata import git:REMOTE/strata/BRANCH' and finds the bookmark as REMOTE/NAME.
+
+    \b
+    Example:
+      strata bookmark share reviewed origin
+    """
+    from strata.sync.git import share_bookmark
+
+    with open_repo() as repo, repo.writing():
+        result = share_bookmark(repo, name, remote)
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"Shared {printable(name)} with {printable(remote)} as {result['tag']}")
+
+
 @bookmark.command("list")
 @json_option
 def bookmark_list(as_json: bool) -> None:
