@@ -31,6 +31,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.store",
             "strata.ledger",
             "strata.diff",
+            "strata.semantic",  # the semantic diff handlers (pure)
             "strata.merge",
             "strata.sandbox",
             "strata.layout",
