@@ -88,10 +88,12 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     (ws / "a.txt").write_text("one\ntwo\n")
     s("status")
     s("diff", "HEAD")
+    s("diff", "HEAD", "--format", "auto")
     s("snapshot save", "second", "-m", "second")
     s("snapshot")  # unchanged: no event
     s("history")
     s("history", "--group-by", "operation", "--expand")
+    s("history", "--semantic-block", "src/b.py::<module>")
     manifest = s("cat", "HEAD")
     tree = s("cat", manifest["tree"])
     s("cat", tree["entries"][0]["id"][:12])

@@ -51,6 +51,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.gateway",  # the tool gateway
             "strata.kb",  # the knowledge base
             "strata.host",  # the host loop (seed 001)
+            "strata.changes",  # semantic blocks of events, result events, merges
         ),
     ),
     ("facade", ("strata.repo", "strata.aio", "strata")),

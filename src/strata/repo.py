@@ -51,6 +51,7 @@ INIT_MESSAGE = "the folder as it was when Strata started recording it"
 
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
+    from strata.changes.blocks import EventSemantics, FileSemantics
     from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -74,6 +75,7 @@ if TYPE_CHECKING:
     from strata.replay.preflight import PreflightResult
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
+    from strata.semantic.base import Block
     from strata.workbench.checkpoints import Checkpoints
     from strata.workbench.draft import Draft
     from strata.workshop.session import Workshop
@@ -395,6 +397,43 @@ class Repository(Core):
             scan = self.workspace.scan(hash_only=True)
             return self.diff_trees(left.tree, scan.tree, scan.store, paths=paths)
         return self.diff_trees(left.tree, self.resolve(b).tree, paths=paths)
+
+    def semantic_diff(
+        self, a: str, b: str | None = None, *, paths: list[str] | None = None
+    ) -> list[FileSemantics]:
+        """What changed from ``a`` to ``b`` in a reader's terms: each file's semantic blocks.
+
+        Each file goes through the diff handler its path selects (functions,
+        JSON Pointers, headings, cells, image likeness); a handler that fails
+        or times out falls back to line ranges and says why. Results are
+        cached by blob pair in ``REPO/semantic/``.
+        """
+        from strata.changes.blocks import file_semantics
+
+        return file_semantics(self, self.diff(a, b, paths=paths))
+
+    def event_semantics(self, ref: str) -> EventSemantics:
+        """A state event's ``diff_mode`` and ``semantic_blocks`` (computed on first read)."""
+        from strata.changes.blocks import event_semantics
+
+        point = self.resolve(ref)
+        if point.event is None:
+            raise UsageError(f"{ref!r} names no event")
+        return event_semantics(self, point.event)
+
+    def block_history(
+        self, block_id: str, *, branch: str | None = None, limit: int | None = None
+    ) -> list[tuple[Event, list[Block]]]:
+        """The events, newest first, that touched ``block_id`` (``path::name``), across renames."""
+        from strata.changes.blocks import block_history
+
+        events = self.history(branch=branch)
+        found = []
+        for hit in block_history(self, block_id, events):
+            found.append(hit)
+            if limit is not None and len(found) >= limit:
+                break
+        return found
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

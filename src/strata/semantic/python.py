@@ -28,15 +28,34 @@ __all__ = ["PythonHandler", "definitions"]
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Definition:
-    """One definition of a module: its qualified name, kind, place and fingerprint."""
+    """One definition of a module: its qualified name, kind, place and text.
+
+    ``text`` is its source with whitespace collapsed: equal texts are equal
+    definitions, and only definitions whose texts differ are compared by AST
+    (:attr:`fingerprint`, computed on first use), which keeps a large module
+    with a few changed functions fast.
+    """
 
     qualname: str
     kind: str
     parent: str
     index: int
-    fingerprint: str
+    text: str
+    node: ast.AST
+    _print: str | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        """A digest of the AST without positions, the own name or member bodies."""
+        if self._print is None:
+            self._print = _fingerprint(self.node)
+        return self._print
+
+    def same(self, other: Definition) -> bool:
+        """Whether the two definitions are the same code (formatting aside)."""
+        return self.text == other.text or self.fingerprint == other.fingerprint
 
 
 def _fingerprint(node: ast.AST) -> str:
@@ -61,16 +80,22 @@ def _fingerprint(node: ast.AST) -> str:
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def definitions(source: str, what: str) -> tuple[dict[str, Definition], str]:
-    """The definitions of ``source`` by qualified name, and a fingerprint of the rest."""
+def definitions(source: str, what: str) -> tuple[dict[str, Definition], str, list[ast.stmt]]:
+    """The definitions of ``source`` by qualified name; the rest's text and statements."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         raise HandlerFailed(f"{what} is not valid Python (line {exc.lineno}: {exc.msg})") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise HandlerFailed(f"{what} cannot be parsed as Python ({exc})") from None
+    lines = source.splitlines()
     found: dict[str, Definition] = {}
     rest: list[str] = []
+    rest_nodes: list[ast.stmt] = []
+
+    def segment(node: ast.stmt) -> str:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        return " ".join(" ".join(lines[first - 1 : node.end_lineno or node.lineno]).split())
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
         index = 0
@@ -88,16 +113,20 @@ def definitions(source: str, what: str) -> tuple[dict[str, Definition], str]:
                 while key in found:
                     key = f"{name}#{n}"
                     n += 1
-                found[key] = Definition(key, kind, prefix, index, _fingerprint(stmt))
+                found[key] = Definition(key, kind, prefix, index, segment(stmt), stmt)
                 index += 1
                 if isinstance(stmt, ast.ClassDef):
                     visit(stmt.body, name + ".", True)
             elif not prefix:
-                rest.append(ast.dump(stmt, include_attributes=False))
+                rest.append(segment(stmt))
+                rest_nodes.append(stmt)
 
     visit(tree.body, "", False)
-    module = hashlib.blake2b("\n".join(rest).encode(), digest_size=12).hexdigest()
-    return found, module
+    return found, "\n".join(rest), rest_nodes
+
+
+def _dump(nodes: list[ast.stmt]) -> str:
+    return "\n".join(ast.dump(n, include_attributes=False) for n in nodes)
 
 
 class PythonHandler:
@@ -113,16 +142,23 @@ class PythonHandler:
         self, path: str, before: bytes | None, after: bytes | None, unified_patch: str
     ) -> HandlerResult:
         """Definitions added, removed, changed, moved or renamed."""
-        old, old_rest = definitions(decode_text(before, "the old side"), "the old side")
-        new, new_rest = definitions(decode_text(after, "the new side"), "the new side")
+        old_source = decode_text(before, "the old side")
+        new_source = decode_text(after, "the new side")
+        old, old_rest, old_nodes = definitions(old_source, "the old side")
+        new, new_rest, new_nodes = definitions(new_source, "the new side")
         blocks: list[Block] = []
-        if old_rest != new_rest and (before is not None and after is not None):
+        if (
+            old_rest != new_rest
+            and before is not None
+            and after is not None
+            and _dump(old_nodes) != _dump(new_nodes)
+        ):
             blocks.append(Block("module", f"{path}::<module>", "changed"))
         gone = {q: d for q, d in old.items() if q not in new}
         came = {q: d for q, d in new.items() if q not in old}
         for q in sorted(old.keys() & new.keys()):
             a, b = old[q], new[q]
-            if a.fingerprint != b.fingerprint:
+            if not a.same(b):
                 blocks.append(Block(b.kind, f"{path}::{q}", "changed"))
             elif a.index != b.index and _sibling_order(old, a) != _sibling_order(new, b):
                 blocks.append(Block(b.kind, f"{path}::{q}", "moved"))

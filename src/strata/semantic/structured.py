@@ -108,6 +108,10 @@ class StructuredHandler:
         assert kind is not None
         old = load(kind, decode_text(before, "the old side"), "the old side")
         new = load(kind, decode_text(after, "the new side"), "the new side")
+        if before is None and isinstance(new, dict | list):
+            old = type(new)()  # an added file: its top-level keys added
+        if after is None and isinstance(old, dict | list):
+            new = type(old)()
         found = changes(old, new)
         blocks = [Block(f"{kind}_path", f"{path}::{p or '/'}", c) for p, c in found[:MAX_BLOCKS]]
         if len(found) > MAX_BLOCKS:
