@@ -125,6 +125,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("op log", "--limit", "5")
     s("undo")
     s("redo")
+    s("run", "--result", "smoke", "--", sys.executable, "-c", "pass")
+    listed = s("results list")
+    s("results show", listed[0]["event_id"][:8])
 
     s("draft start")
     s("draft status")

@@ -52,6 +52,7 @@ INIT_MESSAGE = "the folder as it was when Strata started recording it"
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.changes.blocks import EventSemantics, FileSemantics
+    from strata.changes.results import ResultRecord
     from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -434,6 +435,65 @@ class Repository(Core):
             if limit is not None and len(found) >= limit:
                 break
         return found
+
+    def record_result(
+        self,
+        name: str,
+        *,
+        exit_code: int,
+        duration_ms: int,
+        anchor: str = "HEAD",
+        command: Sequence[str] = (),
+        run_id: str | None = None,
+        junit: bytes | None = None,
+        author: Author | None = None,
+    ) -> ResultRecord:
+        """Record a ``result`` event (a test or eval run) anchored to the state event ``anchor``.
+
+        ``junit``: a JUnit XML report, whose totals become the result's metrics.
+        """
+        from strata.changes.results import record_result
+
+        point = self.resolve(anchor)
+        if point.event is None:
+            raise UsageError(f"{anchor!r} names no recorded event to anchor a result to")
+        return record_result(
+            self,
+            name=name,
+            anchor=point.event.id,
+            exit_code=exit_code,
+            duration_ms=duration_ms,
+            command=list(command),
+            run_id=run_id,
+            junit=junit,
+            author=author,
+        )
+
+    def results(self, *, between: str | None = None, name: str | None = None) -> list[ResultRecord]:
+        """Result events, newest first; ``between='A..B'``: anchored from A to B."""
+        from strata.changes.results import list_results
+
+        span = None
+        if between is not None:
+            left, sep, right = between.partition("..")
+            if not sep or not left or not right:
+                raise UsageError(f"--between {between!r}: give A..B (two refs)")
+            a, b = self.resolve(left).event, self.resolve(right).event
+            if a is None or b is None:
+                raise UsageError(f"--between {between!r}: both ends must name events")
+            span = (a, b)
+        return list_results(self.history(), between=span, name=name)
+
+    def result(self, ref: str) -> ResultRecord:
+        """The result event ``ref`` names (its id or a unique prefix)."""
+        from strata.changes.results import ResultRecord
+
+        found = [r for r in self.results() if ref.strip() and r.event.id.startswith(ref.strip())]
+        if not found:
+            raise UnknownRef(ref, what="result", hint="'strata results list' names them")
+        if len(found) > 1:
+            raise UsageError(f"{ref!r} names {len(found)} results: give more of the id")
+        return ResultRecord(found[0].event)
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

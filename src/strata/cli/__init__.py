@@ -188,6 +188,7 @@ COMMAND_MODULES = {
     "ask": "workshop",  # the Workshop (issue 13)
     "chat": "workshop",
     "host": "host",  # the host loop (seed 001)
+    "results": "results",  # result events (seed 004 §5.6)
 }
 
 

@@ -19,13 +19,16 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import threading
 from dataclasses import dataclass
+from functools import lru_cache
 
 from strata.semantic.base import Block, HandlerFailed, HandlerResult, decode_text, summarise
 
 __all__ = ["PythonHandler", "definitions"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_NAMING = threading.Lock()
 
 
 @dataclass
@@ -71,23 +74,39 @@ def _fingerprint(node: ast.AST) -> str:
         text = ast.dump(shape, include_attributes=False)
     else:
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        saved = node.name
-        node.name = ""
-        try:
-            text = ast.dump(node, include_attributes=False)
-        finally:
-            node.name = saved
+        with _NAMING:  # the node is shared by the cache: its name is blanked under a lock
+            saved = node.name
+            node.name = ""
+            try:
+                text = ast.dump(node, include_attributes=False)
+            finally:
+                node.name = saved
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-def definitions(source: str, what: str) -> tuple[dict[str, Definition], str, list[ast.stmt]]:
-    """The definitions of ``source`` by qualified name; the rest's text and statements."""
+Parsed = tuple[dict[str, Definition], str, list[ast.stmt]]
+
+
+def definitions(source: str, what: str) -> Parsed:
+    """The definitions of ``source`` by qualified name; the rest's text and statements.
+
+    The last few sources parsed are kept (a file's new side is the next
+    change's old side), so walking a history parses each version once.
+    """
+    parsed = _parse(source)
+    if isinstance(parsed, str):
+        raise HandlerFailed(f"{what} {parsed}")
+    return parsed
+
+
+@lru_cache(maxsize=32)
+def _parse(source: str) -> Parsed | str:
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
-        raise HandlerFailed(f"{what} is not valid Python (line {exc.lineno}: {exc.msg})") from None
+        return f"is not valid Python (line {exc.lineno}: {exc.msg})"
     except (ValueError, RecursionError, MemoryError) as exc:
-        raise HandlerFailed(f"{what} cannot be parsed as Python ({exc})") from None
+        return f"cannot be parsed as Python ({exc})"
     lines = source.splitlines()
     found: dict[str, Definition] = {}
     rest: list[str] = []
