@@ -52,6 +52,7 @@ INIT_MESSAGE = "the folder as it was when Strata started recording it"
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.changes.blocks import EventSemantics, FileSemantics
+    from strata.changes.merging import MergeResult
     from strata.changes.results import ResultRecord
     from strata.core import Transaction
     from strata.core.restore import Recovery
@@ -494,6 +495,26 @@ class Repository(Core):
         if len(found) > 1:
             raise UsageError(f"{ref!r} names {len(found)} results: give more of the id")
         return ResultRecord(found[0].event)
+
+    def merge(
+        self,
+        left: str,
+        right: str,
+        *,
+        policy: str = "text",
+        message: str = "",
+        resolutions: dict[str, dict[str, Any]] | None = None,
+    ) -> MergeResult:
+        """Merge ``right`` into ``left`` (HEAD) three-way at their lowest common ancestor.
+
+        Recorded (a ``merge`` state event, Published moved to the result) only
+        when no conflict is left; ``resolutions`` settles conflicts:
+        ``{path: {"choices": ["ours"|"theirs"|"both"|{"edit": text}, ...],
+        "rationale": "one line"}}`` (one choice per hunk, or one for the file).
+        """
+        from strata.changes.merging import merge
+
+        return merge(self, left, right, policy=policy, message=message, resolutions=resolutions)
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

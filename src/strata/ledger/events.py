@@ -96,8 +96,6 @@ class EventType(StrEnum):
     HOST_RUN_FINISHED = "host_run_finished"
     # result events (seed 004 §5.6): a test or eval run judged, anchored to its snapshot
     RESULT = "result"
-    # an explicit merge's review: the resolution of its conflicts
-    MERGE_RESOLUTION = "merge_resolution"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
