@@ -135,6 +135,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     (ws / "n.json").write_text('{"y": 1}\n')
     s("snapshot", "-m", "attempt side")
     s("branch switch", "main")
+    s("compare", "main", "attempt")
     s("merge", "main", "attempt", "--policy", "semantic")
 
     s("draft start")

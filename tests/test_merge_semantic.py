@@ -205,3 +205,19 @@ def test_review_interrupted_then_resumed(run_cli, ws: Path):
     ok(run_cli("undo", cwd=ws))
     assert (ws / "t.txt").read_text() == "a\nB1\nc\nd\ne\nF1\ng\n"
     ok(run_cli("check", cwd=ws))
+
+
+def test_compare_two_attempts_with_their_results(repo: Repository, ws: Path):
+    (ws / "app.py").write_text("def f(): return 1\ndef g(): return 2\n")
+    _fork(
+        repo,
+        ws,
+        {"app.py": b"def f(): return 10\ndef g(): return 2\n"},
+        {"app.py": b"def f(): return 11\ndef g(): return 20\n"},
+    )
+    repo.record_result("unit", exit_code=0, duration_ms=5, anchor="side")
+    found = repo.compare("main", "side").to_json()
+    assert found["both_changed"] == ["app.py::f"]
+    assert found["only_right"] == ["app.py::g"] and found["only_left"] == []
+    assert found["left"]["results"] == []
+    assert [r["name"] for r in found["right"]["results"]] == ["unit"]

@@ -52,6 +52,7 @@ INIT_MESSAGE = "the folder as it was when Strata started recording it"
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
     from strata.changes.blocks import EventSemantics, FileSemantics
+    from strata.changes.compare import Comparison
     from strata.changes.merging import MergeResult
     from strata.changes.results import ResultRecord
     from strata.core import Transaction
@@ -515,6 +516,12 @@ class Repository(Core):
         from strata.changes.merging import merge
 
         return merge(self, left, right, policy=policy, message=message, resolutions=resolutions)
+
+    def compare(self, left: str, right: str) -> Comparison:
+        """Two attempts side by side from their common ancestor: files, blocks, results."""
+        from strata.changes.compare import compare
+
+        return compare(self, left, right, self.history())
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

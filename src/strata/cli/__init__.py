@@ -190,6 +190,7 @@ COMMAND_MODULES = {
     "host": "host",  # the host loop (seed 001)
     "results": "results",  # result events (seed 004 §5.6)
     "merge": "merge",  # three-way merges with a conflict review (issue 28)
+    "compare": "merge",
 }
 
 

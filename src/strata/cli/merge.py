@@ -196,4 +196,44 @@ def merge(
         sys.exit(1)
 
 
-COMMANDS = [merge]
+@click.command()
+@click.argument("a")
+@click.argument("b")
+@json_option
+def compare(a: str, b: str, as_json: bool) -> None:
+    """Compare two attempts from their common ancestor: files, semantic blocks, results.
+
+    Each side lists the files it changed since the lowest common ancestor of
+    A and B, their semantic blocks, and the result events recorded on its line
+    ('strata run --result'); then the blocks both changed, where a merge may
+    conflict.
+
+    \b
+    Example:
+      strata compare attempt-a attempt-b
+      strata compare main attempt-b --json
+    """
+    with open_repo() as repo:
+        found = repo.compare(a, b)
+    data = found.to_json()
+    if as_json:
+        emit_json(data)
+        return
+    click.echo(f"base {short(data['base'] or '') or '(none)'}")
+    for key in ("left", "right"):
+        side = data[key]
+        click.echo(click.style(f"{printable(side['ref'])} ({short(side['event_id'])})", bold=True))
+        for f in side["semantic"]:
+            click.echo(f"  {printable(f['path'])}  [{f['diff_mode']}] {printable(f['summary'])}")
+        for r in side["results"]:
+            verdict = "passed" if r["passed"] else "failed"
+            click.echo(f"  result {printable(r['name'])}: {verdict} {r['metrics'] or ''}")
+        if not side["semantic"] and not side["results"]:
+            click.echo("  (no change)")
+    if data["both_changed"]:
+        click.echo("changed on both sides:")
+        for block in data["both_changed"]:
+            click.echo(f"  {printable(block)}")
+
+
+COMMANDS = [merge, compare]
