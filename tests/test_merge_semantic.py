@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import ok
 from strata import Repository
@@ -221,3 +223,33 @@ def test_compare_two_attempts_with_their_results(repo: Repository, ws: Path):
     assert found["only_right"] == ["app.py::g"] and found["only_left"] == []
     assert found["left"]["results"] == []
     assert [r["name"] for r in found["right"]["results"]] == ["unit"]
+
+
+lines = st.lists(st.sampled_from(["a\n", "b\n", "c\n", "d\n", "{\n", "}\n"]), max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=lines, mine=lines)
+def test_merge_of_one_side_is_that_side(base, mine):
+    b, x = "".join(base).encode(), "".join(mine).encode()
+    for policy in ("text", "semantic"):
+        assert merge_file("t.txt", b, x, x, policy=policy).merged == x
+        assert merge_file("t.txt", b, b, x, policy=policy).merged == x
+        assert merge_file("t.txt", b, x, b, policy=policy).merged == x
+
+
+def test_edited_hunk_and_both(repo: Repository, ws: Path):
+    (ws / "t.txt").write_text("a\nb\nc\nd\ne\nf\ng\n")
+    _fork(repo, ws, {"t.txt": b"a\nB1\nc\nd\ne\nF1\ng\n"}, {"t.txt": b"a\nB2\nc\nd\ne\nF2\ng\n"})
+    pending = repo.merge("main", "side")
+    assert [c.where for c in pending.plan.conflicts] == ["hunk 1", "hunk 2"]
+    no_reason = {"t.txt": {"choices": [{"edit": "B3"}, "both"], "rationale": "  "}}
+    assert repo.merge("main", "side", resolutions=no_reason).event is None
+    done = repo.merge(
+        "main",
+        "side",
+        resolutions={"t.txt": {"choices": [{"edit": "B3"}, "both"], "rationale": "B3 is both"}},
+    )
+    assert done.event is not None
+    assert (ws / "t.txt").read_text() == "a\nB3\nc\nd\ne\nF1\nF2\ng\n"
+    assert [c["where"] for c in done.event.data["conflicts"]] == ["hunk 1", "hunk 2"]
