@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from strata.changes.compare import Comparison
     from strata.changes.merging import MergeResult
     from strata.changes.results import ResultRecord
+    from strata.changes.rollups import Candidate
     from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -522,6 +523,26 @@ class Repository(Core):
         from strata.changes.compare import compare
 
         return compare(self, left, right, self.history())
+
+    def rollup_candidates(
+        self, *, min_events: int = 200, idle_ms: int = 600_000
+    ) -> list[Candidate]:
+        """Operations worth rolling up: ``min_events`` events or more, or idle with snapshots."""
+        from strata.changes.rollups import propose
+
+        return propose(self.history(), now_ms=self.clock(), min_events=min_events, idle_ms=idle_ms)
+
+    def rollup(self, operation_id: str) -> Event:
+        """Record the ``rollup`` of an operation (non-destructive: a summary event)."""
+        from strata.changes.rollups import apply_rollup
+
+        return apply_rollup(self, operation_id, self.history())
+
+    def rollup_revert(self, rollup_id: str) -> Event:
+        """Withdraw a standing rollup."""
+        from strata.changes.rollups import revert_rollup
+
+        return revert_rollup(self, rollup_id, self.history())
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

@@ -191,6 +191,7 @@ COMMAND_MODULES = {
     "results": "results",  # result events (seed 004 §5.6)
     "merge": "merge",  # three-way merges with a conflict review (issue 28)
     "compare": "merge",
+    "rollup": "rollup",  # rollups of oversized operations (seed 004 §7.1)
 }
 
 

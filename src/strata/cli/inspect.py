@@ -48,7 +48,11 @@ _LETTER = {
     type=click.Choice(["operation", "snapshot", "author"]),
     help="One line per operation, snapshot or author.",
 )
-@click.option("--expand", is_flag=True, help="With --group-by: list each group's events too.")
+@click.option(
+    "--expand",
+    is_flag=True,
+    help="With --group-by: list each group's events too; also the events of rolled-up operations.",
+)
 @click.option(
     "--semantic-block",
     metavar="PATH::NAME",
@@ -108,8 +112,16 @@ def history(
         filtered = path or author or author_kind or branch or operation or action
         click.echo("No matching events." if filtered else "No events recorded yet.")
         return
+    from strata.changes.rollups import active_rollups
+
+    rolled = active_rollups(events) if not expand else {}
     for e in events:
+        if e.operation_id in rolled and e.action_type != "rollup":
+            continue  # shown as its operation's rollup (--expand lists them)
         _print_event(e)
+        if e.action_type == "rollup" and e.data.get("rollup", {}).get("of_operation_id") in rolled:
+            n = e.data["rollup"].get("event_count", 0)
+            click.echo(f"    ({n} events rolled up; --expand lists them)")
 
 
 def _block_history(block: str, branch: str | None, limit: int | None, as_json: bool) -> None:
