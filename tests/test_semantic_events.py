@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import as_json, assert_user_error, ok
@@ -93,3 +94,23 @@ def test_malformed_file_in_an_event_falls_back_with_its_reason(run_cli, ws: Path
     assert f["diff_mode"] == "unified" and "not valid JSON" in f["fallback_reason"]
     out = ok(run_cli("diff", "HEAD~1", "HEAD", "--format", "schema", cwd=ws))
     assert "(line diff: the new side is not valid JSON" in out
+
+
+def test_semantic_diff_where_its_cache_cannot_be_written(cli_as, home_of: Path, person):
+    ws = home_of / "ws"
+    ws.mkdir()
+    os.chown(ws, person.uid, person.gid)
+    ok(cli_as("init", cwd=ws))
+    (ws / "app.py").write_text(V2)
+    os.chown(ws / "app.py", person.uid, person.gid)
+    ok(cli_as("snapshot", cwd=ws))
+    (ws / "app.py").write_text(V3)
+    ok(cli_as("snapshot", cwd=ws))
+    cache = ws / ".strata" / "semantic"
+    cache.mkdir()
+    os.chown(cache, person.uid, person.gid)
+    cache.chmod(0o500)  # the cache's folder is read-only: computed every time, never an error
+    data = as_json(cli_as("diff", "HEAD~1", "HEAD", "--format", "auto", "--json", cwd=ws))
+    assert [b["change"] for b in data["semantic"][0]["semantic_blocks"]] == ["changed", "renamed"]
+    cache.chmod(0o700)
+    ok(cli_as("check", cwd=ws))
