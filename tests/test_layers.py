@@ -61,7 +61,10 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("above the store", ("strata.watch", "strata.merge")),  # the watcher; tree merges
     ("core", ("strata.core",)),
     ("model providers", ("strata.providers",)),
-    ("runs, Draft, gateway", ("strata.runs", "strata.workbench", "strata.gateway")),
+    (
+        "runs, Draft, gateway",
+        ("strata.runs", "strata.workbench", "strata.gateway", "strata.changes"),
+    ),
     ("sync", ("strata.sync",)),  # Git sync and audit bundles
     ("agents", ("strata.agent", "strata.kb", "strata.digest", "strata.host")),
     ("Workshop, replay", ("strata.workshop", "strata.replay")),

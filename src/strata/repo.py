@@ -51,6 +51,11 @@ INIT_MESSAGE = "the folder as it was when Strata started recording it"
 
 if TYPE_CHECKING:
     from strata.agent.loop import AgentResult, StepRecord
+    from strata.changes.blocks import EventSemantics, FileSemantics
+    from strata.changes.compare import Comparison
+    from strata.changes.merging import MergeResult
+    from strata.changes.results import ResultRecord
+    from strata.changes.rollups import Candidate
     from strata.core import Transaction
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -74,6 +79,7 @@ if TYPE_CHECKING:
     from strata.replay.preflight import PreflightResult
     from strata.runs.options import WorkspaceOptions
     from strata.runs.result import RunResult
+    from strata.semantic.base import Block
     from strata.workbench.checkpoints import Checkpoints
     from strata.workbench.draft import Draft
     from strata.workshop.session import Workshop
@@ -395,6 +401,148 @@ class Repository(Core):
             scan = self.workspace.scan(hash_only=True)
             return self.diff_trees(left.tree, scan.tree, scan.store, paths=paths)
         return self.diff_trees(left.tree, self.resolve(b).tree, paths=paths)
+
+    def semantic_diff(
+        self, a: str, b: str | None = None, *, paths: list[str] | None = None
+    ) -> list[FileSemantics]:
+        """What changed from ``a`` to ``b`` in a reader's terms: each file's semantic blocks.
+
+        Each file goes through the diff handler its path selects (functions,
+        JSON Pointers, headings, cells, image likeness); a handler that fails
+        or times out falls back to line ranges and says why. Results are
+        cached by blob pair in ``REPO/semantic/``.
+        """
+        from strata.changes.blocks import file_semantics
+
+        return file_semantics(self, self.diff(a, b, paths=paths))
+
+    def event_semantics(self, ref: str) -> EventSemantics:
+        """A state event's ``diff_mode`` and ``semantic_blocks`` (computed on first read)."""
+        from strata.changes.blocks import event_semantics
+
+        point = self.resolve(ref)
+        if point.event is None:
+            raise UsageError(f"{ref!r} names no event")
+        return event_semantics(self, point.event)
+
+    def block_history(
+        self, block_id: str, *, branch: str | None = None, limit: int | None = None
+    ) -> list[tuple[Event, list[Block]]]:
+        """The events, newest first, that touched ``block_id`` (``path::name``), across renames."""
+        from strata.changes.blocks import block_history
+
+        events = self.history(branch=branch)
+        found = []
+        for hit in block_history(self, block_id, events):
+            found.append(hit)
+            if limit is not None and len(found) >= limit:
+                break
+        return found
+
+    def record_result(
+        self,
+        name: str,
+        *,
+        exit_code: int,
+        duration_ms: int,
+        anchor: str = "HEAD",
+        command: Sequence[str] = (),
+        run_id: str | None = None,
+        junit: bytes | None = None,
+        author: Author | None = None,
+    ) -> ResultRecord:
+        """Record a ``result`` event (a test or eval run) anchored to the state event ``anchor``.
+
+        ``junit``: a JUnit XML report, whose totals become the result's metrics.
+        """
+        from strata.changes.results import record_result
+
+        point = self.resolve(anchor)
+        if point.event is None:
+            raise UsageError(f"{anchor!r} names no recorded event to anchor a result to")
+        return record_result(
+            self,
+            name=name,
+            anchor=point.event.id,
+            exit_code=exit_code,
+            duration_ms=duration_ms,
+            command=list(command),
+            run_id=run_id,
+            junit=junit,
+            author=author,
+        )
+
+    def results(self, *, between: str | None = None, name: str | None = None) -> list[ResultRecord]:
+        """Result events, newest first; ``between='A..B'``: anchored from A to B."""
+        from strata.changes.results import list_results
+
+        span = None
+        if between is not None:
+            left, sep, right = between.partition("..")
+            if not sep or not left or not right:
+                raise UsageError(f"--between {between!r}: give A..B (two refs)")
+            a, b = self.resolve(left).event, self.resolve(right).event
+            if a is None or b is None:
+                raise UsageError(f"--between {between!r}: both ends must name events")
+            span = (a, b)
+        return list_results(self.history(), between=span, name=name)
+
+    def result(self, ref: str) -> ResultRecord:
+        """The result event ``ref`` names (its id or a unique prefix)."""
+        from strata.changes.results import ResultRecord
+
+        found = [r for r in self.results() if ref.strip() and r.event.id.startswith(ref.strip())]
+        if not found:
+            raise UnknownRef(ref, what="result", hint="'strata results list' names them")
+        if len(found) > 1:
+            raise UsageError(f"{ref!r} names {len(found)} results: give more of the id")
+        return ResultRecord(found[0].event)
+
+    def merge(
+        self,
+        left: str,
+        right: str,
+        *,
+        policy: str = "text",
+        message: str = "",
+        resolutions: dict[str, dict[str, Any]] | None = None,
+    ) -> MergeResult:
+        """Merge ``right`` into ``left`` (HEAD) three-way at their lowest common ancestor.
+
+        Recorded (a ``merge`` state event, Published moved to the result) only
+        when no conflict is left; ``resolutions`` settles conflicts:
+        ``{path: {"choices": ["ours"|"theirs"|"both"|{"edit": text}, ...],
+        "rationale": "one line"}}`` (one choice per hunk, or one for the file).
+        """
+        from strata.changes.merging import merge
+
+        return merge(self, left, right, policy=policy, message=message, resolutions=resolutions)
+
+    def compare(self, left: str, right: str) -> Comparison:
+        """Two attempts side by side from their common ancestor: files, blocks, results."""
+        from strata.changes.compare import compare
+
+        return compare(self, left, right, self.history())
+
+    def rollup_candidates(
+        self, *, min_events: int = 200, idle_ms: int = 600_000
+    ) -> list[Candidate]:
+        """Operations worth rolling up: ``min_events`` events or more, or idle with snapshots."""
+        from strata.changes.rollups import propose
+
+        return propose(self.history(), now_ms=self.clock(), min_events=min_events, idle_ms=idle_ms)
+
+    def rollup(self, operation_id: str) -> Event:
+        """Record the ``rollup`` of an operation (non-destructive: a summary event)."""
+        from strata.changes.rollups import apply_rollup
+
+        return apply_rollup(self, operation_id, self.history())
+
+    def rollup_revert(self, rollup_id: str) -> Event:
+        """Withdraw a standing rollup."""
+        from strata.changes.rollups import revert_rollup
+
+        return revert_rollup(self, rollup_id, self.history())
 
     def status(self) -> StatusResult:
         """The working tree against HEAD (stores nothing)."""

@@ -191,6 +191,10 @@ COMMAND_MODULES = {
     "vcs": "vcs",  # the Git sync (issue 29)
     "import": "vcs",
     "bundle": "bundle",  # the audit bundle (issue 29)
+    "results": "results",  # result events (seed 004 §5.6)
+    "merge": "merge",  # three-way merges with a conflict review (issue 28)
+    "compare": "merge",
+    "rollup": "rollup",  # rollups of oversized operations (seed 004 §7.1)
 }
 
 

@@ -48,7 +48,17 @@ _LETTER = {
     type=click.Choice(["operation", "snapshot", "author"]),
     help="One line per operation, snapshot or author.",
 )
-@click.option("--expand", is_flag=True, help="With --group-by: list each group's events too.")
+@click.option(
+    "--expand",
+    is_flag=True,
+    help="With --group-by: list each group's events too; also the events of rolled-up operations.",
+)
+@click.option(
+    "--semantic-block",
+    metavar="PATH::NAME",
+    help="Only events that changed this function, class, key or heading "
+    "(e.g. 'src/app.py::Greeter.greet', 'config.json::/services/web'), across renames.",
+)
 @click.option("--limit", type=click.IntRange(min=1), help="Show at most N events.")
 @json_option
 def history(
@@ -60,6 +70,7 @@ def history(
     action: str | None,
     group_by: str | None,
     expand: bool,
+    semantic_block: str | None,
     limit: int | None,
     as_json: bool,
 ) -> None:
@@ -69,7 +80,11 @@ def history(
     Example:
       strata history --file src/app.py --limit 5
       strata history --author-kind agent --group-by operation --expand
+      strata history --semantic-block 'src/app.py::greet'
     """
+    if semantic_block is not None:
+        _block_history(semantic_block, branch, limit, as_json)
+        return
     with open_repo() as repo:
         path = display_path(rel_path(repo, file_)) if file_ else None
         events = repo.history(
@@ -97,8 +112,39 @@ def history(
         filtered = path or author or author_kind or branch or operation or action
         click.echo("No matching events." if filtered else "No events recorded yet.")
         return
+    from strata.changes.rollups import active_rollups
+
+    rolled = active_rollups(events) if not expand else {}
     for e in events:
+        if e.operation_id in rolled and e.action_type != "rollup":
+            continue  # shown as its operation's rollup (--expand lists them)
         _print_event(e)
+        if e.action_type == "rollup" and e.data.get("rollup", {}).get("of_operation_id") in rolled:
+            n = e.data["rollup"].get("event_count", 0)
+            click.echo(f"    ({n} events rolled up; --expand lists them)")
+
+
+def _block_history(block: str, branch: str | None, limit: int | None, as_json: bool) -> None:
+    from strata.cli.semantic import block_line
+
+    with open_repo() as repo:
+        if "::" in block:
+            path, name = block.split("::", 1)
+            block = display_path(rel_path(repo, path)) + "::" + name
+        hits = repo.block_history(
+            block, branch=branch, limit=min(limit, LIMIT_MAX) if limit else None
+        )
+    if as_json:
+        emit_json(
+            [{**e.to_json(), "semantic_blocks": [b.to_json() for b in found]} for e, found in hits]
+        )
+        return
+    if not hits:
+        click.echo("No event changed that block.")
+    for e, found in hits:
+        _print_event(e)
+        for b in found:
+            click.echo(block_line(b.id, b.change, b.old_id, b.detail))
 
 
 def _print_event(e: Event, indent: str = "") -> None:
@@ -175,9 +221,27 @@ def _print_groups(
     "--stat", is_flag=True, help="Per-file insertions and deletions instead of the patch."
 )
 @click.option("--name-only", is_flag=True, help="Only the changed paths.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["unified", "ast", "schema", "binary", "auto"]),
+    default="unified",
+    show_default=True,
+    help="unified: git's patch. auto: each file's semantic blocks (functions, JSON "
+    "Pointers, headings, cells, image likeness) above its patch; ast, schema or binary: "
+    "the blocks alone for files of that mode, the patch for the rest.",
+)
+@click.option("--side-by-side", is_flag=True, help="With --format: old and new in two columns.")
 @json_option
 def diff(
-    a: str, b: str | None, files: tuple[str, ...], stat: bool, name_only: bool, as_json: bool
+    a: str,
+    b: str | None,
+    files: tuple[str, ...],
+    stat: bool,
+    name_only: bool,
+    fmt: str,
+    side_by_side: bool,
+    as_json: bool,
 ) -> None:
     """Show what changed from A to B (default B: the working tree).
 
@@ -186,16 +250,34 @@ def diff(
     changed. The patch is in git's format: 'git apply' accepts it, binary
     files included.
 
+    With --format other than unified, each file also goes through the
+    semantic handler its name selects; --json then adds 'semantic': per file
+    its diff_mode, semantic_blocks, summary and fallback_reason.
+
     \b
     Example:
       strata diff HEAD~1 HEAD --stat
       strata diff HEAD~1 HEAD > ../last.patch   # 'git apply ../last.patch' elsewhere
+      strata diff HEAD~1 HEAD --format auto     # functions, keys, headings that changed
     """
+    if side_by_side and fmt == "unified":
+        fmt = "auto"
     with open_repo() as repo:
         paths = [rel_path(repo, f) for f in files] or None
         result = repo.diff(a, b, paths=paths)
+        if fmt != "unified":
+            from strata.changes.blocks import file_semantics
+            from strata.cli.semantic import print_semantic
+
+            semantic = file_semantics(repo, result)
+            if as_json:
+                emit_json({**result.to_json(), "semantic": [f.to_json() for f in semantic]})
+            elif not (name_only or stat):
+                print_semantic(result, semantic, fmt, side_by_side=side_by_side)
+                return
         if as_json:
-            emit_json(result.to_json())
+            if fmt == "unified":
+                emit_json(result.to_json())
             return
         # on a terminal, names and lines are shown, never obeyed (control characters
         # written out; a text file gone binary as text); to a file or pipe, exact bytes

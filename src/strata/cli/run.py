@@ -142,6 +142,20 @@ def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: li
     "and OPENAI_BASE_URL point at forwards each to the URL they had (or the public API) "
     "and keeps it as a redacted trace of the run, so 'strata replay' can run it offline.",
 )
+@click.option(
+    "--result",
+    "result_name",
+    metavar="NAME",
+    help="Also record a result event NAME (passed when the command exits 0) anchored "
+    "to the snapshot the command ran on; see 'strata results'.",
+)
+@click.option(
+    "--junit",
+    "junit_path",
+    metavar="PATH",
+    help="With --result: the JUnit XML report the command writes (found in pytest's "
+    "--junitxml when not given); its totals become the result's metrics.",
+)
 @sandbox_options
 @author_options
 @json_option
@@ -161,6 +175,8 @@ def run(
     ignore: tuple[str, ...],
     draft: bool,
     record_model: bool,
+    result_name: str | None,
+    junit_path: str | None,
     sandbox: str,
     net: str | None,
     agents: tuple[str, ...],
@@ -205,11 +221,16 @@ def run(
       strata run --draft --agent claude -- claude -p "fix the failing test"
       strata run --draft --net allow=api.openai.com,pypi.org --env OPENAI_API_KEY -- ./agent.sh
       strata run --record-model -- claude -p "fix the failing test"
+      strata run --result tests -- pytest -q --junitxml=report.xml
 
     """
     from strata.runs.options import WorkspaceOptions
 
     try:
+        if junit_path is not None and result_name is None:
+            raise UsageError("--junit goes with --result NAME")
+        if draft and result_name is not None:
+            raise UsageError("--result records runs on Published; run it without --draft")
         if draft:
             _refuse_outside_draft(
                 strategy != "auto",
@@ -265,6 +286,14 @@ def run(
             raise
         report_error(type(exc).__name__, exc.message, exc.hint, as_json=as_json)
         ctx.exit(exc.exit_code if isinstance(exc, RunError) else OWN_ERROR)
+    if result_name is not None:
+        from strata.cli.results import record_run_result
+
+        try:
+            record_run_result(result, result_name, list(argv), junit_path, as_json=as_json)
+        except StrataError as exc:
+            report_error(type(exc).__name__, exc.message, exc.hint, as_json=as_json)
+            ctx.exit(OWN_ERROR)
     failed = result.exit_code != 0 and not result.interrupted
     wanted = (failed and (rollback_on_failure or rollback_git)) or (
         result.interrupted and rollback_on_interrupt

@@ -94,6 +94,11 @@ class EventType(StrEnum):
     TASK_STARTED = "task_started"
     TASK_FINISHED = "task_finished"
     HOST_RUN_FINISHED = "host_run_finished"
+    # result events (seed 004 §5.6): a test or eval run judged, anchored to its snapshot
+    RESULT = "result"
+    # rollups (seed 004 §5.5, §7.1): an operation's events summed up, and the undoing of one
+    ROLLUP = "rollup"
+    ROLLUP_REVERT = "rollup_revert"
 
     @classmethod
     def parse(cls, value: str) -> EventType:
