@@ -864,3 +864,42 @@ def _exists_inside(cwd: Path, spec: SandboxSpec) -> bool:
         if _within(cwd, inside):
             return (host / cwd.relative_to(inside)).is_dir()
     return False
+
+
+# -- confinement: a command in the real workspace (strata.sandbox.confine) ---------------
+
+
+def confinement_prefix(
+    workspace: Path, *, writable: bool, network: bool, masks: Sequence[Path], cwd: Path
+) -> list[str]:
+    """The bubblewrap command line (up to ``--``) confining a command to ``workspace``.
+
+    The host's ``/`` read-only; private ``/tmp`` and ``/run``; ``workspace``
+    bound again (read-write when ``writable``) since it may lie below ``/tmp``;
+    each of ``masks`` that exists (the repository) hidden under an empty
+    read-only folder (a file: under an empty read-only file). See
+    :mod:`strata.sandbox.confine`.
+    """
+    workspace = _check_workspace(workspace)
+    if workspace == Path("/"):
+        raise SandboxPolicyError("the whole file system cannot be the workspace", path="/")
+    bwrap, problem = _probe(None)
+    if bwrap is None:
+        raise SandboxUnavailable(problem or "bubblewrap cannot run here")
+    args = [bwrap.path, *_isolation(bwrap, net=network), "--ro-bind", "/", "/"]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for private in _PRIVATE:
+        args += ["--tmpfs", private]
+    if network:
+        args += _resolver_binds()
+    args += ["--bind" if writable else "--ro-bind", str(workspace), str(workspace)]
+    forms = [f for mask in masks for f in (*_forms(mask), *mount_aliases(mask))]
+    for form in dict.fromkeys(forms):
+        if any(_within(form, Path(p)) for p in _PRIVATE) and not _within(form, workspace):
+            continue  # a private folder shows nothing of the host already
+        if form.is_dir() and not form.is_symlink():
+            args += ["--perms", "0555", "--tmpfs", str(form), "--remount-ro", str(form)]
+        elif os.path.lexists(form):
+            args += ["--ro-bind", os.devnull, str(form)]
+    args += ["--chdir", str(cwd)]
+    return args
