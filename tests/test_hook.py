@@ -13,8 +13,8 @@ argument; Aider runs its lint command with the edited file's name.
 from __future__ import annotations
 
 import json
-import shlex
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
