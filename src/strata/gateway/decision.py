@@ -134,6 +134,8 @@ def decide(
             "with the network: only the workspace's configuration may allow it "
             '([gateway] network = "allow", or profile = "full")'
         )
+    elif call.tool == "draft_run" and confinement.profile == "read-only":
+        lift = "under the read-only profile, which lets no command write (the Draft included)"
     if lift is not None:
         return GatewayDecision(
             "refuse", f"a tool call may not run {lift}", confinement, tool=call.tool

@@ -226,7 +226,10 @@ class Gateway:
     ) -> GatewayDecision:
         """The gateway's decision on ``command`` (:func:`strata.gateway.decision.decide`)."""
         shown = command if isinstance(command, str) else tuple(str(a) for a in command)
-        call = Call("shell", shown, cwd=self._cwd(cwd))
+        return self.ask_gateway(Call("shell", shown, cwd=self._cwd(cwd)))
+
+    def ask_gateway(self, call: Call) -> GatewayDecision:
+        """The gateway's decision on any ``call`` (a tool's, such as ``draft_run``)."""
         return decide(self.policy, call, repository=self.core.layout.repo)
 
     def exec(
