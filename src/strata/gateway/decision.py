@@ -148,10 +148,9 @@ def decide(
         return GatewayDecision("allow", "", confinement, tool=call.tool)
     command = call.command if isinstance(call.command, str) else list(call.command)
     judged = _judge_in_time(policy, command, cwd, timeout_s)
-    if isinstance(judged, str):
-        return GatewayDecision(
-            "refuse", judged, confinement, "high", tool=call.tool, timed_out="time" in judged
-        )
+    if isinstance(judged, tuple):
+        why, late = judged
+        return GatewayDecision("refuse", why, confinement, "high", tool=call.tool, timed_out=late)
     return GatewayDecision(
         _ANSWERS[judged.decision],
         judged.reason,
@@ -169,8 +168,8 @@ class _Abandoned(BaseException):
 
 def _judge_in_time(
     policy: Policy, command: str | Sequence[str], cwd: Path, timeout_s: float
-) -> PolicyDecision | str:
-    """The policy's decision, or why there is none (a time-out, a parser's failure).
+) -> PolicyDecision | tuple[str, bool]:
+    """The policy's decision, or why there is none and whether it ran out of time.
 
     The classifier runs in a thread of its own; past ``timeout_s`` an
     exception is raised inside it (the parser is pure Python, so it stops at
@@ -195,16 +194,14 @@ def _judge_in_time(
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
             ctypes.c_ulong(worker.ident or 0), ctypes.py_object(_Abandoned)
         )
-        return (
-            f"the command could not be judged within {timeout_s:g} s "
-            "(the shell parser gave up on it), so it is refused"
-        )
+        why = f"the command could not be judged within {timeout_s:g} s, so it is refused"
+        return why, True
     result = box[0] if box else RuntimeError("the classifier ended without an answer")
     if isinstance(result, BaseException):
         from strata.errors import StrataError
 
         why = result.message if isinstance(result, StrataError) else repr(result)
-        return f"the command could not be judged ({why}), so it is refused"
+        return f"the command could not be judged ({why}), so it is refused", False
     return result
 
 

@@ -1,0 +1,122 @@
+"""The gateway's one decision: the hook, the MCP server and ``strata exec`` ask the same function.
+
+A rule of ``[gateway]`` changes what all three answer; a command the
+classifier cannot judge in time is refused by all three.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import CliRunner, ok
+
+pytest.importorskip("mcp")
+
+from mcp import Client
+
+from test_mcp import drive, stdio
+
+FORBID_CAT = """
+[gateway]
+profile = "workspace-write"
+
+[[gateway.rules]]
+name = "no-cat"
+pattern = ["cat"]
+decision = "forbid"
+justification = "this workspace's files are not to be printed"
+"""
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, run_cli: CliRunner) -> Path:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "notes.txt").write_text("hello\n")
+    ok(run_cli("init", cwd=root))
+    return root
+
+
+def _hook(run_cli: CliRunner, ws: Path, command: str) -> tuple[int, str]:
+    payload = {
+        "session_id": "s1",
+        "cwd": str(ws),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "strata", "hook", "claude-code"],
+        input=json.dumps(payload), cwd=ws, env=run_cli.env(), capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    return proc.returncode, proc.stderr
+
+
+def _mcp(run_cli: CliRunner, ws: Path, command: str) -> tuple[bool, str]:
+    seen: dict[str, tuple[bool, str]] = {}
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": command})
+        seen["exec"] = (bool(result.is_error), str(result.content[0].text))
+
+    drive(stdio(ws, run_cli), body)
+    return seen["exec"]
+
+
+def _answers(run_cli: CliRunner, ws: Path, command: str) -> dict[str, bool]:
+    """Whether the hook, the MCP server and ``strata exec`` let ``command`` run."""
+    hook_code, _ = _hook(run_cli, ws, command)
+    mcp_error, _ = _mcp(run_cli, ws, command)
+    exec_code, _, _ = run_cli("exec", "--shell", command, cwd=ws)
+    return {"hook": hook_code == 0, "mcp": not mcp_error, "exec": exec_code == 0}
+
+
+def test_one_gateway_rule_changes_the_hooks_mcps_and_execs_decision_alike(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    assert _answers(run_cli, workspace, "cat notes.txt") == {
+        "hook": True,
+        "mcp": True,
+        "exec": True,
+    }
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write(FORBID_CAT)
+    assert _answers(run_cli, workspace, "cat notes.txt") == {
+        "hook": False,
+        "mcp": False,
+        "exec": False,
+    }
+    # each says why, naming the rule
+    assert "no-cat" in _hook(run_cli, workspace, "cat notes.txt")[1]
+    assert "no-cat" in _mcp(run_cli, workspace, "cat notes.txt")[1]
+    assert "no-cat" in run_cli("exec", "--shell", "cat notes.txt", cwd=workspace)[2]
+
+
+#: input the shell parser takes far longer than its time limit to read
+SLOW = "true;" * 200_000
+
+
+def test_a_command_the_classifier_cannot_judge_in_time_is_refused(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    from strata.gateway.decision import CLASSIFY_TIMEOUT_S, Call, decide
+    from strata.gateway.policy import load_policy
+
+    start = time.monotonic()
+    verdict = decide(load_policy(None, workspace=workspace), Call("shell", SLOW), timeout_s=0.2)
+    assert time.monotonic() - start < 2
+    assert verdict.answer == "refuse" and verdict.timed_out, verdict
+    assert "could not be judged within 0.2 s" in verdict.reason
+
+    # the hook fails closed on it: exit 2 (a refusal), never a non-blocking exit 1
+    start = time.monotonic()
+    code, err = _hook(run_cli, workspace, SLOW)
+    assert code == 2 and "could not be judged within" in err, err
+    assert time.monotonic() - start < CLASSIFY_TIMEOUT_S + 10
