@@ -199,6 +199,10 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
         **_injected(),
     )
     _warn_unknown_tables(repo)
+    from strata.redaction import known_secrets
+
+    # the values of the workspace's .env and key files an agent may have read, too
+    repo.ledger.secrets = known_secrets(os.environ, repo.root)
     if start_watcher and AUTOSTART and not daemon_turned_off():
         from strata.cli.watch import autostart  # (a module of many commands: not loaded for none)
 
