@@ -174,7 +174,8 @@ def _system_mounts() -> list[str]:
 
 
 @cache
-def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+def _located(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+    """The path and version of bubblewrap (``bwrap --version``), or why there is none."""
     path = executable or _find_bwrap()
     if path is None:
         return None, "bubblewrap (bwrap) is not installed"
@@ -191,7 +192,16 @@ def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
         return None, f"cannot run {path}: {exc}"
     if done.returncode != 0:
         return None, f"{path} --version failed: {_first_line(done.stderr)}"
-    bwrap = _Bwrap(path, _parse_version(done.stdout.decode(errors="replace")))
+    return _Bwrap(path, _parse_version(done.stdout.decode(errors="replace"))), None
+
+
+@cache
+def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+    bwrap, problem = _located(executable)
+    if bwrap is None:
+        return None, problem
+    path = bwrap.path
+    env = {"PATH": _DEFAULT_PATH}
     trivial = [
         path,
         *_isolation(bwrap, net=False),
@@ -883,7 +893,9 @@ def confinement_prefix(
     workspace = _check_workspace(workspace)
     if workspace == Path("/"):
         raise SandboxPolicyError("the whole file system cannot be the workspace", path="/")
-    bwrap, problem = _probe(None)
+    # only located, not probed with a trivial sandbox (that would cost as much again):
+    # where bubblewrap cannot make one, it fails, and the command does not run
+    bwrap, problem = _located(None)
     if bwrap is None:
         raise SandboxUnavailable(problem or "bubblewrap cannot run here")
     args = [bwrap.path, *_isolation(bwrap, net=network), "--ro-bind", "/", "/"]
