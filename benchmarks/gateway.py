@@ -24,6 +24,7 @@ import argparse
 import datetime
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -47,19 +48,34 @@ def workspace(parent: Path, name: str, profile: str) -> Path:
     return ws
 
 
-def paired(a: Callable[[], None], b: Callable[[], None], runs: int) -> tuple[float, float, float]:
-    """Medians (ms) of A, of B and of A - B taken pair by pair (one warm-up each)."""
+Row = tuple[float, float, float, float, float, float]
+
+
+def _cpu() -> float:
+    """CPU seconds (user + system) of this process and its finished children."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def paired(a: Callable[[], None], b: Callable[[], None], runs: int) -> Row:
+    """Medians (ms) of A, of B and of A - B taken pair by pair: wall, then CPU (one warm-up)."""
     a()
     b()
     ta: list[float] = []
     tb: list[float] = []
+    ca: list[float] = []
+    cb: list[float] = []
     for _ in range(runs):
-        for fn, into in ((a, ta), (b, tb)):
-            start = time.perf_counter()
+        for fn, into, cpu in ((a, ta, ca), (b, tb, cb)):
+            start, used = time.perf_counter(), _cpu()
             fn()
             into.append((time.perf_counter() - start) * 1000)
-    diffs = [x - y for x, y in zip(ta, tb, strict=True)]
-    return statistics.median(ta), statistics.median(tb), statistics.median(diffs)
+            cpu.append((_cpu() - used) * 1000)
+    walls = [x - y for x, y in zip(ta, tb, strict=True)]
+    cpus = [x - y for x, y in zip(ca, cb, strict=True)]
+    med = statistics.median
+    return med(ta), med(tb), med(walls), med(ca), med(cb), med(cpus)
 
 
 def main() -> None:
@@ -71,7 +87,7 @@ def main() -> None:
     from strata.gateway import approve_all
     from strata.sandbox.confine import Confinement, confined_command
 
-    rows: list[tuple[str, float, float, float]] = []
+    rows: list[tuple[str, *tuple[float, ...]]] = []
     with tempfile.TemporaryDirectory(prefix="strata-bench-gateway-") as tmp:
         parent = Path(tmp)
         confined = workspace(parent, "confined", "workspace-write")
@@ -128,12 +144,20 @@ def main() -> None:
         f"# {datetime.date.today()}, {os.cpu_count()} cores, {platform.machine()}, "
         f"Python {platform.python_version()}, {args.runs} pairs"
     )
-    print("| | confined (workspace-write) | unconfined (full) | cost (paired median) |")
-    print("|---|---|---|---|")
-    for name, a, b, d in rows:
-        print(f"| {name} | {a:.1f} ms | {b:.1f} ms | {d:+.1f} ms |")
-    cost = rows[0][3]
-    print(f"\nconfinement costs {cost:+.1f} ms per strata exec (target: at most +15 ms)")
+    print(
+        f"load average {os.getloadavg()[0]:.1f}\n\n"
+        "| | wall: confined | unconfined | cost | CPU: confined | unconfined | cost |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, *v in rows:
+        print(
+            f"| {name} | {v[0]:.1f} ms | {v[1]:.1f} ms | {v[2]:+.1f} ms "
+            f"| {v[3]:.1f} ms | {v[4]:.1f} ms | {v[5]:+.1f} ms |"
+        )
+    print(
+        f"\nconfinement costs {rows[0][3]:+.1f} ms of wall time and {rows[0][6]:+.1f} ms of CPU "
+        "per strata exec (target: at most +15 ms)"
+    )
 
 
 if __name__ == "__main__":

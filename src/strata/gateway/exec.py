@@ -403,6 +403,7 @@ class Gateway:
                 workspace=core.root,
                 cwd=where,
                 repository=core.layout.repo,
+                new_session=False,  # run_bounded's session: a time-out kills the group
             )
             begun = begin_run(core, argv, author=author, label=f"terminal_exec {call}", cwd=where)
         except StrataError as exc:  # the program is missing, the workspace is busy…

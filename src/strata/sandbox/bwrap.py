@@ -880,15 +880,24 @@ def _exists_inside(cwd: Path, spec: SandboxSpec) -> bool:
 
 
 def confinement_prefix(
-    workspace: Path, *, writable: bool, network: bool, masks: Sequence[Path], cwd: Path
+    workspace: Path,
+    *,
+    writable: bool,
+    network: bool,
+    masks: Sequence[Path],
+    cwd: Path,
+    new_session: bool = True,
 ) -> list[str]:
     """The bubblewrap command line (up to ``--``) confining a command to ``workspace``.
 
     The host's ``/`` read-only; private ``/tmp`` and ``/run``; ``workspace``
     bound again (read-write when ``writable``) since it may lie below ``/tmp``;
     each of ``masks`` that exists (the repository) hidden under an empty
-    read-only folder (a file: under an empty read-only file). See
-    :mod:`strata.sandbox.confine`.
+    read-only folder (a file: under an empty read-only file). ``new_session``
+    off keeps the command in the caller's process group (a caller that runs it
+    in a session of its own, with no terminal, kills the group on a time-out:
+    the sandbox's first process then dies with it, and the rest with that).
+    See :mod:`strata.sandbox.confine`.
     """
     workspace = _check_workspace(workspace)
     if workspace == Path("/"):
@@ -898,7 +907,10 @@ def confinement_prefix(
     bwrap, problem = _located(None)
     if bwrap is None:
         raise SandboxUnavailable(problem or "bubblewrap cannot run here")
-    args = [bwrap.path, *_isolation(bwrap, net=network), "--ro-bind", "/", "/"]
+    isolation = _isolation(bwrap, net=network)
+    if not new_session:
+        isolation.remove("--new-session")
+    args = [bwrap.path, *isolation, "--ro-bind", "/", "/"]
     args += ["--dev", "/dev", "--proc", "/proc"]
     for private in _PRIVATE:
         args += ["--tmpfs", private]

@@ -83,10 +83,14 @@ def confined_command(
     workspace: Path,
     cwd: Path,
     repository: Path | None = None,
+    new_session: bool = True,
 ) -> list[str]:
     """``argv`` wrapped so that it runs with ``confinement`` in ``workspace`` (from ``cwd``).
 
-    ``repository`` is the workspace's repository folder (masked). ``full``
+    ``repository`` is the workspace's repository folder (masked).
+    ``new_session`` off: the command stays in the caller's process group
+    (for a caller that runs it in a session of its own and kills that group
+    on a time-out); on, it gets a session of its own (no terminal). ``full``
     returns ``argv`` as it is. Raises
     :class:`~strata.errors.SandboxUnavailable` when bubblewrap cannot run here
     (the command must not run unconfined) and
@@ -110,5 +114,6 @@ def confined_command(
         network=confinement.network,
         masks=masks,
         cwd=where,
+        new_session=new_session,
     )
     return [*prefix, "--", *argv]
