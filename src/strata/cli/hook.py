@@ -104,7 +104,11 @@ def hook_claude_code(
     since PostToolUse records it and 'strata undo' reverts it (--strict
     refuses it too). Each refusal is recorded, the session as its author:
     'strata history --action approval' (or --action tool_call for a
-    forbidden call) shows the command, its risk, the reason.
+    forbidden call) shows the command, its risk, the reason. A Bash call
+    that goes ahead is answered with updatedInput: its command run inside
+    the workspace profile's confinement (bubblewrap: nothing writable but
+    the workspace, never .strata, no network; [gateway] profile = "full"
+    lifts it), so the policy holds where the classifier errs.
     UserPromptSubmit records your work so far and opens a group for the
     prompt: the operations of its tool calls, until Stop, are its steps, one
     line in 'strata op log' and one 'strata undo'. Other events, and any

@@ -17,6 +17,7 @@ Codex CLI's execpolicy::
 
     [gateway]
     profile = "workspace-write"
+    network = "deny"   # "allow": confined commands may reach the network
 
     [[gateway.rules]]
     name = "git-read"
