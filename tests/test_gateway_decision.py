@@ -120,3 +120,85 @@ def test_a_command_the_classifier_cannot_judge_in_time_is_refused(
     code, err = _hook(run_cli, workspace, SLOW)
     assert code == 2 and "could not be judged within" in err, err
     assert time.monotonic() - start < CLASSIFY_TIMEOUT_S + 10
+
+
+@pytest.mark.parametrize(
+    ("config", "unconfined", "network", "answer"),
+    [
+        ("", True, False, "refuse"),  # a model may not lift the Draft's sandbox
+        ("", False, True, "refuse"),  # nor open the network
+        ("", False, False, "allow"),
+        ('network = "allow"', False, True, "allow"),
+        ('network = "allow"', True, False, "refuse"),
+        ('profile = "full"', True, True, "allow"),  # only the configuration may lift it
+        ('profile = "read-only"', False, False, "refuse"),  # read-only writes nowhere
+    ],
+)
+def test_only_the_configuration_lets_draft_run_lift_its_sandbox(
+    tmp_path: Path, config: str, unconfined: bool, network: bool, answer: str
+) -> None:
+    import tomllib
+
+    from strata.gateway.decision import Call, decide
+    from strata.gateway.policy import load_policy
+
+    policy = load_policy(tomllib.loads(config), workspace=tmp_path)
+    call = Call("draft_run", ("make",), unconfined=unconfined, network=network)
+    verdict = decide(policy, call)
+    assert verdict.answer == answer, verdict.reason
+
+
+def test_a_looser_profile_asked_by_a_caller_does_not_loosen_the_confinement(
+    tmp_path: Path,
+) -> None:
+    from strata.gateway.decision import confinement_of
+    from strata.gateway.policy import load_policy
+
+    asked_full = load_policy({"profile": "workspace-write"}, workspace=tmp_path, profile="full")
+    assert asked_full.decide("rm notes.txt").decision == "allow"  # the answer follows it
+    assert confinement_of(asked_full).profile == "workspace-write"  # the confinement not
+    asked_ro = load_policy({"profile": "workspace-write"}, workspace=tmp_path, profile="read-only")
+    assert confinement_of(asked_ro).profile == "read-only"  # stricter is taken
+
+
+def test_a_wrong_network_setting_refuses_the_policy(tmp_path: Path) -> None:
+    from strata.errors import PolicyInvalid
+    from strata.gateway.policy import load_policy
+
+    with pytest.raises(PolicyInvalid, match=r"gateway\.network"):
+        load_policy({"network": "yes"}, workspace=tmp_path)
+
+
+def test_no_network_unless_the_configuration_allows_it(workspace: Path, run_cli: CliRunner) -> None:
+    """A confined command cannot reach even a server on the host's loopback."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    accepted: list[bool] = []
+
+    def serve() -> None:
+        server.settimeout(30)
+        try:
+            conn, _ = server.accept()
+            accepted.append(True)
+            conn.close()
+        except OSError:
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    probe = f"import socket; socket.create_connection(('127.0.0.1', {port}), timeout=5)"
+    try:
+        code, _, err = run_cli("exec", "--yes", "--", sys.executable, "-c", probe, cwd=workspace)
+        assert code != 0 and "ConnectionRefusedError" in err, err
+        assert not accepted
+        with open(workspace / ".strata" / "config.toml", "a") as config:
+            config.write('\n[gateway]\nnetwork = "allow"\n')
+        code, _, err = run_cli("exec", "--yes", "--", sys.executable, "-c", probe, cwd=workspace)
+        assert code == 0, err
+        thread.join(10)
+        assert accepted == [True]
+    finally:
+        server.close()

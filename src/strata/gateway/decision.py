@@ -144,7 +144,8 @@ def decide(
         refusal = _path_refusal(call.tool, target, root=root, cwd=cwd, repository=repository)
         if refusal is not None:
             return GatewayDecision("refuse", refusal, confinement, "high", tool=call.tool)
-    if call.command is None or call.paths:
+    if call.command is None or call.paths or call.tool == "draft_run":
+        # (the Draft's command runs in the Draft's sandbox: a copy, no network, no .strata)
         return GatewayDecision("allow", "", confinement, tool=call.tool)
     command = call.command if isinstance(call.command, str) else list(call.command)
     judged = _judge_in_time(policy, command, cwd, timeout_s)
