@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CliRunner, ok
+from conftest import CliRunner, as_json, ok
 
 pytest.importorskip("mcp")
 
@@ -97,6 +97,18 @@ def test_one_gateway_rule_changes_the_hooks_mcps_and_execs_decision_alike(
     assert "no-cat" in _hook(run_cli, workspace, "cat notes.txt")[1]
     assert "no-cat" in _mcp(run_cli, workspace, "cat notes.txt")[1]
     assert "no-cat" in run_cli("exec", "--shell", "cat notes.txt", cwd=workspace)[2]
+    # one record of the decision: each front end's refusal carries the gateway's answer
+    started = as_json(run_cli("history", "--json", "--action", "tool_call", cwd=workspace))
+    events = [e for e in started if e["action_type"] == "tool_call_started"]
+    refused = [e for e in events if e["data"]["gateway"]["answer"] == "refuse"]
+    assert {e["data"].get("judged_by", "strata exec") for e in refused} >= {
+        "strata hook claude-code",
+        "strata exec",
+    }, refused  # the hook's record and the gateway's own (exec, MCP)
+    assert len(refused) >= 3
+    for e in refused:
+        shown = e["data"]["gateway"]
+        assert (shown["rule"], shown["confinement"]["profile"]) == ("no-cat", "workspace-write")
 
 
 #: input the shell parser takes far longer than its time limit to read

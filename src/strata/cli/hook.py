@@ -515,6 +515,7 @@ def _record(
                 decision=verdict.decision,
                 tool=tool,
                 cwd=Path.cwd(),
+                gateway=verdict.gateway,
             )
     except (StrataError, OSError, sqlite3.Error) as exc:
         message = exc.message if isinstance(exc, StrataError) else str(exc)

@@ -279,7 +279,14 @@ class Gateway:
         _annotate(
             core,
             EventType.TOOL_CALL_STARTED,
-            {**base, "command": text, "shell": shell, "cwd": str(where), "argv": argv},
+            {
+                **base,
+                "command": text,
+                "shell": shell,
+                "cwd": str(where),
+                "argv": argv,
+                "gateway": verdict.to_json(),
+            },
             f"terminal_exec: {text}",
             author=author,
             operation=call,
@@ -524,6 +531,7 @@ def record_decision(
     tool: str = "terminal_exec",
     cwd: Path | str | None = None,
     author: Author | None = None,
+    gateway: GatewayDecision | None = None,
 ) -> str:
     """Record the gate's answer to a command that runs elsewhere (an agent's own tool).
 
@@ -536,7 +544,10 @@ def record_decision(
     ``denied`` (it needs approval and ``by`` refused it: ``reason`` says
     why) or ``asked`` (it needs approval and was handed to ``by``, whose
     answer Strata does not see). ``decision`` is the policy's, when the
-    policy judged it (its risk class and reason are recorded).
+    policy judged it (its risk class and reason are recorded); ``gateway``
+    the gateway's whole decision (:func:`strata.gateway.decision.decide`),
+    recorded as ``Gateway.exec`` records its own (``gateway`` in
+    ``tool_call_started``).
     """
     if outcome not in ("forbidden", "denied", "asked"):
         raise UsageError(f"unknown outcome {outcome!r}; use forbidden, denied or asked")
@@ -555,7 +566,13 @@ def record_decision(
         events: list[tuple[str, dict[str, Any], str]] = [
             (
                 EventType.TOOL_CALL_STARTED,
-                {**base, "command": command, "cwd": where, "judged_by": by},
+                {
+                    **base,
+                    "command": command,
+                    "cwd": where,
+                    "judged_by": by,
+                    **({"gateway": gateway.to_json()} if gateway is not None else {}),
+                },
                 f"{tool}: {command}",
             )
         ]
