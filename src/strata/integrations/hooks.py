@@ -21,6 +21,12 @@ permissions bypassed); ``--ask`` hands a high one to Claude Code's own prompt
 The CLI records each refusal with :func:`strata.gateway.record_decision`.
 Codex has no ``ask`` answer in PreToolUse: there a high-risk command is
 refused, a medium one left to Codex's own approval and sandbox.
+
+The judgement is the gateway's one decision (:func:`strata.gateway.decision.decide`);
+:func:`verdict_of` only words it for the agent. A Claude Code Bash call that
+goes ahead is answered with :func:`confined_input`: its command run inside
+the profile's confinement (bubblewrap), so the policy holds where the
+classifier errs. Codex's shell commands stay in Codex's own sandbox.
 """
 
 from __future__ import annotations
