@@ -155,3 +155,24 @@ def test_values_from_the_workspaces_env_and_key_files_are_redacted(
     )
     assert "--stripe [REDACTED:secret]" in rationales, rationales
     assert (workspace / ".env").read_text() == env_file  # the user's file, untouched
+
+
+def test_the_secret_files_an_agent_may_read_are_known(tmp_path: Path) -> None:
+    """Environment files' values and key files' lines, at the root and one folder down."""
+    from strata.redaction import Redactor, file_secrets
+
+    (tmp_path / ".env.local").write_text(f"# a comment line\nexport STRIPE_LIVE='{FROM_FILE}'\n")
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "tls.pem").write_text(
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2x9\n-----END CERTIFICATE-----\n"
+    )
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / ".env").write_text("DEEP=too-deep-to-look-at\n")
+    (tmp_path / ".strata").mkdir()
+    (tmp_path / ".strata" / "x.key").write_text("strata-own-file\n")
+    found = file_secrets(tmp_path)
+    assert FROM_FILE in found and "MIIBszCCAVmgAwIBAgIUQ2x9" in found
+    assert "too-deep-to-look-at" not in found and "strata-own-file" not in found
+    assert not any(v.startswith("#") or v.startswith("-----") for v in found)
+    said = Redactor(found).text(f"psql --password {FROM_FILE}")
+    assert said == "psql --password [REDACTED:secret]"
