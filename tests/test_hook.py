@@ -341,6 +341,8 @@ def test_pre_tool_use_ask_hands_the_prompt_to_claude_code(
     answer = json.loads(out)["hookSpecificOutput"]
     assert answer["hookEventName"] == "PreToolUse" and answer["permissionDecision"] == "ask"
     assert "rm" in answer["permissionDecisionReason"]
+    # approved there, it still runs confined
+    assert shlex.split(answer["updatedInput"]["command"])[-2:] == ["-c", "rm -rf app.py"]
     low = claude("PreToolUse", "Bash", {"command": "git status"}, workspace)
     code, out, err = hook(run_cli, low, cwd=workspace, args=("--ask",))
     assert (code, err) == (0, "") and confined(out, "git status")
@@ -1370,3 +1372,14 @@ def test_a_claude_code_call_that_cannot_be_judged_is_refused_not_let_through(
         run_cli, claude("PreToolUse", "Bash", {"command": "ls"}, workspace), cwd=workspace
     )
     assert (code, out) == (2, "") and "could not be judged" in err
+
+
+def test_the_full_profile_alone_lets_claude_codes_bash_run_unconfined(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    payload = claude("PreToolUse", "Bash", {"command": "ls -la"}, workspace)
+    code, out, err = hook(run_cli, payload, cwd=workspace)
+    assert (code, err) == (0, "") and confined(out, "ls -la")
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "full"\n')
+    assert hook(run_cli, payload, cwd=workspace) == (0, "", "")  # the command as it is
