@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,32 +42,38 @@ def test_a_tiny_timeout_is_honoured(repo: Repository) -> None:
     assert finished.data["status"] == "timed_out"
 
 
-def _gone(pid: int) -> bool:
-    """True once ``pid`` is dead (or a zombie waiting for whoever adopted it)."""
+def _gone(mark: str) -> bool:
+    """True once no process runs ``sleep MARK`` (dead, or a zombie waiting for its adopter).
+
+    Looked up by its command line: the command runs confined, in a PID namespace of
+    its own, so the PID it sees is not the host's.
+    """
     for _ in range(100):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        status = Path(f"/proc/{pid}/status")
-        if status.exists() and "State:\tZ" in status.read_text():
+        alive = False
+        for status in Path("/proc").glob("[0-9]*/status"):
+            try:
+                cmdline = (status.parent / "cmdline").read_bytes()
+                state = status.read_text()
+            except OSError:
+                continue
+            if cmdline == f"sleep\0{mark}\0".encode() and "State:\tZ" not in state:
+                alive = True
+        if not alive:
             return True
         time.sleep(0.05)
     return False
 
 
 def test_timeout_kills_the_whole_process_group(repo: Repository) -> None:
-    result = repo.exec(
-        "sleep 30 & echo $! > /dev/stderr; wait", timeout_s=0.5, approver=approve_all()
-    )
+    result = repo.exec("sleep 30.0117 & wait", timeout_s=0.5, approver=approve_all())
     assert result.timed_out
-    assert _gone(int(result.stderr.strip())), "the background sleep outlived the timeout"
+    assert _gone("30.0117"), "the background sleep outlived the timeout"
 
 
 def test_nothing_it_started_outlives_it(repo: Repository) -> None:
-    result = repo.exec("sleep 30 >/dev/null 2>&1 & echo $!", timeout_s=10)
+    result = repo.exec("sleep 30.0118 >/dev/null 2>&1 &", timeout_s=10)
     assert result.ok and not result.timed_out
-    assert _gone(int(result.stdout.strip())), "the background sleep outlived the command"
+    assert _gone("30.0118"), "the background sleep outlived the command"
 
 
 def test_output_is_clipped_and_the_command_killed(repo: Repository) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -54,6 +55,14 @@ def claude(
         payload["tool_response"] = {"filePath": tool_input.get("file_path"), "success": True}
     payload.update(extra)
     return payload
+
+
+def confined(out: str, command: str) -> bool:
+    """True when the hook's answer runs ``command`` inside Strata's confinement (bubblewrap)."""
+    answer = json.loads(out)["hookSpecificOutput"]
+    wrapped = shlex.split(answer["updatedInput"]["command"])
+    assert answer["hookEventName"] == "PreToolUse" and "permissionDecision" not in answer
+    return Path(wrapped[0]).name == "bwrap" and wrapped[-2:] == ["-c", command]
 
 
 def hook(
@@ -188,7 +197,6 @@ ALLOWED = [
     ("Edit", {"file_path": "{ws}/app.py", "old_string": "v1", "new_string": "v2"}),
     ("Write", {"file_path": "sub/../deeper/new.py", "content": "x"}),
     ("Read", {"file_path": "/etc/hostname"}),
-    ("Bash", {"command": "rm -rf /"}),  # no policy given: file rules only
     ("Write", {}),  # Claude Code's own validation says what is missing
 ]
 
@@ -266,7 +274,8 @@ def test_pre_tool_use_blocks_with_exit_2_and_the_reason(
     inside = claude("PreToolUse", "Edit", {"file_path": "app.py"}, workspace)
     assert hook(run_cli, inside, cwd=workspace) == (0, "", "")
     bash = claude("PreToolUse", "Bash", {"command": "ls -la"}, workspace)
-    assert hook(run_cli, bash, cwd=workspace) == (0, "", "")
+    code, out, err = hook(run_cli, bash, cwd=workspace)
+    assert (code, err) == (0, "") and confined(out, "ls -la")
 
 
 @pytest.mark.parametrize(
@@ -276,11 +285,11 @@ def test_pre_tool_use_blocks_with_exit_2_and_the_reason(
 def test_a_bash_command_the_policy_wants_approved_is_refused(
     workspace: Path, command: str, make_repo: Callable[..., Any]
 ) -> None:
-    from strata.integrations.hooks import gateway_policy, pre_tool_use
+    from strata.integrations.hooks import pre_tool_use
 
     repo = make_repo(workspace, init=False)
     payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
-    verdict = pre_tool_use(payload, root=workspace, policy=gateway_policy(repo.gateway().decide))
+    verdict = pre_tool_use(payload, root=workspace, policy=repo.gateway().policy)
     assert not verdict.allowed and verdict.ask
     assert verdict.reason.startswith("strata: ") and "needs approval" in verdict.reason
 
@@ -317,7 +326,8 @@ def test_a_medium_risk_bash_command_is_left_to_claude_code_unless_strict(
     workspace: Path, run_cli: CliRunner, command: str
 ) -> None:
     payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
-    assert hook(run_cli, payload, cwd=workspace) == (0, "", "")  # Claude Code's rules decide
+    code, out, err = hook(run_cli, payload, cwd=workspace)  # Claude Code's rules decide
+    assert (code, err) == (0, "") and confined(out, command)  # and it runs confined
     code, _, err = hook(run_cli, payload, cwd=workspace, args=("--strict",))
     assert code == 2 and err.startswith("strata: medium-risk command")
 
@@ -331,8 +341,11 @@ def test_pre_tool_use_ask_hands_the_prompt_to_claude_code(
     answer = json.loads(out)["hookSpecificOutput"]
     assert answer["hookEventName"] == "PreToolUse" and answer["permissionDecision"] == "ask"
     assert "rm" in answer["permissionDecisionReason"]
+    # approved there, it still runs confined
+    assert shlex.split(answer["updatedInput"]["command"])[-2:] == ["-c", "rm -rf app.py"]
     low = claude("PreToolUse", "Bash", {"command": "git status"}, workspace)
-    assert hook(run_cli, low, cwd=workspace, args=("--ask",)) == (0, "", "")
+    code, out, err = hook(run_cli, low, cwd=workspace, args=("--ask",))
+    assert (code, err) == (0, "") and confined(out, "git status")
 
 
 def test_pre_tool_use_follows_the_workspace_policy(workspace: Path, run_cli: CliRunner) -> None:
@@ -422,7 +435,8 @@ def test_what_the_hook_lets_through_records_nothing(workspace: Path, run_cli: Cl
     before = len(events(run_cli, workspace))
     for command in ("ls -la", "rm app.py"):  # low; medium left to Claude Code's own rules
         payload = claude("PreToolUse", "Bash", {"command": command}, workspace)
-        assert hook(run_cli, payload, cwd=workspace) == (0, "", "")
+        code, out, err = hook(run_cli, payload, cwd=workspace)
+        assert (code, err) == (0, "") and confined(out, command)
     assert len(events(run_cli, workspace)) == before
 
 
@@ -1358,3 +1372,14 @@ def test_a_claude_code_call_that_cannot_be_judged_is_refused_not_let_through(
         run_cli, claude("PreToolUse", "Bash", {"command": "ls"}, workspace), cwd=workspace
     )
     assert (code, out) == (2, "") and "could not be judged" in err
+
+
+def test_the_full_profile_alone_lets_claude_codes_bash_run_unconfined(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    payload = claude("PreToolUse", "Bash", {"command": "ls -la"}, workspace)
+    code, out, err = hook(run_cli, payload, cwd=workspace)
+    assert (code, err) == (0, "") and confined(out, "ls -la")
+    with open(workspace / ".strata" / "config.toml", "a") as config:
+        config.write('\n[gateway]\nprofile = "full"\n')
+    assert hook(run_cli, payload, cwd=workspace) == (0, "", "")  # the command as it is

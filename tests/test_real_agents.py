@@ -161,6 +161,29 @@ def test_claude_code_prompt_is_undone_whole(workspace: Path, run_cli: CliRunner)
     assert (workspace / "src" / "app.py").read_text() == "x = 9\n"
 
 
+def test_claude_code_bash_runs_confined_where_the_classifier_lets_it_through(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Code piped into a shell is medium: the hook leaves it to Claude Code's own rules
+    (which allow Bash here), so the classifier lets it through. PreToolUse answers with
+    ``updatedInput``: the command runs inside Strata's confinement, where the write
+    outside the workspace, and the write into .strata, fail; the write inside lands."""
+    ok(run_cli("hook", "install", "claude-code", cwd=workspace))
+    outside = workspace.parent / "outside.txt"
+    outside.write_text("the host's\n")
+    config = workspace / ".strata" / "config.toml"
+    before = config.read_text()
+    hidden = "echo pwned > ../outside.txt; echo '[gateway]' >> .strata/config.toml; echo 9 > in.txt"
+    script = [[Shell(f"echo {json.dumps(hidden)} | sh")]]
+    with AnthropicEndpoint(script) as api:
+        _claude(run_cli, workspace, api, "--allowedTools", "Bash")
+        (result,) = api.tool_results()
+    assert outside.read_text() == "the host's\n", result
+    assert config.read_text() == before, result
+    assert (workspace / "in.txt").read_text() == "9\n", result
+    assert "Read-only file system" in result or "Permission denied" in result, result
+
+
 def test_claude_code_calls_stratas_mcp_tools(workspace: Path, run_cli: CliRunner) -> None:
     """``claude mcp add strata -- strata -C WS mcp`` as the docs say; the model takes a
     snapshot through the server and reads it back with the history tool."""

@@ -11,9 +11,12 @@ this is for what Strata says about them (rationales, commands, model calls).
 
 from __future__ import annotations
 
+import fnmatch
+import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 #: what a secret looks like, by kind, in any text
@@ -63,6 +66,80 @@ def secret_values(environ: Mapping[str, str]) -> tuple[str, ...]:
             reverse=True,  # a longer secret first: one that holds a shorter one goes whole
         )
     )
+
+
+#: files whose values are secrets, by name (an agent reads them; their values then travel in
+#: its commands and messages): environment files, then key and credential files
+ENV_FILES = (".env", ".env.*", "*.env", ".envrc")
+KEY_FILES = ("*.pem", "*.key", "id_rsa*", "id_ecdsa*", "id_ed25519*", ".netrc", ".pgpass")
+#: how deep below the workspace's root such files are looked for, and how big one is read
+SECRET_FILE_DEPTH = 1
+SECRET_FILE_BYTES = 64 * 1024
+_ENV_LINE = re.compile(r"^\s*(?:export\s+)?[A-Za-z_][A-Za-z0-9_.-]*\s*[=:]\s*(.*?)\s*$")
+_SKIPPED = frozenset({".git", ".strata", "node_modules", ".venv", "venv", "__pycache__"})
+
+
+def file_secrets(root: Path) -> tuple[str, ...]:
+    """The secret values of the workspace's environment and key files (``.env``, ``*.pem``…).
+
+    Looked for in ``root`` and its folders down to :data:`SECRET_FILE_DEPTH`
+    (git-ignored ones too: that is where they are kept). An environment
+    file's values (``NAME=value``, quotes taken off) and a key file's lines
+    count when at least :data:`MIN_SECRET` characters long. Unreadable files
+    are passed over.
+    """
+    found: set[str] = set()
+    for folder in _folders(root):
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            env = any(fnmatch.fnmatch(name, p) for p in ENV_FILES)
+            if not env and not any(fnmatch.fnmatch(name, p) for p in KEY_FILES):
+                continue
+            try:
+                with open(folder / name, "rb") as f:
+                    text = f.read(SECRET_FILE_BYTES).decode("utf-8", "replace")
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if env:
+                    match = _ENV_LINE.match(line)
+                    value = match.group(1).strip("'\"") if match else ""
+                else:
+                    value = line.strip()
+                    if value.startswith("-----") or value.startswith("#"):
+                        continue
+                    if name in (".netrc", ".pgpass"):
+                        value = value.split()[-1] if " " in value else value.split(":")[-1]
+                if len(value) >= MIN_SECRET and not value.startswith("#"):
+                    found.add(value)
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def _folders(root: Path) -> list[Path]:
+    """``root`` and its folders down to :data:`SECRET_FILE_DEPTH` (not .git, .strata…)."""
+    out = [(root, 0)]
+    for folder, depth in out:
+        if depth >= SECRET_FILE_DEPTH:
+            continue
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name not in _SKIPPED and entry.is_dir(follow_symlinks=False):
+                out.append((Path(entry.path), depth + 1))
+    return [folder for folder, _ in out]
+
+
+def known_secrets(environ: Mapping[str, str], root: Path | None = None) -> tuple[str, ...]:
+    """Every value never to be written: the environment's secrets, and ``root``'s files'."""
+    values = set(secret_values(environ))
+    if root is not None:
+        values.update(file_secrets(root))
+    return tuple(sorted(values, key=len, reverse=True))
 
 
 @dataclass

@@ -98,3 +98,81 @@ def test_a_runs_command_line_is_redacted(workspace: Path, run_cli: CliRunner) ->
     ok(run_cli("run", "--", sys.executable, "-c", script, f"--api-key={ANTHROPIC}", cwd=workspace))
     assert ANTHROPIC.encode() not in ledger_bytes(workspace)
     assert (workspace / "out.txt").read_text() == "done"
+
+
+#: a value that looks like nothing: known only from the .env file the agent read
+FROM_FILE = "plain-looking-4c1d9e"
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "codex"])
+def test_values_from_the_workspaces_env_and_key_files_are_redacted(
+    workspace: Path, run_cli: CliRunner, agent: str
+) -> None:
+    """A git-ignored .env and a key file the agent read: their values, pasted into its
+    commands, reach no record (hook and Codex records alike); the files stay as they are."""
+    (workspace / ".gitignore").write_text(".env\n")
+    env_file = f"OPENAI_API_KEY={OPENAI}\nexport STRIPE_LIVE='{FROM_FILE}'\n"
+    (workspace / ".env").write_text(env_file)
+    (workspace / "deploy").mkdir()
+    (workspace / "deploy" / "service.key").write_text(f"{ANTHROPIC}\n")
+    command = f"deploy --stripe {FROM_FILE} --key {ANTHROPIC} && echo OPENAI_API_KEY={OPENAI}"
+    for event in ("PreToolUse", "PostToolUse"):
+        payload = {
+            "session_id": "s1",
+            "cwd": str(workspace),
+            "hook_event_name": event,
+            "tool_name": "Bash",
+            "tool_input": {"command": command},
+        }
+        if event == "PostToolUse":
+            (workspace / "app.py").write_text("x = 2\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "strata", "hook", agent],
+            input=json.dumps(payload), cwd=workspace, env=run_cli.env(), capture_output=True,
+            text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+    # a refused call's record too
+    refused = {
+        "session_id": "s1",
+        "cwd": str(workspace),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": f"rm -rf / --token {FROM_FILE}"},
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "strata", "hook", agent],
+        input=json.dumps(refused), cwd=workspace, env=run_cli.env(), capture_output=True,
+        text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    recorded = ledger_bytes(workspace)
+    for secret in (FROM_FILE, OPENAI, ANTHROPIC):
+        assert secret.encode() not in recorded, secret
+    rationales = " ".join(
+        str(e["rationale"]) + json.dumps(e["data"])
+        for e in as_json(run_cli("history", "--json", cwd=workspace))
+    )
+    assert "--stripe [REDACTED:secret]" in rationales, rationales
+    assert (workspace / ".env").read_text() == env_file  # the user's file, untouched
+
+
+def test_the_secret_files_an_agent_may_read_are_known(tmp_path: Path) -> None:
+    """Environment files' values and key files' lines, at the root and one folder down."""
+    from strata.redaction import Redactor, file_secrets
+
+    (tmp_path / ".env.local").write_text(f"# a comment line\nexport STRIPE_LIVE='{FROM_FILE}'\n")
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "tls.pem").write_text(
+        "-----BEGIN CERTIFICATE-----\nMIIBszCCAVmgAwIBAgIUQ2x9\n-----END CERTIFICATE-----\n"
+    )
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "b" / ".env").write_text("DEEP=too-deep-to-look-at\n")
+    (tmp_path / ".strata").mkdir()
+    (tmp_path / ".strata" / "x.key").write_text("strata-own-file\n")
+    found = file_secrets(tmp_path)
+    assert FROM_FILE in found and "MIIBszCCAVmgAwIBAgIUQ2x9" in found
+    assert "too-deep-to-look-at" not in found and "strata-own-file" not in found
+    assert not any(v.startswith("#") or v.startswith("-----") for v in found)
+    said = Redactor(found).text(f"psql --password {FROM_FILE}")
+    assert said == "psql --password [REDACTED:secret]"

@@ -198,6 +198,10 @@ def open_repo(author: Author | None = None, *, start_watcher: bool = True) -> Re
         **injected(),
     )
     _warn_unknown_tables(repo)
+    from strata.redaction import known_secrets
+
+    # the values of the workspace's .env and key files an agent may have read, too
+    repo.ledger.secrets = known_secrets(os.environ, repo.root)
     if start_watcher and AUTOSTART:
         from strata.cli.watcher import autostart  # (light: the watcher's module is not loaded)
 

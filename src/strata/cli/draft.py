@@ -263,7 +263,7 @@ def _model_proxy(repo: Repository) -> Iterator[Any]:
     import tempfile
 
     from strata.integrations.model_proxy import recording
-    from strata.redaction import secret_values
+    from strata.redaction import known_secrets
 
     folder = Path(tempfile.mkdtemp(prefix="strata-model-proxy-"))
     try:
@@ -271,7 +271,7 @@ def _model_proxy(repo: Repository) -> Iterator[Any]:
             repo.objects.put,
             os.environ,
             root=repo.root,
-            secrets=secret_values(os.environ),
+            secrets=known_secrets(os.environ, repo.root),
             socket_folder=folder,
         ) as proxy:
             yield proxy

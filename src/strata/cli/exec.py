@@ -24,7 +24,13 @@ from strata.cli.common import (
     open_repo,
     profile_option,
 )
-from strata.errors import GatewayError, NotARepository, UsageError, WorkspaceRequired
+from strata.errors import (
+    CommandForbidden,
+    GatewayError,
+    NotARepository,
+    UsageError,
+    WorkspaceRequired,
+)
 from strata.schemas import versioned
 
 #: what stays of a command's output on the terminal when it printed more
@@ -93,7 +99,12 @@ def exec_(
     push, curl, package installs, unknown programs) and high (rm -rf, dd,
     git push --force, curl | sh, writes outside the workspace, unparseable
     input) ask for approval under the default profile (see docs/gateway.md
-    for profiles and the [gateway] rules of config.toml). Right before an
+    for profiles and the [gateway] rules of config.toml). The command runs
+    confined by the profile of config.toml (bubblewrap): under
+    workspace-write it may write the workspace but not .strata, under
+    read-only nothing, and no network unless [gateway] network = "allow";
+    only profile = "full" in config.toml lifts it (--profile may only make it
+    stricter). Right before an
     approved command a snapshot is taken, so 'strata undo' reverts it. The
     run, its diff and every approval are recorded ('strata history --action
     approval').
@@ -159,7 +170,11 @@ def _exec(
             author=who,
         )
         if dry_run:
-            decision = gateway.decide(target, cwd=start)
+            verdict = gateway.judge(target, cwd=start)
+            decision = verdict.policy
+            if decision is None:  # not judged in time, or at all: what running it would say
+                text = target if isinstance(target, str) else " ".join(target)
+                raise CommandForbidden(text, verdict.reason)
             if as_json:
                 emit_json({"dry_run": True, **decision.to_json(), "ran": False})
                 return

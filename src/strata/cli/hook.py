@@ -23,7 +23,6 @@ from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
     from strata.core.groups import Group
-    from strata.gateway.policy import PolicyDecision
     from strata.integrations.hooks import Agent, Verdict
     from strata.layout import Layout
     from strata.repo import Repository
@@ -105,7 +104,11 @@ def hook_claude_code(
     since PostToolUse records it and 'strata undo' reverts it (--strict
     refuses it too). Each refusal is recorded, the session as its author:
     'strata history --action approval' (or --action tool_call for a
-    forbidden call) shows the command, its risk, the reason.
+    forbidden call) shows the command, its risk, the reason. A Bash call
+    that goes ahead is answered with updatedInput: its command run inside
+    the workspace profile's confinement (bubblewrap: nothing writable but
+    the workspace, never .strata, no network; [gateway] profile = "full"
+    lifts it), so the policy holds where the classifier errs.
     UserPromptSubmit records your work so far and opens a group for the
     prompt: the operations of its tool calls, until Stop, are its steps, one
     line in 'strata op log' and one 'strata undo'. Other events, and any
@@ -291,7 +294,9 @@ def _pre_tool_use(
 
     A refusal, and a call handed to Claude Code's own prompt, is recorded in the
     ledger as the gateway records its decisions (:func:`strata.gateway.record_decision`).
-    A writing call that goes ahead first records the person's unrecorded work.
+    A writing call that goes ahead first records the person's unrecorded work;
+    Claude Code's Bash command is then answered with ``updatedInput``: the
+    command run inside the gateway's confinement.
     """
     from strata.integrations.hooks import CLAUDE_CODE
     from strata.layout import find_layout
@@ -301,43 +306,67 @@ def _pre_tool_use(
         layout = find_layout(Path.cwd())
     except NotARepository:
         return  # not a Strata workspace: nothing here to protect
-    goes_ahead = _judge(payload, layout, agent, ask_prompts=ask_prompts, strict=strict)
-    if goes_ahead and payload.get("tool_name") in agent.writing_tools:
+    verdict = _judge(payload, layout, agent, ask_prompts=ask_prompts, strict=strict)
+    if verdict is None:
+        return
+    if payload.get("tool_name") in agent.writing_tools:
         _record_outside(payload, layout, agent)
+    if not (verdict.ask and ask_prompts and (strict or verdict.risk != "medium")):
+        # (handed to Claude Code's prompt: that answer carried its confinement already)
+        _confine(payload, verdict, layout, agent)
 
 
 def _judge(
     payload: dict[str, Any], layout: Layout, agent: Agent, *, ask_prompts: bool, strict: bool
-) -> bool:
-    """Judge a call and answer the agent (a refusal exits 2); True when it may go ahead."""
-    from strata.integrations.hooks import gateway_policy, pre_tool_use
+) -> Verdict | None:
+    """Judge a call and answer the agent (a refusal exits 2); the verdict when it may go ahead.
 
-    if payload.get("tool_name") != agent.shell_tool:  # the file rules need no repository
-        verdict = pre_tool_use(payload, root=layout.workspace, agent=agent, repo=layout.repo)
-    else:
-        try:
-            # judged from config.toml alone: the repository is opened only to record a
-            # refusal (most commands are allowed, and Claude Code waits for this hook)
-            from strata.gateway.exec import configured_policy, workspace_folder
-            from strata.layout import load_config
+    Judged from config.toml alone: the repository is opened only to record a
+    refusal (most calls are allowed, and the agent waits for this hook).
+    """
+    from strata.gateway.exec import configured_policy
+    from strata.integrations.hooks import pre_tool_use
+    from strata.layout import load_config
 
-            root = layout.workspace
-            configured = configured_policy(load_config(layout).raw, layout.config, root)
+    root = layout.workspace
+    try:
+        policy = configured_policy(load_config(layout).raw, layout.config, root)
+    except StrataError as exc:
+        # the agent runs the tool when a hook fails any other way: a call that cannot be
+        # judged (a broken [gateway] policy) is refused, not let through
+        hint = f" ({exc.hint})" if exc.hint else ""
+        click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
+        sys.stdout.flush()
+        raise SystemExit(2) from None
+    verdict = pre_tool_use(payload, root=root, policy=policy, agent=agent, repo=layout.repo)
+    if _answer(
+        payload, verdict, ask_prompts=ask_prompts, strict=strict, agent=agent, layout=layout
+    ):
+        return verdict
+    return None
 
-            def decide(command: str, *, cwd: Path) -> PolicyDecision:
-                return configured.decide(command, cwd=workspace_folder(root, cwd))
 
-            verdict = pre_tool_use(
-                payload, root=root, policy=gateway_policy(decide), agent=agent, repo=layout.repo
-            )
-        except StrataError as exc:
-            # the agent runs the tool when a hook fails any other way: a command that
-            # cannot be judged (a broken [gateway] policy) is refused, not let through
-            hint = f" ({exc.hint})" if exc.hint else ""
-            click.echo(f"strata: cannot judge the command: {exc.message}{hint}", err=True)
-            sys.stdout.flush()
-            raise SystemExit(2) from None
-    return _answer(payload, verdict, ask_prompts=ask_prompts, strict=strict, agent=agent)
+def _confine(payload: dict[str, Any], verdict: Verdict, layout: Layout, agent: Agent) -> None:
+    """Answer Claude Code's Bash call with its command run inside the gateway's confinement.
+
+    Codex runs its shell commands in a sandbox of its own (kept on); its
+    hook's answer has no input to replace.
+    """
+    from strata.integrations.hooks import confined_input
+
+    if agent.name != "claude-code" or payload.get("tool_name") != agent.shell_tool:
+        return
+    tool_input = payload.get("tool_input")
+    if verdict.gateway is None or not isinstance(tool_input, dict):
+        return
+    updated = confined_input(
+        tool_input, verdict.gateway, root=layout.workspace, cwd=Path.cwd(), repo=layout.repo
+    )
+    if updated is None:
+        return
+    answer = {"hookSpecificOutput": {"hookEventName": "PreToolUse", "updatedInput": updated}}
+    click.echo(json.dumps(answer))
+    sys.stdout.flush()
 
 
 def _record_outside(payload: dict[str, Any], layout: Layout, agent: Agent | None = None) -> None:
@@ -388,6 +417,7 @@ def _answer(
     ask_prompts: bool,
     strict: bool,
     agent: Agent | None = None,
+    layout: Layout | None = None,
 ) -> bool:
     """Give the agent the hook's answer to a judged call, and record a refusal or a prompt.
 
@@ -398,13 +428,23 @@ def _answer(
     if verdict.ask and verdict.risk == "medium" and not strict:
         return True  # the agent's own permission rules decide; its changes are recorded
     if verdict.ask and ask_prompts:
-        answer = {
+        answer: dict[str, Any] = {
             "hookSpecificOutput": {
                 "hookEventName": "PreToolUse",
                 "permissionDecision": "ask",
                 "permissionDecisionReason": verdict.reason,
             }
         }
+        tool_input = payload.get("tool_input")
+        if verdict.gateway is not None and layout is not None and isinstance(tool_input, dict):
+            from strata.integrations.hooks import confined_input
+
+            updated = confined_input(
+                tool_input, verdict.gateway, root=layout.workspace, cwd=Path.cwd(),
+                repo=layout.repo,
+            )  # fmt: skip
+            if updated is not None:  # approved, it still runs confined
+                answer["hookSpecificOutput"]["updatedInput"] = updated
         click.echo(json.dumps(answer))
         sys.stdout.flush()
         _record(payload, verdict, "asked", by="Claude Code's permission prompt")
@@ -475,6 +515,7 @@ def _record(
                 decision=verdict.decision,
                 tool=tool,
                 cwd=Path.cwd(),
+                gateway=verdict.gateway,
             )
     except (StrataError, OSError, sqlite3.Error) as exc:
         message = exc.message if isinstance(exc, StrataError) else str(exc)

@@ -42,7 +42,7 @@ def proxy(port: int) -> None:
       # in the agent's shell: export ANTHROPIC_BASE_URL=http://127.0.0.1:PORT
     """
     from strata.integrations.model_proxy import recording
-    from strata.redaction import secret_values
+    from strata.redaction import known_secrets
 
     stop = threading.Event()
 
@@ -55,7 +55,7 @@ def proxy(port: int) -> None:
                 repo.objects.put,
                 os.environ,
                 root=repo.root,
-                secrets=secret_values(os.environ),
+                secrets=known_secrets(os.environ, repo.root),
                 port=port,
             )
             running = serving.__enter__()

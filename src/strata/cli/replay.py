@@ -93,9 +93,9 @@ def replay(
 
     with open_repo() as repo:
         from strata.integrations.model_proxy import replaying
-        from strata.redaction import secret_values
+        from strata.redaction import known_secrets
 
-        secrets = secret_values(os.environ)
+        secrets = known_secrets(os.environ, repo.root)
         commands = Commands(
             environ=dict(os.environ),
             sandbox=sandbox,

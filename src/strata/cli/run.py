@@ -453,10 +453,10 @@ def _model_proxy(repo: Repository) -> Iterator[Any]:
     import os
 
     from strata.integrations.model_proxy import recording
-    from strata.redaction import secret_values
+    from strata.redaction import known_secrets
 
     with recording(
-        repo.objects.put, os.environ, root=repo.root, secrets=secret_values(os.environ)
+        repo.objects.put, os.environ, root=repo.root, secrets=known_secrets(os.environ, repo.root)
     ) as proxy:
         saved = {k: os.environ.get(k) for k in proxy.environment()}
         os.environ.update(proxy.environment())

@@ -29,6 +29,11 @@ Public entry points (names kept stable for ``strata mcp`` and ``strata hook``):
   call that runs elsewhere (an agent's hook refused it, or handed it to the
   agent's own prompt), as record-only events ``strata undo`` steps over.
   ``Repository.exec(...)`` and ``Repository.gateway(...)`` are the facade's.
+* :func:`decide` ``(policy, call: Call, *, repository=None) -> GatewayDecision``
+  — the gateway's one decision, asked by every front end (hooks, MCP,
+  ``exec``, the host): ``allow``/``ask``/``refuse``, why, and the
+  :class:`~strata.sandbox.confine.Confinement` the call runs under; the
+  classifier runs under a time limit (:mod:`strata.gateway.decision`).
 * :func:`run_capability` ``(core, kind, args, *, gateway=None) -> dict`` —
   the capability registry: ``terminal_exec``, ``docx``, ``excel``
   (:mod:`strata.gateway.capabilities`).
@@ -55,6 +60,7 @@ from strata.gateway.approval import (
 )
 from strata.gateway.capabilities import CAPABILITIES, run_capability
 from strata.gateway.classify import RISKS, Finding, Part, Risk, RiskDecision, classify
+from strata.gateway.decision import Call, GatewayDecision, decide
 from strata.gateway.exec import (
     ExecResult,
     Gateway,
@@ -80,10 +86,12 @@ __all__ = [
     "ApprovalDecision",
     "ApprovalRequest",
     "Approver",
+    "Call",
     "Decision",
     "ExecResult",
     "Finding",
     "Gateway",
+    "GatewayDecision",
     "Part",
     "Policy",
     "PolicyDecision",
@@ -94,6 +102,7 @@ __all__ = [
     "ask",
     "callback_approver",
     "classify",
+    "decide",
     "deny_all",
     "load_policy",
     "policy_for",

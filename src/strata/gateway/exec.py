@@ -53,9 +53,11 @@ from strata.gateway.approval import (
     deny_all,
     state_summary,
 )
+from strata.gateway.decision import Call, GatewayDecision, confinement_of, decide
 from strata.gateway.policy import Policy, PolicyDecision, load_policy
 from strata.ledger.events import Author, EventType
 from strata.runs.process import kill_group, wait_session
+from strata.sandbox.confine import confined_command
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -210,12 +212,25 @@ class Gateway:
         self.author = author
         self.max_steps = max_steps
         self.steps = 0
+        self.confinement = confinement_of(self.policy)
+        """How the commands run: the configured profile's confinement (or a stricter one)."""
 
     def decide(
         self, command: str | Sequence[str], *, cwd: Path | str | None = None
     ) -> PolicyDecision:
         """What the policy says about ``command`` (nothing runs, nothing is recorded)."""
         return self.policy.decide(command, cwd=self._cwd(cwd))
+
+    def judge(
+        self, command: str | Sequence[str], *, cwd: Path | str | None = None
+    ) -> GatewayDecision:
+        """The gateway's decision on ``command`` (:func:`strata.gateway.decision.decide`)."""
+        shown = command if isinstance(command, str) else tuple(str(a) for a in command)
+        return self.ask_gateway(Call("shell", shown, cwd=self._cwd(cwd)))
+
+    def ask_gateway(self, call: Call) -> GatewayDecision:
+        """The gateway's decision on any ``call`` (a tool's, such as ``draft_run``)."""
+        return decide(self.policy, call, repository=self.core.layout.repo)
 
     def exec(
         self,
@@ -256,7 +271,7 @@ class Gateway:
             if not argv or not argv[0]:
                 raise UsageError("the command is empty")
             text = shlex.join(argv)
-        decision = self.policy.decide(command, cwd=where)
+        verdict = self.judge(command, cwd=where)
         self.steps += 1
         call = core.ledger.new_id()
         author = self.author or core.author
@@ -264,39 +279,53 @@ class Gateway:
         _annotate(
             core,
             EventType.TOOL_CALL_STARTED,
-            {**base, "command": text, "shell": shell, "cwd": str(where), "argv": argv},
+            {
+                **base,
+                "command": text,
+                "shell": shell,
+                "cwd": str(where),
+                "argv": argv,
+                "gateway": verdict.to_json(),
+            },
             f"terminal_exec: {text}",
             author=author,
             operation=call,
         )
-        approval = self._gate(decision, text, where, author=author, base=base)
+        decision, approval = self._gate(verdict, text, where, author=author, base=base)
         return self._run(decision, approval, text, argv, where, env, timeout_s, max_output, base)
 
     # -- the gate ----------------------------------------------------------------------
 
     def _gate(
         self,
-        decision: PolicyDecision,
+        verdict: GatewayDecision,
         text: str,
         where: Path,
         *,
         author: Author,
         base: dict[str, Any],
-    ) -> ApprovalDecision | None:
+    ) -> tuple[PolicyDecision, ApprovalDecision | None]:
         core = self.core
         call = base["tool_call_id"]
-        if decision.decision == "forbid":
+        decision = verdict.policy
+        if verdict.answer == "refuse" or decision is None:
             _annotate(
                 core,
                 EventType.TOOL_CALL_FINISHED,
-                {**base, "status": "forbidden", "reason": decision.reason, "risk": decision.risk},
-                f"forbidden: {text} — {decision.reason}",
+                {
+                    **base,
+                    "status": "forbidden",
+                    "reason": verdict.reason,
+                    "risk": verdict.risk,
+                    "decision": verdict.to_json(),
+                },
+                f"forbidden: {text} — {verdict.reason}",
                 author=author,
                 operation=call,
             )
-            raise CommandForbidden(text, decision.reason)
-        if decision.decision == "allow":
-            return None
+            raise CommandForbidden(text, verdict.reason)
+        if verdict.answer == "allow":
+            return decision, None
         request = ApprovalRequest(
             command=text,
             risk=decision.risk,
@@ -335,7 +364,7 @@ class Gateway:
                 operation=call,
             )
             raise ApprovalDenied(text, answer.reason, by=answer.by)
-        return answer
+        return decision, answer
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -360,13 +389,29 @@ class Gateway:
         _annotate(
             core,
             EventType.TERMINAL_STEP_STARTED,
-            {**base, "step": self.steps, "command": text, "risk": decision.risk},
+            {
+                **base,
+                "step": self.steps,
+                "command": text,
+                "risk": decision.risk,
+                "confinement": self.confinement.to_json(),
+            },
             f"step {self.steps}: {text}",
             author=author,
             operation=call,
         )
         # the 'before' snapshot: taken right before the command, after any approval
         try:
+            # confined as the configuration says: the policy's promise holds when the
+            # classifier errs (a missing bubblewrap refuses the command, never runs it bare)
+            confined = confined_command(
+                argv,
+                confinement=self.confinement,
+                workspace=core.root,
+                cwd=where,
+                repository=core.layout.repo,
+                new_session=False,  # run_bounded's session: a time-out kills the group
+            )
             begun = begin_run(core, argv, author=author, label=f"terminal_exec {call}", cwd=where)
         except StrataError as exc:  # the program is missing, the workspace is busy…
             _annotate(
@@ -380,7 +425,7 @@ class Gateway:
             raise
         try:
             bounded = run_bounded(
-                argv, cwd=where, env=env, timeout_s=timeout_s, max_output=max_output
+                confined, cwd=where, env=env, timeout_s=timeout_s, max_output=max_output
             )
         except BaseException:
             begun.lease.abandon()  # the next command that writes records the run as interrupted
@@ -486,6 +531,7 @@ def record_decision(
     tool: str = "terminal_exec",
     cwd: Path | str | None = None,
     author: Author | None = None,
+    gateway: GatewayDecision | None = None,
 ) -> str:
     """Record the gate's answer to a command that runs elsewhere (an agent's own tool).
 
@@ -498,7 +544,10 @@ def record_decision(
     ``denied`` (it needs approval and ``by`` refused it: ``reason`` says
     why) or ``asked`` (it needs approval and was handed to ``by``, whose
     answer Strata does not see). ``decision`` is the policy's, when the
-    policy judged it (its risk class and reason are recorded).
+    policy judged it (its risk class and reason are recorded); ``gateway``
+    the gateway's whole decision (:func:`strata.gateway.decision.decide`),
+    recorded as ``Gateway.exec`` records its own (``gateway`` in
+    ``tool_call_started``).
     """
     if outcome not in ("forbidden", "denied", "asked"):
         raise UsageError(f"unknown outcome {outcome!r}; use forbidden, denied or asked")
@@ -517,7 +566,13 @@ def record_decision(
         events: list[tuple[str, dict[str, Any], str]] = [
             (
                 EventType.TOOL_CALL_STARTED,
-                {**base, "command": command, "cwd": where, "judged_by": by},
+                {
+                    **base,
+                    "command": command,
+                    "cwd": where,
+                    "judged_by": by,
+                    **({"gateway": gateway.to_json()} if gateway is not None else {}),
+                },
                 f"{tool}: {command}",
             )
         ]

@@ -17,6 +17,7 @@ Codex CLI's execpolicy::
 
     [gateway]
     profile = "workspace-write"
+    network = "deny"   # "allow": confined commands may reach the network
 
     [[gateway.rules]]
     name = "git-read"
@@ -69,7 +70,7 @@ PROFILES: dict[str, dict[str, Decision]] = {
 DEFAULT_PROFILE = "workspace-write"
 
 #: the keys of ``[gateway]`` and of each ``[[gateway.rules]]`` table
-GATEWAY_SETTINGS: tuple[str, ...] = ("profile", "rules")
+GATEWAY_SETTINGS: tuple[str, ...] = ("profile", "network", "rules")
 RULE_SETTINGS: tuple[str, ...] = (
     "name",
     "pattern",
@@ -157,6 +158,11 @@ class Policy:
     workspace: Path
     profile: str = DEFAULT_PROFILE
     rules: tuple[Rule, ...] = ()
+    network: bool = False
+    """Whether a confined command may reach the network (``[gateway] network = "allow"``)."""
+    configured: str | None = None
+    """The profile the configuration chose (None: ``profile``); confinement follows it
+    (or ``profile`` when stricter), never a looser profile asked for by a caller."""
 
     def rule_for(self, argv: Sequence[str]) -> Rule | None:
         """The first rule matching ``argv`` (None: no rule does)."""
@@ -231,6 +237,7 @@ class Policy:
         return {
             "workspace": str(self.workspace),
             "profile": self.profile,
+            "network": self.network,
             "rules": [r.to_json() for r in self.rules],
         }
 
@@ -255,11 +262,16 @@ def load_policy(
             f"{origin}: gateway.{unknown[0]} is not a setting "
             f"(known: {', '.join(GATEWAY_SETTINGS)})"
         )
-    chosen = profile if profile is not None else table.get("profile", DEFAULT_PROFILE)
-    if not isinstance(chosen, str) or chosen not in PROFILES:
-        raise PolicyInvalid(
-            f"{origin}: unknown gateway profile {chosen!r}; use one of {', '.join(PROFILES)}"
-        )
+    configured = table.get("profile", DEFAULT_PROFILE)
+    chosen = profile if profile is not None else configured
+    for name in (configured, chosen):
+        if not isinstance(name, str) or name not in PROFILES:
+            raise PolicyInvalid(
+                f"{origin}: unknown gateway profile {name!r}; use one of {', '.join(PROFILES)}"
+            )
+    network = table.get("network", "deny")
+    if network not in ("allow", "deny"):
+        raise PolicyInvalid(f'{origin}: gateway.network is {network!r}; use "allow" or "deny"')
     raw_rules = table.get("rules", [])
     if not isinstance(raw_rules, list):
         raise PolicyInvalid(f"{origin}: gateway.rules is not a list of [[gateway.rules]] tables")
@@ -268,7 +280,7 @@ def load_policy(
     for n in names:
         if names.count(n) > 1:
             raise PolicyInvalid(f"{origin}: two gateway rules are named {n!r}")
-    return Policy(Path(workspace), chosen, rules)
+    return Policy(Path(workspace), chosen, rules, network == "allow", configured)
 
 
 def _rule(raw: Any, index: int, origin: str) -> Rule:

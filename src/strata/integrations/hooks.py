@@ -21,22 +21,27 @@ permissions bypassed); ``--ask`` hands a high one to Claude Code's own prompt
 The CLI records each refusal with :func:`strata.gateway.record_decision`.
 Codex has no ``ask`` answer in PreToolUse: there a high-risk command is
 refused, a medium one left to Codex's own approval and sandbox.
+
+The judgement is the gateway's one decision (:func:`strata.gateway.decision.decide`);
+:func:`verdict_of` only words it for the agent. A Claude Code Bash call that
+goes ahead is answered with :func:`confined_input`: its command run inside
+the profile's confinement (bubblewrap), so the policy holds where the
+classifier errs. Codex's shell commands stay in Codex's own sandbox.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.errors import PathError, UsageError
-from strata.layout import MARKER
+from strata.errors import UsageError
 
 if TYPE_CHECKING:
-    from strata.gateway.policy import PolicyDecision
+    from strata.gateway.decision import GatewayDecision
+    from strata.gateway.policy import Policy, PolicyDecision
 
 #: Claude Code's tools that write files, and the key of their path in ``tool_input``
 FILE_TOOLS = {
@@ -160,13 +165,40 @@ class Verdict:
     """The command's risk class (``low``, ``medium``, ``high``), for a Bash command."""
     decision: PolicyDecision | None = None
     """The command policy's decision, for a Bash command it judged (it is recorded)."""
-
-
-#: judges a shell command started in a folder (the command policy)
-CommandPolicy = Callable[[str, Path], Verdict]
+    gateway: GatewayDecision | None = None
+    """The gateway's whole decision (its confinement too), when it judged the call."""
 
 
 ALLOW = Verdict(True)
+
+
+def verdict_of(decision: GatewayDecision) -> Verdict:
+    """The gateway's decision as a hook's verdict: the text the agent is shown with it."""
+    if decision.answer == "allow":
+        return Verdict(True, risk=decision.risk, decision=decision.policy, gateway=decision)
+    if decision.policy is None:  # a path refused, or a command that could not be judged
+        reason = decision.reason
+        if not reason.startswith("strata: "):
+            reason = f"strata: refused: {reason}"
+        return Verdict(False, reason, risk=decision.risk, gateway=decision)
+    why = f"strata: {decision.risk}-risk command: {decision.reason}"
+    if decision.answer == "refuse":
+        return Verdict(
+            False,
+            why + " (forbidden by the workspace's [gateway] policy)",
+            risk=decision.risk,
+            decision=decision.policy,
+            gateway=decision,
+        )
+    return Verdict(
+        False,
+        why + " (needs approval: ask the user to run it, or to approve it with "
+        "'strata exec --shell ...' in a terminal)",
+        ask=True,
+        risk=decision.risk,
+        decision=decision.policy,
+        gateway=decision,
+    )
 
 
 def read_payload(text: str) -> dict[str, Any]:
@@ -191,95 +223,85 @@ def check_path(
 ) -> Verdict:
     """Refuse a file tool's write of ``target`` outside the workspace ``root`` or into .strata.
 
-    Judged as written and again with every symlink on the way resolved (the
-    file itself included): a link inside the workspace to a file outside it,
-    or to the repository (``.strata``, or ``repo`` kept elsewhere with
-    ``init --store``), is refused as that file would be.
+    The gateway's path rule (:func:`strata.gateway.decision.decide`): judged as
+    written and again with every symlink on the way resolved.
     """
-    from strata.sandbox.paths import workspace_relative
+    from strata.gateway.decision import Call, decide
+    from strata.gateway.policy import load_policy
 
-    outside = Verdict(
-        False,
-        f"strata: {tool} of {target} refused: it is outside the workspace {root}, "
-        "where Strata records every change; write inside it",
-    )
-    ours = Verdict(
-        False, f"strata: {tool} of {target} refused: {MARKER} is Strata's own repository"
-    )
-    try:
-        rel = workspace_relative(target, cwd=cwd, root=root)
-    except PathError:
-        return outside
-    if rel == MARKER or rel.startswith(MARKER + "/"):
-        return ours
-    real = Path(os.path.realpath(os.path.join(cwd, target)))
-    real_root = Path(os.path.realpath(root))
-    repos = [real_root / MARKER] + ([Path(os.path.realpath(repo))] if repo is not None else [])
-    if any(real.is_relative_to(r) for r in repos):
-        return ours
-    return ALLOW if real.is_relative_to(real_root) else outside
+    call = Call(tool, paths=(target,), cwd=cwd)
+    return verdict_of(decide(load_policy(None, workspace=root), call, repository=repo))
 
 
 def pre_tool_use(
     payload: dict[str, Any],
     *,
     root: Path,
-    policy: CommandPolicy | None = None,
+    policy: Policy | None = None,
     agent: Agent = CLAUDE_CODE,
     repo: Path | None = None,
 ) -> Verdict:
     """Judge a tool call ``agent`` is about to make (PreToolUse) in the workspace ``root``.
 
-    The one judgement of every agent: each path a file tool names must be
-    inside the workspace (a Codex patch's files, a Claude Code Write's file;
-    none named: the agent's own validation says what is missing); the shell
-    tool's command is judged by ``policy`` (allowed when there is none); any
-    other tool is allowed.
+    The call is put to the gateway (:func:`strata.gateway.decision.decide`)
+    under ``policy`` (default: the default policy): each path a file tool
+    names must be inside the workspace (a Codex patch's files, a Claude Code
+    Write's file; none named: the agent's own validation says what is
+    missing); the shell tool's command is judged by the policy; any other
+    tool is allowed.
     """
+    from strata.gateway.decision import Call, decide
+    from strata.gateway.policy import load_policy
+
     tool = str(payload.get("tool_name") or "")
     tool_input = payload.get("tool_input")
     if not isinstance(tool_input, dict):
         return ALLOW
     cwd = Path(str(payload.get("cwd") or root))
+    policy = policy if policy is not None else load_policy(None, workspace=root)
     paths = agent.named_paths(tool, tool_input)
     if paths is not None:
-        for target in paths:
-            verdict = check_path(tool, target, root=root, cwd=cwd, repo=repo)
-            if not verdict.allowed:
-                return verdict
-        return ALLOW
-    if tool == agent.shell_tool and policy is not None:
+        if not paths:
+            return ALLOW
+        return verdict_of(decide(policy, Call(tool, paths=tuple(paths), cwd=cwd), repository=repo))
+    if tool == agent.shell_tool:
         command = tool_input.get("command")
         if isinstance(command, str) and command.strip():
-            return policy(command, cwd)
+            return verdict_of(decide(policy, Call("shell", command, cwd=cwd), repository=repo))
     return ALLOW
 
 
-def gateway_policy(decide: Callable[..., Any]) -> CommandPolicy:
-    """The command policy of a workspace's gateway (``Gateway.decide``) as a hook's judge.
+def confined_input(
+    tool_input: dict[str, Any],
+    decision: GatewayDecision,
+    *,
+    root: Path,
+    cwd: Path,
+    repo: Path | None = None,
+) -> dict[str, Any] | None:
+    """The shell tool's input with its command run inside the gateway's confinement.
 
-    ``allow`` allows, ``forbid`` refuses, ``prompt`` asks the user.
+    What Claude Code's PreToolUse answers as ``updatedInput``: the command
+    becomes a bubblewrap command line running it with ``bash -c`` under the
+    decision's :class:`~strata.sandbox.confine.Confinement`, so what the
+    policy promises (nothing written but the workspace, never ``.strata``, no
+    network) holds even when the classifier let a harmful command through.
+    None when the profile is ``full`` (not confined).
     """
+    import shlex
+    import shutil
 
-    def judge(command: str, cwd: Path) -> Verdict:
-        decision = decide(command, cwd=cwd)
-        why = f"strata: {decision.risk}-risk command: {decision.reason}"
-        if decision.decision == "allow":
-            return ALLOW
-        if decision.decision == "forbid":
-            return Verdict(
-                False,
-                why + " (forbidden by the workspace's [gateway] policy)",
-                risk=str(decision.risk),
-                decision=decision,
-            )
-        return Verdict(
-            False,
-            why + " (needs approval: ask the user to run it, or to approve it with "
-            "'strata exec --shell ...' in a terminal)",
-            ask=True,
-            risk=str(decision.risk),
-            decision=decision,
-        )
+    from strata.sandbox.confine import confined_command
 
-    return judge
+    command = tool_input.get("command")
+    if not decision.confinement.confined or not isinstance(command, str):
+        return None
+    shell = shutil.which("bash") or "/bin/sh"
+    argv = confined_command(
+        [shell, "-c", command],
+        confinement=decision.confinement,
+        workspace=root,
+        cwd=cwd,
+        repository=repo,
+    )
+    return {**tool_input, "command": shlex.join(argv)}

@@ -191,14 +191,19 @@ class StrataTools:
             raise _tool_error(UsageError("give the command to run as a list of arguments"))
         if sandbox not in ("bwrap", "none") or net not in ("deny", "allow"):
             raise _tool_error(UsageError("sandbox is 'bwrap' or 'none'; net is 'deny' or 'allow'"))
-        if (sandbox, net) != ("bwrap", "deny") and self._profile() != "full":
-            # a model may not lift its own confinement: only the user's configuration may
+        # a model may not lift its own confinement: the gateway says what the user's
+        # configuration allows
+        from strata.gateway.decision import Call
+
+        call = Call(
+            "draft_run", tuple(command), unconfined=sandbox == "none", network=net == "allow"
+        )
+        verdict = self.repo.gateway(author=self.author).ask_gateway(call)
+        if verdict.answer != "allow":
             raise _tool_error(
                 UsageError(
-                    f"sandbox={sandbox!r} net={net!r} refused: a tool call may not run the Draft "
-                    "outside the sandbox or with the network",
-                    hint="the workspace's owner may allow it in .strata/config.toml: "
-                    '[gateway] profile = "full"',
+                    f"draft_run with sandbox={sandbox!r} net={net!r} refused: {verdict.reason}",
+                    hint="the workspace's owner decides in .strata/config.toml ([gateway])",
                 )
             )
         argv = [self.python, "-m", "strata", "draft", "run", "--json"]
@@ -229,13 +234,6 @@ class StrataTools:
         result["output"] = output[-OUTPUT_LIMIT:]
         result["output_truncated"] = truncated
         return render(result)
-
-    def _profile(self) -> str:
-        """The command policy's profile the workspace's configuration sets."""
-        from strata.gateway.exec import configured_policy
-
-        layout = self.repo.layout
-        return configured_policy(self.repo.config.raw, layout.config, self.repo.root).profile
 
     def review(self) -> str:
         """Record the Draft and show its changes against the point it started from."""
@@ -383,8 +381,9 @@ def exec_tool(tools: StrataTools) -> Callable[..., Awaitable[str]]:
 
     def ask(command: str, ctx: Context, cwd: str | None = None) -> Any:
         capabilities = ctx.client_capabilities
-        decision = tools.repo.gateway(author=tools.author).decide(command, cwd=cwd)
-        if decision.decision != "prompt":
+        verdict = tools.repo.gateway(author=tools.author).judge(command, cwd=cwd)
+        decision = verdict.policy
+        if verdict.answer != "ask" or decision is None:
             return NOT_ASKED
         if capabilities is None or capabilities.elicitation is None:
             return CANNOT_ASK

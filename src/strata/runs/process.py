@@ -15,6 +15,7 @@ cannot have received them itself: it runs in a session of its own
 from __future__ import annotations
 
 import os
+import select
 import signal
 import subprocess
 import time
@@ -110,6 +111,25 @@ def kill_group(pid: int, signum: int) -> None:
         os.killpg(pid, signum)
 
 
+def _wait(proc: subprocess.Popen[bytes], timeout_s: float) -> int:
+    """``proc.wait(timeout=timeout_s)``, told of the exit at once (a pidfd) rather than polling.
+
+    ``Popen.wait`` with a timeout polls, sleeping up to 50 ms between looks: a
+    command that takes 10 ms would be seen ended 5 ms later on average.
+    """
+    try:
+        pidfd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):  # no pidfd here (or the process is reaped already)
+        return proc.wait(timeout=timeout_s)
+    try:
+        ready, _, _ = select.select([pidfd], [], [], timeout_s)
+    finally:
+        os.close(pidfd)
+    if not ready:
+        raise subprocess.TimeoutExpired(proc.args, timeout_s)
+    return proc.wait()
+
+
 def wait_session(
     proc: subprocess.Popen[bytes], *, timeout_s: float, grace_s: float
 ) -> tuple[int, bool]:
@@ -121,7 +141,7 @@ def wait_session(
     timed_out = False
     try:
         try:
-            status = proc.wait(timeout=timeout_s)
+            status = _wait(proc, timeout_s)
         except subprocess.TimeoutExpired:
             timed_out = True
             kill_group(proc.pid, signal.SIGTERM)

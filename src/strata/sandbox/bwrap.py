@@ -174,7 +174,8 @@ def _system_mounts() -> list[str]:
 
 
 @cache
-def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+def _located(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+    """The path and version of bubblewrap (``bwrap --version``), or why there is none."""
     path = executable or _find_bwrap()
     if path is None:
         return None, "bubblewrap (bwrap) is not installed"
@@ -191,7 +192,16 @@ def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
         return None, f"cannot run {path}: {exc}"
     if done.returncode != 0:
         return None, f"{path} --version failed: {_first_line(done.stderr)}"
-    bwrap = _Bwrap(path, _parse_version(done.stdout.decode(errors="replace")))
+    return _Bwrap(path, _parse_version(done.stdout.decode(errors="replace"))), None
+
+
+@cache
+def _probe(executable: str | None) -> tuple[_Bwrap | None, str | None]:
+    bwrap, problem = _located(executable)
+    if bwrap is None:
+        return None, problem
+    path = bwrap.path
+    env = {"PATH": _DEFAULT_PATH}
     trivial = [
         path,
         *_isolation(bwrap, net=False),
@@ -864,3 +874,56 @@ def _exists_inside(cwd: Path, spec: SandboxSpec) -> bool:
         if _within(cwd, inside):
             return (host / cwd.relative_to(inside)).is_dir()
     return False
+
+
+# -- confinement: a command in the real workspace (strata.sandbox.confine) ---------------
+
+
+def confinement_prefix(
+    workspace: Path,
+    *,
+    writable: bool,
+    network: bool,
+    masks: Sequence[Path],
+    cwd: Path,
+    new_session: bool = True,
+) -> list[str]:
+    """The bubblewrap command line (up to ``--``) confining a command to ``workspace``.
+
+    The host's ``/`` read-only; private ``/tmp`` and ``/run``; ``workspace``
+    bound again (read-write when ``writable``) since it may lie below ``/tmp``;
+    each of ``masks`` that exists (the repository) hidden under an empty
+    read-only folder (a file: under an empty read-only file). ``new_session``
+    off keeps the command in the caller's process group (a caller that runs it
+    in a session of its own, with no terminal, kills the group on a time-out:
+    the sandbox's first process then dies with it, and the rest with that).
+    See :mod:`strata.sandbox.confine`.
+    """
+    workspace = _check_workspace(workspace)
+    if workspace == Path("/"):
+        raise SandboxPolicyError("the whole file system cannot be the workspace", path="/")
+    # only located, not probed with a trivial sandbox (that would cost as much again):
+    # where bubblewrap cannot make one, it fails, and the command does not run
+    bwrap, problem = _located(None)
+    if bwrap is None:
+        raise SandboxUnavailable(problem or "bubblewrap cannot run here")
+    isolation = _isolation(bwrap, net=network)
+    if not new_session:
+        isolation.remove("--new-session")
+    args = [bwrap.path, *isolation, "--ro-bind", "/", "/"]
+    args += ["--dev", "/dev", "--proc", "/proc"]
+    for private in _PRIVATE:
+        args += ["--tmpfs", private]
+    if network:
+        args += _resolver_binds()
+    args += ["--bind" if writable else "--ro-bind", str(workspace), str(workspace)]
+    forms = [f for mask in masks for f in (*_forms(mask), *mount_aliases(mask))]
+    for form in dict.fromkeys(forms):
+        if any(_within(form, Path(p)) for p in _PRIVATE) and not _within(form, workspace):
+            continue  # a private folder shows nothing of the host already
+        if form.is_dir() and not form.is_symlink():
+            args += ["--perms", "0555", "--tmpfs", str(form), "--remount-ro", str(form)]
+        elif os.path.lexists(form):
+            args += ["--ro-bind", os.devnull, str(form)]
+    args += ["--chdir", str(cwd)]
+    return args
