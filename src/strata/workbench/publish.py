@@ -38,6 +38,7 @@ from strata.errors import (
     DraftChanged,
     ExternalSymlink,
     MergeConflict,
+    NothingToPublish,
     PreflightFailed,
     UsageError,
     WorkspaceBusy,
@@ -245,6 +246,8 @@ def publish(
             _, scan = tx.auto_save("publish")
             published_tree = scan.tree
             target, merged = proposed_tree(draft, tip, published_tree)
+            if target == published_tree:
+                raise NothingToPublish(draft.id)  # the whole transaction is dropped
             if verified_tree is not None and target != verified_tree:
                 raise PreflightFailed(
                     "Published or the Draft changed while the preflight ran, so what it "
