@@ -262,6 +262,9 @@ def fail_for(
     if isinstance(exc, StrataError):
         if state.debug:
             raise exc
+        if isinstance(exc, CorruptRepository) and _command_of(args) != "check":
+            message, hint = damaged(exc)
+            fail(type(exc).__name__, message, hint, exc.exit_code)
         fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
     if isinstance(exc, BrokenPipeError):
         sys.stderr.close()
@@ -276,10 +279,35 @@ def fail_for(
             internal(exc)
         if state.debug:
             raise known from exc
+        if isinstance(known, CorruptRepository) and _command_of(args) != "check":
+            message, hint = damaged(known)
+            fail(type(known).__name__, message, hint, known.exit_code)
         fail(type(known).__name__, known.message, known.hint, known.exit_code)
     if state.debug:
         raise exc
     internal(exc)
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The subcommand named in ``args`` (after the root's options), if any."""
+    it = iter(args)
+    for arg in it:
+        if arg == "-C":
+            next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def damaged(exc: CorruptRepository) -> tuple[str, str]:
+    """The one-line message and hint of a damaged repository met by a command other than check."""
+    message = exc.message
+    if not message.startswith("the repository is damaged"):
+        message = f"the repository is damaged: {message}"
+    hint = "run 'strata check' to list every problem"
+    if exc.hint and "strata check" not in exc.hint:
+        hint = f"{hint}; {exc.hint}"
+    return message, hint
 
 
 def _known_os_error(exc: BaseException) -> StrataError | None:
