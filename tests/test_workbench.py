@@ -202,6 +202,17 @@ def test_discard_keeps_the_work_on_its_branch(
     assert published.draft().id != draft.id
 
 
+def test_a_draft_starts_in_a_folder_with_nothing_recorded(
+    ws: Path, make_repo: Run, manifest: Run
+) -> None:
+    repo: Repository = make_repo(ws)
+    assert repo.head() is None
+    draft = repo.draft()
+    (draft.path / "new.txt").write_text("made by the agent\n")
+    draft.publish()
+    assert (ws / "new.txt").read_text() == "made by the agent\n"
+
+
 def test_publishing_an_empty_draft_records_no_publish(published: Repository) -> None:
     before = [e.id for e in published.history()]
     draft = published.draft()

