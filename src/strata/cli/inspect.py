@@ -25,6 +25,19 @@ _LETTER = {
 }
 
 
+#: events that record how a change was recorded, not a change: 'history' lists them with --all
+BOOKKEEPING = frozenset(
+    {
+        "workspace_snapshot_taken",
+        "workspace_diff_computed",
+        "tool_call_started",
+        "terminal_step_started",
+    }
+)
+#: how many events 'history' lists when its output is not a terminal and no --limit is given
+HISTORY_DEFAULT = 1000
+
+
 @click.command()
 @click.option(
     "--file", "file_", metavar="PATH", help="Only events that changed PATH (a file or folder)."
@@ -49,7 +62,20 @@ _LETTER = {
     help="One line per operation, snapshot or author.",
 )
 @click.option("--expand", is_flag=True, help="With --group-by: list each group's events too.")
-@click.option("--limit", type=click.IntRange(min=1), help="Show at most N events.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help=f"Show at most N events (default: all on a terminal, through a pager; "
+    f"the newest {HISTORY_DEFAULT} elsewhere, --json excepted).",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list the bookkeeping events (a run's snapshots and diff, tool calls and "
+    "terminal steps starting) that the listing leaves out; --json and --action list them.",
+)
+@click.option("--no-pager", is_flag=True, help="Never page the listing on a terminal.")
 @json_option
 def history(
     file_: str | None,
@@ -61,21 +87,32 @@ def history(
     group_by: str | None,
     expand: bool,
     limit: int | None,
+    show_all: bool,
+    no_pager: bool,
     as_json: bool,
 ) -> None:
     """List recorded events, newest first.
+
+    On a terminal the listing goes through a pager ($PAGER, else less) unless
+    --no-pager; elsewhere it stops at the newest events, saying so, unless
+    --limit is given.
 
     \b
     Example:
       strata history --file src/app.py --limit 5
       strata history --author-kind agent --group-by operation --expand
+      strata history --all --no-pager
     """
+    terminal = sys.stdout.isatty()
+    stop = None
+    if limit is None and not as_json and group_by is None and not terminal:
+        stop = HISTORY_DEFAULT
     with open_repo() as repo:
         path = display_path(rel_path(repo, file_)) if file_ else None
         events = repo.history(
             path=path,
             author=author,
-            limit=min(limit, LIMIT_MAX) if limit else None,
+            limit=min(limit, LIMIT_MAX) if limit else (stop + 1 if stop else None),
             branch=branch,
             operation=operation,
             author_kind=author_kind,
@@ -93,15 +130,30 @@ def history(
     if as_json:
         emit_json([e.to_json() for e in events])
         return
+    cut = stop is not None and len(events) > stop
+    events = events[:stop] if stop is not None else events
+    if not (show_all or action or operation):
+        events = [e for e in events if e.action_type not in BOOKKEEPING]
     if not events:
         filtered = path or author or author_kind or branch or operation or action
         click.echo("No matching events." if filtered else "No events recorded yet.")
         return
-    for e in events:
-        _print_event(e)
+    if terminal and limit is None and not no_pager:
+        # as git does: less quits when the listing fits the screen and keeps the colours
+        os.environ.setdefault("LESS", "FRX")
+        click.echo_via_pager(_event_line(e) + "\n" for e in events)
+    else:
+        for e in events:
+            click.echo(_event_line(e))
+    if cut:
+        warn(f"the newest {stop} events are shown: --limit N shows more")
 
 
 def _print_event(e: Event, indent: str = "") -> None:
+    click.echo(_event_line(e, indent))
+
+
+def _event_line(e: Event, indent: str = "") -> str:
     n = len(e.files)
     what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
     line = (
@@ -114,7 +166,7 @@ def _print_event(e: Event, indent: str = "") -> None:
         line += f"  {what}"
     if e.rationale:
         line += f"  {printable(e.rationale)}"  # a message may hold anything: shown, never obeyed
-    click.echo(line)
+    return line
 
 
 def _group_key(event: Event, by: str) -> str:
