@@ -7,6 +7,8 @@ bodies it received are what the request profile put on the wire.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import socket
 import threading
@@ -283,6 +285,33 @@ def test_a_rate_limit_is_retried(wire: WireServer, make: Make) -> None:
     wire.queue(status(429, "slow down"), text("ok"))
     assert complete(make("openai-chat", retry=retry), ask()).text == "ok"
     assert waited == [10]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_retry_after_is_the_wait_the_server_asks_for(
+    adapter: str, wire: WireServer, make: Make
+) -> None:
+    waited, retry = sleeps()
+    later = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30), usegmt=True
+    )
+    wire.queue(
+        status(429, "slow down", retry_after="3"),
+        status(503, "busy", retry_after=later),
+        status(503, "busy"),
+        text("ok"),
+    )
+    assert complete(make(adapter, retry=retry), ask()).text == "ok"
+    assert waited[0] == 3 and 25 <= waited[1] <= 31  # the server's waits, not 10 and 20
+    assert waited[2] == 40  # no header: the schedule again
+
+
+def test_a_retry_after_past_the_limit_is_not_waited_for(wire: WireServer, make: Make) -> None:
+    waited, retry = sleeps()
+    wire.queue(status(429, "come back tomorrow", retry_after="86400"), text("never reached"))
+    with pytest.raises(ProviderUnavailable, match="asks to wait 86400 s") as caught:
+        complete(make("openai-chat", retry=retry), ask())
+    assert caught.value.attempts == 1 and waited == [] and wire.pending == 1
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)

@@ -4,7 +4,10 @@ A call is tried again when it failed in a way that may pass (a refused or
 reset connection, a timeout, HTTP 408/409/429 or 5xx, a stream that broke
 or ended early) and nothing of the answer was delivered yet; the delays
 between attempts are :data:`DEFAULT_DELAYS` (10, 20, 40, 80, 160 s: six
-attempts), then :class:`~strata.errors.ProviderUnavailable`. HTTP 401 and 403
+attempts), then :class:`~strata.errors.ProviderUnavailable`. When the server
+says how long to wait (``Retry-After``, in seconds or as an HTTP date, on a
+429 or 503), that wait replaces the scheduled one, up to
+:data:`RETRY_AFTER_MAX`; a longer one is not waited for. HTTP 401 and 403
 are :class:`~strata.errors.ProviderAuthFailed` at once, a stream that is not
 its wire format :class:`~strata.errors.ProviderProtocolError`, and any other
 refusal (400, 404…) a plain :class:`~strata.errors.ProviderError`: trying
@@ -47,6 +50,9 @@ from strata.providers.base import (
 #: seconds waited before the 2nd … 6th attempt
 DEFAULT_DELAYS: tuple[float, ...] = (10.0, 20.0, 40.0, 80.0, 160.0)
 
+#: the longest ``Retry-After`` a call waits for; a server asking more is unavailable now
+RETRY_AFTER_MAX = 300.0
+
 #: seconds an HTTP adapter waits for the server (to connect, and between two pieces of a stream)
 DEFAULT_TIMEOUT = 600.0
 
@@ -79,7 +85,36 @@ class Retry:
 
 
 class Transient(Exception):
-    """A failure that another attempt may not meet; the text says what happened."""
+    """A failure that another attempt may not meet; the text says what happened.
+
+    ``retry_after`` is the wait the server asked for (``Retry-After``), if it did.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def retry_after(headers: Any) -> float | None:
+    """The seconds a ``Retry-After`` header in ``headers`` asks for (None if none or unreadable)."""
+    value = headers.get("retry-after") if headers is not None else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    import datetime
+
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
 def with_retries(
@@ -123,6 +158,15 @@ def with_retries(
                     hint="ask again: the partial answer is incomplete",
                 ) from None
             last = exc
+        if delay is not None and last is not None and last.retry_after is not None:
+            if last.retry_after > RETRY_AFTER_MAX:
+                raise ProviderUnavailable(
+                    provider,
+                    f"{last}; it asks to wait {last.retry_after:.0f} s (not retried)",
+                    attempts=attempts,
+                    hint=hint,
+                )
+            delay = last.retry_after  # the server knows better than the schedule
         if delay is not None and gone is not None and (why := gone()) is not None:
             raise ProviderUnavailable(
                 provider, f"{last}; {why} (not retried)", attempts=attempts, hint=hint
@@ -236,7 +280,11 @@ def classify(
             )
         if status in (408, 409, 429) or status >= 500 or status < 400:
             # below 400: an error the server sent inside an accepted stream
-            return Transient(f"{where} answered HTTP {status} ({said})")
+            response = getattr(exc, "response", None)
+            return Transient(
+                f"{where} answered HTTP {status} ({said})",
+                retry_after=retry_after(getattr(response, "headers", None)),
+            )
         return ProviderError(
             provider,
             f"{where} refused the request (HTTP {status}: {said})",
