@@ -3,8 +3,10 @@
 A call is tried again when it failed in a way that may pass (a refused or
 reset connection, a timeout, HTTP 408/409/429 or 5xx, a stream that broke
 or ended early) and nothing of the answer was delivered yet; the delays
-between attempts are :data:`DEFAULT_DELAYS` (10, 20, 40, 80, 160 s: six
-attempts), then :class:`~strata.errors.ProviderUnavailable`. When the server
+between attempts are :data:`DEFAULT_DELAYS` (1, 2, 4, 8, 16 s: six
+attempts), each waited in real time with jitter (between half and all of it,
+so clients that failed together do not come back together), then
+:class:`~strata.errors.ProviderUnavailable`. When the server
 says how long to wait (``Retry-After``, in seconds or as an HTTP date, on a
 429 or 503), that wait replaces the scheduled one, up to
 :data:`RETRY_AFTER_MAX`; a longer one is not waited for. HTTP 401 and 403
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import random
 import socket
 import threading
 import time
@@ -48,7 +51,7 @@ from strata.providers.base import (
 )
 
 #: seconds waited before the 2nd … 6th attempt
-DEFAULT_DELAYS: tuple[float, ...] = (10.0, 20.0, 40.0, 80.0, 160.0)
+DEFAULT_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
 
 #: the longest ``Retry-After`` a call waits for; a server asking more is unavailable now
 RETRY_AFTER_MAX = 300.0
@@ -77,7 +80,7 @@ class Retry:
         if self.sleep is not None:
             self.sleep(seconds)
             return
-        end = time.monotonic() + seconds
+        end = time.monotonic() + seconds * random.uniform(0.5, 1.0)  # jitter
         while (left := end - time.monotonic()) > 0:
             if cancel is not None and cancel.cancelled:
                 return
