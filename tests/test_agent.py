@@ -325,12 +325,14 @@ def test_tool_choice_names_the_tool_the_first_step_must_call(run_cli, ws, wire):
 
 def test_tools_cannot_leave_the_draft(run_cli, ws):
     outside = ws.parent / "outside.txt"
+    evil = ws.parent / "decoy-etc" / "evil"  # an absolute path outside, never the host's
+    evil.parent.mkdir()
     script = {
         "responses": [
             {
                 "tool_calls": [
                     {"name": "write_file", "arguments": {"path": "../outside.txt", "content": "x"}},
-                    {"name": "write_file", "arguments": {"path": "/etc/evil", "content": "x"}},
+                    {"name": "write_file", "arguments": {"path": str(evil), "content": "x"}},
                     {"name": "read_file", "arguments": {"path": ".strata/config.toml"}},
                     {"name": "write_file", "arguments": {"path": "link/x", "content": "x"}},
                 ]
@@ -342,7 +344,7 @@ def test_tools_cannot_leave_the_draft(run_cli, ws):
     (ws / "link").symlink_to(ws.parent)
     ok(run_cli("snapshot", "-m", "link", cwd=ws))
     result = as_json(run_cli("agent", "--model", "demo", "--json", "escape", cwd=ws))
-    assert not outside.exists() and not (ws.parent / "x").exists()
+    assert not outside.exists() and not (ws.parent / "x").exists() and not evil.exists()
     with Repository.open(ws) as repo:
         results = [
             Trace.decode(repo.objects.get(t), name=t).response

@@ -313,14 +313,19 @@ def test_unknown_refs(project: Path, run_cli: CliRunner) -> None:
 
 
 def test_paths_outside_the_workspace(project: Path, run_cli: CliRunner) -> None:
+    decoy = project.parent / "decoy" / "passwd"  # an absolute path outside, never the host's
+    decoy.parent.mkdir()
+    decoy.write_text("root:x:0:0\n")
     for args in (
         ["history", "--file", "../x"],
         ["diff", "HEAD", "--file", "../x"],
         ["restore", "HEAD", "--", "../x"],
-        ["restore", "HEAD", "--", "/etc/passwd"],
+        ["restore", "HEAD", "--", str(decoy)],
         ["show", "HEAD:../x"],
     ):
         assert_user_error(run_cli(*args, cwd=project), says="outside the workspace")
+    assert decoy.read_text() == "root:x:0:0\n"
+    assert not (project.parent / "x").exists()
 
 
 def test_missing_paths(project: Path, run_cli: CliRunner) -> None:

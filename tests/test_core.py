@@ -201,6 +201,7 @@ def test_publish_expect_needs_eight_characters(run_cli: CliRunner, ws: Path) -> 
     (ws / "a.txt").write_text("published\n")
     assert run_cli("snapshot", "-m", "start", cwd=ws)[0] == 0
     assert run_cli("draft", "start", cwd=ws)[0] == 0
+    (ws / ".strata/draft/files/a.txt").write_text("drafted\n")
     code, out, err = run_cli("review", "--json", cwd=ws)
     assert code == 0, err
     snapshot_id = json.loads(out)["draft_snapshot_id"]

@@ -425,8 +425,11 @@ MUTATING = {"write_file", "write_symlink", "make_dir", "remove_file", "remove_di
 def test_every_method_validates_its_path(
     tmp_path: Path, ws: Path, writer: WorkspaceWriter, name: str, call: Callable[..., object]
 ) -> None:
+    decoy = tmp_path / "decoy" / "passwd"  # an absolute path outside, never the host's
+    decoy.parent.mkdir(exist_ok=True)
+    decoy.write_text("root:x:0:0\n")
     before = tree(tmp_path)
-    for bad in ["../outside/victim.txt", "/etc/passwd", "a/../../x"]:
+    for bad in ["../outside/victim.txt", str(decoy), "a/../../x"]:
         with pytest.raises(PathOutsideWorkspace):
             call(writer, bad)
     for bad in ["", "a//b", "a/", "./a", "a\0b"]:

@@ -116,6 +116,7 @@ def as_json_any(result: tuple[int, str, str]) -> dict:  # type: ignore[type-arg]
         (["exec"], "name the command"),
         (["exec", "--shell", "ls", "--", "ls"], "not both"),
         (["exec", "--timeout", "0", "--", "ls"], "0"),
+        (["exec", "--max-output", "0", "--", "ls"], "--max-output"),
     ],
 )
 def test_usage_errors(tmp_path: Path, cli: CliRunner, args: list[str], says: str) -> None:

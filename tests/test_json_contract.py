@@ -433,8 +433,8 @@ def _on_a_terminal(run_cli: CliRunner, cwd: Path, no_color: bool, *args: str) ->
 
 
 def test_no_color_turns_colour_off_on_a_terminal(recorded: Path, run_cli: CliRunner) -> None:
-    coloured = _on_a_terminal(run_cli, recorded, False, "history")
+    coloured = _on_a_terminal(run_cli, recorded, False, "history", "--no-pager")
     assert b"\x1b[" in coloured, "history colours event ids on a terminal"
-    plain = _on_a_terminal(run_cli, recorded, True, "history")
+    plain = _on_a_terminal(run_cli, recorded, True, "history", "--no-pager")
     assert b"\x1b[" not in plain
     assert plain.split()[0] == coloured.split(b"\x1b[33m")[1][:12]

@@ -7,6 +7,8 @@ bodies it received are what the request profile put on the wire.
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import json
 import socket
 import threading
@@ -275,7 +277,7 @@ def test_server_errors_are_retried_with_backoff(adapter: str, wire: WireServer, 
     waited, retry = sleeps()
     wire.queue(status(500), status(500), text("third time lucky"))
     assert complete(make(adapter, retry=retry), ask()).text == "third time lucky"
-    assert waited == [10, 20]
+    assert waited == [1, 2]
     assert len(wire.requests) == 3
 
 
@@ -283,7 +285,34 @@ def test_a_rate_limit_is_retried(wire: WireServer, make: Make) -> None:
     waited, retry = sleeps()
     wire.queue(status(429, "slow down"), text("ok"))
     assert complete(make("openai-chat", retry=retry), ask()).text == "ok"
-    assert waited == [10]
+    assert waited == [1]
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS)
+def test_retry_after_is_the_wait_the_server_asks_for(
+    adapter: str, wire: WireServer, make: Make
+) -> None:
+    waited, retry = sleeps()
+    later = email.utils.format_datetime(
+        datetime.datetime.now(datetime.UTC) + datetime.timedelta(seconds=30), usegmt=True
+    )
+    wire.queue(
+        status(429, "slow down", retry_after="3"),
+        status(503, "busy", retry_after=later),
+        status(503, "busy"),
+        text("ok"),
+    )
+    assert complete(make(adapter, retry=retry), ask()).text == "ok"
+    assert waited[0] == 3 and 25 <= waited[1] <= 31  # the server's waits, not 1 and 2
+    assert waited[2] == 4  # no header: the schedule again
+
+
+def test_a_retry_after_past_the_limit_is_not_waited_for(wire: WireServer, make: Make) -> None:
+    waited, retry = sleeps()
+    wire.queue(status(429, "come back tomorrow", retry_after="86400"), text("never reached"))
+    with pytest.raises(ProviderUnavailable, match="asks to wait 86400 s") as caught:
+        complete(make("openai-chat", retry=retry), ask())
+    assert caught.value.attempts == 1 and waited == [] and wire.pending == 1
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
@@ -295,7 +324,7 @@ def test_retries_exhausted_is_provider_unavailable(
     with pytest.raises(ProviderUnavailable) as caught:
         complete(make(adapter, retry=retry), ask())
     assert caught.value.attempts == 6
-    assert waited == [10, 20, 40, 80, 160]
+    assert waited == [1, 2, 4, 8, 16]
     assert len(wire.requests) == 6 and wire.pending == 1
     message = caught.value.message
     assert message.startswith("local: ") and "503" in message and "6 attempts" in message
@@ -367,7 +396,7 @@ def test_a_stream_cut_before_any_text_is_retried(
     waited, retry = sleeps()
     wire.queue(text("cut at once", cut_after=1), text("whole"))
     assert complete(make(adapter, retry=retry), ask()).text == "whole"
-    assert waited == [10]
+    assert waited == [1]
 
 
 @pytest.mark.parametrize("arguments", ['{"path": "a.txt", "content": ', "[1, 2]"])

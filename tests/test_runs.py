@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import AUTO, as_json, wait_until
+from conftest import AUTO, as_json, ok, wait_until
 from strata import Repository, RunResult, WorkspaceOptions
 from strata.core.lease import active_leases, stale_leases
 from strata.errors import NotARepository, UsageError
@@ -165,6 +165,24 @@ def test_git_snapshots_are_usable_refs(gitws: Path, git: Git, run_cli: Any) -> N
     assert code == 0 and out == "one\n", err
     code, _, err = run_cli("diff", "git:no-such-thing", cwd=gitws)
     assert code == 1 and err.startswith("error: "), err
+
+
+def test_the_git_backend_and_status_share_one_ignore_rule(
+    gitws: Path, git: Git, run_cli: Any
+) -> None:
+    # folders Strata ignores by default, but which this project commits to git
+    for folder in ("__pycache__", "node_modules", ".venv"):
+        (gitws / folder).mkdir()
+        (gitws / folder / "kept.txt").write_text(f"{folder} is tracked\n")
+    git("add", "-f", "__pycache__", "node_modules", ".venv", cwd=gitws)
+    git("commit", "-qm", "tracked caches", cwd=gitws)
+    ok(run_cli("run", "--", sh, "-c", "true", cwd=gitws))
+    status = as_json(run_cli("status", "--json", cwd=gitws))
+    assert status["clean"] is True, status  # no phantom deletions of what git tracks
+    code, out, err = run_cli("rewind", "HEAD", cwd=gitws)
+    assert code == 0 and "nothing to do" in out, err
+    view = as_json(run_cli("branch", "list", "--json", cwd=gitws))
+    assert [b["name"] for b in view["branches"]] == ["main"]  # no main-2 forked
 
 
 def test_git_backend_signs_commits_when_the_user_has_no_identity(

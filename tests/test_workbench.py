@@ -26,6 +26,7 @@ from strata.errors import (
     ExternalSymlink,
     MergeConflict,
     NoDraft,
+    NothingToPublish,
 )
 
 Run = Callable[..., Any]
@@ -199,6 +200,43 @@ def test_discard_keeps_the_work_on_its_branch(
     assert manifest(tmp_path / "recovered") == work
     # and a new Draft can start
     assert published.draft().id != draft.id
+
+
+def test_a_draft_starts_in_a_folder_with_nothing_recorded(
+    ws: Path, make_repo: Run, manifest: Run
+) -> None:
+    repo: Repository = make_repo(ws)
+    assert repo.head() is None
+    draft = repo.draft()
+    (draft.path / "new.txt").write_text("made by the agent\n")
+    draft.publish()
+    assert (ws / "new.txt").read_text() == "made by the agent\n"
+
+
+def test_publishing_an_empty_draft_records_no_publish(published: Repository) -> None:
+    before = [e.id for e in published.history()]
+    draft = published.draft()
+    with pytest.raises(NothingToPublish, match="nothing to publish"):
+        draft.publish()
+    assert [e.id for e in published.history()] == before  # no publish, no checkpoint
+    assert published.layout.draft_state.exists()  # the Draft stays for 'strata discard'
+    (draft.path / "late.txt").write_text("now there is something\n")
+    assert draft.publish().event.action_type == "publish"
+
+
+def test_a_rewind_never_lands_on_an_ended_drafts_branch(published: Repository) -> None:
+    base = published.head()
+    empty = published.draft()  # its branch's tip stays the base: nothing was recorded in it
+    empty.discard()
+    draft = published.draft()
+    agent_edit(draft.path)
+    draft.publish()
+    published.rewind(base.id)
+    assert published.view().head_branch == "main"
+    (published.root / "after.txt").write_text("after the rewind\n")
+    event = published.snapshot("after").event
+    assert event is not None and event.branch == "main-2"
+    assert published.view().branches[empty.branch] == base.id  # the ended Draft's branch stays
 
 
 def test_draft_guards_refuse_to_move_published(published: Repository) -> None:

@@ -52,6 +52,8 @@ class Reply:
     """end the stream cleanly but before its final event"""
     usage: tuple[int, int] = (12, 7)
     call_prefix: str = "call"
+    retry_after: str | None = None
+    """the ``Retry-After`` header of an error answer"""
     """OpenAI tool call ids are ``{call_prefix}_1``, ``_2``...: a client that wants ids unique
     across answers (the Agents SDK) gets a prefix per reply"""
 
@@ -67,9 +69,9 @@ def tools(*calls: tuple[str, str | dict[str, Any]], answer: str = "", **options:
     return Reply(text=answer, tool_calls=raw, **options)
 
 
-def status(code: int, message: str = "scripted failure") -> Reply:
+def status(code: int, message: str = "scripted failure", **options: Any) -> Reply:
     """An HTTP error answer."""
-    return Reply(status=code, error=message)
+    return Reply(status=code, error=message, **options)
 
 
 @dataclass
@@ -429,7 +431,8 @@ class _Handler(BaseHTTPRequestHandler):
             kind = {401: "authentication_error", 403: "permission_error", 429: "rate_limit_error"}
             error = {"message": reply.error, "type": kind.get(reply.status, "api_error")}
             payload = {"type": "error", "error": error} if anthropic else {"error": error}
-            self._json(reply.status, payload)
+            extra = {"Retry-After": reply.retry_after} if reply.retry_after is not None else {}
+            self._json(reply.status, payload, extra)
             return
         whole, events = _FORMATS[path]
         if body.get("stream") is not True:
@@ -437,9 +440,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(events(body, reply), reply)
 
-    def _json(self, code: int, payload: dict[str, Any]) -> None:
+    def _json(
+        self, code: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         data = json.dumps(payload).encode()
         self.send_response(code)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()

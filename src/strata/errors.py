@@ -46,6 +46,7 @@ The tree::
     │   ├── DraftExists            a second Draft was asked for
     │   ├── NoDraft                no Draft is open
     │   ├── DraftChanged           the Draft changed since the review publish expects
+    │   ├── NothingToPublish       publish of a Draft that would change nothing in Published
     │   ├── PreflightFailed        a proposal failed its preflight (or changed since): not accepted
     │   ├── ExternalSymlink        a Draft symlink points outside the workspace
     │   ├── WatcherRunning         a watcher already runs for this workspace
@@ -449,6 +450,17 @@ class DraftChanged(WorkspaceError):
         )
         self.expected = expected
         self.actual = actual
+
+
+class NothingToPublish(WorkspaceError):
+    """Publishing the Draft would change nothing in Published: no publish is recorded."""
+
+    def __init__(self, draft_id: str) -> None:
+        super().__init__(
+            f"nothing to publish: Draft {draft_id} changes nothing in Published",
+            hint="'strata discard' ends the Draft",
+        )
+        self.draft_id = draft_id
 
 
 class PreflightFailed(WorkspaceError):

@@ -19,6 +19,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,48 @@ def _needs_bwrap() -> None:
     problem = sandbox_problem()
     if problem is not None:
         pytest.skip(problem)
+
+
+@contextmanager
+def _private_mounts(*folders: str) -> Iterator[int]:
+    """A private mount namespace with a tmpfs over each of ``folders``; yields its holder's pid.
+
+    Tests that make stores under system folders or bind mounts do it there, so
+    a broken guard writes or deletes on a tmpfs that vanishes with the test,
+    never on the machine running the suite. Commands run in it through
+    :func:`_in_namespace`; the test reads what they made through
+    ``/proc/PID/root``.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("only root can make a private mount namespace")
+    holder = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "600"])
+    try:
+        mine = os.readlink("/proc/self/ns/mnt")
+        for _ in range(200):
+            try:
+                if os.readlink(f"/proc/{holder.pid}/ns/mnt") != mine:
+                    break
+            except OSError:
+                pass
+            time.sleep(0.01)
+        else:
+            pytest.skip("unshare --mount is not permitted here")
+        for folder in folders:
+            done = subprocess.run(
+                [*_in_namespace(holder.pid), "mount", "-t", "tmpfs", "tmpfs", folder],
+                capture_output=True,
+            )
+            if done.returncode != 0:
+                pytest.skip(f"cannot mount a tmpfs over {folder}: {done.stderr.decode().strip()}")
+        yield holder.pid
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _in_namespace(pid: int, cwd: Path = Path("/")) -> tuple[str, ...]:
+    """The prefix that runs a command in the mount namespace of ``pid``, in ``cwd``."""
+    return ("nsenter", "-t", str(pid), "-m", f"--wd={cwd}", "--")
 
 
 def _git_workspace(ws: Path, git: GitRunner) -> None:
@@ -221,27 +264,26 @@ def test_a_store_under_a_system_folder_is_invisible_in_the_sandbox(
     tmp_path: Path, run_cli: CliRunner
 ) -> None:
     _needs_bwrap()
-    if os.geteuid() != 0:
-        pytest.skip("only root can make a store under /opt")
     store = Path(f"/opt/strata-test-store-{uuid.uuid4().hex[:12]}")
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
-    try:
-        ok(run_cli("init", "--store", str(store), cwd=ws))
-        ok(run_cli("draft", "start", cwd=ws))
+    with _private_mounts("/opt") as pid:  # /opt is a tmpfs of this test's own
+        cli = CliRunner(run_cli.home, prefix=_in_namespace(pid, ws))
+        ok(cli("init", "--store", str(store), cwd=ws))
+        ok(cli("draft", "start", cwd=ws))
         probe = (
             f"ls -A {store} > listed.txt 2>/dev/null; cat {store}/config.toml > read.txt 2>&1; "
             f"ls {store}/objects {store}/watch > deeper.txt 2>/dev/null; true"
         )
-        ok(run_cli("draft", "run", "--", "sh", "-c", probe, cwd=ws))
-        draft = _draft_path(run_cli, ws)
+        ok(cli("draft", "run", "--", "sh", "-c", probe, cwd=ws))
+        draft = Path(f"/proc/{pid}/root{_draft_path(cli, ws)}")  # the Draft is in the store
         assert (draft / "listed.txt").read_text() == ""
         assert (draft / "deeper.txt").read_text() == ""
         assert "[repository]" not in (draft / "read.txt").read_text()
-        assert (store / "config.toml").is_file()  # the mask hid it, nothing touched it
-    finally:
-        shutil.rmtree(store, ignore_errors=True)
+        # the mask hid it, nothing touched it
+        assert Path(f"/proc/{pid}/root{store}/config.toml").is_file()
+    assert not store.exists()  # the host's /opt never saw it
 
 
 def _socket_ask(path: Path, body: dict[str, Any], *, person: Person | None = None) -> Any:
@@ -468,61 +510,57 @@ def test_a_store_reached_through_a_bind_mount_is_invisible_in_the_sandbox(
     tmp_path: Path, run_cli: CliRunner
 ) -> None:
     _needs_bwrap()
-    if os.geteuid() != 0:
-        pytest.skip("only root can bind-mount a store")
-    tag = uuid.uuid4().hex[:12]
-    real = Path(f"/opt/strata-test-real-{tag}")
-    alias = Path(f"/tmp/strata-test-bind-{tag}")
-    real.mkdir()
+    real = Path(f"/opt/strata-test-real-{uuid.uuid4().hex[:12]}")
+    alias = tmp_path / "bind"  # this test's own folder: no other test can delete through it
     alias.mkdir()
-    done = subprocess.run(["mount", "--bind", str(real), str(alias)], capture_output=True)
-    if done.returncode != 0:
-        real.rmdir()
-        alias.rmdir()
-        pytest.skip(f"mount --bind is not permitted here: {done.stderr.decode().strip()}")
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.txt").write_text("one\n")
-    try:
-        ok(run_cli("init", "--store", str(alias), cwd=ws))
-        ok(run_cli("watch", "--daemon", "--no-capture", "--json", cwd=ws))
-        key = (alias / "watch" / "watch.key").read_text().strip()
-        probe = (
-            f"ls -A {real} > listed.txt 2>/dev/null; cat {real}/watch/watch.key > key.txt 2>&1; "
-            f"ls {real}/objects {real}/watch > deeper.txt 2>/dev/null; true"
+    with _private_mounts("/opt") as pid:  # /opt is a tmpfs of this test's own
+        inside = _in_namespace(pid, ws)
+        root = Path(f"/proc/{pid}/root")
+        done = subprocess.run(
+            [*inside, "sh", "-c", f"mkdir {real} && mount --bind {real} {alias}"],
+            capture_output=True,
         )
-        ok(run_cli("run", "--draft", "--", "sh", "-c", probe, cwd=ws))
-        draft = _draft_path(run_cli, ws)
-        assert (draft / "listed.txt").read_text() == ""
-        assert (draft / "deeper.txt").read_text() == ""
-        assert key not in (draft / "key.txt").read_text()
-        assert (real / "config.toml").is_file()  # masked, not touched
+        if done.returncode != 0:
+            pytest.skip(f"mount --bind is not permitted here: {done.stderr.decode().strip()}")
+        cli = CliRunner(run_cli.home, prefix=inside)
+        try:
+            ok(cli("init", "--store", str(alias), cwd=ws))
+            ok(cli("watch", "--daemon", "--no-capture", "--json", cwd=ws))
+            key = (root / str(alias)[1:] / "watch" / "watch.key").read_text().strip()
+            probe = (
+                f"ls -A {real} > listed.txt 2>/dev/null; "
+                f"cat {real}/watch/watch.key > key.txt 2>&1; "
+                f"ls {real}/objects {real}/watch > deeper.txt 2>/dev/null; true"
+            )
+            ok(cli("run", "--draft", "--", "sh", "-c", probe, cwd=ws))
+            draft = root / str(_draft_path(cli, ws))[1:]  # the Draft is in the store
+            assert (draft / "listed.txt").read_text() == ""
+            assert (draft / "deeper.txt").read_text() == ""
+            assert key not in (draft / "key.txt").read_text()
+            assert (root / str(real)[1:] / "config.toml").is_file()  # masked, not touched
 
-        # a sandboxed process that has the key and reaches the socket is refused all the same
-        from strata.sandbox.bwrap import sandbox_problem
+            # a sandboxed process that has the key and reaches the socket is refused all the same
+            from strata.sandbox.bwrap import sandbox_problem
 
-        assert sandbox_problem() is None
-        sock = alias / "watch" / "watch.sock"
-        bwrap = ["bwrap", "--dev-bind", "/", "/", "--unshare-all", "--die-with-parent", "--"]
-        for body in (
-            {"v": 1, "op": "status", "key": key},
-            {**_run_request(["snapshot", "-m", "forged"], ws), "key": key},
-        ):
-            reply = _socket_ask_argv(bwrap, sock, body)
-            assert not (reply or {}).get("ok"), reply
-        assert _socket_ask(sock, {"v": 1, "op": "status", "key": key})["ok"]  # outside: served
-        assert "forged" not in ok(run_cli("history", cwd=ws))
-    finally:
-        run_cli("watch", "--stop", cwd=ws)
-        # the watcher may still be on its way out, holding the store: wait, then detach
-        for _ in range(50):
-            if subprocess.run(["umount", str(alias)], capture_output=True).returncode == 0:
-                break
-            time.sleep(0.1)
-        else:
-            subprocess.run(["umount", "-l", str(alias)], check=False)
-        alias.rmdir()
-        shutil.rmtree(real, ignore_errors=True)
+            assert sandbox_problem() is None
+            sock = alias / "watch" / "watch.sock"
+            bwrap = ["bwrap", "--dev-bind", "/", "/", "--unshare-all", "--die-with-parent", "--"]
+            for body in (
+                {"v": 1, "op": "status", "key": key},
+                {**_run_request(["snapshot", "-m", "forged"], ws), "key": key},
+            ):
+                reply = _socket_ask_argv([*inside, *bwrap], sock, body)
+                assert not (reply or {}).get("ok"), reply
+            served = _socket_ask_argv(list(inside), sock, {"v": 1, "op": "status", "key": key})
+            assert served["ok"]  # outside the sandbox: served
+            assert "forged" not in ok(cli("history", cwd=ws))
+        finally:
+            cli("watch", "--stop", cwd=ws)
+    assert not real.exists()  # the host's /opt never saw it
+    assert not any(alias.iterdir())  # nor was anything written through the host's folder
 
 
 # -- an odd .git/config left in the Draft never breaks status or review ---------------------

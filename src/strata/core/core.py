@@ -339,8 +339,15 @@ class Core:
     # -- the workspace -----------------------------------------------------------------
 
     def rules(self) -> IgnoreRules:
-        """The ignore rules at the workspace's root (config defaults and a run's extras)."""
-        return IgnoreRules.root(defaults=self.config.ignore_defaults, extra=self.extra_ignore)
+        """The ignore rules at the workspace's root (config defaults and a run's extras).
+
+        A repository kept in a git work tree's ``.git`` (the git backend) has
+        one rule, git's: its ignore files only. Strata's defaults (``.venv``,
+        ``node_modules``, ``__pycache__``) would hide files git tracks, so a
+        clean tree would show them deleted.
+        """
+        defaults = () if self.layout.git_backed else self.config.ignore_defaults
+        return IgnoreRules.root(defaults=defaults, extra=self.extra_ignore)
 
     def changes_since(self, token: str, *, root: str = "") -> Answer | None:
         """Ask the running watcher which paths changed since ``token`` (None: no watcher).

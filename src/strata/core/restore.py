@@ -44,10 +44,19 @@ if TYPE_CHECKING:
 
 
 def branch_at(view: View, event_id: str) -> str:
-    """The branch HEAD should name when it moves to ``event_id``."""
+    """The branch HEAD should name when it moves to ``event_id``.
+
+    A Draft's branch (``draft/<id>``) is never chosen from elsewhere: its tip
+    may be the Draft's base on Published's line, and landing there would make
+    Published's next snapshots extend a Draft's (perhaps ended) branch.
+    """
     if view.branches.get(view.head_branch) == event_id:
         return view.head_branch
-    tips = sorted(name for name, tip in view.branches.items() if tip == event_id)
+    tips = sorted(
+        name
+        for name, tip in view.branches.items()
+        if tip == event_id and not name.startswith("draft/")
+    )
     return tips[0] if tips else view.head_branch
 
 

@@ -95,7 +95,7 @@ class ProviderSettings:
     stream: bool = True
     tool_choice_required: bool = True
     retry_delays: tuple[float, ...] | None = None
-    """Seconds between attempts (default 10, 20, 40, 80, 160); ``[]`` tries once."""
+    """Seconds between attempts (default 1, 2, 4, 8, 16, jittered); ``[]`` tries once."""
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 

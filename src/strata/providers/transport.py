@@ -3,8 +3,13 @@
 A call is tried again when it failed in a way that may pass (a refused or
 reset connection, a timeout, HTTP 408/409/429 or 5xx, a stream that broke
 or ended early) and nothing of the answer was delivered yet; the delays
-between attempts are :data:`DEFAULT_DELAYS` (10, 20, 40, 80, 160 s: six
-attempts), then :class:`~strata.errors.ProviderUnavailable`. HTTP 401 and 403
+between attempts are :data:`DEFAULT_DELAYS` (1, 2, 4, 8, 16 s: six
+attempts), each waited in real time with jitter (between half and all of it,
+so clients that failed together do not come back together), then
+:class:`~strata.errors.ProviderUnavailable`. When the server
+says how long to wait (``Retry-After``, in seconds or as an HTTP date, on a
+429 or 503), that wait replaces the scheduled one, up to
+:data:`RETRY_AFTER_MAX`; a longer one is not waited for. HTTP 401 and 403
 are :class:`~strata.errors.ProviderAuthFailed` at once, a stream that is not
 its wire format :class:`~strata.errors.ProviderProtocolError`, and any other
 refusal (400, 404…) a plain :class:`~strata.errors.ProviderError`: trying
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import random
 import re
 import socket
 import threading
@@ -46,7 +52,10 @@ from strata.providers.base import (
 )
 
 #: seconds waited before the 2nd … 6th attempt
-DEFAULT_DELAYS: tuple[float, ...] = (10.0, 20.0, 40.0, 80.0, 160.0)
+DEFAULT_DELAYS: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
+
+#: the longest ``Retry-After`` a call waits for; a server asking more is unavailable now
+RETRY_AFTER_MAX = 300.0
 
 #: seconds an HTTP adapter waits for the server (to connect, and between two pieces of a stream)
 DEFAULT_TIMEOUT = 600.0
@@ -72,7 +81,7 @@ class Retry:
         if self.sleep is not None:
             self.sleep(seconds)
             return
-        end = time.monotonic() + seconds
+        end = time.monotonic() + seconds * random.uniform(0.5, 1.0)  # jitter
         while (left := end - time.monotonic()) > 0:
             if cancel is not None and cancel.cancelled:
                 return
@@ -85,11 +94,37 @@ class Transient(Exception):
     ``timed_out``: the server took the request and sent nothing in time. A
     local server is then still generating, and another attempt would queue a
     second generation behind the first: :func:`with_retries` does not retry it.
+    ``retry_after`` is the wait the server asked for (``Retry-After``), if it did.
     """
 
-    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+    def __init__(
+        self, message: str, *, timed_out: bool = False, retry_after: float | None = None
+    ) -> None:
         super().__init__(message)
         self.timed_out = timed_out
+        self.retry_after = retry_after
+
+
+def retry_after(headers: Any) -> float | None:
+    """The seconds a ``Retry-After`` header in ``headers`` asks for (None if none or unreadable)."""
+    value = headers.get("retry-after") if headers is not None else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    import datetime
+
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, (when - datetime.datetime.now(datetime.UTC)).total_seconds())
 
 
 def with_retries(
@@ -145,6 +180,15 @@ def with_retries(
                 hint="raise timeout (or lower max_tokens) of this provider in config.toml, "
                 "or use a smaller model",
             )
+        if delay is not None and last is not None and last.retry_after is not None:
+            if last.retry_after > RETRY_AFTER_MAX:
+                raise ProviderUnavailable(
+                    provider,
+                    f"{last}; it asks to wait {last.retry_after:.0f} s (not retried)",
+                    attempts=attempts,
+                    hint=hint,
+                )
+            delay = last.retry_after  # the server knows better than the schedule
         if delay is not None and gone is not None and (why := gone()) is not None:
             raise ProviderUnavailable(
                 provider, f"{last}; {why} (not retried)", attempts=attempts, hint=hint
@@ -266,7 +310,11 @@ def classify(
             )
         if status in (408, 409, 429) or status >= 500 or status < 400:
             # below 400: an error the server sent inside an accepted stream
-            return Transient(f"{where} answered HTTP {status} ({said})")
+            response = getattr(exc, "response", None)
+            return Transient(
+                f"{where} answered HTTP {status} ({said})",
+                retry_after=retry_after(getattr(response, "headers", None)),
+            )
         return ProviderError(
             provider,
             f"{where} refused the request (HTTP {status}: {said})",

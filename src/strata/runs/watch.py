@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING, Any
 
 from strata.errors import WatcherRunning
 from strata.ledger.events import EventType
-from strata.store.ignore import IgnoreRules
 from strata.watch.monitor import ChangeMonitor, IgnoreFilter, MonitorServer, Runner, Served
 
 if TYPE_CHECKING:
@@ -101,7 +100,7 @@ class LiveCapture:
         self.extra_ignore = repo.extra_ignore
         self._filter = IgnoreFilter(
             repo.root,
-            IgnoreRules.root(defaults=repo.config.ignore_defaults, extra=self.extra_ignore),
+            repo.rules(),
         )
 
     # -- life cycle ------------------------------------------------------------

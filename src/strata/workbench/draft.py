@@ -675,7 +675,8 @@ def start_draft(
         with core.transaction("draft start", author) as tx:
             _, scan = tx.auto_save("draft start")
             head = tx.head()
-            assert head is not None
+            if head is None:  # nothing recorded yet (an empty folder): the Draft starts from it
+                head = tx.state_event(EventType.SNAPSHOT, scan.tree, message="before the Draft")
             head_tree = core.tree_of(head)
             draft_id = new_event_id(core.rng)[:10]
             while f"draft/{draft_id}" in tx.view.branches:

@@ -37,6 +37,7 @@ from strata.diff.tree import diff_trees
 from strata.errors import (
     DraftChanged,
     ExternalSymlink,
+    NothingToPublish,
     PreflightFailed,
     UsageError,
     WorkspaceBusy,
@@ -241,6 +242,8 @@ def publish(
             _, scan = tx.auto_save("publish")
             published_tree = scan.tree
             target, merged = proposed_tree(draft, tip, published_tree)
+            if target == published_tree:
+                raise NothingToPublish(draft.id)  # the whole transaction is dropped
             if verified_tree is not None and target != verified_tree:
                 raise PreflightFailed(
                     "Published or the Draft changed while the preflight ran, so what it "
