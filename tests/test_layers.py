@@ -61,6 +61,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata._entry",
             "strata.__main__",
             "strata.integrations",  # the MCP server and agent hooks (issue 14)
+            "strata.studio",  # the local web view (issue 27)
         ),
     ),
 ]

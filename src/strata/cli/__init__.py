@@ -99,7 +99,7 @@ def _build_root() -> click.Group:
 _ROOT: click.Group | None = None
 
 #: names users of git and jj type, for the command that does what they mean
-ALIASES = {"log": "history"}
+ALIASES = {"log": "history", "ui": "studio"}
 
 
 def _help_command(group: click.Group) -> click.Command:
@@ -188,6 +188,7 @@ COMMAND_MODULES = {
     "ask": "workshop",  # the Workshop (issue 13)
     "chat": "workshop",
     "host": "host",  # the host loop (seed 001)
+    "studio": "studio",  # the local web view (issue 27)
 }
 
 

@@ -1,0 +1,105 @@
+"""The Draft's review: its change set against its base, revisions, publish, discard, checkpoints.
+
+Publish runs what ``strata publish`` runs (with ``--preflight``: the
+Repository's preflight first, publishing the verified tree only when it
+passed); discard and checkpoint restore are the Draft's and the checkpoints'
+own methods.
+"""
+
+from __future__ import annotations
+
+import os
+
+from starlette.responses import Response
+
+from strata.errors import PreflightFailed
+from strata.studio.context import Ctx
+from strata.studio.guard import Refused
+from strata.studio.render import short
+from strata.workbench.draft import current_draft, open_draft
+
+
+def draft_page(ctx: Ctx) -> Response:
+    """The open Draft against its base (the change set of its newest revision)."""
+    repo = ctx.ws.repo
+    draft = open_draft(repo)
+    checkpoints = list(reversed(repo.checkpoints.list()))
+    if draft is None:
+        return ctx.render("draft.html", draft=None, checkpoints=checkpoints)
+    base, tip = draft.base, draft.tip()
+    diff = repo.diff_trees(repo.tree_of(base), repo.tree_of(tip))
+    revisions = list(reversed(draft.revisions()))
+    return ctx.render(
+        "draft.html",
+        draft=draft,
+        base=base,
+        tip=tip,
+        diff=diff,
+        revisions=revisions,
+        checkpoints=checkpoints,
+    )
+
+
+def draft_act(ctx: Ctx) -> Response:
+    """Record, publish (optionally after a preflight), discard; restore a checkpoint."""
+    repo = ctx.ws.repo
+    what = ctx.request.path_params["what"]
+    back = ctx.url("draft")
+    if what == "restore":
+        checkpoint = ctx.arg("checkpoint")
+        restored = repo.checkpoints.restore(checkpoint)
+        n = len(restored.restored_paths)
+        said = []
+        if restored.auto_save is not None:
+            said.append(f"Auto-saved unrecorded work as {short(restored.auto_save.id)}")
+        said.append(f"Restored checkpoint {short(checkpoint)}: {n} paths written or removed")
+        return ctx.done("Checkpoint restored", said, back)
+    draft = current_draft(repo)
+    if what == "record":
+        reviewed = draft.review()
+        return ctx.done(
+            "Draft recorded",
+            [
+                f"Draft {short(reviewed.draft_event.id)}: {reviewed.diff.files_changed} files "
+                "changed against its base"
+            ],
+            back,
+        )
+    if what == "discard":
+        event = draft.discard()
+        return ctx.done(
+            "Draft discarded",
+            [f"Discarded the Draft ({short(event.id)}); its revisions stay on its branch"],
+            back,
+        )
+    if what == "publish":
+        lines: list[str] = []
+        stamp = verified = None
+        if ctx.arg("preflight") == "on":
+            checked = repo.preflight(
+                check=ctx.arg("check") or None,
+                sandbox=ctx.arg("sandbox") or "bwrap",
+                environ=dict(os.environ),
+            )
+            lines.append(f"Preflight {'passed' if checked.ok else 'failed'}")
+            if not checked.ok:
+                raise PreflightFailed(
+                    f"{checked.failure()}; nothing was published",
+                    report=checked.report_artifact,
+                )
+            stamp, verified = checked.stamp, checked.expected_tree
+        result = draft.publish(ctx.arg("message"), preflight=stamp, verified_tree=verified)
+        n = result.files_changed
+        lines.append(
+            f"Published {short(result.event.id)}: {n} file{'s' if n != 1 else ''} changed "
+            f"(checkpoint {short(result.checkpoint.id)}; 'strata undo' reverses it)"
+        )
+        lines += [
+            f"merged {p} with changes made to Published meanwhile" for p in result.merged_paths
+        ]
+        lines += [
+            f"warning: left {p} untouched: it changed while publishing"
+            for p in result.skipped_paths
+        ]
+        return ctx.done("Published", lines, back)
+    raise Refused(404, f"no action {what!r}")
