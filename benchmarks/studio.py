@@ -69,6 +69,9 @@ def main() -> None:
 
         def paint(url: str) -> float:
             page.goto(url)
+            page.wait_for_function(
+                "performance.getEntriesByName('first-contentful-paint').length > 0"
+            )
             return float(
                 page.evaluate("performance.getEntriesByName('first-contentful-paint')[0].startTime")
             )

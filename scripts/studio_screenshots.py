@@ -11,14 +11,16 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from strata import Repository  # noqa: E402
-from strata.studio import running  # noqa: E402
-from tests.studio_support import BOT, history  # noqa: E402
+from tests.studio_support import BOT, history
+
+from strata import Repository
+from strata.studio import running
 
 OUT = Path(__file__).resolve().parents[1] / "docs" / "images"
 
 
 def main() -> None:
+    """Build the workspace, serve it, save the three screenshots."""
     tmp = Path(tempfile.mkdtemp(prefix="studio-shots-"))
     root = history(tmp / "demo")
     with Repository.open(root) as repo:
