@@ -153,3 +153,104 @@ def test_review_and_publish_a_draft(page: Any, served: Any, tmp_path: Path) -> N
     page.click("#back")
     assert "No Draft is open" in page.content()
     assert page.locator("table.list button", has_text="restore").count() >= 1
+
+
+def test_answer_an_approval_that_a_headless_command_waits_for(
+    page: Any, served: Any, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    root = served.workspaces[0].repo.root
+    (root / "build").mkdir()
+    (root / "build" / "out.o").write_text("object\n")
+    with Repository.open(root) as repo:
+        repo.snapshot("a build")
+    waiting = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "strata",
+            "exec",
+            "--ask-studio",
+            "60",
+            "--json",
+            "--",
+            "rm",
+            "-rf",
+            "build",
+        ],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,  # no terminal to ask on
+    )
+    try:
+        page.goto(served.url.replace("/?", "/w/0/approvals?"))
+        card = page.locator(".approval")
+        card.wait_for(timeout=15_000)  # the page refreshes itself
+        assert "rm -rf build" in card.inner_text()
+        assert "risk" in card.inner_text()
+        page.screenshot(path=str(tmp_path / "approvals.png"))
+        card.locator("button.approve").click()
+        assert "Approved" in page.locator("#result").inner_text()
+        out, err = waiting.communicate(timeout=30)
+        assert b'"ran": true' in out.replace(b'"ran":true', b'"ran": true'), (out, err)
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    assert waiting.returncode == 0, err
+    assert not (root / "build").exists()
+    with Repository.open(root) as repo:
+        decided = repo.history(action="approval_decided", limit=1)[0]
+    assert decided.data["approved"] is True and decided.data["by"] == "studio"
+
+
+SCRIPT = """\
+- tool_calls: [{name: write_file, arguments: {path: app.py, content: "ANSWER = 1\\n"}}]
+- text: Set the answer to one.
+"""
+# the model is opened again for each turn: the second turn reads this script
+SCRIPT_2 = """\
+- tool_calls: [{name: write_file, arguments: {path: app.py, content: "ANSWER = 2\\n"}}]
+- text: Now it is two.
+"""
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Iterator[Any]:
+    from strata.studio import running
+
+    root = history(tmp_path / "shop")
+    (tmp_path / "shop.yaml").write_text(SCRIPT)
+    with open(root / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{tmp_path / "shop.yaml"}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    with running([root]) as studio:
+        yield studio
+
+
+def test_workshop_send_and_rewind_to_a_message(page: Any, shop: Any, tmp_path: Path) -> None:
+    served = shop
+    root = served.workspaces[0].repo.root
+    page.goto(served.url.replace("/?", "/w/0/workshop?"))
+    page.fill("textarea[name=text]", "set the answer to one")
+    page.click("#send")
+    assert "Set the answer to one." in page.locator("body").inner_text(), page.content()
+    (root.parent / "shop.yaml").write_text(SCRIPT_2)
+    page.fill("textarea[name=text]", "make it two")
+    page.click("#send")
+    assert "Now it is two." in page.locator("#chat").inner_text()
+    with Repository.open(root) as repo:
+        draft = repo.draft(create=False)
+        assert (draft.path / "app.py").read_text() == "ANSWER = 2\n"
+    # back to the first answer: the conversation and the Draft's files
+    first_answer = page.locator(".msg.assistant_message").first
+    first_answer.locator("button.rewind-to").click()
+    assert "Now it is two." not in page.locator("#chat").inner_text()
+    with Repository.open(root) as repo:
+        assert (repo.draft(create=False).path / "app.py").read_text() == "ANSWER = 1\n"
+    page.screenshot(path=str(tmp_path / "workshop.png"))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,8 +64,20 @@ Page = Callable[[Ctx], Response]
 class Studio:
     """The served workspaces, the token and the guard."""
 
-    def __init__(self, roots: list[Path], *, port: int, token: str | None = None) -> None:
+    def __init__(
+        self,
+        roots: list[Path],
+        *,
+        port: int,
+        token: str | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
         self.port = port
+        #: the environment the Workshop opens models with (API keys)
+        self.environ = dict(os.environ if environ is None else environ)
+        #: the Workshops the pages drive, by workspace and conversation
+        self.workshops: dict[tuple[int, str | None], Any] = {}
+        self.lock = threading.Lock()
         self.token = token or new_token()
         self.guard = Guard(self.token, port)
         self.workspaces: list[Workspace] = []

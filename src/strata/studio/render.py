@@ -20,7 +20,7 @@ from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.token import STANDARD_TYPES, Token
 from pygments.util import ClassNotFound
 
-from strata.diff.display import printable
+from strata.diff.display import printable, printable_lines
 
 #: files larger than this are shown without highlighting (one class per line: plain)
 HIGHLIGHT_MAX = 2 << 20
@@ -55,6 +55,7 @@ def environment() -> Environment:
     env.filters["short"] = short
     env.filters["size"] = size
     env.filters["printable"] = lambda v: printable(str(v))
+    env.filters["printable_lines"] = lambda v: printable_lines(str(v))
     return env
 
 

@@ -157,7 +157,7 @@ def _events(studio: Studio) -> Any:
 
 def make_app(studio: Studio) -> Starlette:
     """The Starlette application serving ``studio``."""
-    from strata.studio import diffview, review, timeline
+    from strata.studio import approvals, chat, diffview, review, timeline
 
     def route(path: str, handler: Page, methods: tuple[str, ...] = ("GET",)) -> Route:
         return Route(path, _guarded(studio, handler), methods=list(methods))
@@ -176,6 +176,10 @@ def make_app(studio: Studio) -> Starlette:
         route("/w/{w}/object/{oid}", diffview.object_page),
         route("/w/{w}/draft", review.draft_page),
         route("/w/{w}/draft/{what}", review.draft_act, ("POST",)),
+        route("/w/{w}/approvals", approvals.approvals_page),
+        route("/w/{w}/approvals/answer", approvals.approvals_answer, ("POST",)),
+        route("/w/{w}/workshop", chat.workshop_page),
+        route("/w/{w}/workshop/{what}", chat.workshop_act, ("POST",)),
     ]
 
     async def not_found(request: Request, exc: Exception) -> Response:

@@ -91,3 +91,18 @@
     });
   }
 })();
+
+// the approvals page looks for new requests every second (they are files, not events)
+(function () {
+  var list = document.getElementById("approvals");
+  if (!list) return;
+  setInterval(function () {
+    if (document.activeElement && document.activeElement.name === "reason") return;
+    fetch(location.href, { credentials: "same-origin" }).then(function (r) { return r.text(); })
+      .then(function (text) {
+        var doc = new DOMParser().parseFromString(text, "text/html");
+        var fresh = doc.getElementById("approvals");
+        if (fresh && fresh.innerHTML !== list.innerHTML) list.innerHTML = fresh.innerHTML;
+      });
+  }, 1000);
+})();
