@@ -172,4 +172,7 @@ for _ in $(seq 50); do
     sleep 0.1
 done
 grep "^Strata Studio: " "$studio_log" || { cat "$studio_log"; exit 1; }
-echo "(serving in the background as process $studio_pid: 'kill $studio_pid' stops it)"
+# the workspace stays while the studio serves it
+trap 'strata -C "$ws" watch --stop >/dev/null 2>&1 || true' EXIT
+echo "(serving $ws in the background as process $studio_pid;"
+echo " 'kill $studio_pid && rm -rf $ws' stops it and removes the demo)"

@@ -127,3 +127,24 @@ def test_bad_input_gets_one_line_and_its_status(client: httpx.Client) -> None:
         assert answer.status_code == status, (url, answer.text)
         assert answer.text.count('class="message"') == 1
         assert "Traceback" not in answer.text
+
+
+def test_an_approval_is_answered_once_and_only_when_it_waits(
+    client: httpx.Client, served: Studio
+) -> None:
+    from strata.gateway import ApprovalQueue, ApprovalRequest
+
+    queue = ApprovalQueue.of(served.workspaces[0].repo.layout.repo)
+    request_id = queue.submit(ApprovalRequest("rm -rf build", "high", "'rm -rf'", "/w"))
+    page = client.get("/w/0/approvals")
+    assert "rm -rf build" in page.text
+    csrf = served.guard.csrf
+    answer = {"csrf": csrf, "id": request_id, "answer": "deny", "reason": "not now"}
+    assert client.post("/w/0/approvals/answer", data=answer).status_code == 200
+    decision = queue.wait(request_id, 1)
+    assert decision is not None and not decision.approved and decision.reason == "not now"
+    again = client.post("/w/0/approvals/answer", data={**answer, "answer": "approve"})
+    assert again.status_code == 400 and "already answered" in again.text
+    unknown = client.post("/w/0/approvals/answer", data={**answer, "id": "../../x"})
+    assert unknown.status_code == 400
+    assert queue.wait(request_id, 0).approved is False  # the first answer stands
