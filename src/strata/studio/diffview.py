@@ -10,7 +10,9 @@ and after, side by side.
 from __future__ import annotations
 
 import contextlib
+import csv
 import functools
+import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +25,7 @@ from strata.diff.patch import BIG_FILE_BYTES, is_binary
 from strata.diff.tree import Change
 from strata.errors import ObjectMissing, UsageError
 from strata.ids import ObjectId
+from strata.kb.extract import Unreadable, extract
 from strata.ledger.events import Event
 from strata.repo import Repository
 from strata.sandbox.paths import check_relative
@@ -36,6 +39,30 @@ from strata.studio.timeline import IMAGES
 PAGE_LINES = 1500
 #: events looked at to find who made a file's hunks
 PROVENANCE_MAX = 50
+#: rows and columns of a table (csv, tsv, xlsx) shown with its changed cells marked
+TABLE_ROWS = 1000
+TABLE_COLUMNS = 50
+#: documents shown as their text (docx paragraphs, pdf pages' lines)
+DOCUMENTS = ("docx", "pdf")
+
+
+@dataclass
+class Cell:
+    """One cell of a changed table: its value now, and before when it changed."""
+
+    value: str
+    before: str | None = None
+    changed: bool = False
+
+
+@dataclass
+class Table:
+    """A table's rows after the change, each cell marked when it changed."""
+
+    rows: list[list[Cell]]
+    added_rows: int
+    removed_rows: int
+    truncated: bool
 
 
 @dataclass
@@ -91,6 +118,8 @@ class FileView:
     events: list[Event] = field(default_factory=list)
     image: str | None = None
     truncated: bool = False
+    table: Table | None = None
+    note: str = ""
 
 
 @functools.lru_cache(maxsize=64)
@@ -218,12 +247,27 @@ def _file_view(repo: Repository, index: int, change: Change) -> FileView:
     before, after = _blob(repo, old), _blob(repo, new)
     if before is None or after is None:
         return FileView(index, change, "big")
+    suffix = change.path.rsplit(".", 1)[-1].lower() if "." in change.path else ""
+    if suffix in ("csv", "tsv", "xlsx"):
+        try:
+            table = table_diff(_rows(suffix, before), _rows(suffix, after))
+        except (ValueError, csv.Error) as exc:
+            return FileView(index, change, "binary", note=f"not read as a table: {exc}")
+        return FileView(index, change, "table", table=table)
+    note = ""
+    if suffix in DOCUMENTS:
+        try:
+            before, after = _document_text(suffix, before), _document_text(suffix, after)
+        except Unreadable as exc:
+            return FileView(index, change, "binary", note=f"not read as text: {exc.reason}")
+        note = f"the {suffix} file's text"
     if is_binary(before) or is_binary(after):
         return FileView(index, change, "binary")
     patch = pygit2.Patch.create_from(before, after, context_lines=3)
     key = id(repo.objects)
-    old_lines = _highlighted(key, change.old_path or change.path, old.oid, before) if old else []
-    new_lines = _highlighted(key, change.path, new.oid, after) if new else []
+    shown_as = change.path + ".txt" if note else change.path
+    old_lines = _highlighted(key, shown_as, old.oid, before) if old else []
+    new_lines = _highlighted(key, shown_as, new.oid, after) if new else []
     hunks = []
     for hunk in patch.hunks:
         lines = []
@@ -236,7 +280,45 @@ def _file_view(repo: Repository, index: int, change: Change) -> FileView:
                 html = _at(new_lines, line.new_lineno)
                 lines.append(Line("ctx", line.old_lineno, line.new_lineno, html))
         hunks.append(Hunk(hunk.header.strip(), lines))
-    return FileView(index, change, "text", hunks)
+    return FileView(index, change, "text", hunks, note=note)
+
+
+def _document_text(kind: str, data: bytes) -> bytes:
+    if not data:
+        return b""
+    return "\n".join(extract(kind, data).lines).encode() + b"\n"
+
+
+def _rows(suffix: str, data: bytes) -> list[list[str]]:
+    if not data:
+        return []
+    if suffix == "xlsx":
+        from strata.workshop.tables import TableError, sheet_as_csv
+
+        try:
+            data = sheet_as_csv(data, None)
+        except TableError as exc:
+            raise ValueError(str(exc)) from None
+    text = data.decode("utf-8", "replace")
+    return list(csv.reader(io.StringIO(text), delimiter="\t" if suffix == "tsv" else ","))
+
+
+def table_diff(old: list[list[str]], new: list[list[str]]) -> Table:
+    """``new``'s rows with each cell that differs from ``old`` at the same place marked."""
+    rows = []
+    for r, row in enumerate(new[:TABLE_ROWS]):
+        was = old[r] if r < len(old) else None
+        cells = []
+        for c, value in enumerate(row[:TABLE_COLUMNS]):
+            prior = was[c] if was is not None and c < len(was) else None
+            cells.append(Cell(value, prior, was is not None and prior != value))
+        rows.append(cells)
+    return Table(
+        rows,
+        added_rows=max(0, len(new) - len(old)),
+        removed_rows=max(0, len(old) - len(new)),
+        truncated=len(new) > TABLE_ROWS,
+    )
 
 
 def _at(lines: list[Markup], number: int) -> Markup:

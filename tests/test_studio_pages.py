@@ -1,0 +1,74 @@
+"""The diff viewer's tables and documents, over HTTP against the real server."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from strata import Repository
+from strata.studio import running
+
+
+def xlsx(rows: list[list[object]]) -> bytes:
+    import openpyxl
+
+    book = openpyxl.Workbook()
+    sheet = book.active
+    assert sheet is not None
+    for row in rows:
+        sheet.append(row)
+    out = io.BytesIO()
+    book.save(out)
+    return out.getvalue()
+
+
+def docx(paragraphs: list[str]) -> bytes:
+    import docx as python_docx
+
+    document = python_docx.Document()
+    for text in paragraphs:
+        document.add_paragraph(text)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[httpx.Client]:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "sales.xlsx").write_bytes(xlsx([["region", "units"], ["north", 10], ["south", 20]]))
+    (root / "prices.csv").write_text("item,price\napple,1\npear,2\n")
+    (root / "report.docx").write_bytes(docx(["Sales grew.", "North led."]))
+    with Repository.create(root, snapshot=True)[0] as repo:
+        (root / "sales.xlsx").write_bytes(
+            xlsx([["region", "units"], ["north", 11], ["south", 20], ["east", 5]])
+        )
+        (root / "prices.csv").write_text("item,price\napple,1\npear,3\n")
+        (root / "report.docx").write_bytes(docx(["Sales grew a lot.", "North led."]))
+        repo.snapshot("new figures")
+    with running([root]) as studio, httpx.Client(base_url=f"http://127.0.0.1:{studio.port}") as c:
+        c.get(f"/?token={studio.token}")
+        yield c
+
+
+def test_tables_show_their_changed_cells(client: httpx.Client) -> None:
+    page = client.get("/w/0/diff?a=HEAD~1&b=HEAD&path=sales.xlsx")
+    assert page.status_code == 200
+    assert '<td class="chg" title="was: 10">11</td>' in page.text
+    assert '<td class="" >south</td>' in page.text  # unchanged cells are not marked
+    assert "1 rows added" in page.text
+    prices = client.get("/w/0/diff?a=HEAD~1&b=HEAD&path=prices.csv")
+    assert '<td class="chg" title="was: 2">3</td>' in prices.text
+
+
+def test_documents_show_as_text(client: httpx.Client) -> None:
+    page = client.get("/w/0/diff?a=HEAD~1&b=HEAD&path=report.docx&mode=split")
+    assert page.status_code == 200
+    assert "the docx file&#39;s text" in page.text
+    assert "Sales grew a lot." in page.text and "Sales grew." in page.text
+    assert "binary:" not in page.text
