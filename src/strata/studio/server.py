@@ -212,7 +212,11 @@ def running(roots: list[Path], *, port: int = 0, token: str | None = None) -> It
     import uvicorn
 
     sock = bind(port)
-    studio = Studio(roots, port=sock.getsockname()[1], token=token)
+    try:
+        studio = Studio(roots, port=sock.getsockname()[1], token=token)
+    except BaseException:
+        sock.close()
+        raise
     config = uvicorn.Config(
         make_app(studio),
         log_level="warning",
