@@ -12,8 +12,9 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from strata.diff.display import printable
 from strata.repo import Repository
-from strata.studio.guard import Guard, new_token
+from strata.studio.guard import HEADERS, Guard, new_token
 from strata.studio.render import page
 
 
@@ -77,6 +78,8 @@ class Studio:
         self.environ = dict(os.environ if environ is None else environ)
         #: the Workshops the pages drive, by workspace and conversation
         self.workshops: dict[tuple[int, str | None], Any] = {}
+        #: the Workshop turns running or last run, by workspace and conversation
+        self.turns: dict[tuple[int, str], Any] = {}
         self.lock = threading.Lock()
         self.token = token or new_token()
         self.guard = Guard(self.token, port)
@@ -94,3 +97,12 @@ class Studio:
         """Close every workspace's Repository."""
         for ws in self.workspaces:
             ws.repo.close()
+
+
+def error_page(status: int, message: str) -> HTMLResponse:
+    """A page with one line saying what went wrong, and the status it deserves."""
+    return HTMLResponse(
+        page("error.html", status=status, message=printable(message)),
+        status_code=status,
+        headers=HEADERS,
+    )

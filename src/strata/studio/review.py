@@ -16,6 +16,7 @@ from strata.errors import PreflightFailed
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
 from strata.studio.render import short
+from strata.studio.timeline import rewind_lines
 from strata.workbench.draft import current_draft, open_draft
 
 
@@ -48,11 +49,7 @@ def draft_act(ctx: Ctx) -> Response:
     if what == "restore":
         checkpoint = ctx.arg("checkpoint")
         restored = repo.checkpoints.restore(checkpoint)
-        n = len(restored.restored_paths)
-        said = []
-        if restored.auto_save is not None:
-            said.append(f"Auto-saved unrecorded work as {short(restored.auto_save.id)}")
-        said.append(f"Restored checkpoint {short(checkpoint)}: {n} paths written or removed")
+        said = rewind_lines(restored, f"Restored checkpoint {short(checkpoint)}, at")
         return ctx.done("Checkpoint restored", said, back)
     draft = current_draft(repo)
     if what == "record":

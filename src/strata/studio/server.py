@@ -21,10 +21,9 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from strata.diff.display import printable
 from strata.errors import (
     NoDraft,
     PathError,
@@ -34,9 +33,8 @@ from strata.errors import (
     UnknownRef,
     UsageError,
 )
-from strata.studio.context import Ctx, Page, Studio
+from strata.studio.context import Ctx, Page, Studio, error_page
 from strata.studio.guard import HEADERS, Refused
-from strata.studio.render import page
 
 #: the files under ``static/`` the studio serves, with their media types
 STATIC = {
@@ -48,15 +46,6 @@ LOG = logging.getLogger("strata.studio")
 
 #: how often the live-events stream looks at the ledger (seconds)
 POLL_S = 0.2
-
-
-def error_page(status: int, message: str) -> HTMLResponse:
-    """A page with one line saying what went wrong, and the status it deserves."""
-    return HTMLResponse(
-        page("error.html", status=status, message=printable(message)),
-        status_code=status,
-        headers=HEADERS,
-    )
 
 
 def status_of(exc: StrataError) -> int:
@@ -178,6 +167,7 @@ def make_app(studio: Studio) -> Starlette:
         route("/w/{w}/draft/{what}", review.draft_act, ("POST",)),
         route("/w/{w}/approvals", approvals.approvals_page),
         route("/w/{w}/approvals/answer", approvals.approvals_answer, ("POST",)),
+        Route("/w/{w}/workshop/stream", chat.stream_endpoint(studio)),
         route("/w/{w}/workshop", chat.workshop_page),
         route("/w/{w}/workshop/{what}", chat.workshop_act, ("POST",)),
     ]

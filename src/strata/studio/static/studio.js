@@ -106,3 +106,13 @@
       });
   }, 1000);
 })();
+
+// a Workshop turn: its text as it streams in, then the recorded conversation
+(function () {
+  var box = document.getElementById("streaming");
+  if (!box || !window.EventSource) return;
+  var out = document.getElementById("streamed");
+  var source = new EventSource(box.getAttribute("data-stream"));
+  source.onmessage = function (msg) { out.textContent = msg.data; };
+  source.addEventListener("done", function () { source.close(); location.reload(); });
+})();
