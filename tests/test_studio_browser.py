@@ -208,6 +208,8 @@ def test_answer_an_approval_that_a_headless_command_waits_for(
     with Repository.open(root) as repo:
         decided = repo.history(action="approval_decided", limit=1)[0]
     assert decided.data["approved"] is True and decided.data["by"] == "studio"
+    page.goto(served.url.replace("/?", "/w/0/timeline?action=approval&"))
+    assert page.locator(".flag.pass", has_text="approved").count() == 1  # the overlay
 
 
 SCRIPT = """\

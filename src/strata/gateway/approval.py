@@ -297,14 +297,18 @@ class ApprovalQueue:
 
         if not request_id.isalnum() or not self._pending(request_id).exists():
             raise UsageError(f"no approval {request_id!r} is waiting (answered or withdrawn)")
+        # written whole under a temporary name, then linked to its name: the link fails when
+        # an answer is there already, and a reader never sees half of one
+        from strata.atomic import atomic_write
+
+        temporary = self.folder / "answers" / f".{request_id}.{os.getpid()}.tmp"
+        atomic_write(temporary, json.dumps(decision.to_json()).encode(), mode=0o600)
         try:
-            fd = os.open(self._answer(request_id), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.link(temporary, self._answer(request_id))
         except FileExistsError:
             raise UsageError(f"approval {request_id} was already answered") from None
-        with os.fdopen(fd, "wb") as out:
-            out.write(json.dumps(decision.to_json()).encode())
-            out.flush()
-            os.fsync(out.fileno())
+        finally:
+            temporary.unlink(missing_ok=True)
 
     def wait(
         self, request_id: str, timeout_s: float, *, poll_s: float = 0.1

@@ -6,16 +6,17 @@ method the CLI calls and reports what the CLI prints, the auto-save first.
 
 from __future__ import annotations
 
+import heapq
 import mimetypes
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from starlette.responses import RedirectResponse, Response
 
 from strata.errors import PathNotFound, UsageError
 from strata.ledger.driver import EventFilter
-from strata.ledger.events import AUTHOR_KINDS, Event, EventType
+from strata.ledger.events import ACTION_FAMILIES, AUTHOR_KINDS, Event, EventType
 from strata.repo import Repository
 from strata.sandbox.paths import check_relative
 from strata.store.tree import TreeEntry, lookup, read_tree
@@ -82,7 +83,7 @@ class Filters:
             raise UsageError(
                 f"unknown author kind {f.kind!r}; use one of {', '.join(AUTHOR_KINDS)}"
             )
-        if f.action:
+        if f.action and f.action not in ACTION_FAMILIES:
             EventType.parse(f.action)
         if f.file:
             check_relative(f.file)
@@ -95,10 +96,14 @@ class Filters:
             operation_id=self.operation or None,
             author=self.author or None,
             author_kind=self.kind or None,
-            action_type=EventType.parse(self.action) if self.action else None,
+            action_type=(
+                EventType.parse(self.action)
+                if self.action and self.action not in ACTION_FAMILIES
+                else None
+            ),
             path=self.file or None,
         )
-        return None if where == EventFilter() else where
+        return None if where == EventFilter() and not self.action else where
 
     def query(self) -> dict[str, str]:
         """The filters as query parameters (empty ones left out)."""
@@ -141,7 +146,13 @@ def page_of_events(
     if where is None:
         records = driver.scan(stop=before, kind="event", reverse=True)
     else:
-        records = (r for r in driver.find_events(where) if before is None or r.seq < before)
+        family = ACTION_FAMILIES.get(filters.action, ())
+        if family:  # e.g. 'approval': approval_requested and approval_decided, newest first
+            found_by = [driver.find_events(replace(where, action_type=t)) for t in family]
+            merged: Iterator[Any] = heapq.merge(*found_by, key=lambda r: -r.seq)
+        else:
+            merged = driver.find_events(where)
+        records = (r for r in merged if before is None or r.seq < before)
     found: list[Event] = []
     last_seq: int | None = None
     for looked, record in enumerate(records, 1):
@@ -250,7 +261,7 @@ def timeline_page(ctx: Ctx) -> Response:
         "head": view.head_event,
         "head_branch": view.head_branch,
         "kinds": AUTHOR_KINDS,
-        "actions": [t.value for t in EventType],
+        "actions": sorted([*ACTION_FAMILIES, *(t.value for t in EventType)]),
         "branches": sorted(view.branches),
         "states": [r.event for g in reversed(groups) for r in reversed(g.rows) if r.state],
         "last_seq": events[0].seq if events else 0,
