@@ -59,9 +59,10 @@ def main() -> None:
     with running([root, shots]) as studio, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=flags)
         page = browser.new_page(viewport={"width": 1360, "height": 640})
-        page.goto(studio.url)
-        page.screenshot(path=str(OUT / "studio-timeline.png"))
+        page.goto(studio.url)  # the token becomes a cookie; with two workspaces, their list
         base = f"http://127.0.0.1:{studio.port}/w/0"
+        page.goto(base + "/timeline")
+        page.screenshot(path=str(OUT / "studio-timeline.png"))
         page.goto(base + "/diff?a=HEAD~2&b=HEAD&mode=split")
         page.screenshot(path=str(OUT / "studio-diff.png"))
         page.goto(base + "/draft")

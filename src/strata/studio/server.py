@@ -154,6 +154,10 @@ def make_app(studio: Studio) -> Starlette:
     routes = [
         Route("/", _guarded(studio, _index, needs_workspace=False)),
         Route("/static/{name}", _guarded(studio, _static, needs_workspace=False)),
+        Route(
+            "/favicon.ico",
+            _guarded(studio, lambda ctx: Response(status_code=204), needs_workspace=False),
+        ),
         Route("/w/{w}/events", _events(studio)),
         route("/w/{w}/timeline", timeline.timeline_page),
         route("/w/{w}/tree", timeline.tree_page),
