@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,3 +73,24 @@ def test_documents_show_as_text(client: httpx.Client) -> None:
     assert "the docx file&#39;s text" in page.text
     assert "Sales grew a lot." in page.text and "Sales grew." in page.text
     assert "binary:" not in page.text
+
+
+def test_a_publish_conflict_shows_both_sides_hunk_by_hunk(tmp_path: Path) -> None:
+    root = tmp_path / "ws"
+    root.mkdir()
+    (root / "app.py").write_text("A = 1\nB = 2\n")
+    with Repository.create(root, snapshot=True)[0] as repo:
+        draft = repo.draft()
+        (draft.path / "app.py").write_text("A = 1\nB = 3\n")
+        draft.record("the Draft's B")
+    (root / "app.py").write_text("A = 1\nB = 4\n")  # Published changed the same line meanwhile
+    with running([root]) as studio, httpx.Client(base_url=f"http://127.0.0.1:{studio.port}") as c:
+        c.get(f"/?token={studio.token}")
+        answer = c.post("/w/0/draft/publish", data={"csrf": studio.guard.csrf, "message": "x"})
+    assert answer.status_code == 409
+    assert "Conflicting files: app.py" in answer.text
+    shown = re.sub(r"<[^>]+>", "", answer.text)  # the highlighted lines as text
+    published, drafted = shown.split("The Draft\n")[-2:]
+    assert "B = 4" in published and "B = 3" not in published
+    assert "B = 3" in drafted and "B = 4" not in drafted
+    assert (root / "app.py").read_text() == "A = 1\nB = 4\n"  # nothing was written

@@ -29,6 +29,7 @@ from strata.kb.extract import Unreadable, extract
 from strata.ledger.events import Event
 from strata.repo import Repository
 from strata.sandbox.paths import check_relative
+from strata.store.objects import ObjectStore
 from strata.store.tree import EMPTY_TREE
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
@@ -193,8 +194,14 @@ def render_files(
     start: tuple[int, int, int],
     event_a: Event | None,
     event_b: Event | None,
+    *,
+    store: ObjectStore | None = None,
 ) -> tuple[list[FileView], str | None]:
-    """The files of one page from position ``start``; and the next page's position."""
+    """The files of one page from position ``start``; and the next page's position.
+
+    ``store`` holds the blobs (default: the repository's; an overlay of the
+    working tree's scan to show unrecorded files).
+    """
     low = event_a.seq if event_a else 0
     high = event_b.seq if event_b else 1 << 62
     budget = PAGE_LINES
@@ -202,7 +209,7 @@ def render_files(
     f0, h0, l0 = start
     for index in range(f0, len(changes)):
         change = changes[index]
-        view = _file_view(repo, index, change)
+        view = _file_view(store or repo.objects, index, change)
         view.events = provenance(repo, change.path, low, high) if event_b else []
         out.append(view)
         hunks = view.hunks
@@ -227,16 +234,16 @@ def render_files(
     return out, None
 
 
-def _blob(repo: Repository, entry: Any) -> bytes | None:
+def _blob(store: ObjectStore, entry: Any) -> bytes | None:
     if entry is None or entry.kind == "dir":
         return b"" if entry is None else None
     if entry.size > BIG_FILE_BYTES:
         return None
-    data: bytes = repo.objects.get(entry.oid)
+    data: bytes = store.get(entry.oid)
     return data
 
 
-def _file_view(repo: Repository, index: int, change: Change) -> FileView:
+def _file_view(store: ObjectStore, index: int, change: Change) -> FileView:
     old, new = change.old, change.new
     if (old and old.kind == "dir") or (new and new.kind == "dir"):
         return FileView(index, change, "folder")
@@ -244,7 +251,7 @@ def _file_view(repo: Repository, index: int, change: Change) -> FileView:
     image = IMAGES.get(change.path[dot:].lower()) if dot >= 0 else None
     if image:
         return FileView(index, change, "image", image=image)
-    before, after = _blob(repo, old), _blob(repo, new)
+    before, after = _blob(store, old), _blob(store, new)
     if before is None or after is None:
         return FileView(index, change, "big")
     suffix = change.path.rsplit(".", 1)[-1].lower() if "." in change.path else ""
@@ -264,7 +271,7 @@ def _file_view(repo: Repository, index: int, change: Change) -> FileView:
     if is_binary(before) or is_binary(after):
         return FileView(index, change, "binary")
     patch = pygit2.Patch.create_from(before, after, context_lines=3)
-    key = id(repo.objects)
+    key = id(store)
     shown_as = change.path + ".txt" if note else change.path
     old_lines = _highlighted(key, shown_as, old.oid, before) if old else []
     new_lines = _highlighted(key, shown_as, new.oid, after) if new else []

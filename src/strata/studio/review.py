@@ -12,12 +12,12 @@ import os
 
 from starlette.responses import Response
 
-from strata.errors import PreflightFailed
+from strata.errors import MergeConflict, PreflightFailed
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
 from strata.studio.render import short
 from strata.studio.timeline import rewind_lines
-from strata.workbench.draft import current_draft, open_draft
+from strata.workbench.draft import Draft, current_draft, open_draft
 
 
 def draft_page(ctx: Ctx) -> Response:
@@ -85,7 +85,10 @@ def draft_act(ctx: Ctx) -> Response:
                     report=checked.report_artifact,
                 )
             stamp, verified = checked.stamp, checked.expected_tree
-        result = draft.publish(ctx.arg("message"), preflight=stamp, verified_tree=verified)
+        try:
+            result = draft.publish(ctx.arg("message"), preflight=stamp, verified_tree=verified)
+        except MergeConflict as conflict:
+            return conflict_page(ctx, draft, conflict)
         n = result.files_changed
         lines.append(
             f"Published {short(result.event.id)}: {n} file{'s' if n != 1 else ''} changed "
@@ -100,3 +103,26 @@ def draft_act(ctx: Ctx) -> Response:
         ]
         return ctx.done("Published", lines, back)
     raise Refused(404, f"no action {what!r}")
+
+
+def conflict_page(ctx: Ctx, draft: Draft, conflict: MergeConflict) -> Response:
+    """A publish that would conflict: each file's hunks on both sides since the base (409)."""
+    from strata.studio.diffview import render_files
+
+    repo = ctx.ws.repo
+    base, tip = draft.base, draft.tip()
+    base_tree = repo.tree_of(base)
+    scan = repo.workspace.scan(hash_only=True)  # Published as it is, unrecorded work included
+    published = repo.diff_trees(base_tree, scan.tree, scan.store, paths=conflict.paths)
+    drafted = repo.diff_trees(base_tree, repo.tree_of(tip), paths=conflict.paths)
+    ours, _ = render_files(repo, published.changes, (0, 0, 0), None, None, store=scan.store)
+    theirs, _ = render_files(repo, drafted.changes, (0, 0, 0), base, tip)
+    return ctx.render(
+        "conflict.html",
+        status=409,
+        nav="draft",
+        message=str(conflict),
+        paths=conflict.paths,
+        published=ours,
+        drafted=theirs,
+    )
