@@ -256,6 +256,11 @@ def test_workshop_send_and_rewind_to_a_message(page: Any, shop: Any, tmp_path: P
     with Repository.open(root) as repo:
         draft = repo.draft(create=False)
         assert (draft.path / "app.py").read_text() == "ANSWER = 2\n"
+    # the files beside the conversation are the Draft's; one opens as it is there
+    assert page.locator("#tree form").count() == 0  # no restore buttons here
+    page.click("#tree a.file:has-text('app.py')")
+    assert "ANSWER = 2" in page.locator("table.code").inner_text()
+    page.go_back()
     # back to the first answer: the conversation and the Draft's files
     first_answer = page.locator(".msg.assistant_message").first
     first_answer.locator("button.rewind-to").click()

@@ -67,6 +67,15 @@ def test_tables_show_their_changed_cells(client: httpx.Client) -> None:
     assert '<td class="chg" title="was: 2">3</td>' in prices.text
 
 
+def test_a_table_and_a_document_open_as_what_they_hold(client: httpx.Client) -> None:
+    sheet = client.get("/w/0/file?at=HEAD&path=sales.xlsx")
+    assert sheet.status_code == 200
+    assert '<table class="grid">' in sheet.text and "<td>east</td>" in sheet.text
+    document = client.get("/w/0/file?at=HEAD&path=report.docx")
+    assert "the docx file&#39;s text" in document.text
+    assert "Sales grew a lot." in re.sub(r"<[^>]+>", "", document.text)
+
+
 def test_documents_show_as_text(client: httpx.Client) -> None:
     page = client.get("/w/0/diff?a=HEAD~1&b=HEAD&path=report.docx&mode=split")
     assert page.status_code == 200

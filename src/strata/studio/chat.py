@@ -1,5 +1,8 @@
 """The Workshop page: the conversation, through the ``Workshop`` the terminal UI drives.
 
+Beside it, the files the agent works on (the Draft's newest revision, else
+the workspace's), each opening as a preview (text, image, table, document).
+
 Send, rewind to a message, regenerate and switch model are the methods of
 :class:`~strata.workshop.session.Workshop`: no second implementation. A
 turn (send, regenerate) runs on a thread of the studio; the page streams its
@@ -23,6 +26,8 @@ from strata.errors import StrataError, UsageError
 from strata.providers.base import TextDelta
 from strata.studio.context import Ctx, Studio, error_page
 from strata.studio.guard import HEADERS, Refused
+from strata.studio.timeline import tree_values
+from strata.workbench.draft import open_draft
 from strata.workshop.session import Workshop
 
 LOG = logging.getLogger("strata.studio")
@@ -79,6 +84,10 @@ def workshop_page(ctx: Ctx) -> Response:
     """The active transcript, the turn streaming (if one runs), the composer and the model."""
     shop = _workshop(ctx)
     turn = _turn_of(ctx.studio, ctx.ws.index, shop.conversation_id)
+    repo = ctx.ws.repo
+    draft = open_draft(repo)
+    at = draft.tip().id if draft is not None else "HEAD"
+    tree = tree_values(ctx, at, "") if draft is not None or repo.view().head_event else None
     return ctx.render(
         "workshop.html",
         nav="workshop",
@@ -86,6 +95,8 @@ def workshop_page(ctx: Ctx) -> Response:
         messages=shop.messages(),
         running=turn is not None and not turn.done.is_set(),
         failed=turn.error if turn is not None and turn.done.is_set() else None,
+        tree=tree,
+        in_draft=draft is not None,
     )
 
 

@@ -3,7 +3,7 @@
 Hunks come from libgit2's xdiff (pygit2), the diff ``strata diff`` prints. A
 change is shown a page at a time (:data:`PAGE_LINES` lines), so a 10,000-line
 file never reaches the browser whole. Binary files show their sizes and
-hashes; images (see :data:`strata.studio.timeline.IMAGES`) are shown before
+hashes; images (see :data:`strata.studio.previews.IMAGES`) are shown before
 and after, side by side.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import functools
-import io
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,7 +24,7 @@ from strata.diff.patch import BIG_FILE_BYTES, is_binary
 from strata.diff.tree import Change
 from strata.errors import ObjectMissing, UsageError
 from strata.ids import ObjectId
-from strata.kb.extract import Unreadable, extract
+from strata.kb.extract import Unreadable
 from strata.ledger.events import Event
 from strata.repo import Repository
 from strata.sandbox.paths import check_relative
@@ -33,37 +32,22 @@ from strata.store.objects import ObjectStore
 from strata.store.tree import EMPTY_TREE
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
+from strata.studio.previews import (
+    DOCUMENTS,
+    TABLES,
+    Table,
+    document_text,
+    image_type,
+    rows,
+    suffix_of,
+    table_diff,
+)
 from strata.studio.render import highlight_lines
-from strata.studio.timeline import IMAGES
 
 #: diff lines on one page of the viewer
 PAGE_LINES = 1500
 #: events looked at to find who made a file's hunks
 PROVENANCE_MAX = 50
-#: rows and columns of a table (csv, tsv, xlsx) shown with its changed cells marked
-TABLE_ROWS = 1000
-TABLE_COLUMNS = 50
-#: documents shown as their text (docx paragraphs, pdf pages' lines)
-DOCUMENTS = ("docx", "pdf")
-
-
-@dataclass
-class Cell:
-    """One cell of a changed table: its value now, and before when it changed."""
-
-    value: str
-    before: str | None = None
-    changed: bool = False
-
-
-@dataclass
-class Table:
-    """A table's rows after the change, each cell marked when it changed."""
-
-    rows: list[list[Cell]]
-    added_rows: int
-    removed_rows: int
-    truncated: bool
 
 
 @dataclass
@@ -247,24 +231,23 @@ def _file_view(store: ObjectStore, index: int, change: Change) -> FileView:
     old, new = change.old, change.new
     if (old and old.kind == "dir") or (new and new.kind == "dir"):
         return FileView(index, change, "folder")
-    dot = change.path.rfind(".")
-    image = IMAGES.get(change.path[dot:].lower()) if dot >= 0 else None
+    image = image_type(change.path)
     if image:
         return FileView(index, change, "image", image=image)
     before, after = _blob(store, old), _blob(store, new)
     if before is None or after is None:
         return FileView(index, change, "big")
-    suffix = change.path.rsplit(".", 1)[-1].lower() if "." in change.path else ""
-    if suffix in ("csv", "tsv", "xlsx"):
+    suffix = suffix_of(change.path)
+    if suffix in TABLES:
         try:
-            table = table_diff(_rows(suffix, before), _rows(suffix, after))
+            table = table_diff(rows(suffix, before), rows(suffix, after))
         except (ValueError, csv.Error) as exc:
             return FileView(index, change, "binary", note=f"not read as a table: {exc}")
         return FileView(index, change, "table", table=table)
     note = ""
     if suffix in DOCUMENTS:
         try:
-            before, after = _document_text(suffix, before), _document_text(suffix, after)
+            before, after = document_text(suffix, before), document_text(suffix, after)
         except Unreadable as exc:
             return FileView(index, change, "binary", note=f"not read as text: {exc.reason}")
         note = f"the {suffix} file's text"
@@ -288,44 +271,6 @@ def _file_view(store: ObjectStore, index: int, change: Change) -> FileView:
                 lines.append(Line("ctx", line.old_lineno, line.new_lineno, html))
         hunks.append(Hunk(hunk.header.strip(), lines))
     return FileView(index, change, "text", hunks, note=note)
-
-
-def _document_text(kind: str, data: bytes) -> bytes:
-    if not data:
-        return b""
-    return "\n".join(extract(kind, data).lines).encode() + b"\n"
-
-
-def _rows(suffix: str, data: bytes) -> list[list[str]]:
-    if not data:
-        return []
-    if suffix == "xlsx":
-        from strata.workshop.tables import TableError, sheet_as_csv
-
-        try:
-            data = sheet_as_csv(data, None)
-        except TableError as exc:
-            raise ValueError(str(exc)) from None
-    text = data.decode("utf-8", "replace")
-    return list(csv.reader(io.StringIO(text), delimiter="\t" if suffix == "tsv" else ","))
-
-
-def table_diff(old: list[list[str]], new: list[list[str]]) -> Table:
-    """``new``'s rows with each cell that differs from ``old`` at the same place marked."""
-    rows = []
-    for r, row in enumerate(new[:TABLE_ROWS]):
-        was = old[r] if r < len(old) else None
-        cells = []
-        for c, value in enumerate(row[:TABLE_COLUMNS]):
-            prior = was[c] if was is not None and c < len(was) else None
-            cells.append(Cell(value, prior, was is not None and prior != value))
-        rows.append(cells)
-    return Table(
-        rows,
-        added_rows=max(0, len(new) - len(old)),
-        removed_rows=max(0, len(old) - len(new)),
-        truncated=len(new) > TABLE_ROWS,
-    )
 
 
 def _at(lines: list[Markup], number: int) -> Markup:

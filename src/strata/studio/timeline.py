@@ -6,6 +6,7 @@ method the CLI calls and reports what the CLI prints, the auto-save first.
 
 from __future__ import annotations
 
+import csv
 import heapq
 import mimetypes
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ from typing import Any
 from starlette.responses import RedirectResponse, Response
 
 from strata.errors import PathNotFound, UsageError
+from strata.kb.extract import Unreadable
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import ACTION_FAMILIES, AUTHOR_KINDS, Event, EventType
 from strata.repo import Repository
@@ -22,6 +24,15 @@ from strata.sandbox.paths import check_relative
 from strata.store.tree import TreeEntry, lookup, read_tree
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
+from strata.studio.previews import (
+    DOCUMENTS,
+    TABLES,
+    document_text,
+    image_type,
+    rows,
+    suffix_of,
+    table_diff,
+)
 from strata.studio.render import highlight_lines, short
 
 #: events on one page of the timeline
@@ -32,15 +43,6 @@ SCAN_MAX = 20_000
 TREE_MAX = 5_000
 #: bytes of a file shown as text (more: its size and hash only)
 SHOW_MAX = 4 << 20
-#: the images the studio shows (by name); anything else is never served raw
-IMAGES = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-}
-
 #: overlay badges: event types that stand out on the timeline, by the class they get
 OVERLAYS: dict[str, str] = {
     EventType.APPROVAL_REQUESTED: "approval",
@@ -319,12 +321,24 @@ def _file_bytes(ctx: Ctx) -> tuple[str, str, TreeEntry, bytes | None]:
 
 
 def file_page(ctx: Ctx) -> Response:
-    """A file as it was at a point: highlighted text, an image, or its size and hash."""
+    """A file as it was at a point: text, an image, a table, a document's text, or its size."""
     at, path, entry, data = _file_bytes(ctx)
-    image = _image_type(path)
-    lines = None
-    if data is not None and image is None and b"\0" not in data[:8192]:
-        lines = highlight_lines(path, data.decode("utf-8", "replace"))
+    image = image_type(path)
+    lines = table = None
+    note = ""
+    suffix = suffix_of(path)
+    if data is not None and image is None and entry.kind == "file":
+        try:
+            if suffix in TABLES:
+                found = rows(suffix, data)
+                table = table_diff(found, found)
+            elif suffix in DOCUMENTS:
+                data, note = document_text(suffix, data), f"the {suffix} file's text"
+        except (ValueError, csv.Error, Unreadable) as exc:
+            note = f"not read as a {'table' if suffix in TABLES else 'document'}: {exc}"
+    if data is not None and image is None and table is None and b"\0" not in data[:8192]:
+        shown_as = path + ".txt" if suffix in DOCUMENTS else path
+        lines = highlight_lines(shown_as, data.decode("utf-8", "replace"))
     return ctx.render(
         "file.html",
         at=at,
@@ -332,19 +346,16 @@ def file_page(ctx: Ctx) -> Response:
         entry=entry,
         lines=lines,
         image=image,
+        table=table,
+        note=note,
         link=entry.kind == "symlink",
     )
 
 
-def _image_type(path: str) -> str | None:
-    dot = path.rfind(".")
-    return IMAGES.get(path[dot:].lower()) if dot >= 0 else None
-
-
 def raw_file(ctx: Ctx) -> Response:
-    """An image's bytes (only the image types in :data:`IMAGES`; nothing else is served raw)."""
+    """An image's bytes (the types of ``previews.IMAGES``; nothing else is served raw)."""
     _, path, entry, data = _file_bytes(ctx)
-    kind = _image_type(path)
+    kind = image_type(path)
     if kind is None or entry.kind != "file" or data is None:
         raise Refused(415, "only images are served as they are")
     guessed = mimetypes.guess_type(path)[0]
