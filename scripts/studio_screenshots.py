@@ -8,7 +8,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from playwright.sync_api import sync_playwright
+from playwright.sync_api import expect, sync_playwright
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.studio_support import BOT, history
@@ -71,7 +71,9 @@ def main() -> None:
         page.screenshot(path=str(OUT / "studio-approvals.png"))
         page.goto(f"http://127.0.0.1:{studio.port}/w/1/workshop")
         page.fill("textarea[name=text]", "What should the answer be? Fix it.")
-        page.click("#send")
+        page.click("#send")  # the answer streams in, then the page shows the conversation
+        expect(page.locator(".msg.assistant_message")).to_contain_text("I set the answer")
+        expect(page.locator("#send")).to_be_enabled()
         page.screenshot(path=str(OUT / "studio-workshop.png"))
         browser.close()
     shutil.rmtree(tmp, ignore_errors=True)

@@ -97,7 +97,21 @@ def workshop_page(ctx: Ctx) -> Response:
         failed=turn.error if turn is not None and turn.done.is_set() else None,
         tree=tree,
         in_draft=draft is not None,
+        model=_model(ctx, shop),
     )
+
+
+def _model(ctx: Ctx, shop: Workshop) -> str:
+    """The model turns use, as the terminal UI names it (the default said to be one)."""
+    if shop.model:
+        return shop.model
+    from strata.providers.config import default_spec
+
+    try:
+        named = default_spec(ctx.ws.repo.config.raw, ctx.studio.environ)
+    except StrataError:
+        named = None
+    return f"{named} (the default)" if named else "none chosen"
 
 
 def workshop_act(ctx: Ctx) -> Response:
