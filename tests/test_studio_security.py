@@ -119,6 +119,8 @@ def test_bad_input_gets_one_line_and_its_status(client: httpx.Client) -> None:
         "/w/0/timeline?kind=robot": 400,
         "/w/0/timeline?before=x": 400,
         "/w/7/timeline": 404,
+        "/w/-1/timeline": 404,
+        "/w/-1/events": 404,
         "/w/0/object/zz": 404,
         "/nowhere": 404,
     }

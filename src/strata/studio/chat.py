@@ -24,7 +24,7 @@ from starlette.responses import RedirectResponse, Response, StreamingResponse
 
 from strata.errors import StrataError, UsageError
 from strata.providers.base import TextDelta
-from strata.studio.context import Ctx, Studio, error_page
+from strata.studio.context import Ctx, Studio, error_page, workspace_of
 from strata.studio.guard import HEADERS, Refused
 from strata.studio.timeline import tree_values
 from strata.workbench.draft import open_draft
@@ -147,12 +147,9 @@ def stream_endpoint(studio: Studio) -> Any:
     async def endpoint(request: Request) -> Response:
         try:
             studio.guard.check(request)
-            index = int(request.path_params["w"])
-            studio.workspaces[index]
+            index = workspace_of(studio, request).index
         except Refused as exc:
             return error_page(exc.status, exc.message)
-        except (ValueError, IndexError):
-            return error_page(404, "no such workspace in this studio")
         turn = _turn_of(studio, index, request.query_params.get("c", ""))
 
         async def stream() -> AsyncIterator[bytes]:

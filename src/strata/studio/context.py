@@ -14,7 +14,7 @@ from starlette.responses import HTMLResponse, Response
 
 from strata.diff.display import printable
 from strata.repo import Repository
-from strata.studio.guard import HEADERS, Guard, new_token
+from strata.studio.guard import HEADERS, Guard, Refused, new_token
 from strata.studio.render import page
 
 
@@ -106,3 +106,11 @@ def error_page(status: int, message: str) -> HTMLResponse:
         status_code=status,
         headers=HEADERS,
     )
+
+
+def workspace_of(studio: Studio, request: Request) -> Workspace:
+    """The workspace ``/w/N/`` names (:class:`Refused` 404 when there is none)."""
+    raw = str(request.path_params.get("w", ""))
+    if not raw.isdigit() or int(raw) >= len(studio.workspaces):
+        raise Refused(404, "no such workspace in this studio")
+    return studio.workspaces[int(raw)]

@@ -33,7 +33,7 @@ from strata.errors import (
     UnknownRef,
     UsageError,
 )
-from strata.studio.context import Ctx, Page, Studio, error_page
+from strata.studio.context import Ctx, Page, Studio, error_page, workspace_of
 from strata.studio.guard import HEADERS, Refused
 
 #: the files under ``static/`` the studio serves, with their media types
@@ -69,12 +69,7 @@ def _guarded(studio: Studio, handler: Page, *, needs_workspace: bool = True) -> 
                 await studio.guard.check_csrf(request)
                 raw = await request.form()
                 form = {k: v for k, v in raw.items() if isinstance(v, str)}
-            ws = studio.workspaces[0]
-            if needs_workspace:
-                try:
-                    ws = studio.workspaces[int(request.path_params["w"])]
-                except (ValueError, IndexError):
-                    raise Refused(404, "no such workspace in this studio") from None
+            ws = workspace_of(studio, request) if needs_workspace else studio.workspaces[0]
             ctx = Ctx(request, studio, ws, form)
             response = await run_in_threadpool(handler, ctx)
         except Refused as exc:
@@ -110,11 +105,9 @@ def _events(studio: Studio) -> Any:
     async def endpoint(request: Request) -> Response:
         try:
             studio.guard.check(request)
-            ws = studio.workspaces[int(request.path_params["w"])]
+            ws = workspace_of(studio, request)
         except Refused as exc:
             return error_page(exc.status, exc.message)
-        except (ValueError, IndexError):
-            return error_page(404, "no such workspace in this studio")
 
         def newest() -> int:
             last = ws.repo.ledger.driver.last()
