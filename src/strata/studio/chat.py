@@ -154,7 +154,11 @@ def stream_endpoint(studio: Studio) -> Any:
 
         async def stream() -> AsyncIterator[bytes]:
             sent = -1
-            while turn is not None and not await request.is_disconnected():
+            while (
+                turn is not None
+                and not studio.closing.is_set()
+                and not await request.is_disconnected()
+            ):
                 finished = turn.done.is_set()
                 if len(turn.text) != sent:
                     sent = len(turn.text)

@@ -81,6 +81,8 @@ class Studio:
         #: the Workshop turns running or last run, by workspace and conversation
         self.turns: dict[tuple[int, str], Any] = {}
         self.lock = threading.Lock()
+        #: set when the server stops: live streams end instead of holding the shutdown
+        self.closing = threading.Event()
         self.token = token or new_token()
         self.guard = Guard(self.token, port)
         self.workspaces: list[Workspace] = []

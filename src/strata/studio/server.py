@@ -117,7 +117,7 @@ def _events(studio: Studio) -> Any:
             seen = await run_in_threadpool(newest)
             yield f"retry: 500\ndata: {seen}\n\n".encode()
             idle = 0.0
-            while not await request.is_disconnected():
+            while not studio.closing.is_set() and not await request.is_disconnected():
                 await asyncio.sleep(POLL_S)
                 now = await run_in_threadpool(newest)
                 idle += POLL_S
@@ -219,6 +219,7 @@ def running(roots: list[Path], *, port: int = 0, token: str | None = None) -> It
             threading.Event().wait(0.01)
         yield studio
     finally:
+        studio.closing.set()
         server.should_exit = True
         thread.join(10)
         sock.close()

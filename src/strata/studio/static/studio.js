@@ -21,6 +21,8 @@
         target.setAttribute("data-loaded-ms", String(Math.round(performance.now() - started)));
         document.dispatchEvent(new CustomEvent("studio:loaded", { detail: target.id }));
       });
+    }).catch(function (err) {
+      target.setAttribute("data-error", String(err && err.message || err).slice(0, 200));
     });
   }
 
@@ -103,7 +105,8 @@
         var doc = new DOMParser().parseFromString(text, "text/html");
         var fresh = doc.getElementById("approvals");
         if (fresh && fresh.innerHTML !== list.innerHTML) list.innerHTML = fresh.innerHTML;
-      });
+      })
+      .catch(function () { /* the studio stopped or the page is leaving: look again later */ });
   }, 1000);
 })();
 
