@@ -162,3 +162,17 @@ run strata hook install claude-code --dry-run
 say "8. A local knowledge base over the workspace's files, every hit with its citation (path, lines, snapshot):"
 run strata kb index
 run strata kb search "greet"
+
+say "9. Strata Studio: the same history in a browser (timeline, play head, diffs side by side, the Draft's review)."
+studio_log="${TMPDIR:-/tmp}/strata-studio.$$.log"
+nohup strata studio --no-open >"$studio_log" 2>&1 &
+studio_pid=$!
+for _ in $(seq 50); do
+    grep -q "^Strata Studio: " "$studio_log" 2>/dev/null && break
+    sleep 0.1
+done
+grep "^Strata Studio: " "$studio_log" || { cat "$studio_log"; exit 1; }
+# the workspace stays while the studio serves it
+trap 'strata -C "$ws" watch --stop >/dev/null 2>&1 || true' EXIT
+echo "(serving $ws in the background as process $studio_pid;"
+echo " 'kill $studio_pid && rm -rf $ws' stops it and removes the demo)"

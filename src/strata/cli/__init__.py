@@ -99,7 +99,7 @@ def _build_root() -> click.Group:
 _ROOT: click.Group | None = None
 
 #: names users of git and jj type, for the command that does what they mean
-ALIASES = {"log": "history"}
+ALIASES = {"log": "history", "ui": "studio"}
 
 
 def _help_command(group: click.Group) -> click.Command:
@@ -195,6 +195,7 @@ COMMAND_MODULES = {
     "merge": "merge",  # three-way merges with a conflict review (issue 28)
     "compare": "merge",
     "rollup": "rollup",  # rollups of oversized operations (seed 004 §7.1)
+    "studio": "studio",  # the local web view (issue 27)
 }
 
 

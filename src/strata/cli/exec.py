@@ -50,6 +50,14 @@ _SHOWN = 64 * 1024
 )
 @click.option("--yes", "-y", is_flag=True, help="Approve the command in advance if it asks.")
 @click.option(
+    "--ask-studio",
+    "ask_studio",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="SECONDS",
+    help="Ask in 'strata studio' (Approvals) instead of the terminal; wait this long.",
+)
+@click.option(
     "--timeout",
     "timeout_s",
     type=click.FloatRange(min=0, min_open=True),
@@ -82,6 +90,7 @@ _SHOWN = 64 * 1024
 def exec_(
     shell_string: str | None,
     yes: bool,
+    ask_studio: float | None,
     timeout_s: float,
     max_output: int,
     profile: str | None,
@@ -114,6 +123,7 @@ def exec_(
       strata exec -- ls -la
       strata exec --shell "rm -rf build && make" --yes
       strata exec --dry-run --shell "curl -s https://x.sh | sh"
+      strata exec --ask-studio 300 -- rm -rf build   # answered in 'strata studio'
     """
     if shell_string is not None and command:
         raise UsageError("give either --shell \"COMMAND\" or a command after '--', not both")
@@ -124,6 +134,7 @@ def exec_(
         _exec(
             target,
             yes=yes,
+            ask_studio=ask_studio,
             timeout_s=timeout_s,
             max_output=max_output,
             profile=profile,
@@ -146,6 +157,7 @@ def _exec(
     target: str | list[str],
     *,
     yes: bool,
+    ask_studio: float | None,
     timeout_s: float,
     max_output: int,
     profile: str | None,
@@ -155,7 +167,7 @@ def _exec(
     author_kind: str | None,
     as_json: bool,
 ) -> None:
-    from strata.gateway import approve_all, terminal_approver
+    from strata.gateway import ApprovalQueue, approve_all, queued_approver, terminal_approver
 
     who = make_author(author, author_kind)
     try:
@@ -164,11 +176,13 @@ def _exec(
         raise WorkspaceRequired(str(Path.cwd())) from None
     with repo:
         start = Path.cwd() / cwd if cwd is not None else Path.cwd()  # relative: to here
-        gateway = repo.gateway(
-            profile=profile,
-            approver=approve_all() if yes else terminal_approver("/dev/tty"),
-            author=who,
-        )
+        if yes:
+            approver = approve_all()
+        elif ask_studio is not None:
+            approver = queued_approver(ApprovalQueue.of(repo.layout.repo), timeout_s=ask_studio)
+        else:
+            approver = terminal_approver("/dev/tty")
+        gateway = repo.gateway(profile=profile, approver=approver, author=who)
         if dry_run:
             verdict = gateway.judge(target, cwd=start)
             decision = verdict.policy

@@ -221,3 +221,135 @@ def ask(approver: Approver, request: ApprovalRequest) -> ApprovalDecision:
     if not isinstance(answer.approved, bool):
         return ApprovalDecision(False, "the approver's answer is not True or False", answer.by)
     return answer
+
+
+@dataclass(frozen=True)
+class PendingApproval:
+    """A request waiting in an :class:`ApprovalQueue`."""
+
+    id: str
+    ts: str
+    request: dict[str, Any]
+    """The request as :meth:`ApprovalRequest.to_json` gives it."""
+
+
+class ApprovalQueue:
+    """Requests that wait for an answer given elsewhere (``strata studio``'s Approvals page).
+
+    One JSON file per request under ``folder/pending``; an answer is a file
+    under ``folder/answers`` (created once: a second answer is refused). Both
+    are written atomically, so a reader never sees half a request.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    @classmethod
+    def of(cls, repo_folder: Path) -> ApprovalQueue:
+        """The queue of the repository kept in ``repo_folder`` (``REPO/approvals``)."""
+        return cls(repo_folder / "approvals")
+
+    def _pending(self, request_id: str) -> Path:
+        return self.folder / "pending" / f"{request_id}.json"
+
+    def _answer(self, request_id: str) -> Path:
+        return self.folder / "answers" / f"{request_id}.json"
+
+    def submit(self, request: ApprovalRequest) -> str:
+        """Queue ``request``; return its id."""
+        import json
+        import secrets
+        from datetime import UTC, datetime
+
+        from strata.atomic import atomic_write
+
+        request_id = secrets.token_hex(8)
+        (self.folder / "pending").mkdir(parents=True, exist_ok=True)
+        (self.folder / "answers").mkdir(parents=True, exist_ok=True)
+        body = {
+            "id": request_id,
+            "ts": datetime.now(UTC).isoformat(timespec="seconds"),
+            "request": request.to_json(),
+        }
+        atomic_write(self._pending(request_id), json.dumps(body).encode())
+        return request_id
+
+    def pending(self) -> list[PendingApproval]:
+        """The requests still waiting, oldest first."""
+        import json
+
+        found = []
+        for path in sorted((self.folder / "pending").glob("*.json")):
+            if self._answer(path.stem).exists():
+                continue
+            try:
+                body = json.loads(path.read_bytes())
+            except (OSError, ValueError):
+                continue  # withdrawn meanwhile
+            found.append(PendingApproval(str(body["id"]), str(body["ts"]), dict(body["request"])))
+        return sorted(found, key=lambda p: p.ts)
+
+    def answer(self, request_id: str, decision: ApprovalDecision) -> None:
+        """Answer a waiting request (:class:`~strata.errors.UsageError` when none waits)."""
+        import json
+
+        from strata.errors import UsageError
+
+        if not request_id.isalnum() or not self._pending(request_id).exists():
+            raise UsageError(f"no approval {request_id!r} is waiting (answered or withdrawn)")
+        # written whole under a temporary name, then linked to its name: the link fails when
+        # an answer is there already, and a reader never sees half of one
+        from strata.atomic import atomic_write
+
+        temporary = self.folder / "answers" / f".{request_id}.{os.getpid()}.tmp"
+        atomic_write(temporary, json.dumps(decision.to_json()).encode(), mode=0o600)
+        try:
+            os.link(temporary, self._answer(request_id))
+        except FileExistsError:
+            raise UsageError(f"approval {request_id} was already answered") from None
+        finally:
+            temporary.unlink(missing_ok=True)
+
+    def wait(
+        self, request_id: str, timeout_s: float, *, poll_s: float = 0.1
+    ) -> ApprovalDecision | None:
+        """The answer to ``request_id`` once given, or None after ``timeout_s``."""
+        import json
+        import time
+
+        deadline = time.monotonic() + timeout_s
+        path = self._answer(request_id)
+        while True:
+            try:
+                raw = json.loads(path.read_bytes())
+                return ApprovalDecision(bool(raw["approved"]), str(raw["reason"]), str(raw["by"]))
+            except (FileNotFoundError, ValueError):
+                pass  # not answered yet (or being written: the next look reads it whole)
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(poll_s)
+
+    def withdraw(self, request_id: str) -> None:
+        """Forget a request and its answer."""
+        for path in (self._pending(request_id), self._answer(request_id)):
+            path.unlink(missing_ok=True)
+
+
+def queued_approver(queue: ApprovalQueue, *, timeout_s: float) -> Approver:
+    """An approver that queues each request and waits up to ``timeout_s`` for its answer."""
+
+    def wait_for_answer(request: ApprovalRequest) -> ApprovalDecision:
+        request_id = queue.submit(request)
+        try:
+            decision = queue.wait(request_id, timeout_s)
+        finally:
+            queue.withdraw(request_id)
+        if decision is None:
+            return ApprovalDecision(
+                False,
+                f"no answer within {timeout_s:g} s (answer in 'strata studio', Approvals)",
+                "studio",
+            )
+        return decision
+
+    return wait_for_answer

@@ -1,0 +1,61 @@
+"""``strata studio`` (alias ``strata ui``): the local web view of one or several workspaces."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import webbrowser
+from pathlib import Path
+from types import FrameType
+
+import click
+
+
+@click.command("studio")
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=0,
+    show_default=True,
+    help="The port on 127.0.0.1 (0: any free one).",
+)
+@click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
+def studio(paths: tuple[str, ...], port: int, no_open: bool) -> None:
+    """Serve the timeline, diffs and Draft review in a browser until Ctrl-C.
+
+    Serves each workspace given (default: the current one) on 127.0.0.1
+    only, behind a random token: open the printed URL (the token becomes a
+    cookie on the first visit). Every change made from a page (rewind,
+    restore, bookmark, undo, redo, publish, discard) is the CLI's own call.
+    It prints the URL on one line for a person or a script (no --json: a
+    server, not data).
+
+    \b
+    Example:
+      strata studio --no-open        # prints http://127.0.0.1:PORT/?token=...
+      strata studio ~/a ~/b          # two workspaces in one studio
+    """
+    from strata.studio import running
+
+    roots = [Path(p) for p in paths] or [Path.cwd()]
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    with running(roots, port=port) as served:
+        click.echo(f"Strata Studio: {served.url}", nl=True)
+        click.echo("strata: serving until Ctrl-C", err=True)
+        if not no_open:
+            webbrowser.open(served.url)
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not stop.wait(0.5):
+                pass
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+COMMANDS = [studio]
