@@ -47,7 +47,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strata.agent.loop import StepRecord
-from strata.errors import ProviderProtocolError, StrataError, UsageError
+from strata.agent.step import LoopDetector, StepOutcome, step_data, take_step
+from strata.agent.tools import ToolResult
+from strata.errors import StrataError, UsageError
 from strata.host.tools import (
     KB_TOOL,
     PLAN_TOOL,
@@ -61,15 +63,14 @@ from strata.host.tools import (
 from strata.ledger.events import Author, EventType
 from strata.providers.base import (
     CancelToken,
-    Finished,
     Message,
     Provider,
     Request,
-    Response,
+    StreamEvent,
     TextDelta,
     ToolCall,
 )
-from strata.providers.trace import Recorder, RecordingProvider
+from strata.providers.trace import Recorder
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -354,29 +355,24 @@ class HostRun:
             Message("user", result.request),
         ]
         tools = specs()
+        loop = LoopDetector()
         for n in range(self.max_steps):
             recorder = Recorder(put=self.core.objects.put, agent_id=AGENT_ID, secrets=self.secrets)
             request = Request(model=self.provider.model, messages=tuple(messages), tools=tools)
-            try:
-                response = self.ask(RecordingProvider(self.provider, recorder), request)
-            finally:
-                self.pending = list(recorder.ids)  # a failed call's trace too
-            replies: dict[str, Message] = {}
-            for call in response.tool_calls:
-                if call.name != PLAN_TOOL:
-                    replies[call.id] = self.tool(n, call, recorder)
+            outcome = self.step(n, request, recorder, loop)
+            response = outcome.response
+            replies: dict[str, Message] = {
+                call_id: Message("tool", result.text, tool_call_id=call_id, name=call.name)
+                for call, (call_id, result) in zip(
+                    response.tool_calls, outcome.results, strict=True
+                )
+                if result is not None
+            }
             names = tuple(c.name for c in response.tool_calls)
             traces = tuple(recorder.ids)
             event_id = self.note(
                 EventType.HOST_STEP,
-                {
-                    "step": n,
-                    "provider": self.provider.name,
-                    "adapter": self.provider.adapter,
-                    "model": self.provider.model,
-                    "finish_reason": response.finish_reason,
-                    "tool_calls": list(names),
-                },
+                {**step_data(self.provider, response, step=n), "tool_calls": list(names)},
                 f"host step {n + 1}: {', '.join(names) or 'answer'}",
                 artifacts=traces,
             )
@@ -393,6 +389,7 @@ class HostRun:
                     replies[call.id] = self.plan(n, call)
             messages.append(response.message())
             messages.extend(replies[c.id] for c in response.tool_calls)
+            messages.extend(Message("user", w) for w in outcome.warnings)
             if not response.tool_calls:
                 self.answered(response.text, n, step.event_id)
                 return
@@ -405,17 +402,32 @@ class HostRun:
             )
         )
 
-    def ask(self, provider: Provider, request: Request) -> Response:
-        """One model call, its text streamed to ``on_text``."""
-        response: Response | None = None
-        for event in provider.stream(request, cancel=self.cancel):
-            if isinstance(event, TextDelta) and self.on_text is not None:
-                self.on_text(event.text)
-            elif isinstance(event, Finished):
-                response = event.response
-        if response is None:
-            raise ProviderProtocolError(provider.name, "the stream ended without a final response")
-        return response
+    def step(self, n: int, request: Request, recorder: Recorder, loop: LoopDetector) -> StepOutcome:
+        """Step ``n``: the model call and its retrievals (``create_plan`` waits for the event)."""
+        lines: list[str] = []
+
+        def tool_done(call_id: str, name: str, result: ToolResult) -> None:
+            traces = (recorder.ids[-1],)
+            self.step_activity.append(Activity("retrieval", lines.pop(0), step=n, traces=traces))
+
+        try:
+            return take_step(
+                self.provider,
+                request,
+                lambda name, arguments: self.tool(name, arguments, lines),
+                recorder,
+                loop=loop,
+                cancel=self.cancel,
+                on_event=self.stream_event,
+                on_tool_result=tool_done,
+            )
+        finally:
+            self.pending = list(recorder.ids)  # a failed call's trace too
+
+    def stream_event(self, event: StreamEvent) -> None:
+        """A model's stream event: its text goes to ``on_text``."""
+        if isinstance(event, TextDelta) and self.on_text is not None:
+            self.on_text(event.text)
 
     def answered(self, text: str, step: int, event_id: str | None) -> None:
         """The model answered without a tool call: the run's answer and its citations."""
@@ -466,25 +478,20 @@ class HostRun:
 
     # -- tools ---------------------------------------------------------------------------
 
-    def tool(self, step: int, call: ToolCall, recorder: Recorder) -> Message:
-        """Run a retrieval (or refuse an unknown tool); its trace goes in the step's."""
-        started = time.monotonic()
-        if call.name == KB_TOOL:
-            text, is_error, line = self.retrieve(call.arguments)
+    def tool(self, name: str, arguments: dict[str, Any], lines: list[str]) -> ToolResult | None:
+        """Run a retrieval (or refuse an unknown tool); ``create_plan`` is left to the loop.
+
+        The activity line of the call goes to ``lines`` (shown once the call is recorded).
+        """
+        if name == PLAN_TOOL:
+            return None
+        if name == KB_TOOL:
+            text, is_error, line = self.retrieve(arguments)
         else:
-            text = f"unknown tool {call.name!r}; use {KB_TOOL} or {PLAN_TOOL}"
-            is_error, line = True, f"called an unknown tool {call.name!r}"
-        recorder.tool_call(
-            tool=call.name,
-            arguments=call.arguments,
-            result=text,
-            is_error=is_error,
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )
-        self.step_activity.append(
-            Activity("retrieval", line, step=step, traces=(recorder.ids[-1],))
-        )
-        return Message("tool", text, tool_call_id=call.id, name=call.name)
+            text = f"unknown tool {name!r}; use {KB_TOOL} or {PLAN_TOOL}"
+            is_error, line = True, f"called an unknown tool {name!r}"
+        lines.append(line)
+        return ToolResult(text, is_error)
 
     def retrieve(self, arguments: dict[str, Any]) -> tuple[str, bool, str]:
         """``local_kb_retrieval``: the passages, numbered across the run, with citations."""

@@ -487,7 +487,9 @@ class Workshop:
                     **common,
                 )
             else:
-                run_agent(core, provider, user.text, **common)
+                from strata.workshop.rpi import loop_detector
+
+                run_agent(core, provider, user.text, loop=loop_detector(), **common)
         except (StrataError, KeyboardInterrupt) as exc:
             error = exc
         draft = open_draft(core)
