@@ -34,6 +34,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.merge",
             "strata.sandbox",
             "strata.layout",
+            "strata.documents",  # what a file is; DOCX, PDF, XLSX, PPTX readers
         ),
     ),
     ("core", ("strata.core",)),
