@@ -27,9 +27,13 @@ Bounds: ``max_steps`` model calls; each terminal task at most ``timeout_s``
 seconds (the gateway kills its process group); the gateway runs at most
 ``max_commands`` commands per host run.
 
-The events that follow a command the host ran belong to that command's run
-operation (as the gateway's own events do), so ``strata undo`` right after
-a host run reverts its last task's changes in one step.
+A host run is one operation group (:meth:`strata.core.core.Core.new_group`,
+kind ``host``, its request as title): every operation it records (its
+events, each task's run and the gateway's events) is a step of it, so
+``strata op log`` shows the run as one line and one ``strata undo`` reverts
+every change its tasks made (``strata undo --step`` one step). The knowledge
+base is brought up to the working tree before the group opens: the person's
+files are never the run's.
 
 A replay: the traces of a run, served by
 :class:`strata.providers.replay.ReplayProvider`, answer the same requests
@@ -307,7 +311,8 @@ class HostRun:
                 data={"host": {"run": self.result.host_run, **data}},
                 rationale=rationale[:300],
                 author=self.author,
-                operation_id=self.result.host_run,
+                # in the run's group its events take the group's id; alone, the run's
+                operation_id=None if core.group is not None else self.result.host_run,
                 artifacts=tuple(artifacts),
             )
         self.result.events.append(event.id)
@@ -751,7 +756,7 @@ def run_host(
     )
     kb = KnowledgeBase(core)
     try:
-        if index:
+        if index:  # the person's files as they are: recorded before the run's group opens
             kb.index(author=author)
         host = HostRun(
             core,
@@ -768,6 +773,8 @@ def run_host(
             on_text=on_text,
             on_activity=on_activity,
         )
-        return host.run()
+        group = core.new_group("host", request, author, host_run=host.result.host_run)
+        with core.grouped(group):
+            return host.run()
     finally:
         kb.close()
