@@ -301,8 +301,11 @@ class HostRun:
     ) -> str:
         """Record one host event (in the newest task run's operation, when there is one)."""
         core = self.core
-        details: dict[str, Any] = {"run_id": self.last_run} if self.last_run else {}
-        command = EventType.RUN if self.last_run else action
+        # alone, a run's later events join its task run's operation, so that one undo
+        # reverts the task; in the run's group, undo reverts the whole group anyway
+        joined = self.last_run if core.group is None else None
+        details: dict[str, Any] = {"run_id": joined} if joined else {}
+        command = EventType.RUN if joined else action
         with core.transaction(command, self.author, **details) as tx:
             head = tx.head()
             event = tx.annotate(
