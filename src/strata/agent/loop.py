@@ -44,6 +44,7 @@ from strata.providers.trace import Recorder, RecordingProvider
 
 if TYPE_CHECKING:
     from strata.core.core import Core
+    from strata.workbench.draft import Draft
 
 SYSTEM_PROMPT = (
     "You are an agent editing the files of a workspace. The files are available through "
@@ -156,6 +157,23 @@ class AgentResult:
         }
 
 
+def open_session(core: Core, provider: Provider, author: Author) -> tuple[Draft, AgentResult]:
+    """The Draft an agent session edits (opened when none is) and the session's empty result.
+
+    Edits made in an open Draft by hand are recorded first: a failed step puts
+    the files back to the last revision, which must not lose them.
+    """
+    from strata.workbench.draft import open_draft, start_draft
+
+    draft = open_draft(core)
+    if draft is not None:
+        draft.record("before the agent", author=author)
+    else:
+        draft = start_draft(core, author=author)
+    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
+    return draft, AgentResult(session, draft.id, provider.name, provider.model)
+
+
 def run_agent(
     core: Core,
     provider: Provider,
@@ -196,8 +214,6 @@ def run_agent(
     :meth:`~strata.workbench.draft.Draft.step`: a step that fails or is
     interrupted leaves the Draft's files as its last revision has them.
     """
-    from strata.workbench.draft import open_draft, start_draft
-
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     if max_steps < 1:
@@ -207,15 +223,8 @@ def run_agent(
     if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
         raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft = open_draft(core)
-    if draft is not None:
-        # edits made in the Draft by hand are recorded first: a failed step puts the files
-        # back to the last revision, which must not lose them
-        draft.record("before the agent", author=author)
-    else:
-        draft = start_draft(core, author=author)
-    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
-    result = AgentResult(session, draft.id, provider.name, provider.model)
+    draft, result = open_session(core, provider, author)
+    session = result.session
     messages: list[Message] = [Message("system", system), *history, Message("user", prompt)]
     tool_specs = tuple(spec for spec, _ in table.values())
     loop = LoopDetector() if loop is None else loop

@@ -310,7 +310,12 @@ def list_files(folder: Path, arguments: dict[str, Any]) -> ToolResult:
         rel = os.path.relpath(dirpath, root)
         for name in sorted(filenames):
             found.append(name if rel == "." else f"{rel}/{name}")
-    found.sort()
+    return listing(found)
+
+
+def listing(paths: list[str]) -> ToolResult:
+    """``list_files``' answer: the paths sorted, one per line, at most :data:`LIST_LIMIT`."""
+    found = sorted(paths)
     if not found:
         return ToolResult("(no files)")
     shown = found[:LIST_LIMIT]

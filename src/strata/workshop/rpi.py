@@ -92,7 +92,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from strata.agent.loop import AgentResult, StepRecord
+from strata.agent.loop import AgentResult, StepRecord, open_session
 from strata.agent.step import LoopDetector, step_data, step_title, take_step
 from strata.agent.tools import ToolResult, call_tool
 from strata.atomic import atomic_write
@@ -762,16 +762,10 @@ def run_rpi_agent(
     their own budgets.
     """
     from strata.agent.tools import TOOLS
-    from strata.workbench.draft import open_draft, start_draft
 
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft = open_draft(core)
-    if draft is not None:
-        draft.record("before the agent", author=author)
-    else:
-        draft = start_draft(core, author=author)
-    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
-    result = AgentResult(session, draft.id, provider.name, provider.model)
+    draft, result = open_session(core, provider, author)
+    session = result.session
     current: dict[str, Any] = {}
 
     @contextlib.contextmanager
