@@ -49,6 +49,7 @@ from strata.documents.kinds import (
     sniff,
     type_of,
 )
+from strata.documents.readers import heading_level, slide_title
 
 __all__ = [
     "DOCUMENTS",
@@ -272,28 +273,7 @@ def _docx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
     return FileMap(kind, tuple(lines))
 
 
-def heading_level(style: str) -> int | None:
-    """The outline level of a Word paragraph style (``Title`` 1, ``Heading 2`` 2), or None."""
-    if style == "Title":
-        return 1
-    if style.startswith("Heading"):
-        rest = style.removeprefix("Heading").strip()
-        return int(rest) if rest.isdigit() else 1
-    return None
-
-
 # -- pptx: python-pptx ------------------------------------------------------------------
-
-
-def slide_title(slide: Any) -> str:
-    """A slide's title, or its first line of text, or ''."""
-    title = slide.shapes.title
-    if title is not None and title.has_text_frame and title.text_frame.text.strip():
-        return str(title.text_frame.text.strip())
-    for shape in slide.shapes:
-        if shape.has_text_frame and shape.text_frame.text.strip():
-            return str(shape.text_frame.text.strip().splitlines()[0])
-    return ""
 
 
 def _pptx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:

@@ -52,6 +52,7 @@ from strata.agent.tools import (
     write_bytes,
     write_file,
 )
+from strata.documents.readers import docx_text, pdf_text, pptx_text
 from strata.providers.base import ToolSpec
 from strata.providers.profile import strict_schema
 from strata.store.fsops import WorkspaceWriter
@@ -63,8 +64,6 @@ from strata.workshop.filemaps import (
     decode,
     detect_encoding,
     file_map,
-    heading_level,
-    slide_title,
     sniff,
     type_of,
 )
@@ -347,11 +346,11 @@ def read_file(folder: Path, args: dict[str, Any]) -> ToolResult:
     if args.get("sheet") is not None or args.get("range") is not None:
         raise ValueError("'sheet' and 'range' are for xlsx files")
     if kind == "docx":
-        text, what = _docx_text(data), "docx text"
+        text, what = docx_text(data), "docx text"
     elif kind == "pptx":
-        text, what = _pptx_text(data), "pptx text"
+        text, what = pptx_text(data), "pptx text"
     elif kind == "pdf":
-        text, what = _pdf_text(data, pages)
+        text, what = pdf_text(data, pages)
     else:
         if b"\0" in data[: 64 * 1024]:
             return ToolResult(f"read_file: {path} is binary; its content is opaque", True)
@@ -422,64 +421,6 @@ def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
         )
     finally:
         book.close()
-
-
-def _docx_text(data: bytes) -> str:
-    import docx
-
-    document = docx.Document(io.BytesIO(data))
-    lines: list[str] = []
-    for paragraph in document.paragraphs:
-        style = paragraph.style.name if paragraph.style is not None else ""
-        level = heading_level(style or "")
-        text = paragraph.text
-        lines.append(("#" * level + " " + text) if level and text.strip() else text)
-    for number, table in enumerate(document.tables, 1):
-        lines.append(f"[table {number}]")
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-    return "\n".join(lines)
-
-
-def _pptx_text(data: bytes) -> str:
-    import pptx
-
-    deck = pptx.Presentation(io.BytesIO(data))
-    lines: list[str] = []
-    for number, slide in enumerate(deck.slides, 1):
-        lines.append(f"## Slide {number}: {slide_title(slide) or '(untitled)'}")
-        for shape in slide.shapes:
-            if shape.has_text_frame and shape is not slide.shapes.title:
-                lines.extend(line for line in shape.text_frame.text.splitlines() if line.strip())
-    return "\n".join(lines)
-
-
-def _pdf_text(data: bytes, pages: str | None) -> tuple[str, str]:
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(data), strict=False)
-    if reader.is_encrypted:
-        raise ValueError("the pdf is encrypted; its text cannot be read")
-    total = len(reader.pages)
-    first, last = 1, min(total, 5)
-    if pages is not None:
-        text = str(pages).strip()
-        low, _, high = text.partition("-")
-        try:
-            first = int(low)
-            last = int(high) if high else first
-        except ValueError:
-            raise ValueError(f"'pages' {pages!r} is not a page or range like '2-5'") from None
-        if not 1 <= first <= last:
-            raise ValueError(f"'pages' {pages!r} is not a valid range")
-        if first > total:
-            raise ValueError(f"the pdf has {total} pages")
-        last = min(last, total)
-    out: list[str] = []
-    for number in range(first, last + 1):
-        out.append(f"--- page {number} ---")
-        out.append(reader.pages[number - 1].extract_text() or "(no text on this page)")
-    return "\n".join(out), f"pdf pages {first}-{last} of {total}"
 
 
 # -- tables ---------------------------------------------------------------------------------
