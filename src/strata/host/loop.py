@@ -48,14 +48,14 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.agent.loop import StepRecord
 from strata.agent.step import LoopDetector, StepOutcome, step_data, take_step
-from strata.agent.tools import ToolResult
+from strata.agent.tools import Tool, ToolResult, ToolSet
 from strata.errors import StrataError, UsageError
 from strata.host.tools import (
-    KB_TOOL,
     PLAN_TOOL,
     dumps,
     parse_k,
@@ -288,6 +288,12 @@ class HostRun:
         self.pending: list[str] = []
         #: the step's activity lines, shown once its event is recorded
         self.step_activity: list[Activity] = []
+        kb_spec, plan_spec = specs()
+        #: the host's tool set (the knowledge group): one executor checks and runs each call
+        self.tools = ToolSet(
+            [Tool(kb_spec, self.retrieval, "knowledge"), Tool(plan_spec, _in_loop, "knowledge")]
+        )
+        self._line = ""
 
     # -- the ledger ----------------------------------------------------------------------
 
@@ -487,18 +493,26 @@ class HostRun:
     # -- tools ---------------------------------------------------------------------------
 
     def tool(self, name: str, arguments: dict[str, Any], lines: list[str]) -> ToolResult | None:
-        """Run a retrieval (or refuse an unknown tool); ``create_plan`` is left to the loop.
+        """Run a call through the host's tool set; ``create_plan`` is left to the loop.
 
         The activity line of the call goes to ``lines`` (shown once the call is recorded).
         """
         if name == PLAN_TOOL:
             return None
-        if name == KB_TOOL:
-            text, is_error, line = self.retrieve(arguments)
-        else:
-            text = f"unknown tool {name!r}; use {KB_TOOL} or {PLAN_TOOL}"
-            is_error, line = True, f"called an unknown tool {name!r}"
-        lines.append(line)
+        self._line = ""
+        result = self.tools.run(Path("."), name, arguments)  # no tool of the host reads files
+        if not self._line:
+            self._line = (
+                f"called {name}: {result.text}"
+                if name in self.tools
+                else f"called an unknown tool {name!r}"
+            )
+        lines.append(self._line)
+        return result
+
+    def retrieval(self, folder: Path, arguments: dict[str, Any]) -> ToolResult:
+        """``local_kb_retrieval`` as a tool of the set (its activity line kept for the step)."""
+        text, is_error, self._line = self.retrieve(arguments)
         return ToolResult(text, is_error)
 
     def retrieve(self, arguments: dict[str, Any]) -> tuple[str, bool, str]:
@@ -703,6 +717,10 @@ class HostRun:
                 traces=task.traces,
             )
         )
+
+
+def _in_loop(folder: Path, arguments: dict[str, Any]) -> ToolResult:
+    raise AssertionError("create_plan runs in the host loop, after its step is recorded")
 
 
 def _failure(output: dict[str, Any]) -> str:
