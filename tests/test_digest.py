@@ -25,7 +25,13 @@ from strata.digest import (
 )
 from strata.digest import scan as digest_scan
 from strata.digest.optimize import EXPECTATIONS, GOAL, optimization_sections
-from strata.errors import DigestError, ProviderError, ProviderProtocolError, UsageError
+from strata.errors import (
+    AgentLoopDetected,
+    DigestError,
+    ProviderError,
+    ProviderProtocolError,
+    UsageError,
+)
 from strata.providers.scripted import Scripted
 from strata.providers.trace import Trace
 
@@ -493,9 +499,25 @@ def test_optimize_may_read_the_recorded_files_with_read_only_tools(demo):
 
 
 def test_an_optimize_that_never_stops_asking_for_tools_persists_nothing(demo):
-    endless = [{"tool_calls": [{"name": "list_files", "arguments": {}}]}] * 8
+    # each call asks for a different file: no loop, only the budget ends it
+    endless = [
+        {"tool_calls": [{"name": "read_file", "arguments": {"path": f"file{n}.txt"}}]}
+        for n in range(8)
+    ]
     with pytest.raises(ProviderProtocolError, match="no digest after 8 model calls"):
         demo.digest().optimize(Scripted(endless, name="demo"))
+    assert demo.digest().show().source == "placeholder"
+    assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+
+
+def test_an_optimize_that_repeats_one_tool_call_is_stopped(demo):
+    same = {"tool_calls": [{"name": "list_files", "arguments": {}}]}
+    script = [same, same, same, same, same, {"text": "never asked"}]
+    provider = Scripted(script, name="demo")
+    with pytest.raises(AgentLoopDetected, match="list_files with the same arguments 5 times"):
+        demo.digest().optimize(provider)
+    # the fifth identical call was not run, and the model was not asked again
+    assert provider.served == 5
     assert demo.digest().show().source == "placeholder"
     assert not any(e.action_type == "digest_optimize" for e in _events(demo))
 

@@ -142,3 +142,36 @@ def test_a_provider_failure_ends_the_run_recorded_and_exits_1(ws: Path, run_cli:
     assert ended["data"]["host"]["status"] == "error" and len(ended["artifacts"]) == 3
     code, out, _ = run_cli("cat", ended["artifacts"][2], cwd=ws)
     assert code == 0 and "all were served" in out
+
+
+TWO_TASKS = (
+    "responses:\n"
+    "  - tool_calls:\n"
+    "      - name: create_plan\n"
+    "        arguments:\n"
+    "          goal: write two files\n"
+    "          tasks:\n"
+    "            - {kind: terminal_exec, title: one, command: 'echo 1 > one.txt'}\n"
+    "            - {kind: terminal_exec, title: two, command: 'echo 2 > two.txt'}\n"
+    "  - text: 'Wrote one.txt and two.txt.'\n"
+)
+
+
+def test_a_host_run_is_one_operation_and_one_undo_reverts_it(ws: Path, run_cli: CliRunner) -> None:
+    script(ws, TWO_TASKS)
+    assert run_cli("snapshot", "-m", "before", cwd=ws)[0] == 0
+    code, _, err = run_cli("host", "write two files", "--model", "bot", "--yes", cwd=ws)
+    assert code == 0, err
+    assert (ws / "one.txt").read_text() == "1\n" and (ws / "two.txt").read_text() == "2\n"
+    code, out, _ = run_cli("op", "log", cwd=ws)
+    kinds = [line.split()[3] for line in out.splitlines()]
+    assert code == 0 and kinds[0] == "host" and kinds.count("host") == 1, out
+    assert "write two files" in out.splitlines()[0], out
+    code, out, _ = run_cli("op", "log", "--json", cwd=ws)
+    steps = [o for o in json.loads(out) if (o.get("group") or {}).get("kind") == "host"]
+    assert len(steps) > 2  # the run's events and both tasks' runs
+    assert len({o["group"]["id"] for o in steps}) == 1
+    assert run_cli("undo", cwd=ws)[0] == 0
+    assert not (ws / "one.txt").exists() and not (ws / "two.txt").exists()
+    assert (ws / "guide.md").exists()
+    assert run_cli("check", cwd=ws)[0] == 0

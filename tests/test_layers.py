@@ -55,7 +55,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.diff",
             "strata.layout",
             "strata.semantic",  # pure semantic diff handlers
-            "strata.documents",  # DOCX, PDF, XLSX and PPTX readers and writers
+            "strata.documents",  # what a file is; DOCX, PDF, XLSX, PPTX readers
         ),
     ),
     ("above the store", ("strata.watch", "strata.merge")),  # the watcher; tree merges

@@ -415,3 +415,45 @@ def test_exec_forbidden_by_the_policy_never_asks(workspace: Path, run_cli: CliRu
 
     drive(stdio(workspace, run_cli), body, elicitation_callback=answering("accept", True, asked))
     assert asked == [] and (workspace / "app.py").exists()
+
+
+def test_the_agents_file_tools_work_on_the_draft(workspace: Path, run_cli: CliRunner) -> None:
+    """``draft_list_files``/``draft_read_file``/``draft_write_file``/``draft_edit_file``: the
+    agent's tool set, offered over MCP; each change is a Draft revision, Published untouched."""
+
+    async def body(client: Client) -> None:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"draft_list_files", "draft_read_file", "draft_write_file", "draft_edit_file"} <= (
+            names
+        )
+        assert {"status", "exec", "draft_run"} <= names  # the server's own tools stay
+        closed = await client.call_tool("draft_read_file", {"path": "app.py"})
+        assert closed.is_error and "no Draft" in text(closed)
+        assert not (await client.call_tool("draft_start", {})).is_error
+        listed = await client.call_tool("draft_list_files", {})
+        assert text(listed) == "app.py"
+        wrote = await client.call_tool(
+            "draft_write_file", {"path": "notes.txt", "content": "hello\n"}
+        )
+        assert text(wrote) == "wrote 6 bytes to notes.txt"
+        edited = await client.call_tool(
+            "draft_edit_file", {"path": "app.py", "old": "v1", "new": "v2"}
+        )
+        assert not edited.is_error, text(edited)
+        assert text(await client.call_tool("draft_read_file", {"path": "app.py"})) == (
+            "print('v2')\n"
+        )
+        missing = await client.call_tool("draft_read_file", {"path": "nope.txt"})
+        assert missing.is_error and "nope.txt does not exist" in text(missing)
+        outside = await client.call_tool("draft_write_file", {"path": "../x", "content": "x"})
+        assert outside.is_error
+
+    drive(stdio(workspace, run_cli), body)
+    draft = Path(as_json(run_cli("draft", "status", "--json", cwd=workspace))["path"])
+    assert (draft / "notes.txt").read_text() == "hello\n"
+    assert (workspace / "app.py").read_text() == "print('v1')\n"
+    assert not (workspace / "notes.txt").exists()
+    assert not (workspace.parent / "x").exists()
+    events = as_json(run_cli("history", "--json", "--author", "claude", cwd=workspace))
+    rationales = [e["rationale"] for e in events]
+    assert "mcp: write_file" in rationales and "mcp: edit_file" in rationales

@@ -193,3 +193,22 @@ def test_a_models_terminal_controls_are_written_out_not_obeyed(
     for out in (ok(run_cli("ask", "hello", cwd=ws)), ok(run_cli("chat", "log", cwd=ws))):
         assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out
         assert "\\x1b]52;c;cm0gLXJmIH4=" in out and "\\u202eelif" in out
+
+
+def test_an_ask_is_one_operation_and_one_undo_reverts_it(run_cli, shop_ws: Path) -> None:
+    ok(run_cli("snapshot", "-m", "base", cwd=shop_ws))
+    ok(run_cli("ask", "set a.txt to one", cwd=shop_ws))
+    # the message, the Draft's start, its revision and the chat operation: one line
+    lines = ok(run_cli("op", "log", cwd=shop_ws)).splitlines()
+    assert len(lines) == 2, lines  # the ask, and the base snapshot before it
+    assert "workshop" in lines[0] and "set a.txt to one" in lines[0] and "steps)" in lines[0]
+    ops = as_json(run_cli("op", "log", "--json", cwd=shop_ws))
+    turn = [o for o in ops if (o.get("group") or {}).get("kind") == "workshop"]
+    assert {o["command"] for o in turn} >= {"chat message", "draft start", "chat turn"}
+    assert len({o["group"]["id"] for o in turn}) == 1
+    # one undo: the conversation and the Draft as they were before the ask
+    ok(run_cli("undo", cwd=shop_ws))
+    assert as_json(run_cli("draft", "status", "--json", cwd=shop_ws))["open"] is False
+    assert as_json(run_cli("chat", "log", "--json", cwd=shop_ws))["messages"] == []
+    assert (shop_ws / "a.txt").read_text() == "original\n"
+    ok(run_cli("check", cwd=shop_ws))

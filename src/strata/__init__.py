@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from strata.aio import AsyncRepository
     from strata.errors import (  # the RPI loop (ws-rpi)
+        AgentLoopDetected,  # the step loop
         AmbiguousRef,
         ApprovalDenied,  # gateway
         BookmarkLocked,
@@ -202,6 +203,7 @@ _ERRORS = (
     "WorkshopError",  # issue 13
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
+    "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 )
@@ -334,6 +336,7 @@ __all__ = [
     "WorkshopError",  # issue 13
     # the Workshop's RPI loop (ws-rpi)
     "WorkshopLoopDetected",
+    "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 ]

@@ -88,8 +88,9 @@ The tree::
     ├── KbError                    the knowledge base cannot do what was asked (strata kb)
     │   ├── KbNotIndexed           a search before 'strata kb index' (or without vectors)
     │   └── KbDenseUnavailable     dense retrieval without the 'kb-dense' extra installed
+    ├── AgentLoopDetected          a model repeated one tool call until the loop guard stopped it
     ├── WorkshopError              a Workshop rewind or turn that cannot be done
-    │   ├── WorkshopLoopDetected   the agent repeated one tool call until the loop guard stopped it
+    │   ├── WorkshopLoopDetected   the same, in a Workshop turn (also an AgentLoopDetected)
     │   └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
     └── ExtraNotInstalled          a framework integration whose extra is not installed (also
                                    an ImportError: raised when its module is imported)
@@ -893,17 +894,27 @@ class WorkshopBusy(WorkspaceBusy):
 # -- the Workshop's RPI loop (issue 13, ws-rpi) --------------------------------------------
 
 
-class WorkshopLoopDetected(WorkshopError):
-    """The agent repeated the same tool call until the loop guard stopped the turn."""
+class AgentLoopDetected(StrataError):
+    """A model repeated the same tool call until the loop guard of its step loop stopped it."""
+
+    stopped = "the run"
+    advice = "rephrase the request or use another model; the steps before it are kept"
 
     def __init__(self, tool: str, count: int) -> None:
         super().__init__(
             f"the agent called {tool} with the same arguments {count} times in a row of its "
-            "last tool calls, so the turn was stopped",
-            hint="rephrase the request or switch model (/model); what the turn did is kept",
+            f"last tool calls, so {self.stopped} was stopped",
+            hint=self.advice,
         )
         self.tool = tool
         self.count = count
+
+
+class WorkshopLoopDetected(WorkshopError, AgentLoopDetected):
+    """The agent repeated the same tool call until the loop guard stopped the turn."""
+
+    stopped = "the turn"
+    advice = "rephrase the request or switch model (/model); what the turn did is kept"
 
 
 class WorkshopPlanMissing(WorkshopError):

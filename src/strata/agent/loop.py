@@ -10,8 +10,12 @@ recorded; a step that fails (its model call, or a Ctrl-C between its tool
 calls) records nothing and leaves the Draft's files as its last revision has
 them (the steps before it stay recorded).
 
-The loop ends when the model answers without a tool call, or after
-``max_steps``. :func:`run_step` is the part a replay runs again
+Each step is :func:`strata.agent.step.take_step` (the one step of every
+agent-like loop) with the file tools of :mod:`strata.agent.tools`. The loop
+ends when the model answers without a tool call, or after ``max_steps``, or
+with :class:`~strata.errors.AgentLoopDetected` when the model repeats the same
+tool call (the step that would repeat it records nothing; the steps before it
+stay). :func:`run_step` is the part a replay runs again
 (:mod:`strata.replay.engine`): same request, the recorded answer, the same
 tools on the rebuilt files.
 """
@@ -24,16 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from strata.agent.step import LoopDetector, StepOutcome, step_data, step_title, take_step
 from strata.agent.tools import TOOLS, ToolResult, call_tool
-from strata.errors import ProviderCancelled, ProviderProtocolError, UsageError
+from strata.errors import UsageError
 from strata.ledger.events import Author
 from strata.providers.base import (
     CancelToken,
-    Finished,
     Message,
     Provider,
     Request,
-    Response,
     TextDelta,
     ToolSpec,
 )
@@ -41,6 +44,7 @@ from strata.providers.trace import Recorder, RecordingProvider
 
 if TYPE_CHECKING:
     from strata.core.core import Core
+    from strata.workbench.draft import Draft
 
 SYSTEM_PROMPT = (
     "You are an agent editing the files of a workspace. The files are available through "
@@ -49,21 +53,6 @@ SYSTEM_PROMPT = (
     "task is done, answer with a short summary and no tool call."
 )
 MAX_STEPS = 8
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What one step did: the model's response and each tool call's result."""
-
-    response: Response
-    results: tuple[tuple[str, ToolResult], ...]  # (tool call id, result)
-
-    def messages(self) -> list[Message]:
-        """The messages that continue the conversation: the answer, then each tool result."""
-        out = [self.response.message()]
-        for call, (_, result) in zip(self.response.tool_calls, self.results, strict=True):
-            out.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
-        return out
 
 
 #: the shape of a tool table: name -> (its specification, its handler on a folder)
@@ -82,42 +71,38 @@ def run_step(
     tools: ToolTable | None = None,
     on_event: Callable[[object], None] | None = None,
     on_tool_result: Callable[[str, str, ToolResult], None] | None = None,
+    loop: LoopDetector | None = None,
 ) -> StepOutcome:
-    """Ask the model, then run its tool calls on ``folder``, recording each one.
+    """:func:`~strata.agent.step.take_step` with a tool table run on ``folder``.
 
-    ``tools`` is the table the calls run from (default: :data:`strata.agent.tools.TOOLS`).
-    ``on_event`` gets every stream event of the provider (``TextDelta``,
-    ``ToolCallEvent``, ``Finished``); ``on_tool_result`` gets ``(call id,
-    tool name, result)`` after each tool call.
+    ``provider`` is called as given (wrap it in a ``RecordingProvider`` to
+    record the model call; a replay passes its ``ReplayProvider``); the tool
+    calls are recorded with ``recorder``. ``tools`` is the table the calls run
+    from (default: :data:`strata.agent.tools.TOOLS`). ``on_event`` gets every
+    stream event of the provider (``TextDelta``, ``ToolCallEvent``,
+    ``Finished``); ``on_tool_result`` gets ``(call id, tool name, result)``
+    after each tool call; ``loop`` is the session's loop detector.
     """
     table: ToolTable = TOOLS if tools is None else tools
-    response: Response | None = None
-    for event in provider.stream(request, cancel=cancel):
+
+    def stream_event(event: object) -> None:
         if on_event is not None:
             on_event(event)
         if isinstance(event, TextDelta) and on_text is not None:
             on_text(event.text)
-        elif isinstance(event, Finished):
-            response = event.response
-    if response is None:
-        raise ProviderProtocolError(provider.name, "the stream ended without a final response")
-    results: list[tuple[str, ToolResult]] = []
-    for call in response.tool_calls:
-        if cancel is not None and cancel.cancelled:
-            raise ProviderCancelled(provider.name, "the step was cancelled between its tool calls")
-        started = clock()
-        result = call_tool(table, folder, call.name, call.arguments)
-        recorder.tool_call(
-            tool=call.name,
-            arguments=call.arguments,
-            result=result.text,
-            is_error=result.is_error,
-            duration_ms=int((clock() - started) * 1000),
-        )
-        results.append((call.id, result))
-        if on_tool_result is not None:
-            on_tool_result(call.id, call.name, result)
-    return StepOutcome(response, tuple(results))
+
+    return take_step(
+        provider,
+        request,
+        lambda name, arguments: call_tool(table, folder, name, arguments),
+        recorder,
+        record_model=False,
+        loop=loop,
+        cancel=cancel,
+        on_event=stream_event,
+        on_tool_result=on_tool_result,
+        clock=clock,
+    )
 
 
 @dataclass(frozen=True)
@@ -172,6 +157,23 @@ class AgentResult:
         }
 
 
+def open_session(core: Core, provider: Provider, author: Author) -> tuple[Draft, AgentResult]:
+    """The Draft an agent session edits (opened when none is) and the session's empty result.
+
+    Edits made in an open Draft by hand are recorded first: a failed step puts
+    the files back to the last revision, which must not lose them.
+    """
+    from strata.workbench.draft import open_draft, start_draft
+
+    draft = open_draft(core)
+    if draft is not None:
+        draft.record("before the agent", author=author)
+    else:
+        draft = start_draft(core, author=author)
+    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
+    return draft, AgentResult(session, draft.id, provider.name, provider.model)
+
+
 def run_agent(
     core: Core,
     provider: Provider,
@@ -192,6 +194,7 @@ def run_agent(
     on_step_start: Callable[[int], None] | None = None,
     on_tool_result: Callable[[int, str, str, ToolResult], None] | None = None,
     data: Mapping[str, Any] | None = None,
+    loop: LoopDetector | None = None,
 ) -> AgentResult:
     """Run the agent on ``prompt`` in the Draft (opened when none is), one revision per step.
 
@@ -205,12 +208,12 @@ def run_agent(
     ``on_event`` gets the provider's stream events, ``on_step_start`` the
     step number before each step, ``on_tool_result`` ``(step, call id, tool,
     result)``; ``data`` is merged into every revision's ``data`` (the
-    Workshop names its conversation there). Each step runs inside
+    Workshop names its conversation there); ``loop`` the session's loop
+    detector (default: a new :class:`~strata.agent.step.LoopDetector`, which
+    stops the session with :class:`~strata.errors.AgentLoopDetected`). Each step runs inside
     :meth:`~strata.workbench.draft.Draft.step`: a step that fails or is
     interrupted leaves the Draft's files as its last revision has them.
     """
-    from strata.workbench.draft import open_draft, start_draft
-
     if not prompt.strip():
         raise UsageError("the prompt is empty")
     if max_steps < 1:
@@ -220,17 +223,11 @@ def run_agent(
     if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
         raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft = open_draft(core)
-    if draft is not None:
-        # edits made in the Draft by hand are recorded first: a failed step puts the files
-        # back to the last revision, which must not lose them
-        draft.record("before the agent", author=author)
-    else:
-        draft = start_draft(core, author=author)
-    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
-    result = AgentResult(session, draft.id, provider.name, provider.model)
+    draft, result = open_session(core, provider, author)
+    session = result.session
     messages: list[Message] = [Message("system", system), *history, Message("user", prompt)]
     tool_specs = tuple(spec for spec, _ in table.values())
+    loop = LoopDetector() if loop is None else loop
     for n in range(max_steps):
         recorder = Recorder(put=core.objects.put, agent_id=agent_id, secrets=secrets)
         request = Request(
@@ -249,8 +246,8 @@ def run_agent(
                 on_tool_result(step_n, call_id, name, res)
 
         # a step is recorded whole or not at all: if it fails (a Ctrl-C, a failure between
-        # two tool calls) the Draft's files go back to its last revision, so the next step
-        # does not record them as its own
+        # two tool calls, a loop stopped) the Draft's files go back to its last revision, so
+        # the next step does not record them as its own
         with draft.step(f"agent step {n + 1}", session=session):
             outcome = run_step(
                 RecordingProvider(provider, recorder),
@@ -262,23 +259,23 @@ def run_agent(
                 tools=table,
                 on_event=on_event,
                 on_tool_result=tool_done,
+                loop=loop,
             )
             response = outcome.response
             calls = tuple(c.name for c in response.tool_calls)
-            summary = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
             event = draft.record(
-                f"agent step {n + 1}: " + (", ".join(calls) if calls else summary or "answer"),
+                step_title(f"agent step {n + 1}", response),
                 author=author,
                 data={
                     "agent": {
-                        "session": session,
-                        "step": n,
-                        "agent_id": agent_id,
-                        "provider": provider.name,
-                        "adapter": provider.adapter,
-                        "model": provider.model,
-                        "clock_ms": clock_ms,
-                        "finish_reason": response.finish_reason,
+                        **step_data(
+                            provider,
+                            response,
+                            step=n,
+                            session=session,
+                            agent_id=agent_id,
+                            clock_ms=clock_ms,
+                        ),
                         "tool_calls": len(calls),
                     },
                     **(data or {}),

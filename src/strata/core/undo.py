@@ -48,6 +48,13 @@ def undo(core: Core, *, author: Author | None = None, step: bool = False) -> Und
             target.id, target.command, target.ts, tx.id, str(run_id) if run_id else None
         )
         if target.group and not step:
+            # a group marked "undo": "handler" is reversed whole by the undo handler of its
+            # newest step (a Workshop turn's chat operation names every step it was made of);
+            # any other, by putting back what its agents changed
+            if target.group.get("undo") == "handler":
+                for handler in core.undo_handlers:
+                    if handler(tx, target):
+                        return dataclasses.replace(result, group=dict(target.group))
             return dataclasses.replace(result, group=undo_group(tx, target))
         for handler in core.undo_handlers:
             if handler(tx, target):

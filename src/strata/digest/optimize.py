@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
+from strata.agent.step import LoopDetector, take_step
 from strata.digest.scan import WorkspaceScan, scan_tree
 from strata.digest.store import (
     DEFAULT_KEY,
@@ -57,7 +58,7 @@ from strata.digest.tools import run_tree_tool, tool_specs
 from strata.errors import ProviderProtocolError, UsageError
 from strata.ids import ObjectId
 from strata.ledger.events import Author, Event, EventType
-from strata.providers.base import Message, Provider, Request, Response, complete
+from strata.providers.base import Message, Provider, Request, Response
 from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, RecordingProvider, Trace
 
 if TYPE_CHECKING:
@@ -132,9 +133,13 @@ def converse(
 
     Each tool call is recorded with ``recorder`` (the model calls are, by a
     :class:`RecordingProvider` around ``provider``). Raises
-    :class:`ProviderProtocolError` when ``max_calls`` calls end without an answer.
+    :class:`ProviderProtocolError` when ``max_calls`` calls end without an answer, and
+    :class:`~strata.errors.AgentLoopDetected` when the model repeats one tool call
+    (:class:`strata.agent.step.LoopDetector`). Each call is one step of the step loop
+    (:func:`strata.agent.step.take_step`).
     """
     messages = list(request.messages)
+    loop = LoopDetector()
     for _ in range(max_calls):
         ask = Request(
             model=request.model,
@@ -144,22 +149,25 @@ def converse(
             reasoning_effort=request.reasoning_effort,
             max_output_tokens=request.max_output_tokens,
         )
-        response = complete(provider, ask)
-        if not response.tool_calls:
-            return response
-        messages.append(response.message())
-        for call in response.tool_calls:
-            result = run_tree_tool(store, tree, call.name, call.arguments)
-            recorder.tool_call(
-                tool=call.name,
-                arguments=call.arguments,
-                result=result.text,
-                is_error=result.is_error,
-            )
-            messages.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+        outcome = take_step(
+            provider,
+            ask,
+            lambda name, arguments: run_tree_tool(store, tree, name, arguments),
+            recorder,
+            record_model=False,
+            loop=loop,
+            clock=_no_clock,  # a tool call's trace holds no timing: a replay records the same
+        )
+        if not outcome.response.tool_calls:
+            return outcome.response
+        messages.extend(outcome.messages())
     raise ProviderProtocolError(
         provider.name, f"no digest after {max_calls} model calls (each asked for tools)"
     )
+
+
+def _no_clock() -> float:
+    return 0.0
 
 
 def parse_digest(text: str, key: str = DEFAULT_KEY) -> str:

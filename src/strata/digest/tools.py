@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from strata.agent.tools import LIST_LIMIT, RESULT_LIMIT, TOOLS, ToolResult
+from strata.agent.tools import TOOLS, ToolResult, clip, listing
 from strata.errors import StrataError
 from strata.ids import ObjectId
 from strata.providers.base import ToolSpec
@@ -30,20 +30,8 @@ def tool_specs() -> tuple[ToolSpec, ...]:
     return tuple(TOOLS[name][0] for name in NAMES)
 
 
-def _clip(text: str) -> str:
-    if len(text) <= RESULT_LIMIT:
-        return text
-    return text[:RESULT_LIMIT] + f"\n[truncated: {len(text) - RESULT_LIMIT} more characters]"
-
-
 def _list(store: ObjectStore, tree: ObjectId) -> ToolResult:
-    found = [path for path, entry in walk_tree(store, tree) if entry.kind != "dir"]
-    found.sort()
-    if not found:
-        return ToolResult("(no files)")
-    shown = found[:LIST_LIMIT]
-    more = f"\n[truncated: {len(found) - LIST_LIMIT} more files]" if len(found) > LIST_LIMIT else ""
-    return ToolResult("\n".join(shown) + more)
+    return listing([path for path, entry in walk_tree(store, tree) if entry.kind != "dir"])
 
 
 def _read(store: ObjectStore, tree: ObjectId, arguments: dict[str, Any]) -> ToolResult:
@@ -63,7 +51,7 @@ def _read(store: ObjectStore, tree: ObjectId, arguments: dict[str, Any]) -> Tool
         return ToolResult(f"read_file: {path} does not exist", True)
     if entry.kind != "file":
         return ToolResult(f"read_file: {path} is a {entry.kind}, not a file", True)
-    return ToolResult(_clip(store.get(entry.oid).decode("utf-8", "replace")))
+    return ToolResult(clip(store.get(entry.oid).decode("utf-8", "replace")))
 
 
 def run_tree_tool(

@@ -27,9 +27,13 @@ Bounds: ``max_steps`` model calls; each terminal task at most ``timeout_s``
 seconds (the gateway kills its process group); the gateway runs at most
 ``max_commands`` commands per host run.
 
-The events that follow a command the host ran belong to that command's run
-operation (as the gateway's own events do), so ``strata undo`` right after
-a host run reverts its last task's changes in one step.
+A host run is one operation group (:meth:`strata.core.core.Core.new_group`,
+kind ``host``, its request as title): every operation it records (its
+events, each task's run and the gateway's events) is a step of it, so
+``strata op log`` shows the run as one line and one ``strata undo`` reverts
+every change its tasks made (``strata undo --step`` one step). The knowledge
+base is brought up to the working tree before the group opens: the person's
+files are never the run's.
 
 A replay: the traces of a run, served by
 :class:`strata.providers.replay.ReplayProvider`, answer the same requests
@@ -44,12 +48,14 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.agent.loop import StepRecord
-from strata.errors import ProviderProtocolError, StrataError, UsageError
+from strata.agent.step import LoopDetector, StepOutcome, step_data, take_step
+from strata.agent.tools import Tool, ToolResult, ToolSet
+from strata.errors import StrataError, UsageError
 from strata.host.tools import (
-    KB_TOOL,
     PLAN_TOOL,
     dumps,
     parse_k,
@@ -61,15 +67,14 @@ from strata.host.tools import (
 from strata.ledger.events import Author, EventType
 from strata.providers.base import (
     CancelToken,
-    Finished,
     Message,
     Provider,
     Request,
-    Response,
+    StreamEvent,
     TextDelta,
     ToolCall,
 )
-from strata.providers.trace import Recorder, RecordingProvider
+from strata.providers.trace import Recorder
 
 if TYPE_CHECKING:
     from strata.core import Core
@@ -283,6 +288,12 @@ class HostRun:
         self.pending: list[str] = []
         #: the step's activity lines, shown once its event is recorded
         self.step_activity: list[Activity] = []
+        kb_spec, plan_spec = specs()
+        #: the host's tool set (the knowledge group): one executor checks and runs each call
+        self.tools = ToolSet(
+            [Tool(kb_spec, self.retrieval, "knowledge"), Tool(plan_spec, _in_loop, "knowledge")]
+        )
+        self._line = ""
 
     # -- the ledger ----------------------------------------------------------------------
 
@@ -296,8 +307,11 @@ class HostRun:
     ) -> str:
         """Record one host event (in the newest task run's operation, when there is one)."""
         core = self.core
-        details: dict[str, Any] = {"run_id": self.last_run} if self.last_run else {}
-        command = EventType.RUN if self.last_run else action
+        # alone, a run's later events join its task run's operation, so that one undo
+        # reverts the task; in the run's group, undo reverts the whole group anyway
+        joined = self.last_run if core.group is None else None
+        details: dict[str, Any] = {"run_id": joined} if joined else {}
+        command = EventType.RUN if joined else action
         with core.transaction(command, self.author, **details) as tx:
             head = tx.head()
             event = tx.annotate(
@@ -306,7 +320,8 @@ class HostRun:
                 data={"host": {"run": self.result.host_run, **data}},
                 rationale=rationale[:300],
                 author=self.author,
-                operation_id=self.result.host_run,
+                # in the run's group its events take the group's id; alone, the run's
+                operation_id=None if core.group is not None else self.result.host_run,
                 artifacts=tuple(artifacts),
             )
         self.result.events.append(event.id)
@@ -354,29 +369,24 @@ class HostRun:
             Message("user", result.request),
         ]
         tools = specs()
+        loop = LoopDetector()
         for n in range(self.max_steps):
             recorder = Recorder(put=self.core.objects.put, agent_id=AGENT_ID, secrets=self.secrets)
             request = Request(model=self.provider.model, messages=tuple(messages), tools=tools)
-            try:
-                response = self.ask(RecordingProvider(self.provider, recorder), request)
-            finally:
-                self.pending = list(recorder.ids)  # a failed call's trace too
-            replies: dict[str, Message] = {}
-            for call in response.tool_calls:
-                if call.name != PLAN_TOOL:
-                    replies[call.id] = self.tool(n, call, recorder)
+            outcome = self.step(n, request, recorder, loop)
+            response = outcome.response
+            replies: dict[str, Message] = {
+                call_id: Message("tool", result.text, tool_call_id=call_id, name=call.name)
+                for call, (call_id, result) in zip(
+                    response.tool_calls, outcome.results, strict=True
+                )
+                if result is not None
+            }
             names = tuple(c.name for c in response.tool_calls)
             traces = tuple(recorder.ids)
             event_id = self.note(
                 EventType.HOST_STEP,
-                {
-                    "step": n,
-                    "provider": self.provider.name,
-                    "adapter": self.provider.adapter,
-                    "model": self.provider.model,
-                    "finish_reason": response.finish_reason,
-                    "tool_calls": list(names),
-                },
+                {**step_data(self.provider, response, step=n), "tool_calls": list(names)},
                 f"host step {n + 1}: {', '.join(names) or 'answer'}",
                 artifacts=traces,
             )
@@ -393,6 +403,7 @@ class HostRun:
                     replies[call.id] = self.plan(n, call)
             messages.append(response.message())
             messages.extend(replies[c.id] for c in response.tool_calls)
+            messages.extend(Message("user", w) for w in outcome.warnings)
             if not response.tool_calls:
                 self.answered(response.text, n, step.event_id)
                 return
@@ -405,17 +416,32 @@ class HostRun:
             )
         )
 
-    def ask(self, provider: Provider, request: Request) -> Response:
-        """One model call, its text streamed to ``on_text``."""
-        response: Response | None = None
-        for event in provider.stream(request, cancel=self.cancel):
-            if isinstance(event, TextDelta) and self.on_text is not None:
-                self.on_text(event.text)
-            elif isinstance(event, Finished):
-                response = event.response
-        if response is None:
-            raise ProviderProtocolError(provider.name, "the stream ended without a final response")
-        return response
+    def step(self, n: int, request: Request, recorder: Recorder, loop: LoopDetector) -> StepOutcome:
+        """Step ``n``: the model call and its retrievals (``create_plan`` waits for the event)."""
+        lines: list[str] = []
+
+        def tool_done(call_id: str, name: str, result: ToolResult) -> None:
+            traces = (recorder.ids[-1],)
+            self.step_activity.append(Activity("retrieval", lines.pop(0), step=n, traces=traces))
+
+        try:
+            return take_step(
+                self.provider,
+                request,
+                lambda name, arguments: self.tool(name, arguments, lines),
+                recorder,
+                loop=loop,
+                cancel=self.cancel,
+                on_event=self.stream_event,
+                on_tool_result=tool_done,
+            )
+        finally:
+            self.pending = list(recorder.ids)  # a failed call's trace too
+
+    def stream_event(self, event: StreamEvent) -> None:
+        """A model's stream event: its text goes to ``on_text``."""
+        if isinstance(event, TextDelta) and self.on_text is not None:
+            self.on_text(event.text)
 
     def answered(self, text: str, step: int, event_id: str | None) -> None:
         """The model answered without a tool call: the run's answer and its citations."""
@@ -466,25 +492,28 @@ class HostRun:
 
     # -- tools ---------------------------------------------------------------------------
 
-    def tool(self, step: int, call: ToolCall, recorder: Recorder) -> Message:
-        """Run a retrieval (or refuse an unknown tool); its trace goes in the step's."""
-        started = time.monotonic()
-        if call.name == KB_TOOL:
-            text, is_error, line = self.retrieve(call.arguments)
-        else:
-            text = f"unknown tool {call.name!r}; use {KB_TOOL} or {PLAN_TOOL}"
-            is_error, line = True, f"called an unknown tool {call.name!r}"
-        recorder.tool_call(
-            tool=call.name,
-            arguments=call.arguments,
-            result=text,
-            is_error=is_error,
-            duration_ms=int((time.monotonic() - started) * 1000),
-        )
-        self.step_activity.append(
-            Activity("retrieval", line, step=step, traces=(recorder.ids[-1],))
-        )
-        return Message("tool", text, tool_call_id=call.id, name=call.name)
+    def tool(self, name: str, arguments: dict[str, Any], lines: list[str]) -> ToolResult | None:
+        """Run a call through the host's tool set; ``create_plan`` is left to the loop.
+
+        The activity line of the call goes to ``lines`` (shown once the call is recorded).
+        """
+        if name == PLAN_TOOL:
+            return None
+        self._line = ""
+        result = self.tools.run(Path("."), name, arguments)  # no tool of the host reads files
+        if not self._line:
+            self._line = (
+                f"called {name}: {result.text}"
+                if name in self.tools
+                else f"called an unknown tool {name!r}"
+            )
+        lines.append(self._line)
+        return result
+
+    def retrieval(self, folder: Path, arguments: dict[str, Any]) -> ToolResult:
+        """``local_kb_retrieval`` as a tool of the set (its activity line kept for the step)."""
+        text, is_error, self._line = self.retrieve(arguments)
+        return ToolResult(text, is_error)
 
     def retrieve(self, arguments: dict[str, Any]) -> tuple[str, bool, str]:
         """``local_kb_retrieval``: the passages, numbered across the run, with citations."""
@@ -690,6 +719,10 @@ class HostRun:
         )
 
 
+def _in_loop(folder: Path, arguments: dict[str, Any]) -> ToolResult:
+    raise AssertionError("create_plan runs in the host loop, after its step is recorded")
+
+
 def _failure(output: dict[str, Any]) -> str:
     if output.get("timed_out"):
         return "the command timed out (its process group was killed)"
@@ -744,7 +777,7 @@ def run_host(
     )
     kb = KnowledgeBase(core)
     try:
-        if index:
+        if index:  # the person's files as they are: recorded before the run's group opens
             kb.index(author=author)
         host = HostRun(
             core,
@@ -761,6 +794,8 @@ def run_host(
             on_text=on_text,
             on_activity=on_activity,
         )
-        return host.run()
+        group = core.new_group("host", request, author, host_run=host.result.host_run)
+        with core.grouped(group):
+            return host.run()
     finally:
         kb.close()

@@ -8,6 +8,9 @@ returns, as its text, the JSON the matching CLI command prints with ``--json``
 error's message (and hint). ``exec`` runs a command through the tool
 gateway's policy (:mod:`strata.gateway`), a command the policy wants
 approved being put to the client's user by MCP elicitation (:func:`exec_tool`).
+The agent's tool set (:data:`strata.agent.tools.TOOLS`) is offered too, on the
+Draft's files, as ``draft_<name>`` tools (:func:`file_tools`): the same
+definitions, the same executor, each change a Draft revision.
 Resources: ``strata://history`` (the newest events) and
 ``strata://diff/{a}/{b}`` (a diff's JSON).
 
@@ -161,6 +164,33 @@ class StrataTools:
         return self.call(lambda: self.repo.restore(ref, paths, author=self.author).to_json())
 
     # -- the Draft -----------------------------------------------------------------------
+
+    def draft_tool(self, name: str, arguments: dict[str, Any]) -> str:
+        """Run tool ``name`` of the agent's tool set on the Draft's files (see :func:`file_tools`).
+
+        A tool that changes a file is a Draft revision of its own (a step, as
+        ``strata agent`` records one); its failure is the tool's error text.
+        """
+        from strata.agent.step import step_title
+        from strata.agent.tools import TOOLS
+        from strata.errors import NoDraft
+        from strata.providers.base import Response, ToolCall
+        from strata.workbench.draft import open_draft
+
+        draft = open_draft(self.repo)
+        if draft is None:
+            raise _tool_error(NoDraft())
+        with draft.step(f"mcp {name}"):
+            result = TOOLS.run(draft.path, name, arguments)
+            if not result.is_error and name not in FILE_READERS:
+                call = ToolCall(name, name, arguments)
+                draft.record(
+                    step_title("mcp", Response(text="", tool_calls=(call,))),
+                    author=self.author,
+                )
+        if result.is_error:
+            raise _tool_error(UsageError(result.text))
+        return result.text
 
     def draft_start(self) -> str:
         """Create the Draft, an isolated copy of the workspace where risky edits land."""
@@ -438,6 +468,49 @@ def exec_tool(tools: StrataTools) -> Callable[..., Awaitable[str]]:
 
 #: tools that only read: clients may call them without asking
 READ_ONLY = frozenset({"status", "diff", "history", "show", "checkpoint_list"})
+#: the agent's file tools that only read
+FILE_READERS = frozenset({"list_files", "read_file"})
+#: the MCP name of an agent tool run on the Draft: ``draft_`` and its name
+FILE_PREFIX = "draft_"
+
+
+_JSON_TYPES: dict[str, Any] = {"string": str, "integer": int, "boolean": bool, "number": float}
+
+
+def file_tools(tools: StrataTools) -> list[tuple[str, str, Callable[..., str]]]:
+    """The agent's tool set (:data:`strata.agent.tools.TOOLS`) as MCP tools on the Draft.
+
+    Each is ``(draft_<name>, description, function)``, the function's signature
+    made from the tool's JSON schema, so a tool added to the set is offered
+    here too, checked and run by the same executor.
+    """
+    import inspect
+
+    from strata.agent.tools import TOOLS
+
+    out = []
+    for spec in TOOLS.specs():
+        required = set(spec.parameters.get("required") or ())
+        params = []
+        for key, prop in (spec.parameters.get("properties") or {}).items():
+            kind = _JSON_TYPES.get(str(prop.get("type")), Any)
+            params.append(
+                inspect.Parameter(
+                    key,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    annotation=kind if key in required else kind | None,
+                    default=inspect.Parameter.empty if key in required else None,
+                )
+            )
+
+        def run(_name: str = spec.name, **arguments: Any) -> str:
+            given = {k: v for k, v in arguments.items() if v is not None}
+            return tools.draft_tool(_name, given)
+
+        run.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
+        run.__name__ = FILE_PREFIX + spec.name
+        out.append((FILE_PREFIX + spec.name, f"{spec.description} (in the Draft)", run))
+    return out
 
 
 def build_server(tools: StrataTools) -> MCPServer:
@@ -461,6 +534,15 @@ def build_server(tools: StrataTools) -> MCPServer:
             annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=not read_only),
             structured_output=False,
         )(fn)
+    for name, description, fn in file_tools(tools):
+        read_only = name.removeprefix(FILE_PREFIX) in FILE_READERS
+        server.add_tool(
+            fn,
+            name=name,
+            description=description,
+            annotations=ToolAnnotations(read_only_hint=read_only, destructive_hint=False),
+            structured_output=False,
+        )
     server.tool(
         name="exec",
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True),

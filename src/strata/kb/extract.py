@@ -25,6 +25,8 @@ from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import ClassVar
 
+from strata.documents.readers import heading_level
+
 #: extensions read as plain text (code and configuration included)
 TEXT_EXTENSIONS = frozenset(
     """
@@ -293,10 +295,11 @@ def _docx(data: bytes) -> Document:
         lines: list[str] = []
         headings: dict[int, int] = {}
         for paragraph in document.paragraphs:
-            style = (paragraph.style.name if paragraph.style is not None else "") or ""
-            if style.startswith("Heading") or style == "Title":
-                level = style.removeprefix("Heading").strip()
-                headings[len(lines)] = int(level) if level.isdigit() else 1
+            level = heading_level(
+                (paragraph.style.name if paragraph.style is not None else "") or ""
+            )
+            if level is not None:
+                headings[len(lines)] = level
             lines.append(paragraph.text.replace("\n", " "))
     except Exception as exc:  # a damaged or foreign zip
         raise Unreadable(f"not a readable DOCX ({type(exc).__name__}: {exc})"[:200]) from None

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import blake3
 
-from strata.agent.loop import StepOutcome, ToolTable, run_step
+from strata.agent.loop import ToolTable, run_step
+from strata.agent.step import StepOutcome
 from strata.core.refs import run_span
 from strata.core.storage import ts_ms
 from strata.digest.optimize import optimize_annotations, replay_optimize

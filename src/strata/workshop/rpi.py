@@ -36,10 +36,11 @@ finished by running it again, and no finished phase is redone. A different
 request starts over. :func:`clear` removes the folder: the Workshop calls it
 on a new user message, on undo/rewind and on regenerate.
 
-Loop detection: the last :data:`LOOP_WINDOW` tool calls of a tool loop are
-kept as (name, canonical arguments); a call that makes :data:`LOOP_WARN`
+Loop detection is the step loop's (:class:`strata.agent.step.LoopDetector`):
+the last ``LOOP_WINDOW`` tool calls of a tool loop are
+kept as (name, canonical arguments); a call that makes ``LOOP_WARN``
 identical calls in that window adds a warning to the conversation, one that
-would make :data:`LOOP_STOP` is not run and the turn stops with
+would make ``LOOP_STOP`` is not run and the turn stops with
 :class:`~strata.errors.WorkshopLoopDetected`. Provider failures are retried by
 the providers themselves (:mod:`strata.providers.transport`); this module
 adds no retry of its own.
@@ -85,18 +86,17 @@ import json
 import re
 import shutil
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from strata.agent.loop import AgentResult, StepRecord
+from strata.agent.loop import AgentResult, StepRecord, open_session
+from strata.agent.step import LoopDetector, step_data, step_title, take_step
 from strata.agent.tools import ToolResult, call_tool
 from strata.atomic import atomic_write
 from strata.errors import (
-    ProviderProtocolError,
     UsageError,
     WorkshopLoopDetected,
     WorkshopPlanMissing,
@@ -104,7 +104,6 @@ from strata.errors import (
 from strata.ledger.events import Author
 from strata.providers.base import (
     CancelToken,
-    Finished,
     Message,
     Provider,
     Request,
@@ -113,8 +112,7 @@ from strata.providers.base import (
     ToolCallEvent,
     ToolSpec,
 )
-from strata.providers.trace import Recorder, RecordingProvider, canonical_json
-from strata.providers.transport import check_cancel
+from strata.providers.trace import Recorder
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -147,9 +145,6 @@ ITEM_TURNS = 30
 ITEM_ATTEMPTS = 2
 #: the plan may grow to this many times its original item count
 AMEND_FACTOR = 2
-LOOP_WINDOW = 10
-LOOP_WARN = 3
-LOOP_STOP = 5
 
 ToolHandler = Callable[[Path, dict[str, Any]], ToolResult]
 ToolMap = Mapping[str, tuple[ToolSpec, ToolHandler]]
@@ -299,35 +294,9 @@ def checklist(text: str, *, numbered: bool = False) -> list[str]:
 # -- loop detection ------------------------------------------------------------------------
 
 
-class LoopDetector:
-    """Counts identical tool calls among the last :data:`LOOP_WINDOW` calls of a tool loop."""
-
-    def __init__(
-        self, *, window: int = LOOP_WINDOW, warn: int = LOOP_WARN, stop: int = LOOP_STOP
-    ) -> None:
-        self.window: deque[str] = deque(maxlen=window)
-        self.warn = warn
-        self.stop = stop
-
-    def observe(self, name: str, arguments: dict[str, Any]) -> str | None:
-        """Note a call before it runs: a warning to inject at ``warn`` repeats, else None.
-
-        Raises :class:`~strata.errors.WorkshopLoopDetected` when the call would
-        be the ``stop``-th identical one in the window (the call is not run).
-        """
-        key = canonical_json({"name": name, "arguments": arguments})
-        count = sum(1 for k in self.window if k == key) + 1
-        if count >= self.stop:
-            raise WorkshopLoopDetected(name, count)
-        self.window.append(key)
-        if count == self.warn:
-            return (
-                f"Warning: you called {name} with the same arguments {count} times in your "
-                f"last {self.window.maxlen} tool calls. Its result will not change; use what "
-                f"you have, try something else, or answer without a tool call. At {self.stop} "
-                "identical calls the turn is stopped."
-            )
-        return None
+def loop_detector() -> LoopDetector:
+    """The step loop's detector, raising :class:`~strata.errors.WorkshopLoopDetected`."""
+    return LoopDetector(error=WorkshopLoopDetected)
 
 
 # -- state ---------------------------------------------------------------------------------
@@ -512,7 +481,6 @@ class _Engine:
         tools: Mapping[str, tuple[ToolSpec, ToolHandler]],
         detector: LoopDetector | None,
     ) -> Response:
-        check_cancel(self.provider.name, self.cancel)
         request = Request(
             model=self.provider.model,
             messages=tuple(messages),
@@ -522,47 +490,36 @@ class _Engine:
         recorder = self.new_recorder()
         first = len(recorder.ids)
         visible = phase == "summary"
+
+        def stream_event(event: StreamEvent) -> None:
+            if visible or isinstance(event, ToolCallEvent):
+                self.emit(event)
+
+        def tool_done(call_id: str, name: str, result: ToolResult) -> None:
+            if self.on_tool_result is not None:
+                self.on_tool_result(call_id, name, result)
+            self.emit(ToolCompleted(name, result.is_error, phase))
+
         with self.scope(phase, item):
-            response: Response | None = None
-            for event in RecordingProvider(self.provider, recorder).stream(
-                request, cancel=self.cancel
-            ):
-                if isinstance(event, Finished):
-                    response = event.response
-                if visible or isinstance(event, ToolCallEvent):
-                    self.emit(event)
-            if response is None:
-                raise ProviderProtocolError(
-                    self.provider.name, "the stream ended without a response"
-                )
-            added = [response.message()]
-            warnings = []
-            for call in response.tool_calls:
-                if detector is not None:
-                    warning = detector.observe(call.name, call.arguments)
-                    if warning is not None:
-                        warnings.append(warning)
-                check_cancel(self.provider.name, self.cancel)
-                started = self.clock()
-                result = _run(self.folder, self.tools, tools, phase, call.name, call.arguments)
-                recorder.tool_call(
-                    tool=call.name,
-                    arguments=call.arguments,
-                    result=result.text,
-                    is_error=result.is_error,
-                    duration_ms=int((self.clock() - started) * 1000),
-                )
-                if self.on_tool_result is not None:
-                    self.on_tool_result(call.id, call.name, result)
-                self.emit(ToolCompleted(call.name, result.is_error, phase))
-                added.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+            outcome = take_step(
+                self.provider,
+                request,
+                lambda name, arguments: _run(
+                    self.folder, self.tools, tools, phase, name, arguments
+                ),
+                recorder,
+                loop=detector,
+                cancel=self.cancel,
+                on_event=stream_event,
+                on_tool_result=tool_done,
+                clock=self.clock,
+            )
             traces = tuple(recorder.ids[first:])
             if self.on_step is not None:
-                self.on_step(RpiStep(phase, item, response, traces))
+                self.on_step(RpiStep(phase, item, outcome.response, traces))
         self.traces.extend(traces)
-        messages.extend(added)
-        messages.extend(Message("user", w) for w in warnings)
-        return response
+        messages.extend(outcome.messages())
+        return outcome.response
 
     def tool_loop(
         self,
@@ -573,7 +530,7 @@ class _Engine:
     ) -> tuple[str, bool]:
         """Call until an answer without a tool call: (its text, True), or (last text, False)."""
         tools = self.toolset(phase)
-        detector = LoopDetector()
+        detector = loop_detector()
         text = ""
         for _ in range(turns):
             response = self.step(phase, item, messages, tools, detector)
@@ -805,16 +762,10 @@ def run_rpi_agent(
     their own budgets.
     """
     from strata.agent.tools import TOOLS
-    from strata.workbench.draft import open_draft, start_draft
 
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft = open_draft(core)
-    if draft is not None:
-        draft.record("before the agent", author=author)
-    else:
-        draft = start_draft(core, author=author)
-    session = f"ses_{core.new_event_id().removeprefix('evt_')}"
-    result = AgentResult(session, draft.id, provider.name, provider.model)
+    draft, result = open_session(core, provider, author)
+    session = result.session
     current: dict[str, Any] = {}
 
     @contextlib.contextmanager
@@ -834,23 +785,22 @@ def run_rpi_agent(
     def record(step: RpiStep) -> None:
         response = step.response
         calls = tuple(c.name for c in response.tool_calls)
-        first = response.text.strip().splitlines()[0][:72] if response.text.strip() else ""
         phase = step.phase + (f" item {step.item}" if step.item is not None else "")
         event = draft.record(
-            f"rpi {phase}: " + (", ".join(calls) if calls else first or "answer"),
+            step_title(f"rpi {phase}", response),
             author=author,
             data={
                 "rpi": {
-                    "session": session,
-                    "step": current["step"],
+                    **step_data(
+                        provider,
+                        response,
+                        step=current["step"],
+                        session=session,
+                        agent_id=agent_id,
+                        clock_ms=current["clock_ms"],
+                    ),
                     "phase": step.phase,
                     "item": step.item,
-                    "agent_id": agent_id,
-                    "provider": provider.name,
-                    "adapter": provider.adapter,
-                    "model": provider.model,
-                    "clock_ms": current["clock_ms"],
-                    "finish_reason": response.finish_reason,
                     "tool_calls": len(calls),
                 },
                 **(data or {}),

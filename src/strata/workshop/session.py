@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from strata.agent.loop import ToolTable
     from strata.agent.tools import ToolResult
     from strata.core import Core, OperationRecord, Transaction
+    from strata.core.groups import Group
     from strata.providers.base import CancelToken, Message, Provider
     from strata.workbench.publish import PublishResult, ReviewResult
 
@@ -312,26 +313,28 @@ class Workshop:
             assembled = self._assemble(_history(log.transcript()), text)
             state = self._state(log)
             marker = _last_seq(self.core)
-            with self.core.transaction("chat message", self.author) as tx:
-                event = append(
-                    tx,
-                    EventType.USER_MESSAGE,
-                    self.conversation_id,
-                    text=text,
-                    parent=log.head,
+            group = self._group(text, lease)
+            with self.core.grouped(group):
+                with self.core.transaction("chat message", self.author) as tx:
+                    event = append(
+                        tx,
+                        EventType.USER_MESSAGE,
+                        self.conversation_id,
+                        text=text,
+                        parent=log.head,
+                    )
+                user = ChatMessage.from_event(event)
+                lease.update(user_message=user.id, state_before=state, marker=marker)
+                return self._answer(
+                    user,
+                    state,
+                    marker,
+                    provider=provider,
+                    assembled=assembled,
+                    on_event=on_event,
+                    cancel=cancel,
+                    rpi=rpi,
                 )
-            user = ChatMessage.from_event(event)
-            lease.update(user_message=user.id, state_before=state, marker=marker)
-            return self._answer(
-                user,
-                state,
-                marker,
-                provider=provider,
-                assembled=assembled,
-                on_event=on_event,
-                cancel=cancel,
-                rpi=rpi,
-            )
 
     def regenerate(
         self,
@@ -384,22 +387,38 @@ class Workshop:
                 state_before=state,
                 marker=marker,
             )
-            published_before = transition(
-                self.core, draft=draft, checkpoint=checkpoint, author=self.author
-            )
-            lease.update(transitioned=True, published_before=published_before)
-            return self._answer(
-                user,
-                state,
-                marker,
-                provider=provider,
-                assembled=None,  # assembled once the files are back as they were at the message
-                on_event=on_event,
-                cancel=cancel,
-                replaced=replaced or "",
-                published_before=published_before,
-                rpi=was_rpi,
-            )
+            with self.core.grouped(self._group(f"regenerate: {user.text}", lease)):
+                published_before = transition(
+                    self.core, draft=draft, checkpoint=checkpoint, author=self.author
+                )
+                lease.update(transitioned=True, published_before=published_before)
+                return self._answer(
+                    user,
+                    state,
+                    marker,
+                    provider=provider,
+                    assembled=None,  # assembled once the files are back as at the message
+                    on_event=on_event,
+                    cancel=cancel,
+                    replaced=replaced or "",
+                    published_before=published_before,
+                    rpi=was_rpi,
+                )
+
+    def _group(self, title: str, lease: Lease) -> Group:
+        """The operation group of one turn (kind ``workshop``), named in the turn's lease.
+
+        Every operation of the turn (the user's message, the Draft's start and
+        revisions, the ``chat …`` operation) is a step of it: ``strata op log``
+        shows the turn as one line, and one ``strata undo`` reverses it
+        (:func:`undo_workshop`, on the ``chat …`` step that names the others).
+        A turn killed midway is finished in its group (:func:`recover_turns`).
+        """
+        group = self.core.new_group(
+            "workshop", title, self.author, conversation=self.conversation_id, undo="handler"
+        )
+        lease.update(group=group.to_json())
+        return group
 
     def _clear_rpi(self) -> None:
         """Forget the Research -> Plan -> Implement progress (a rewind or regenerate voids it)."""
@@ -487,7 +506,9 @@ class Workshop:
                     **common,
                 )
             else:
-                run_agent(core, provider, user.text, **common)
+                from strata.workshop.rpi import loop_detector
+
+                run_agent(core, provider, user.text, loop=loop_detector(), **common)
         except (StrataError, KeyboardInterrupt) as exc:
             error = exc
         draft = open_draft(core)
@@ -1135,48 +1156,59 @@ def recover_turns(core: Core) -> list[str]:
     folder = core.layout.repo / FOLDER
     if not folder.is_dir():
         return []
-    from strata.workbench.draft import open_draft
-
     done: list[str] = []
     for info in _turns(core, held=False):
-        pending = info.get("pending")
-        command = pending.get("command") if isinstance(pending, dict) else None
-        if command is not None and command not in _ops_commands(core, int(info.get("marker") or 0)):
-            _recover_pending(core, info, str(command))
-            Path(str(info["path"])).unlink(missing_ok=True)
-            done.append(str(info.get("run_id")))
-            continue
-        user = info.get("user_message")
-        conversation = str(info.get("conversation", ""))
-        log = ConversationLog.load(core, conversation)
-        if user and log.head == user:
-            draft = open_draft(core)
-            state = info.get("state_before") or {}
-            revision = draft.tip().id if draft is not None else None
-            ops = _ops_since(core, int(info.get("marker") or 0))
-            with core.transaction("chat turn", Author("strata", "system")) as tx:
-                append(
-                    tx,
-                    EventType.ASSISTANT_MESSAGE,
-                    conversation,
-                    text="",
-                    parent=str(user),
-                    data={
-                        "draft_revision": revision,
-                        "draft_id": draft.id if draft is not None else None,
-                        "interrupted": True,
-                        "error": {
-                            "type": "Interrupted",
-                            "message": "the turn was killed before it finished",
-                        },
-                    },
-                )
-                tx.details.update(
-                    workshop={"conversation": conversation, "state_before": state, "ops": ops}
-                )
+        with core.grouped(_lease_group(info)):
+            _recover_turn(core, info)
         Path(str(info["path"])).unlink(missing_ok=True)
         done.append(str(info.get("run_id")))
     return done
+
+
+def _lease_group(info: Mapping[str, Any]) -> Group | None:
+    from strata.core.groups import Group
+
+    raw = info.get("group")
+    return Group.from_json(raw) if isinstance(raw, dict) else None
+
+
+def _recover_turn(core: Core, info: Mapping[str, Any]) -> None:
+    """Record what a killed turn left unrecorded (its ``chat …`` operation, in its group)."""
+    from strata.workbench.draft import open_draft
+
+    pending = info.get("pending")
+    command = pending.get("command") if isinstance(pending, dict) else None
+    if command is not None and command not in _ops_commands(core, int(info.get("marker") or 0)):
+        _recover_pending(core, info, str(command))
+        return
+    user = info.get("user_message")
+    conversation = str(info.get("conversation", ""))
+    log = ConversationLog.load(core, conversation)
+    if user and log.head == user:
+        draft = open_draft(core)
+        state = info.get("state_before") or {}
+        revision = draft.tip().id if draft is not None else None
+        ops = _ops_since(core, int(info.get("marker") or 0))
+        with core.transaction("chat turn", Author("strata", "system")) as tx:
+            append(
+                tx,
+                EventType.ASSISTANT_MESSAGE,
+                conversation,
+                text="",
+                parent=str(user),
+                data={
+                    "draft_revision": revision,
+                    "draft_id": draft.id if draft is not None else None,
+                    "interrupted": True,
+                    "error": {
+                        "type": "Interrupted",
+                        "message": "the turn was killed before it finished",
+                    },
+                },
+            )
+            tx.details.update(
+                workshop={"conversation": conversation, "state_before": state, "ops": ops}
+            )
 
 
 def _recover_pending(core: Core, info: Mapping[str, Any], command: str) -> None:

@@ -1,10 +1,13 @@
 """The Workshop's tools: read, map and query a workspace's files; write only into the Draft.
 
-:func:`workshop_tools` returns a :class:`ToolBox`: a mapping with the shape of
-:data:`strata.agent.tools.TOOLS` (``name -> (ToolSpec, handler)``, each
-``handler(folder, arguments) -> ToolResult``) that also keeps the full text
-of every result of the turn, so ``recall_tool_result`` can page through a
-result that was cut. Use one ToolBox per turn (or per RPI phase)::
+:func:`workshop_tools` returns a :class:`ToolBox`: a
+:class:`strata.agent.tools.ToolSet` (the one executor of every tool call)
+composed of the groups of :data:`GROUPS` (``files``: the agent's
+``write_file``/``edit_file`` with the Workshop's richer ``list_files`` and
+``read_file``; ``maps``; ``tables``) and ``recall_tool_result``: it keeps
+the full text of every result of the turn, so ``recall_tool_result`` can
+page through a result that was cut. Use one ToolBox per turn (or per RPI
+phase)::
 
     box = workshop_tools(phase="research")        # None: every tool
     request = Request(model=..., messages=..., tools=box.specs())
@@ -15,9 +18,9 @@ The phases are seed 000's: ``research`` gets the read-only tools
 ``recall_tool_result``, ``implement`` (or None) every tool.
 
 Every schema is strict (:func:`strata.providers.profile.strict_schema`: all
-properties required, optional ones nullable, no other property); a call's
-arguments are checked against it (a property left out counts as null) and a
-call that does not fit is an error result naming the problem. Every path is
+properties required, optional ones nullable, no other property); the set
+checks a call's arguments against it (a property left out counts as null) and
+a call that does not fit is an error result naming the problem. Every path is
 a workspace path checked at the edge (:func:`strata.agent.tools.tool_path`:
 no absolute path, no ``..``, nothing in ``.strata``/``.git``) and every read
 and write goes through :class:`~strata.store.fsops.WorkspaceWriter`, which
@@ -34,13 +37,22 @@ from __future__ import annotations
 
 import csv
 import io
-import stat
-from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from strata.agent.tools import ToolResult, tool_path
-from strata.errors import StrataError
+from strata.agent.tools import (
+    RECALL,
+    RESULT_LIMIT,
+    Handler,
+    Tool,
+    ToolResult,
+    ToolSet,
+    edit_file,
+    tool_path,
+    write_bytes,
+    write_file,
+)
+from strata.documents.readers import docx_text, pdf_text, pptx_text
 from strata.providers.base import ToolSpec
 from strata.providers.profile import strict_schema
 from strata.store.fsops import WorkspaceWriter
@@ -52,8 +64,6 @@ from strata.workshop.filemaps import (
     decode,
     detect_encoding,
     file_map,
-    heading_level,
-    slide_title,
     sniff,
     type_of,
 )
@@ -68,10 +78,17 @@ from strata.workshop.tables import (
     run_query,
 )
 
-Handler = Callable[[Path, dict[str, Any]], ToolResult]
+__all__ = [
+    "GROUPS",
+    "PHASES",
+    "PLAN_TOOLS",
+    "RESEARCH_TOOLS",
+    "RESULT_LIMIT",
+    "SPECS",
+    "ToolBox",
+    "workshop_tools",
+]
 
-#: the most a tool result holds; the rest is read with recall_tool_result
-RESULT_LIMIT = 16_000
 #: lines read_file returns when no end is given, and at most
 READ_LINES = 200
 MAX_READ_LINES = 1_000
@@ -204,26 +221,29 @@ def _specs() -> dict[str, ToolSpec]:
                 ("path", "sql", "output"),
             ),
         ),
-        ToolSpec(
-            "recall_tool_result",
-            "The full text of an earlier tool result of this turn (1-based index, in call "
-            "order), from a character offset: reads what a [truncated] marker left out.",
-            _schema(
-                {
-                    "index": {"type": "integer", "minimum": 1},
-                    "offset": {"type": "integer", "minimum": 0},
-                },
-                ("index",),
-            ),
-        ),
     ]
     return {s.name: s for s in specs}
 
 
-SPECS: dict[str, ToolSpec] = _specs()
+#: each tool's group: the Workshop's set is files + maps + tables (+ recall_tool_result)
+GROUPS = {
+    "list_files": "files",
+    "get_file_info": "maps",
+    "get_file_map": "maps",
+    "read_file": "files",
+    "write_file": "files",
+    "edit_file": "files",
+    "table_describe": "tables",
+    "table_stats": "tables",
+    "table_read_rows": "tables",
+    "table_query": "tables",
+    "table_export": "tables",
+}
+_OWN: dict[str, ToolSpec] = _specs()
+SPECS: dict[str, ToolSpec] = {**_OWN, RECALL: ToolSet([], recall=True)[RECALL][0]}
 
 
-class ToolBox(Mapping[str, tuple[ToolSpec, Handler]]):
+class ToolBox(ToolSet):
     """A turn's tools (all, or one RPI phase's), keeping every result for recall_tool_result."""
 
     def __init__(self, *, phase: str | None = None, rules: IgnoreRules | None = None) -> None:
@@ -231,78 +251,16 @@ class ToolBox(Mapping[str, tuple[ToolSpec, Handler]]):
             raise ValueError(f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
         self.phase = phase
         self.rules = rules
-        names = {"research": RESEARCH_TOOLS, "plan": PLAN_TOOLS}.get(phase or "", tuple(SPECS))
-        self._names = tuple(n for n in SPECS if n in names)
-        #: the full text of each result, in call order
-        self.results: list[str] = []
 
-    def __getitem__(self, name: str) -> tuple[ToolSpec, Handler]:
-        if name not in self._names:
-            raise KeyError(name)
+        def listing(folder: Path, args: dict[str, Any]) -> ToolResult:
+            return _list_files(folder, args, rules)
 
-        def handler(folder: Path, arguments: dict[str, Any]) -> ToolResult:
-            return self.run(folder, name, arguments)
-
-        return SPECS[name], handler
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def specs(self) -> tuple[ToolSpec, ...]:
-        """The tools' specifications, in a stable order."""
-        return tuple(SPECS[n] for n in self._names)
-
-    def run(self, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
-        """Run tool ``name`` on ``folder``; unknown tools and failures are error results."""
-        if name not in self._names:
-            allowed = ", ".join(self._names)
-            result = ToolResult(f"unknown or unavailable tool {name!r}; use one of {allowed}", True)
-        else:
-            result = self._call(folder, name, arguments)
-        self.results.append(result.text)
-        index = len(self.results)
-        if len(result.text) > RESULT_LIMIT:
-            more = len(result.text) - RESULT_LIMIT
-            marker = (
-                f"\n[truncated: {more} more characters; recall_tool_result index={index} "
-                f"offset={RESULT_LIMIT} reads on]"
-            )
-            return ToolResult(result.text[:RESULT_LIMIT] + marker, result.is_error)
-        return result
-
-    def _call(self, folder: Path, name: str, arguments: dict[str, Any]) -> ToolResult:
-        try:
-            args = _checked(name, arguments)
-            if name == "recall_tool_result":
-                return self._recall(args)
-            if name == "list_files":
-                return _list_files(folder, args, self.rules)
-            return _HANDLERS[name](folder, args)
-        except FileNotFoundError:
-            return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
-        except UnicodeDecodeError:
-            return ToolResult(f"{name}: {arguments.get('path')} is not text in its encoding", True)
-        except (StrataError, ValueError, OSError) as exc:
-            return ToolResult(f"{name}: {exc}", True)
-        except Exception as exc:  # a parser failing on a corrupt file: the model reads why
-            text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-            what = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-            return ToolResult(f"{name}: {arguments.get('path')} could not be read ({what})", True)
-
-    def _recall(self, args: dict[str, Any]) -> ToolResult:
-        index = args["index"]
-        offset = args["offset"] or 0
-        if not 1 <= index <= len(self.results):
-            return ToolResult(
-                f"recall_tool_result: no result {index}; this turn has {len(self.results)}", True
-            )
-        text = self.results[index - 1]
-        if offset >= len(text) and text:
-            return ToolResult(f"recall_tool_result: result {index} has {len(text)} characters")
-        return ToolResult(f"[result {index}, characters {offset}-]\n" + text[offset:])
+        handlers = {**_HANDLERS, "list_files": listing}
+        super().__init__(
+            (Tool(spec, handlers[name], GROUPS[name]) for name, spec in _OWN.items()),
+            recall=True,
+            only={"research": RESEARCH_TOOLS, "plan": PLAN_TOOLS}.get(phase or ""),
+        )
 
 
 def workshop_tools(*, phase: str | None = None, rules: IgnoreRules | None = None) -> ToolBox:
@@ -312,28 +270,6 @@ def workshop_tools(*, phase: str | None = None, rules: IgnoreRules | None = None
     Strata's defaults).
     """
     return ToolBox(phase=phase, rules=rules)
-
-
-# -- arguments ------------------------------------------------------------------------------
-
-
-def _checked(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """The arguments with missing properties as null, checked against the strict schema."""
-    import jsonschema
-
-    if not isinstance(arguments, dict):
-        raise ValueError("the arguments must be a JSON object")
-    schema = SPECS[name].parameters
-    filled = {key: arguments.get(key) for key in schema["properties"]}
-    filled.update(arguments)
-    errors = sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(filled), key=lambda e: list(e.path)
-    )
-    if errors:
-        error = errors[0]
-        where = "/".join(str(p) for p in error.path) or "arguments"
-        raise ValueError(f"invalid {where}: {error.message}")
-    return filled
 
 
 def _opt(args: dict[str, Any], key: str, default: Any) -> Any:
@@ -410,11 +346,11 @@ def read_file(folder: Path, args: dict[str, Any]) -> ToolResult:
     if args.get("sheet") is not None or args.get("range") is not None:
         raise ValueError("'sheet' and 'range' are for xlsx files")
     if kind == "docx":
-        text, what = _docx_text(data), "docx text"
+        text, what = docx_text(data), "docx text"
     elif kind == "pptx":
-        text, what = _pptx_text(data), "pptx text"
+        text, what = pptx_text(data), "pptx text"
     elif kind == "pdf":
-        text, what = _pdf_text(data, pages)
+        text, what = pdf_text(data, pages)
     else:
         if b"\0" in data[: 64 * 1024]:
             return ToolResult(f"read_file: {path} is binary; its content is opaque", True)
@@ -485,106 +421,6 @@ def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
         )
     finally:
         book.close()
-
-
-def _docx_text(data: bytes) -> str:
-    import docx
-
-    document = docx.Document(io.BytesIO(data))
-    lines: list[str] = []
-    for paragraph in document.paragraphs:
-        style = paragraph.style.name if paragraph.style is not None else ""
-        level = heading_level(style or "")
-        text = paragraph.text
-        lines.append(("#" * level + " " + text) if level and text.strip() else text)
-    for number, table in enumerate(document.tables, 1):
-        lines.append(f"[table {number}]")
-        for row in table.rows:
-            lines.append(" | ".join(cell.text.strip() for cell in row.cells))
-    return "\n".join(lines)
-
-
-def _pptx_text(data: bytes) -> str:
-    import pptx
-
-    deck = pptx.Presentation(io.BytesIO(data))
-    lines: list[str] = []
-    for number, slide in enumerate(deck.slides, 1):
-        lines.append(f"## Slide {number}: {slide_title(slide) or '(untitled)'}")
-        for shape in slide.shapes:
-            if shape.has_text_frame and shape is not slide.shapes.title:
-                lines.extend(line for line in shape.text_frame.text.splitlines() if line.strip())
-    return "\n".join(lines)
-
-
-def _pdf_text(data: bytes, pages: str | None) -> tuple[str, str]:
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(data), strict=False)
-    if reader.is_encrypted:
-        raise ValueError("the pdf is encrypted; its text cannot be read")
-    total = len(reader.pages)
-    first, last = 1, min(total, 5)
-    if pages is not None:
-        text = str(pages).strip()
-        low, _, high = text.partition("-")
-        try:
-            first = int(low)
-            last = int(high) if high else first
-        except ValueError:
-            raise ValueError(f"'pages' {pages!r} is not a page or range like '2-5'") from None
-        if not 1 <= first <= last:
-            raise ValueError(f"'pages' {pages!r} is not a valid range")
-        if first > total:
-            raise ValueError(f"the pdf has {total} pages")
-        last = min(last, total)
-    out: list[str] = []
-    for number in range(first, last + 1):
-        out.append(f"--- page {number} ---")
-        out.append(reader.pages[number - 1].extract_text() or "(no text on this page)")
-    return "\n".join(out), f"pdf pages {first}-{last} of {total}"
-
-
-# -- writing (the Draft only) ----------------------------------------------------------------
-
-
-def _writable(path: str) -> None:
-    kind = type_of(path)
-    if kind in DOCUMENTS or kind in OPAQUE_TYPES:
-        raise ValueError(f"{path} is a {kind} file; it cannot be written as text")
-
-
-def write_file(folder: Path, args: dict[str, Any]) -> ToolResult:
-    """Create or replace a text file."""
-    path = tool_path(args)
-    _writable(path)
-    data = str(args["content"]).encode()
-    with WorkspaceWriter(folder) as writer:
-        st = writer.lstat(path)
-        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
-        writer.write_file(path, data, mode=mode)
-    return ToolResult(f"wrote {len(data)} bytes to {path}")
-
-
-def edit_file(folder: Path, args: dict[str, Any]) -> ToolResult:
-    """Replace the one exact occurrence of ``old`` with ``new``."""
-    path = tool_path(args)
-    _writable(path)
-    old, new = str(args["old"]), str(args["new"])
-    if not old:
-        raise ValueError("'old' must not be empty")
-    with WorkspaceWriter(folder) as writer:
-        data = writer.read_file(path)
-        encoding = detect_encoding(data) or "utf-8"
-        text = data.decode(encoding)
-        count = text.count(old)
-        if count != 1:
-            where = "not found" if count == 0 else f"found {count} times; make it unique"
-            return ToolResult(f"edit_file {path}: the text to replace was {where}", True)
-        st = writer.lstat(path)
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
-        writer.write_file(path, text.replace(old, new).encode(encoding), mode=mode)
-    return ToolResult(f"edited {path}")
 
 
 # -- tables ---------------------------------------------------------------------------------
@@ -687,7 +523,7 @@ def table_query(folder: Path, args: dict[str, Any]) -> ToolResult:
 def table_export(folder: Path, args: dict[str, Any]) -> ToolResult:
     """Write a checked SELECT's result as CSV into the folder (the Draft)."""
     path, data, encoding = _table_source(folder, args)
-    output = tool_path({"path": args["output"]})
+    output = tool_path(args, "output")
     if type_of(output) not in ("csv", "tsv", "text"):
         raise ValueError(f"'output' {output} must be a .csv file")
     try:
@@ -701,10 +537,7 @@ def table_export(folder: Path, args: dict[str, Any]) -> ToolResult:
             f"table_export: the result has more than {MAX_EXPORT_ROWS} rows; narrow it", True
         )
     content = result.as_csv().encode()
-    with WorkspaceWriter(folder) as writer:
-        st = writer.lstat(output)
-        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
-        writer.write_file(output, content, mode=mode)
+    write_bytes(folder, output, content)
     return ToolResult(f"wrote {len(result.rows)} rows ({len(content)} bytes) to {output}")
 
 

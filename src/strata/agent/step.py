@@ -1,0 +1,215 @@
+"""The one step of every agent-like loop: a model call, its tool calls, one recorded step.
+
+``strata agent`` (:mod:`strata.agent.loop`), a Workshop turn and each RPI
+phase (:mod:`strata.workshop.rpi`), the host loop (:mod:`strata.host.loop`) and
+the digest's optimizer (:mod:`strata.digest.optimize`) are configurations of
+:func:`take_step`: they choose the tools, the prompt and the limits, and
+record the step their way (a Draft revision, a ``host_step`` annotation, a
+``digest_optimize`` annotation), with the fields of :func:`step_data`.
+
+What every step does, in order:
+
+1. the cancel token is checked (a cancelled loop asks nothing more);
+2. the model is called (through a :class:`~strata.providers.trace.RecordingProvider`
+   unless the caller records model calls itself, as a replay does), its stream
+   events handed to ``on_event``;
+3. each tool call is first shown to the :class:`LoopDetector`: the
+   :data:`LOOP_WARN`-th identical call (same name, same canonical arguments)
+   among the last :data:`LOOP_WINDOW` adds a warning for the model, the
+   :data:`LOOP_STOP`-th is not run and the loop stops with
+   :class:`~strata.errors.AgentLoopDetected` (or the error the detector was
+   given). Then the cancel token is checked again, the tool runs, and its
+   call is recorded as a trace (arguments, result, duration).
+
+A tool runner may answer ``None`` for a call it leaves to its loop (the host
+runs ``create_plan`` after its step is recorded): such a call is loop-checked
+but neither run nor recorded here, and its result in :attr:`StepOutcome.results`
+is ``None`` for the loop to fill in.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from strata.agent.tools import ToolResult
+from strata.errors import AgentLoopDetected, ProviderProtocolError, StrataError
+from strata.providers.base import (
+    CancelToken,
+    Finished,
+    Message,
+    Provider,
+    Request,
+    Response,
+    StreamEvent,
+)
+from strata.providers.trace import Recorder, RecordingProvider, canonical_json
+from strata.providers.transport import check_cancel
+
+#: how many recent tool calls the loop detector keeps, and at how many identical ones
+#: among them it warns the model and stops the loop
+LOOP_WINDOW = 10
+LOOP_WARN = 3
+LOOP_STOP = 5
+
+#: what runs a tool call: (tool name, arguments) -> its result, or None to leave it to the loop
+ToolRunner = Callable[[str, dict[str, Any]], ToolResult | None]
+
+
+class LoopDetector:
+    """Counts identical tool calls among the last :data:`LOOP_WINDOW` calls of a loop.
+
+    One detector lives as long as one tool loop (a session of ``strata agent``,
+    a Workshop turn, an RPI phase, a host run, a digest optimization).
+    ``error`` makes the exception raised at ``stop`` repeats from
+    ``(tool, count)``.
+    """
+
+    def __init__(
+        self,
+        *,
+        window: int = LOOP_WINDOW,
+        warn: int = LOOP_WARN,
+        stop: int = LOOP_STOP,
+        error: Callable[[str, int], StrataError] = AgentLoopDetected,
+    ) -> None:
+        self.window: deque[str] = deque(maxlen=window)
+        self.warn = warn
+        self.stop = stop
+        self.error = error
+
+    def observe(self, name: str, arguments: dict[str, Any]) -> str | None:
+        """Note a call before it runs: a warning to give the model at ``warn`` repeats, else None.
+
+        Raises the detector's error when the call would be the ``stop``-th
+        identical one in the window (the call is not run).
+        """
+        key = canonical_json({"name": name, "arguments": arguments})
+        count = sum(1 for k in self.window if k == key) + 1
+        if count >= self.stop:
+            raise self.error(name, count)
+        self.window.append(key)
+        if count == self.warn:
+            return (
+                f"Warning: you called {name} with the same arguments {count} times in your "
+                f"last {self.window.maxlen} tool calls. Its result will not change; use what "
+                f"you have, try something else, or answer without a tool call. At {self.stop} "
+                "identical calls the turn is stopped."
+            )
+        return None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step did: the model's response, each tool call's result, the loop's warnings."""
+
+    response: Response
+    results: tuple[tuple[str, ToolResult | None], ...]  # (tool call id, result)
+    warnings: tuple[str, ...] = ()
+
+    def messages(self) -> list[Message]:
+        """The messages that continue the conversation: the answer, each result, the warnings.
+
+        A call left to the loop (its result None) is skipped: the loop adds its result.
+        """
+        out = [self.response.message()]
+        for call, (_, result) in zip(self.response.tool_calls, self.results, strict=True):
+            if result is not None:
+                out.append(Message("tool", result.text, tool_call_id=call.id, name=call.name))
+        out.extend(Message("user", w) for w in self.warnings)
+        return out
+
+
+def take_step(
+    provider: Provider,
+    request: Request,
+    run_tool: ToolRunner,
+    recorder: Recorder,
+    *,
+    record_model: bool = True,
+    loop: LoopDetector | None = None,
+    cancel: CancelToken | None = None,
+    on_event: Callable[[StreamEvent], None] | None = None,
+    on_tool_result: Callable[[str, str, ToolResult], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> StepOutcome:
+    """One step: ask the model, then run its tool calls, recording each (see the module doc).
+
+    ``record_model`` False leaves the model call unrecorded (the caller's
+    provider records it, or a replay checks it); tool calls are always
+    recorded with ``recorder``. ``on_tool_result`` gets ``(call id, tool
+    name, result)`` after each tool call that ran.
+    """
+    check_cancel(provider.name, cancel)
+    model = RecordingProvider(provider, recorder) if record_model else provider
+    response: Response | None = None
+    for event in model.stream(request, cancel=cancel):
+        if on_event is not None:
+            on_event(event)
+        if isinstance(event, Finished):
+            response = event.response
+    if response is None:
+        raise ProviderProtocolError(provider.name, "the stream ended without a final response")
+    results: list[tuple[str, ToolResult | None]] = []
+    warnings: list[str] = []
+    for call in response.tool_calls:
+        if loop is not None:
+            warning = loop.observe(call.name, call.arguments)
+            if warning is not None:
+                warnings.append(warning)
+        check_cancel(provider.name, cancel)
+        started = clock()
+        result = run_tool(call.name, call.arguments)
+        if result is not None:
+            recorder.tool_call(
+                tool=call.name,
+                arguments=call.arguments,
+                result=result.text,
+                is_error=result.is_error,
+                duration_ms=int((clock() - started) * 1000),
+            )
+            if on_tool_result is not None:
+                on_tool_result(call.id, call.name, result)
+        results.append((call.id, result))
+    return StepOutcome(response, tuple(results), tuple(warnings))
+
+
+def step_data(
+    provider: Provider,
+    response: Response,
+    *,
+    step: int,
+    session: str | None = None,
+    agent_id: str | None = None,
+    clock_ms: int | None = None,
+) -> dict[str, Any]:
+    """The fields every recorded step carries (``data.agent``, ``data.rpi``, ``data.host``).
+
+    ``session``, ``agent_id`` and ``clock_ms`` are left out when None (a host
+    step names its run instead of a session).
+    """
+    data: dict[str, Any] = {"step": step}
+    if session is not None:
+        data["session"] = session
+    if agent_id is not None:
+        data["agent_id"] = agent_id
+    data.update(
+        provider=provider.name,
+        adapter=provider.adapter,
+        model=provider.model,
+    )
+    if clock_ms is not None:
+        data["clock_ms"] = clock_ms
+    data["finish_reason"] = response.finish_reason
+    return data
+
+
+def step_title(prefix: str, response: Response) -> str:
+    """A step's one-line title: the tools it called, else its answer's first line."""
+    calls = ", ".join(c.name for c in response.tool_calls)
+    text = response.text.strip()
+    first = text.splitlines()[0][:72] if text else ""
+    return f"{prefix}: " + (calls or first or "answer")
