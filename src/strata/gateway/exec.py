@@ -275,6 +275,46 @@ class Gateway:
         self.steps += 1
         call = core.ledger.new_id()
         author = self.author or core.author
+        if core.group is None:
+            # one operation group: the call, its approval, the run and its record are one
+            # line of 'strata op log' and one 'strata undo' (the run's, on its last step)
+            from strata.core.groups import Group
+
+            group = Group(call, "exec", f"exec: {text}"[:200], author, {"undo": "handler"})
+            with core.grouped(group):
+                return self._exec(
+                    command,
+                    text,
+                    argv,
+                    shell,
+                    verdict,
+                    where,
+                    env,
+                    call,
+                    author,
+                    timeout_s,
+                    max_output,
+                )
+        return self._exec(
+            command, text, argv, shell, verdict, where, env, call, author, timeout_s, max_output
+        )
+
+    def _exec(
+        self,
+        command: str | Sequence[str],
+        text: str,
+        argv: list[str],
+        shell: bool,
+        verdict: GatewayDecision,
+        where: Path,
+        env: Mapping[str, str] | None,
+        call: str,
+        author: Author,
+        timeout_s: float,
+        max_output: int,
+    ) -> ExecResult:
+        """:meth:`exec` once judged: the call recorded, gated, run."""
+        core = self.core
         base = {"tool_call_id": call, "tool": "terminal_exec"}
         _annotate(
             core,

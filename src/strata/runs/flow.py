@@ -35,6 +35,7 @@ from strata.runs.record import (
     Taken,
     record_finish,
     rollback,
+    run_group,
     take_snapshot,
     write_annotations,
 )
@@ -178,7 +179,7 @@ def begin_run(
     saved_index: Path | None = None
     repo.extra_ignore = tuple(opts.ignore)
     try:
-        with repo.writing():
+        with repo.writing(), repo.grouped(repo.group or run_group(run_id, what, author)):
             if opts.rollback_git:
                 saved_index = _save_index(repo.root, run_id)
             before = take_snapshot(repo, backend, "before", run_id=run_id, author=author, what=what)
@@ -237,7 +238,10 @@ def finish_run(
                 head_before.to_json() if head_before else None,
                 head_after.to_json() if head_after else None,
             )
-            with repo.writing():
+            with (
+                repo.writing(),
+                repo.grouped(repo.group or run_group(run_id, begun.what, begun.author)),
+            ):
                 finish = record_finish(
                     repo,
                     run_id,

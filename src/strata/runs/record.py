@@ -30,6 +30,7 @@ from strata.runs.process import ProcessOutcome
 
 if TYPE_CHECKING:
     from strata.core import Core, DiffResult
+    from strata.core.groups import Group
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,21 @@ class Taken:
             ObjectId(raw["tree"]),
             str(raw["ref"]),
         )
+
+
+def run_group(run_id: str, what: list[str], author: Author) -> Group:
+    """The operation group of run ``run_id``: its snapshots, its ``run`` and any rollback.
+
+    Its id is the run's, so the run's events keep the run id as their
+    ``operation_id``; ``strata op log`` shows it as one line and ``strata undo``
+    reverses it whole through the run's undo (``undo: "handler"``). A run made
+    inside another group (a gateway ``exec``, a host run, an agent's prompt)
+    is a step of that one instead.
+    """
+    from strata.core.groups import Group
+
+    title = "run: " + shlex.join(what)
+    return Group(run_id, "run", title[:200], author, {"undo": "handler"})
 
 
 def take_snapshot(

@@ -27,8 +27,7 @@ def recover_runs(repo: Core) -> list[str]:
     stale = stale_leases(repo.layout.runs)
     if not stale:
         return []  # (every writing command asks: what recording needs is loaded only now)
-    from strata.runs.options import WorkspaceOptions
-    from strata.runs.record import Taken, record_finish
+    from strata.runs.record import run_group
 
     recovered: list[str] = []
     for info in stale:
@@ -42,24 +41,9 @@ def recover_runs(repo: Core) -> list[str]:
                 author = Author.from_json(
                     info.get("author") or {"name": "strata", "kind": "system"}
                 )
-                record_finish(
-                    repo,
-                    run_id,
-                    Taken.from_json(info["before"]),
-                    backend=str(info.get("backend", "hash")),
-                    author=author,
-                    what=[str(a) for a in info.get("argv") or []],
-                    cwd=str(info.get("cwd", repo.root)),
-                    label=str(info.get("label", "")),
-                    outcome=None,
-                    options=WorkspaceOptions(
-                        capture_patch=bool(options.get("capture_patch", False)),
-                        max_patch_bytes=int(options.get("max_patch_bytes", 1 << 20)),
-                    ),
-                    failed=False,
-                    recovered=True,
-                    git_heads=(_head_json(info.get("git_head_before")), _current_head(repo)),
-                )
+                what = [str(a) for a in info.get("argv") or []]
+                with repo.grouped(run_group(run_id, what, author)):
+                    _record_interrupted(repo, run_id, info, author, what)
             except (StrataError, KeyError, TypeError, ValueError):
                 continue  # left for 'strata check' to report; never blocks the command
             finally:
@@ -68,6 +52,34 @@ def recover_runs(repo: Core) -> list[str]:
         with suppress(FileNotFoundError):
             path.unlink()
     return recovered
+
+
+def _record_interrupted(
+    repo: Core, run_id: str, info: dict[str, Any], author: Author, what: list[str]
+) -> None:
+    """Record how the run of a lease nobody holds ended: interrupted, the files as they are."""
+    from strata.runs.options import WorkspaceOptions
+    from strata.runs.record import Taken, record_finish
+
+    options = info.get("options") or {}
+    record_finish(
+        repo,
+        run_id,
+        Taken.from_json(info["before"]),
+        backend=str(info.get("backend", "hash")),
+        author=author,
+        what=what,
+        cwd=str(info.get("cwd", repo.root)),
+        label=str(info.get("label", "")),
+        outcome=None,
+        options=WorkspaceOptions(
+            capture_patch=bool(options.get("capture_patch", False)),
+            max_patch_bytes=int(options.get("max_patch_bytes", 1 << 20)),
+        ),
+        failed=False,
+        recovered=True,
+        git_heads=(_head_json(info.get("git_head_before")), _current_head(repo)),
+    )
 
 
 def _recorded(repo: Core, run_id: str) -> bool:
