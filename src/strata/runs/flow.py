@@ -238,27 +238,27 @@ def finish_run(
                 head_before.to_json() if head_before else None,
                 head_after.to_json() if head_after else None,
             )
-            with (
-                repo.writing(),
-                repo.grouped(repo.group or run_group(run_id, begun.what, begun.author)),
-            ):
-                finish = record_finish(
-                    repo,
-                    run_id,
-                    before,
-                    backend=begun.backend,
-                    author=begun.author,
-                    what=begun.what,
-                    cwd=str(begun.cwd),
-                    label=begun.label,
-                    outcome=outcome,
-                    options=opts,
-                    failed=outcome.exit_code != 0,
-                    error=error,
-                    will_roll_back=wants_rollback,
-                    git_heads=heads,
-                    artifacts=artifacts,
-                )
+            with repo.writing():
+                # the rollback is an operation of its own, outside the run's group: 'strata
+                # undo' right after it brings back what the failed command wrote
+                with repo.grouped(repo.group or run_group(run_id, begun.what, begun.author)):
+                    finish = record_finish(
+                        repo,
+                        run_id,
+                        before,
+                        backend=begun.backend,
+                        author=begun.author,
+                        what=begun.what,
+                        cwd=str(begun.cwd),
+                        label=begun.label,
+                        outcome=outcome,
+                        options=opts,
+                        failed=outcome.exit_code != 0,
+                        error=error,
+                        will_roll_back=wants_rollback,
+                        git_heads=heads,
+                        artifacts=artifacts,
+                    )
                 safety = None
                 kept: list[str] = []
                 if wants_rollback and finish.changed:
