@@ -387,6 +387,47 @@ def test_exec_denied_through_the_client_runs_nothing(workspace: Path, run_cli: C
     assert (workspace / "app.py").read_text() == "print('v1')\n"
 
 
+@pytest.mark.parametrize("approve", [True, False])
+def test_exec_without_elicitation_is_asked_on_the_studios_page_with_ask_studio(
+    approve: bool, workspace: Path, run_cli: CliRunner
+) -> None:
+    import threading
+    import time
+
+    from strata import Repository
+    from strata.gateway import ApprovalDecision, ApprovalQueue
+
+    queue = ApprovalQueue.of(Repository.open(workspace).layout.repo)
+    seen: list[str] = []
+
+    def answer_from_the_studio() -> None:  # what the studio's Approvals page does
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            for waiting in queue.pending():
+                seen.append(waiting.request["command"])
+                queue.answer(waiting.id, ApprovalDecision(approve, "answered", "studio"))
+                return
+            time.sleep(0.05)
+
+    answerer = threading.Thread(target=answer_from_the_studio)
+    answerer.start()
+    server = stdio(workspace, run_cli)
+    server.args = [*server.args, "--ask-studio", "30"]
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("exec", {"command": "rm app.py"})
+        if approve:
+            assert not result.is_error, text(result)
+            assert json.loads(text(result))["approval"]["by"] == "studio"
+        else:
+            assert result.is_error and "approval denied" in text(result)
+
+    drive(server, body)
+    answerer.join()
+    assert seen == ["rm app.py"]
+    assert (workspace / "app.py").exists() is not approve
+
+
 def test_exec_without_elicitation_is_denied_with_the_reason(
     workspace: Path, run_cli: CliRunner
 ) -> None:

@@ -74,6 +74,14 @@ def _check_port(port: int) -> None:
     default=None,
     help="What made them (default $STRATA_AUTHOR_KIND or agent).",
 )
+@click.option(
+    "--ask-studio",
+    type=click.FloatRange(min=1),
+    metavar="SECONDS",
+    help="When the client cannot ask its user (no MCP elicitation), put a command that "
+    "needs approval on the approvals page of 'strata studio' and wait up to SECONDS for "
+    "the answer (no answer: denied), instead of refusing it at once.",
+)
 @click.pass_context
 def mcp(
     ctx: click.Context,
@@ -83,6 +91,7 @@ def mcp(
     host: str | None,
     author: str | None,
     author_kind: str | None,
+    ask_studio: float | None,
 ) -> None:
     """Serve this workspace to an MCP client (Claude Code, Cursor, Cline, any other).
 
@@ -90,7 +99,8 @@ def mcp(
     draft_start, draft_run, review, publish, discard, checkpoint_list,
     checkpoint_create, checkpoint_restore and exec (through the command
     policy; a command it wants approved is asked of the client's user by
-    MCP elicitation, and refused when the client cannot ask); each returns
+    MCP elicitation, and refused when the client cannot ask, or with
+    --ask-studio asked on the studio's approvals page); each returns
     the JSON of the matching CLI command's --json. Resources: strata://history and
     strata://diff/{a}/{b}. Changes are recorded with --author (default:
     $STRATA_AUTHOR, else "mcp") of kind agent.
@@ -104,6 +114,7 @@ def mcp(
     Example:
       strata mcp --transport http --port 8765 --token-file ~/.config/strata/mcp-token
       # Claude Code: claude mcp add strata -- strata -C ~/project mcp
+      strata mcp --ask-studio 300   # approvals answered in 'strata studio'
     """
     from click.core import ParameterSource
 
@@ -131,7 +142,9 @@ def mcp(
     if transport == "http":
         _check_port(port)
     with open_repo(who) as repo:
-        server = build_server(StrataTools(repo, author=who, watcher=watcher_report))
+        server = build_server(
+            StrataTools(repo, author=who, watcher=watcher_report, ask_studio=ask_studio)
+        )
         if transport == "stdio":
             serve_stdio(server)
             return

@@ -90,9 +90,13 @@ class StrataTools:
         environ: MutableMapping[str, str] | None = None,
         python: str = sys.executable,
         watcher: Callable[[Repository], dict[str, Any]] | None = None,
+        ask_studio: float | None = None,
     ) -> None:
         self.repo = repo
         self.author = author
+        #: seconds an approval waits on the studio's page when the client cannot ask (None:
+        #: such a command is refused at once)
+        self.ask_studio = ask_studio
         #: what ``status`` says of the workspace's watcher (passed in by ``strata mcp``)
         self.watcher = watcher
         self.environ = dict(os.environ if environ is None else environ)
@@ -445,6 +449,12 @@ def exec_tool(tools: StrataTools) -> Callable[..., Awaitable[str]]:
         exit code, stdout/stderr (clipped, 'truncated'), the files changed.
         """
         approver = approver_from(answer)
+        if getattr(answer, "data", None) == CANNOT_ASK and tools.ask_studio is not None:
+            # the client cannot ask its user: the studio's approvals page does
+            from strata.gateway import ApprovalQueue, queued_approver
+
+            queue = ApprovalQueue.of(tools.repo.layout.repo)
+            approver = queued_approver(queue, timeout_s=tools.ask_studio)
 
         def run() -> str:
             return tools.call(
