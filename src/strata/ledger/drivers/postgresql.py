@@ -190,10 +190,14 @@ class PostgresDriver:
         self._db.close()
 
     def _run(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        try:
-            return self._conn.execute(sql, args).fetchall()
-        except psycopg.OperationalError as exc:
-            raise _unreachable(self.url, exc) from None
+        """Rows of a read; a connection found lost (a server restart) is opened again once."""
+        for retry in (False, True):
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except psycopg.OperationalError as exc:
+                if retry or not self._db.broken:
+                    raise _unreachable(self.url, exc) from None
+        raise AssertionError("unreachable")
 
     # -- writing -----------------------------------------------------------------
 
