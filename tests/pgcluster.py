@@ -35,8 +35,10 @@ def _bin_dir() -> Path | None:
 class Cluster:
     """A running PostgreSQL cluster on a Unix socket in ``folder``."""
 
-    def __init__(self, bin_dir: Path, folder: Path) -> None:
+    def __init__(self, bin_dir: Path, folder: Path, *, durable: bool = False) -> None:
         self.bin = bin_dir
+        #: fsync on (a benchmark against SQLite's synchronous=FULL); the tests run without
+        self.durable = durable
         self.folder = folder
         self.data = folder / "data"
         self.user = "postgres" if ROOT else None
@@ -74,7 +76,8 @@ class Cluster:
             "-l",
             str(self.folder / "log"),
             "-o",
-            f"-k {self.folder} -c listen_addresses='' -c fsync=off -c max_connections=60",
+            f"-k {self.folder} -c listen_addresses='' -c max_connections=60"
+            + ("" if self.durable else " -c fsync=off"),
             "-w",
             "start",
         )
