@@ -279,7 +279,7 @@ class PostgresDriver:
         reverse: bool,
         limit: int | None = None,
     ) -> Iterator[Record]:
-        """Records of ``sql`` (selecting one ``line``) in ``seq`` order, a page at a time."""
+        """Records of ``sql`` (selecting ``seq`` and ``line``) in ``seq`` order, a page at a time."""
         after: int | None = None
         left = limit
         while left is None or left > 0:
@@ -291,7 +291,7 @@ class PostgresDriver:
             size = PAGE if left is None else min(PAGE, left)
             query = sql + (" WHERE " + " AND ".join(where) if where else "")
             query += f" ORDER BY {seq} {'DESC' if reverse else 'ASC'} LIMIT {size}"
-            rows = self._run(query.replace("SELECT ", f"SELECT {seq}, ", 1), page_args)
+            rows = self._run(query, page_args)
             for _, line in rows:
                 yield Record.from_line(bytes(line))
             if len(rows) < size:
@@ -333,7 +333,7 @@ class PostgresDriver:
             clauses.append("kind = %s")
             args.append(kind)
         return self._paged(
-            "SELECT line FROM strata.records", clauses, args, seq="seq", reverse=reverse
+            "SELECT seq, line FROM strata.records", clauses, args, seq="seq", reverse=reverse
         )
 
     def last_of_kind(self, kind: str) -> Record | None:
@@ -391,6 +391,17 @@ class PostgresDriver:
         """Event records passing every filter."""
         clauses: list[str] = []
         args: list[Any] = []
+        sql = "SELECT e.seq, r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq"
+        if where.path is not None:
+            # the events naming the path first, from its index (a rare file among a million
+            # events: walking the events newest first would read them all)
+            sql = (
+                "WITH m AS MATERIALIZED (SELECT DISTINCT seq FROM strata.event_files "
+                "WHERE path = %s OR (path >= %s AND path < %s)) "
+                "SELECT e.seq, r.line FROM m JOIN strata.events e ON e.seq = m.seq "
+                "JOIN strata.records r ON r.seq = e.seq"
+            )
+            args += list(path_range(where.path))
         for column, value in (
             ("e.branch", where.branch),
             ("e.operation_id", where.operation_id),
@@ -401,14 +412,8 @@ class PostgresDriver:
             if value is not None:
                 clauses.append(f"{column} = %s")
                 args.append(value)
-        if where.path is not None:
-            clauses.append(
-                "e.seq IN (SELECT seq FROM strata.event_files "
-                "WHERE path = %s OR (path >= %s AND path < %s))"
-            )
-            args += list(path_range(where.path))
         return self._paged(
-            "SELECT r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq",
+            sql,
             clauses,
             args,
             seq="e.seq",
