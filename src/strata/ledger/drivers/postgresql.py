@@ -279,7 +279,7 @@ class PostgresDriver:
         reverse: bool,
         limit: int | None = None,
     ) -> Iterator[Record]:
-        """Records of ``sql`` (selecting ``seq`` and ``line``) in ``seq`` order, a page at a time."""
+        """Records of ``sql`` (selecting ``seq``, ``line``) in ``seq`` order, a page at a time."""
         after: int | None = None
         left = limit
         while left is None or left > 0:
