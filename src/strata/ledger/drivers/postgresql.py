@@ -172,7 +172,11 @@ class PostgresDriver:
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
-            return psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            db = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            # no prepared statements: a generic plan of a path range does not know how
+            # narrow the range is and may walk every event
+            db.prepare_threshold = None
+            return db
         except psycopg.OperationalError as exc:
             raise _unreachable(self.url, exc) from None
         except psycopg.ProgrammingError as exc:  # a malformed URL
