@@ -215,7 +215,7 @@ class Core:
     def _open_shared_ledger(self, url: str, configured: bool) -> LedgerDriver:
         """The PostgreSQL ledger at ``url``; made there for a new repository or a convert."""
         try:
-            from strata.ledger.drivers.postgresql import PostgresDriver
+            from strata.ledger.drivers.postgresql import PostgresDriver, shown
         except ImportError:
             raise RepositoryError(
                 "this repository's ledger is on PostgreSQL, and psycopg is not installed",
@@ -225,7 +225,7 @@ class Core:
             return PostgresDriver(url)
         except CorruptRepository:
             if configured:  # no ledger there yet: only a new repository makes one
-                self._refuse_a_lost_ledger(Path(url))
+                self._refuse_a_lost_ledger(Path(shown(url)))
             return PostgresDriver(url, create=True)
 
     def _refuse_a_lost_ledger(self, path: Path) -> None:
