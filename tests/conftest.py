@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 from hypothesis import Phase, settings
 
+from pgcluster import pg_cluster, pg_url  # noqa: F401  (fixtures for every test module)
 from strata import Author, Repository
 
 # In CI a failing property fails fast: no minutes spent shrinking the example.

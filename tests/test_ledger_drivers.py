@@ -1,4 +1,4 @@
-"""One conformance suite for every ledger driver (SQLite and JSONL), then JSONL specifics.
+"""One conformance suite for every ledger driver (SQLite, JSONL, PostgreSQL), then specifics.
 
 Every answer a driver gives is checked against an oracle computed in plain
 Python from the list of records that was appended, so both drivers are held to
@@ -37,6 +37,9 @@ from strata.ledger.records import Record, verify_chain
 
 ALPHABET = "ghjkmnpqrstvwxyz"
 KINDS = ("sqlite", "jsonl")
+#: the fixture's drivers: the property tests below run the two file drivers only (a
+#: PostgreSQL database per generated example would cost seconds)
+FIXTURE_KINDS = (*KINDS, "postgresql")
 T0 = "2026-11-22T03:49:46.123Z"
 
 
@@ -46,7 +49,11 @@ T0 = "2026-11-22T03:49:46.123Z"
 def open_driver(
     kind: str, where: Path, *, create: bool = False, writer: bool = True
 ) -> LedgerDriver:
-    """A driver of ``kind`` on the ledger kept under ``where``."""
+    """A driver of ``kind`` on the ledger kept under ``where`` (PostgreSQL: its URL is there)."""
+    if kind == "postgresql":
+        from strata.ledger.drivers.postgresql import PostgresDriver
+
+        return PostgresDriver((where / "pg-url").read_text(), create=create)
     if kind == "sqlite":
         return SqliteDriver(where / "ledger.sqlite", create=create)
     return JsonlDriver(where / "ledger", create=create, writer=writer)
@@ -69,8 +76,10 @@ class Opened:
         self.driver.close()
 
 
-@pytest.fixture(params=KINDS)
+@pytest.fixture(params=FIXTURE_KINDS)
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opened]:
+    if request.param == "postgresql":
+        (tmp_path / "pg-url").write_text(request.getfixturevalue("pg_url"))
     opened = Opened(request.param, tmp_path)
     yield opened
     opened.close()
@@ -552,6 +561,13 @@ def damage_index(opened: Opened, records: Sequence[Record]) -> None:
         db.execute("UPDATE events SET branch = 'elsewhere' WHERE seq = ?", (first_main.seq,))
         db.commit()
         db.close()
+    elif opened.kind == "postgresql":
+        import psycopg
+
+        with psycopg.connect((opened.where / "pg-url").read_text(), autocommit=True) as pg:
+            pg.execute(
+                "UPDATE strata.events SET branch = 'elsewhere' WHERE seq = %s", (first_main.seq,)
+            )
     else:
         # events.idx header: ids_off at byte 88, ids_cap at 96 (see the module docstring)
         path = opened.where / "ledger" / "events.idx"

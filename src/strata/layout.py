@@ -47,7 +47,7 @@ hash = "blake3"
 compression = "zstd"
 
 [ledger]
-driver = "{driver}"
+driver = "{driver}"{url}
 
 [ignore]
 # Lowest-precedence ignore patterns (gitignore syntax); .gitignore and
@@ -65,6 +65,8 @@ class Config:
     ignore_defaults: tuple[str, ...]
     ledger_driver: str = "sqlite"
     raw: dict[str, Any] = field(default_factory=dict)
+    #: the ``postgresql://`` URL of a shared ledger (``ledger.url``), or None
+    ledger_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -276,6 +278,9 @@ def load_config(layout: Layout) -> Config:
             f"{layout.config} names an unknown ledger driver {driver!r}",
             hint=f"use one of {', '.join(LEDGER_DRIVERS)}",
         )
+    url = table("ledger").get("url")
+    if driver == "postgresql" and not (isinstance(url, str) and is_ledger_url(url)):
+        raise _bad_config(layout, 'ledger.url must be a "postgresql://..." URL')
     workspace = repo.get("workspace", str(layout.workspace))
     if not isinstance(workspace, str):
         raise _bad_config(layout, "repository.workspace is not a path")
@@ -287,6 +292,7 @@ def load_config(layout: Layout) -> Config:
         ignore_defaults=tuple(defaults),
         ledger_driver=driver,
         raw=raw,
+        ledger_url=url if driver == "postgresql" else None,
     )
 
 
@@ -379,7 +385,22 @@ def _bad_config(layout: Layout, problem: str) -> RepositoryError:
     )
 
 
-LEDGER_DRIVERS = ("sqlite", "jsonl")
+LEDGER_DRIVERS = ("sqlite", "jsonl", "postgresql")
+
+
+def is_ledger_url(text: str) -> bool:
+    """True when ``text`` names a shared PostgreSQL ledger (``postgresql://...``)."""
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+def ledger_choice(text: str) -> tuple[str, str | None]:
+    """``(driver, url)`` of a ``--ledger``/``--to`` value: ``sqlite``, ``jsonl`` or a URL."""
+    if is_ledger_url(text):
+        return "postgresql", text
+    if text not in ("sqlite", "jsonl"):
+        raise UsageError(f"unknown ledger {text!r}; use sqlite, jsonl or a postgresql://... URL")
+    return text, None
+
 
 #: ``[retention]`` keys and their defaults (see strata.core.storage.Retention)
 RETENTION_DEFAULTS = {
@@ -416,12 +437,14 @@ def retention_settings(raw: dict[str, Any]) -> dict[str, int]:
     return out
 
 
-def set_ledger_driver(layout: Layout, driver: str) -> None:
-    """Record the ledger driver in ``config.toml`` (atomically)."""
+def set_ledger_driver(layout: Layout, driver: str, url: str | None = None) -> None:
+    """Record the ledger driver (and a shared ledger's URL) in ``config.toml`` (atomically)."""
     import re
 
     text = layout.config.read_text(encoding="utf-8")
-    text, n = re.subn(r'(?m)^driver = "[a-z]+"$', f'driver = "{driver}"', text, count=1)
+    text = re.sub(r"(?m)^url = .*\n", "", text)
+    line = f'driver = "{driver}"' + (f"\nurl = {_toml_str(url)}" if url else "")
+    text, n = re.subn(r'(?m)^driver = "[a-z]+"$', lambda _: line, text, count=1)
     if n != 1:
         raise RepositoryError(f"cannot find the ledger driver setting in {layout.config}")
     atomic_write(layout.config, text.encode())
@@ -435,6 +458,7 @@ def create_layout(
     ``hidden`` makes the repository of a git work tree at :data:`GIT_HIDDEN_REPO`,
     with no ``.strata`` entry in the workspace.
     """
+    ledger_choice(ledger)  # a bad --ledger is refused before anything is made
     workspace = workspace.resolve()
     if not workspace.is_dir():
         raise UsageError(f"{workspace} is not a folder")
@@ -485,8 +509,13 @@ def _create_repo(workspace: Path, repo: Path, ledger: str) -> Layout:
         sub.mkdir(exist_ok=True)
     atomic_write(repo / ".gitignore", b"*\n")
     defaults = "[" + ", ".join(_toml_str(p) for p in DEFAULT_PATTERNS) + "]"
+    driver, url = ledger_choice(ledger)
     config = CONFIG_TEMPLATE.format(
-        format=FORMAT, workspace=_toml_str(str(workspace)), defaults=defaults, driver=ledger
+        format=FORMAT,
+        workspace=_toml_str(str(workspace)),
+        defaults=defaults,
+        driver=driver,
+        url=f"\nurl = {_toml_str(url)}" if url else "",
     )
     atomic_write(layout.config, config.encode())
     return layout

@@ -182,7 +182,8 @@ class Repository(Core):
     ) -> Repository:
         """Create (or reopen: init is idempotent) the repository of the workspace ``path``.
 
-        ``ledger`` picks the ledger driver of a new repository: ``sqlite`` or ``jsonl``.
+        ``ledger`` picks the ledger driver of a new repository: ``sqlite``, ``jsonl``
+        or a ``postgresql://`` URL (a shared ledger: docs/sync.md).
         See :meth:`create` for what init does in a git work tree.
         """
         return cls.create(path, store=store, ledger=ledger, **kwargs)[0]

@@ -93,16 +93,25 @@ def ledger_index_rebuild(as_json: bool) -> None:
 
 
 @ledger.command("convert")
-@click.option("--to", "to", type=click.Choice(["sqlite", "jsonl"]), required=True)
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="sqlite|jsonl|postgresql://...",
+    help="The driver to move to (a PostgreSQL URL names an empty database).",
+)
 @json_option
 def ledger_convert(to: str, as_json: bool) -> None:
     """Move the ledger to another driver: same records, same ids, same chain head.
 
-    The old store is kept beside the new one until the next conversion.
+    The old store is kept beside the new one until the next conversion (a
+    PostgreSQL ledger converted away stays in its database).
 
     \b
     Example:
       strata ledger convert --to jsonl
+      strata ledger convert --to postgresql://team@db.example/strata
+      strata ledger convert --to sqlite
     """
     with open_repo() as repo:
         result = repo.convert_ledger(to)

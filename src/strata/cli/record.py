@@ -24,9 +24,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 )
 @click.option(
     "--ledger",
-    type=click.Choice(["sqlite", "jsonl"]),
     default="sqlite",
-    help="How the ledger is stored: SQLite (default) or JSON lines with a sidecar index.",
+    metavar="sqlite|jsonl|postgresql://...",
+    help="How the ledger is stored: SQLite (default), JSON lines with a sidecar index, "
+    "or a PostgreSQL database several workspaces share (its URL).",
 )
 @click.option(
     "--no-snapshot",
@@ -53,6 +54,7 @@ def init(path: str, store: str | None, ledger: str, no_snapshot: bool, as_json: 
     Example:
       strata init
       strata init ~/project --store ~/.strata-stores/project
+      strata init --ledger postgresql://team@db.example/strata   # a shared ledger
     """
     repo, result = init_repo(path, store, ledger, snapshot=not no_snapshot)
     with repo:

@@ -17,6 +17,7 @@ source and the author are arguments.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -40,6 +41,7 @@ from strata.errors import (
     DraftOpen,
     JournalError,
     ObjectMissing,
+    RepositoryError,
     RepositoryLocked,
     StrataError,
     UnsupportedFormat,
@@ -160,10 +162,14 @@ class Core:
 
     # -- opening and closing -------------------------------------------------------
 
-    def open_driver(self, *, writer: bool = False, kind: str | None = None) -> LedgerDriver:
-        """Open the ledger driver of the configured kind (or ``kind``)."""
+    def open_driver(
+        self, *, writer: bool = False, kind: str | None = None, url: str | None = None
+    ) -> LedgerDriver:
+        """Open the ledger driver of the configured kind (or ``kind``; ``url``: PostgreSQL's)."""
         configured = kind is None  # another kind: a ledger convert makes a new one
         kind = kind or self.config.ledger_driver
+        if kind == "postgresql":
+            return self._open_shared_ledger(url or self.config.ledger_url or "", configured)
         if kind == "jsonl":
             from strata.ledger.drivers.jsonl import JsonlDriver
 
@@ -205,6 +211,22 @@ class Core:
                 raise
             raise damaged_ledger(path, exc) from None
         return driver
+
+    def _open_shared_ledger(self, url: str, configured: bool) -> LedgerDriver:
+        """The PostgreSQL ledger at ``url``; made there for a new repository or a convert."""
+        try:
+            from strata.ledger.drivers.postgresql import PostgresDriver, shown
+        except ImportError:
+            raise RepositoryError(
+                "this repository's ledger is on PostgreSQL, and psycopg is not installed",
+                hint="pip install 'strata-workspace[postgresql]'",
+            ) from None
+        try:
+            return PostgresDriver(url)
+        except CorruptRepository:
+            if configured:  # no ledger there yet: only a new repository makes one
+                self._refuse_a_lost_ledger(Path(shown(url)))
+            return PostgresDriver(url, create=True)
 
     def _refuse_a_lost_ledger(self, path: Path) -> None:
         """A ledger is made only for a new repository: objects without one mean it was lost.
@@ -252,8 +274,11 @@ class Core:
         A full disk (``ENOSPC``, ``EDQUOT``, SQLite's "disk is full") inside the
         block is raised as :class:`~strata.errors.DiskFull`.
         """
-        with self.mutex, self.lock, _disk_full_as_error():
+        with self.mutex, self.lock, _disk_full_as_error(), contextlib.ExitStack() as shared:
             outermost = self.lock.depth == 1
+            if outermost and self.ledger.driver.name == "postgresql":
+                # a shared ledger: the writers of every workspace on it take turns
+                shared.enter_context(self.ledger.driver.admission())  # type: ignore[attr-defined]
             jsonl = outermost and self.ledger.driver.name == "jsonl"
             if jsonl:
                 # only the lock holder repairs a torn last line and catches the index up

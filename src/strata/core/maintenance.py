@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from strata.core.results_ops import CatResult, ConvertResult, ImportResult
 from strata.errors import AmbiguousRef, CorruptRepository, UnknownRef, UsageError
 from strata.ids import HEX_PREFIX, ObjectId, SnapshotId, is_object_id
-from strata.layout import LEDGER_DRIVERS, load_config, set_ledger_driver
+from strata.layout import ledger_choice, load_config, set_ledger_driver
 from strata.ledger.events import Author, EventType
 from strata.ledger.ledger import Bookmark, View
 from strata.store.tree import decode_tree
@@ -22,22 +22,29 @@ def convert_ledger(core: Core, to: str) -> ConvertResult:
     """Copy every record to the ``to`` driver (same ids, same chain head) and switch to it.
 
     The old store is kept beside the new one (``ledger.db.old`` or
-    ``ledger.old/``) until the next conversion.
+    ``ledger.old/``) until the next conversion; a PostgreSQL ledger converted
+    away stays in its database. ``to`` may be a ``postgresql://`` URL: the
+    database must hold no ledger yet.
     """
-    if to not in LEDGER_DRIVERS:
-        raise UsageError(f"unknown ledger driver {to!r}; use one of {', '.join(LEDGER_DRIVERS)}")
+    to, url = ledger_choice(to)
     with core.writing():
         source = core.ledger.driver
         if source.name == to:
             raise UsageError(f"the ledger already uses the {to} driver")
         head = core.ledger.chain_head()
         layout = core.layout
-        target_path = layout.ledger if to == "sqlite" else layout.repo / "ledger"
-        old_target = target_path.with_name(target_path.name + ".old")
-        if target_path.exists():
-            _remove(old_target)
-            os.replace(target_path, old_target)
-        target = core.open_driver(writer=True, kind=to)
+        if url is None:
+            target_path = layout.ledger if to == "sqlite" else layout.repo / "ledger"
+            old_target = target_path.with_name(target_path.name + ".old")
+            if target_path.exists():
+                _remove(old_target)
+                os.replace(target_path, old_target)
+        target = core.open_driver(writer=True, kind=to, url=url)
+        if url is not None and target.count():
+            target.close()
+            raise UsageError(
+                "that database already holds a Strata ledger; convert into an empty one"
+            )
         batch: list[Any] = []
         for record in source.scan():
             batch.append(record)
@@ -51,19 +58,25 @@ def convert_ledger(core: Core, to: str) -> ConvertResult:
             raise CorruptRepository(
                 "the converted ledger differs from the original; kept the original"
             )
-        set_ledger_driver(layout, to)
+        set_ledger_driver(layout, to, url)
         source.close()
-        old_source = layout.ledger if source.name == "sqlite" else layout.repo / "ledger"
-        backup = old_source.with_name(old_source.name + ".old")
-        _remove(backup)
-        os.replace(old_source, backup)
-        for suffix in ("-wal", "-shm"):
-            extra = old_source.with_name(old_source.name + suffix)
-            if extra.exists():
-                os.replace(extra, backup.with_name(backup.name + suffix))
+        if source.name == "postgresql":
+            from strata.ledger.drivers.postgresql import shown
+
+            backup_name = shown(core.config.ledger_url or "")
+        else:
+            old_source = layout.ledger if source.name == "sqlite" else layout.repo / "ledger"
+            backup = old_source.with_name(old_source.name + ".old")
+            _remove(backup)
+            os.replace(old_source, backup)
+            for suffix in ("-wal", "-shm"):
+                extra = old_source.with_name(old_source.name + suffix)
+                if extra.exists():
+                    os.replace(extra, backup.with_name(backup.name + suffix))
+            backup_name = str(backup)
         core.config = load_config(layout)  # before the switch: other threads reopen from it
         core.ledger.switch(target)
-        return ConvertResult(to, target.count(), head, str(backup))
+        return ConvertResult(to, target.count(), head, backup_name)
 
 
 IMPORTED_PREFIX = "git-runs/"

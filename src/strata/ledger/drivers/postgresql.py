@@ -1,0 +1,476 @@
+"""The PostgreSQL ledger driver: one ledger shared by several workspaces and machines.
+
+Tables, in the schema ``strata`` of the database the ledger URL names::
+
+    meta(key, value)                 format, driver
+    records(seq PRIMARY KEY, kind, line)      the canonical JSON of each record, append-only
+    events(seq PRIMARY KEY, id UNIQUE, ts, branch, operation_id,
+           author, author_kind, action_type, snapshot_ref)   the event index (derived)
+    event_files(seq, path)           the changed-path index (derived)
+
+The same tables as the SQLite driver's, so the two hold the same chain and a
+ledger converts between them losslessly. Text columns use the ``"C"``
+collation: prefix and folder ranges compare bytes, whatever the database's
+locale.
+
+Writers: an append takes the transaction-level advisory lock
+:data:`APPEND_LOCK` (never a table lock: readers and ``pg_dump`` go on), checks
+that its first record follows the ledger's last one and refuses it otherwise
+(:class:`LedgerConflict`, naming how many records it missed), and commits all
+its records or none. A command that writes holds :meth:`PostgresDriver.admission`,
+a session-level advisory lock, from reading the view to appending, so writers
+of every workspace sharing the ledger queue instead of conflicting.
+
+Reads are paged by ``seq`` (keyset pagination): a scan of millions of records
+holds one page in memory, and another query may run between two pages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import psycopg
+from psycopg import errors as pg_errors
+
+from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
+from strata.ledger.driver import EventFilter, EventKeys, path_range
+from strata.ledger.records import Record
+
+FORMAT = 2
+#: the advisory lock an append holds for its transaction (``pg_advisory_xact_lock``)
+APPEND_LOCK = 0x5354524154410001
+#: the advisory lock a writing command holds for its session (``pg_advisory_lock``)
+ADMISSION_LOCK = 0x5354524154410002
+#: records read per round trip
+PAGE = 500
+#: seconds to wait for the server when connecting
+CONNECT_TIMEOUT = 10
+
+SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS strata;
+CREATE TABLE IF NOT EXISTS strata.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS strata.records (
+    seq BIGINT PRIMARY KEY,
+    kind TEXT COLLATE "C" NOT NULL,
+    line BYTEA NOT NULL
+);
+CREATE INDEX IF NOT EXISTS records_kind ON strata.records(kind, seq);
+CREATE OR REPLACE FUNCTION strata.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN RAISE EXCEPTION 'ledger records are append-only'; END $$;
+DROP TRIGGER IF EXISTS records_no_change ON strata.records;
+CREATE TRIGGER records_no_change BEFORE UPDATE OR DELETE OR TRUNCATE ON strata.records
+FOR EACH STATEMENT EXECUTE FUNCTION strata.append_only();
+CREATE TABLE IF NOT EXISTS strata.events (
+    seq BIGINT PRIMARY KEY,
+    id TEXT COLLATE "C" NOT NULL UNIQUE,
+    ts TEXT COLLATE "C" NOT NULL,
+    branch TEXT COLLATE "C" NOT NULL,
+    operation_id TEXT COLLATE "C" NOT NULL,
+    author TEXT COLLATE "C" NOT NULL,
+    author_kind TEXT COLLATE "C" NOT NULL,
+    action_type TEXT COLLATE "C" NOT NULL,
+    snapshot_ref TEXT COLLATE "C"
+);
+CREATE INDEX IF NOT EXISTS events_ts ON strata.events(ts);
+CREATE INDEX IF NOT EXISTS events_branch ON strata.events(branch, seq);
+CREATE INDEX IF NOT EXISTS events_operation ON strata.events(operation_id, seq);
+CREATE INDEX IF NOT EXISTS events_author ON strata.events(author, seq);
+CREATE INDEX IF NOT EXISTS events_author_kind ON strata.events(author_kind, seq);
+CREATE INDEX IF NOT EXISTS events_action ON strata.events(action_type, seq);
+CREATE INDEX IF NOT EXISTS events_snapshot ON strata.events(snapshot_ref, seq);
+CREATE TABLE IF NOT EXISTS strata.event_files (seq BIGINT NOT NULL, path TEXT COLLATE "C" NOT NULL);
+CREATE INDEX IF NOT EXISTS event_files_path ON strata.event_files(path, seq);
+"""
+
+
+class LedgerUnreachable(RepositoryError):
+    """The PostgreSQL server of a shared ledger cannot be reached (or went away)."""
+
+
+class LedgerConflict(CorruptRepository):
+    """Another writer appended first: this operation was built on an older ledger.
+
+    An append out of order, as every driver refuses one, but one a writer that
+    skipped :meth:`PostgresDriver.admission` can meet on a healthy ledger.
+    """
+
+
+def is_url(text: str) -> bool:
+    """True when ``text`` names a PostgreSQL ledger (``postgresql://`` or ``postgres://``)."""
+    return text.startswith(("postgresql://", "postgres://"))
+
+
+def shown(url: str) -> str:
+    """``url`` without its password, for messages."""
+    head, sep, rest = url.partition("://")
+    userinfo, at, host = rest.rpartition("@")
+    if at and ":" in userinfo:
+        return f"{head}{sep}{userinfo.split(':', 1)[0]}:***@{host}"
+    return url
+
+
+def _unreachable(url: str, exc: BaseException) -> LedgerUnreachable:
+    reason = " ".join(str(exc).split()) or type(exc).__name__
+    return LedgerUnreachable(
+        f"the shared ledger {shown(url)} cannot be reached: {reason[:200]}",
+        hint="nothing was written; run the command again once PostgreSQL is back",
+    )
+
+
+def _event_row(k: EventKeys) -> tuple[Any, ...]:
+    return (
+        k.seq,
+        k.id,
+        k.ts,
+        k.branch,
+        k.operation_id,
+        k.author,
+        k.author_kind,
+        k.action_type,
+        k.snapshot_ref,
+    )
+
+
+class PostgresDriver:
+    """Records and their event index in a PostgreSQL database."""
+
+    name = "postgresql"
+
+    def __init__(self, url: str, *, create: bool = False) -> None:
+        self.url = url
+        self._db = self._connect()
+        try:
+            if create:
+                with self._db.transaction():
+                    self._db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                    self._db.execute(SCHEMA)
+                    for key, value in (("format", str(FORMAT)), ("driver", "postgresql")):
+                        self._db.execute(
+                            "INSERT INTO strata.meta VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                            (key, value),
+                        )
+            try:
+                row = self._db.execute(
+                    "SELECT value FROM strata.meta WHERE key = 'format'"
+                ).fetchone()
+            except pg_errors.UndefinedTable:
+                raise CorruptRepository(
+                    f"the database {shown(url)} holds no Strata ledger"
+                ) from None
+        except psycopg.OperationalError as exc:
+            self._db.close()
+            raise _unreachable(url, exc) from None
+        except BaseException:
+            self._db.close()
+            raise
+        found = int(row[0]) if row else None
+        if found != FORMAT:
+            self._db.close()
+            raise UnsupportedFormat("the ledger", found, FORMAT)
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        try:
+            db = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            # no prepared statements: a generic plan of a path range does not know how
+            # narrow the range is and may walk every event
+            db.prepare_threshold = None
+            return db
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
+        except psycopg.ProgrammingError as exc:  # a malformed URL
+            raise RepositoryError(f"bad PostgreSQL ledger URL {shown(self.url)}: {exc}") from None
+
+    @property
+    def _conn(self) -> psycopg.Connection[Any]:
+        """The connection, opened again when the last one was lost (a server restart)."""
+        if self._db.broken or self._db.closed:
+            self._db = self._connect()
+        return self._db
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._db.close()
+
+    def _run(self, sql: str, args: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """Rows of a read; a connection found lost (a server restart) is opened again once."""
+        for retry in (False, True):
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except psycopg.OperationalError as exc:
+                if retry or not self._db.broken:
+                    raise _unreachable(self.url, exc) from None
+        raise AssertionError("unreachable")
+
+    # -- writing -----------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def admission(self) -> Iterator[None]:
+        """Hold the ledger's admission lock: the writers of every workspace take turns."""
+        self._run("SELECT pg_advisory_lock(%s)", (ADMISSION_LOCK,))
+        try:
+            yield
+        finally:
+            if not self._db.broken and not self._db.closed:
+                with contextlib.suppress(psycopg.Error):
+                    self._db.execute("SELECT pg_advisory_unlock(%s)", (ADMISSION_LOCK,))
+
+    def append(self, records: Sequence[Record]) -> None:
+        """Append records in one transaction, after every record already there."""
+        if not records:
+            return
+        lines = [(r.seq, r.kind, r.to_line()) for r in records]  # before touching the server
+        keys = [EventKeys.of(r) for r in records if r.kind == "event"]
+        db = self._conn
+        try:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                row = db.execute("SELECT MAX(seq) FROM strata.records").fetchone()
+                last = int(row[0]) if row and row[0] is not None else 0
+                expected = last + 1
+                if (
+                    records[0].seq < expected
+                    and last
+                    and records[0].prev == self._hash_at(records[0].seq - 1)
+                ):
+                    raise LedgerConflict(
+                        f"append out of order: another writer appended {expected - records[0].seq}"
+                        " record(s) to the shared ledger first; nothing was written",
+                        hint="run the command again: it starts from the ledger as it is now",
+                    )
+                for offset, record in enumerate(records):
+                    if record.seq != expected + offset:
+                        raise CorruptRepository(
+                            f"append out of order: record {record.seq} in place of "
+                            f"{expected + offset}"
+                        )
+                with db.cursor() as cur:
+                    with cur.copy("COPY strata.records (seq, kind, line) FROM STDIN") as copy:
+                        for line in lines:
+                            copy.write_row(line)
+                    if keys:
+                        cur.executemany(
+                            "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            [_event_row(k) for k in keys],
+                        )
+                        files = [(k.seq, p) for k in keys for p in k.files]
+                        if files:
+                            with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
+                                for item in files:
+                                    copy.write_row(item)
+        except pg_errors.UniqueViolation:
+            raise CorruptRepository(
+                "append refused: an event id in this batch is already in the ledger"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
+
+    def _hash_at(self, seq: int) -> str | None:
+        rows = self._conn.execute("SELECT line FROM strata.records WHERE seq = %s", (seq,))
+        row = rows.fetchone()
+        return Record.from_line(bytes(row[0])).hash if row else None
+
+    # -- reading -----------------------------------------------------------------
+
+    def _paged(
+        self,
+        sql: str,
+        clauses: Sequence[str],
+        args: Sequence[Any],
+        *,
+        seq: str,
+        reverse: bool,
+        limit: int | None = None,
+    ) -> Iterator[Record]:
+        """Records of ``sql`` (selecting ``seq``, ``line``) in ``seq`` order, a page at a time."""
+        after: int | None = None
+        left = limit
+        while left is None or left > 0:
+            where = list(clauses)
+            page_args = list(args)
+            if after is not None:
+                where.append(f"{seq} {'<' if reverse else '>'} %s")
+                page_args.append(after)
+            size = PAGE if left is None else min(PAGE, left)
+            query = sql + (" WHERE " + " AND ".join(where) if where else "")
+            query += f" ORDER BY {seq} {'DESC' if reverse else 'ASC'} LIMIT {size}"
+            rows = self._run(query, page_args)
+            for _, line in rows:
+                yield Record.from_line(bytes(line))
+            if len(rows) < size:
+                return
+            after = int(rows[-1][0])
+            if left is not None:
+                left -= len(rows)
+
+    def _one(self, sql: str, args: Sequence[Any] = ()) -> Record | None:
+        rows = self._run(sql, args)
+        return Record.from_line(bytes(rows[0][0])) if rows else None
+
+    def last(self) -> Record | None:
+        """The newest record."""
+        return self._one("SELECT line FROM strata.records ORDER BY seq DESC LIMIT 1")
+
+    def get(self, seq: int) -> Record:
+        """The record at ``seq``."""
+        found = self._one("SELECT line FROM strata.records WHERE seq = %s", (seq,))
+        if found is None:
+            raise KeyError(seq)
+        return found
+
+    def scan(
+        self,
+        *,
+        start: int = 1,
+        stop: int | None = None,
+        kind: str | None = None,
+        reverse: bool = False,
+    ) -> Iterator[Record]:
+        """Records in a seq range, optionally of one kind."""
+        clauses = ["seq >= %s"]
+        args: list[Any] = [start]
+        if stop is not None:
+            clauses.append("seq < %s")
+            args.append(stop)
+        if kind is not None:
+            clauses.append("kind = %s")
+            args.append(kind)
+        return self._paged(
+            "SELECT seq, line FROM strata.records", clauses, args, seq="seq", reverse=reverse
+        )
+
+    def last_of_kind(self, kind: str) -> Record | None:
+        """The newest record of one kind."""
+        return self._one(
+            "SELECT line FROM strata.records WHERE kind = %s ORDER BY seq DESC LIMIT 1", (kind,)
+        )
+
+    def seek_event(self, event_id: str) -> Record | None:
+        """The event record with this id."""
+        return self._one(
+            "SELECT r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq "
+            "WHERE e.id = %s",
+            (event_id,),
+        )
+
+    def snapshot_of(self, event_id: str) -> str | None:
+        """The ``snapshot_ref`` of the event with this full id, from the event index."""
+        rows = self._run("SELECT snapshot_ref FROM strata.events WHERE id = %s", (event_id,))
+        return str(rows[0][0]) if rows and rows[0][0] else None
+
+    def seek_time(self, ts: str) -> int | None:
+        """The seq of the first event at or after ``ts``."""
+        rows = self._run("SELECT MIN(seq) FROM strata.events WHERE ts >= %s", (ts,))
+        return int(rows[0][0]) if rows and rows[0][0] is not None else None
+
+    def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Event ids starting with ``prefix``."""
+        rows = self._run(
+            "SELECT id FROM strata.events WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
+            (prefix, prefix + "\uffff", limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
+        """Distinct snapshot ids starting with ``prefix``."""
+        rows = self._run(
+            "SELECT DISTINCT snapshot_ref FROM strata.events "
+            "WHERE snapshot_ref >= %s AND snapshot_ref < %s ORDER BY snapshot_ref LIMIT %s",
+            (prefix, prefix + "\uffff", limit),
+        )
+        return [str(r[0]) for r in rows]
+
+    def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
+        """The newest event carrying this snapshot."""
+        return self._one(
+            "SELECT r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq "
+            "WHERE e.snapshot_ref = %s ORDER BY e.seq DESC LIMIT 1",
+            (snapshot_id,),
+        )
+
+    def find_events(
+        self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
+    ) -> Iterator[Record]:
+        """Event records passing every filter."""
+        clauses: list[str] = []
+        args: list[Any] = []
+        sql = "SELECT e.seq, r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq"
+        if where.path is not None:
+            # the events naming the path first, from its index (a rare file among a million
+            # events: walking the events newest first would read them all)
+            sql = (
+                "WITH m AS MATERIALIZED (SELECT DISTINCT seq FROM strata.event_files "
+                "WHERE path = %s OR (path >= %s AND path < %s)) "
+                "SELECT e.seq, r.line FROM m JOIN strata.events e ON e.seq = m.seq "
+                "JOIN strata.records r ON r.seq = e.seq"
+            )
+            args += list(path_range(where.path))
+        for column, value in (
+            ("e.branch", where.branch),
+            ("e.operation_id", where.operation_id),
+            ("e.author", where.author),
+            ("e.author_kind", where.author_kind),
+            ("e.action_type", where.action_type),
+        ):
+            if value is not None:
+                clauses.append(f"{column} = %s")
+                args.append(value)
+        return self._paged(
+            sql,
+            clauses,
+            args,
+            seq="e.seq",
+            reverse=newest_first,
+            limit=limit,
+        )
+
+    def count(self) -> int:
+        """How many records there are."""
+        return int(self._run("SELECT COUNT(*) FROM strata.records")[0][0])
+
+    # -- the index ---------------------------------------------------------------
+
+    def rebuild_index(self) -> None:
+        """Drop and rebuild the event index from the records."""
+        db = self._conn
+        try:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                db.execute("DELETE FROM strata.events")
+                db.execute("DELETE FROM strata.event_files")
+                keys = [EventKeys.of(r) for r in self.scan(kind="event")]
+                with db.cursor() as cur:
+                    if keys:
+                        cur.executemany(
+                            "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                            [_event_row(k) for k in keys],
+                        )
+                    with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
+                        for k in keys:
+                            for p in k.files:
+                                copy.write_row((k.seq, p))
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
+
+    def verify_index(self) -> list[str]:
+        """Where the event index disagrees with the records."""
+        problems: list[str] = []
+        indexed = {
+            row[0]: tuple(row)
+            for row in self._run(
+                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
+                "snapshot_ref FROM strata.events"
+            )
+        }
+        files: dict[int, list[str]] = {}
+        for seq, path in self._run("SELECT seq, path FROM strata.event_files"):
+            files.setdefault(seq, []).append(path)
+        for record in self.scan(kind="event"):
+            k = EventKeys.of(record)
+            row = indexed.pop(k.seq, None)
+            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
+                problems.append(f"index: event record {k.seq} is indexed wrongly")
+        for seq in sorted(indexed):
+            problems.append(f"index: names record {seq}, which is not an event")
+        return problems
