@@ -36,6 +36,7 @@ from strata.providers.base import (
     Response,
     TextDelta,
     ToolSpec,
+    stream_traced,
 )
 from strata.providers.trace import Recorder, RecordingProvider
 
@@ -92,7 +93,7 @@ def run_step(
     """
     table: ToolTable = TOOLS if tools is None else tools
     response: Response | None = None
-    for event in provider.stream(request, cancel=cancel):
+    for event in stream_traced(provider, request, cancel=cancel):  # a span when telemetry is on
         if on_event is not None:
             on_event(event)
         if isinstance(event, TextDelta) and on_text is not None:

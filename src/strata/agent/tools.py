@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strata import telemetry
 from strata.errors import StrataError
 from strata.providers.base import ToolSpec
 from strata.sandbox.paths import check_relative, is_internal
@@ -174,7 +175,8 @@ def call_tool(
     if entry is None:
         return ToolResult(f"unknown tool {name!r}; use one of {', '.join(tools)}", True)
     try:
-        return entry[1](folder, arguments)
+        with telemetry.span("strata.tool_call", {"strata.tool": name}):
+            return entry[1](folder, arguments)
     except FileNotFoundError:
         return ToolResult(f"{name}: {arguments.get('path')} does not exist", True)
     except UnicodeDecodeError:

@@ -68,6 +68,7 @@ from strata.providers.base import (
     Response,
     TextDelta,
     ToolCall,
+    stream_traced,
 )
 from strata.providers.trace import Recorder, RecordingProvider
 
@@ -408,7 +409,7 @@ class HostRun:
     def ask(self, provider: Provider, request: Request) -> Response:
         """One model call, its text streamed to ``on_text``."""
         response: Response | None = None
-        for event in provider.stream(request, cancel=self.cancel):
+        for event in stream_traced(provider, request, cancel=self.cancel):
             if isinstance(event, TextDelta) and self.on_text is not None:
                 self.on_text(event.text)
             elif isinstance(event, Finished):
