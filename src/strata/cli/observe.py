@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ METERED = frozenset({"rewind", "restore", "diff", "replay", "gc"})
 ENV_ENDPOINT = "OTEL_EXPORTER_OTLP_ENDPOINT"
 
 
-def endpoint_from(environ: dict[str, str] | os._Environ[str], cwd: str) -> str | None:
+def endpoint_from(environ: Mapping[str, str], cwd: str) -> str | None:
     """The OTLP endpoint telemetry goes to (None: off), from the environment or config.toml."""
     if environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return None

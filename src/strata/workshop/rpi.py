@@ -112,6 +112,7 @@ from strata.providers.base import (
     StreamEvent,
     ToolCallEvent,
     ToolSpec,
+    stream_traced,
 )
 from strata.providers.trace import Recorder, RecordingProvider, canonical_json
 from strata.providers.transport import check_cancel
@@ -524,8 +525,8 @@ class _Engine:
         visible = phase == "summary"
         with self.scope(phase, item):
             response: Response | None = None
-            for event in RecordingProvider(self.provider, recorder).stream(
-                request, cancel=self.cancel
+            for event in stream_traced(
+                RecordingProvider(self.provider, recorder), request, cancel=self.cancel
             ):
                 if isinstance(event, Finished):
                     response = event.response
