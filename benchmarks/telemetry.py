@@ -37,6 +37,8 @@ def baseline_tree(ref: str, dest: Path) -> Path:
     subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
     for so in (ROOT / "src" / "strata").glob("_walk*.so"):
         shutil.copy2(so, dest / "src" / "strata" / so.name)
+    # compiled ahead, as this checkout is (scripts/dev): else B compiles at every start
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(dest / "src")], check=True)
     return dest / "src"
 
 

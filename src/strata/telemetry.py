@@ -129,7 +129,7 @@ def start(
     endpoint: str,
     *,
     resource: Mapping[str, AttributeValue],
-    timeout_s: float = 5.0,
+    timeout_s: float = 2.0,
     metric_kinds: Mapping[str, str] | None = None,
     metric_values: Callable[[], Mapping[str, float | None]] | None = None,
 ) -> None:
@@ -156,6 +156,10 @@ def start(
         raise ExtraNotInstalled(
             "exporting telemetry", EXTRA, exc.name or "opentelemetry-sdk"
         ) from None
+    import logging
+
+    # a collector that does not answer: one line per signal, not one per retry
+    logging.getLogger("opentelemetry").setLevel(logging.ERROR)
     base = endpoint.rstrip("/")
     res = Resource.create(dict(resource))
     tracer_provider = TracerProvider(resource=res)
