@@ -117,6 +117,8 @@ def main() -> None:
     env.update(STRATA_NO_DAEMON="1", STRATA_AUTHOR="bench")
     os.environ.clear()
     os.environ.update(env)
+    # both sides compiled ahead (PYTHONDONTWRITEBYTECODE would else make one compile each run)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True)
     with tempfile.TemporaryDirectory() as tmp:
         base_src = baseline_tree(opts.baseline, Path(tmp))
         ws = Path(tmp) / "ws"
