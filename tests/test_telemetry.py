@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -27,7 +28,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 
-from conftest import CliRunner, as_json, ok
+from conftest import CliRunner, Person, as_json, ok
+
+#: a scripted model: one step writes e.txt, the next answers "done"
+AGENT_SCRIPT = (
+    "responses:\n"
+    "  - tool_calls: [{name: write_file, arguments: {path: e.txt, content: 'e'}}]\n"
+    "  - text: done\n"
+)
 
 # -- the receiver ---------------------------------------------------------------------
 
@@ -178,6 +186,24 @@ def test_a_damaged_metrics_file_reads_as_empty_and_is_replaced(
     ok(run_cli("check", cwd=ws))
 
 
+def test_a_user_who_cannot_write_the_measurements_still_diffs(
+    person: Person, home_of: Path, cli_as: CliRunner
+) -> None:
+    ws = home_of / "ws"
+    ws.mkdir()
+    os.chown(ws, person.uid, person.gid)
+    (ws / "a.txt").write_text("one\n")
+    os.chown(ws / "a.txt", person.uid, person.gid)
+    ok(cli_as("init", cwd=ws))
+    lock = ws / ".strata" / "metrics.lock"  # made by root, read-only: others cannot take it
+    lock.touch(mode=0o444)
+    lock.chmod(0o444)
+    code, _, err = cli_as("diff", "HEAD", cwd=ws)
+    assert code == 0 and err == "", err
+    counts = as_json(cli_as("metrics", "--json", cwd=ws))["counts"]
+    assert counts["diffs"] == (1 if person.is_root else 0)
+
+
 def test_metrics_outside_a_workspace_is_one_line(tmp_path: Path, run_cli: CliRunner) -> None:
     code, out, err = run_cli("metrics", cwd=tmp_path)
     assert code == 1 and out == ""
@@ -233,11 +259,7 @@ def test_model_and_tool_calls_are_child_spans_of_the_command(
     ws: Path, run_cli: CliRunner, receiver: tuple[str, Receiver]
 ) -> None:
     url, got = receiver
-    (ws / "agent.yaml").write_text(
-        "responses:\n"
-        "  - tool_calls: [{name: write_file, arguments: {path: e.txt, content: 'e'}}]\n"
-        "  - text: done\n"
-    )
+    (ws / "agent.yaml").write_text(AGENT_SCRIPT)
     with open(ws / ".strata" / "config.toml", "a") as config:
         config.write(
             '\n[providers.demo]\nadapter = "scripted"\nscript = "agent.yaml"\n'
@@ -260,6 +282,20 @@ def test_model_and_tool_calls_are_child_spans_of_the_command(
     assert set(step_events) <= set(agent["attributes"]["strata.event_ids"])
     assert agent["attributes"]["strata.branch"] == "main"  # Published's HEAD
     assert any(b.startswith("draft/") for b in agent["attributes"]["strata.branches"])
+
+
+def test_replay_success_rate_counts_reproduced_replays(ws: Path, run_cli: CliRunner) -> None:
+    (ws / "agent.yaml").write_text(AGENT_SCRIPT)
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write('\n[providers.demo]\nadapter = "scripted"\nscript = "agent.yaml"\n')
+    agent = as_json(run_cli("agent", "--model", "demo", "--json", "write e.txt", cwd=ws))
+    base = as_json(run_cli("draft", "status", "--json", cwd=ws))["base_event_id"]
+    ok(run_cli("replay", f"{base}..{agent['steps'][-1]['event_id']}", cwd=ws))
+    code, _, _ = run_cli("replay", "nosuch..HEAD", cwd=ws)  # an unknown ref: not a replay
+    assert code != 0
+    out = as_json(run_cli("metrics", "--json", cwd=ws))
+    assert out["metrics"]["replay_success_rate"] == 1
+    assert (out["counts"]["replays"], out["counts"]["replays_ok"]) == (1, 1)
 
 
 def test_off_by_default_and_opentelemetry_never_imported(

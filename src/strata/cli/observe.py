@@ -146,8 +146,8 @@ class Observer:
             kwargs["restore_ms"] = elapsed_ms
         elif self.command == "diff" and exit_code == 0:
             kwargs["diff_ms"] = elapsed_ms
-        elif self.command == "replay" and exit_code in (0, 1):
-            kwargs["replay_ok"] = exit_code == 0
+        elif self.command == "replay" and notes:  # a replay that ran (not a bad range)
+            kwargs["replay_ok"] = "replay_failed" not in notes
         elif self.command == "gc" and "gc_bytes_freed" in notes:
             kwargs["gc_bytes_freed"] = int(notes["gc_bytes_freed"])
         if not kwargs:
