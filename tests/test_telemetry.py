@@ -176,6 +176,23 @@ def test_metrics_reports_what_the_ledger_and_the_commands_measured(
     assert "telemetry export: off" in text
 
 
+def test_the_event_count_survives_a_ledger_that_changed_under_it(
+    ws: Path, run_cli: CliRunner
+) -> None:
+    for n in range(3):
+        (ws / "a.txt").write_text(f"{n}\n")
+        ok(run_cli("snapshot", cwd=ws))
+    assert as_json(run_cli("metrics", "--json", cwd=ws))["metrics"]["events_written_total"] == 4
+    kept = ws / ".strata" / "metrics.json"
+    body = json.loads(kept.read_text())
+    # counted up to a record that is not the ledger's (a ledger restored from another copy)
+    body.update(events_counted=40, events_counted_hash="0" * 64)
+    kept.write_text(json.dumps(body))
+    (ws / "a.txt").write_text("last\n")
+    ok(run_cli("snapshot", cwd=ws))
+    assert as_json(run_cli("metrics", "--json", cwd=ws))["metrics"]["events_written_total"] == 5
+
+
 def test_a_damaged_metrics_file_reads_as_empty_and_is_replaced(
     ws: Path, run_cli: CliRunner
 ) -> None:

@@ -109,8 +109,24 @@ def record(
         if gc_bytes_freed is not None:
             counts["gc_runs"] += 1
             counts["gc_bytes_freed_total"] += gc_bytes_freed
-        body = {"version": VERSION, **last, **{k: round(v, 3) for k, v in counts.items()}}
+        body = {**raw, "version": VERSION, **last, **{k: round(v, 3) for k, v in counts.items()}}
         atomic_write(repo_folder / FILE, json.dumps(body, indent=1).encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
+def _remember(repo_folder: Path, values: dict[str, Any]) -> None:
+    """Set keys of ``metrics.json`` (best effort: a folder this user cannot write keeps none)."""
+    try:
+        fd = os.open(repo_folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        body = {**read_file(repo_folder), "version": VERSION, **values}
+        atomic_write(repo_folder / FILE, json.dumps(body, indent=1).encode() + b"\n")
+    except OSError:
+        pass
     finally:
         os.close(fd)
 
@@ -121,7 +137,7 @@ def compute(repo_folder: Path, driver: LedgerDriver) -> Metrics:
     counts = {k: _number(raw.get(k)) for k in COUNTS}
     replays = counts["replays"]
     values: dict[str, float | None] = {
-        "events_written_total": _events_total(driver),
+        "events_written_total": _events_total(repo_folder, driver, raw),
         "events_since_last_snapshot": _since_last_snapshot(driver),
         "restore_duration_ms": _optional(raw.get("restore_duration_ms")),
         "replay_success_rate": round(counts["replays_ok"] / replays, 4) if replays else None,
@@ -134,9 +150,37 @@ def compute(repo_folder: Path, driver: LedgerDriver) -> Metrics:
     )
 
 
-def _events_total(driver: LedgerDriver) -> int:
-    """How many events the ledger holds (its operation records are not events)."""
-    return sum(1 for _ in driver.find_events(EventFilter(), newest_first=True))
+def _events_total(repo_folder: Path, driver: LedgerDriver, raw: dict[str, Any]) -> int:
+    """How many events the ledger holds (its operation and ref records are not events).
+
+    Counted once, then from where the last count stopped: ``metrics.json``
+    keeps the count with the seq and hash of the record it reached (the ledger
+    only grows; a count whose record is gone or changed is redone).
+    """
+    last = driver.last()
+    if last is None:
+        return 0
+    seq, total = raw.get("events_counted_seq"), raw.get("events_counted")
+    start, counted = 1, 0
+    if isinstance(seq, int) and isinstance(total, int) and 0 < seq <= last.seq:
+        try:
+            same = driver.get(seq).hash == raw.get("events_counted_hash")
+        except KeyError:
+            same = False
+        if same:
+            start, counted = seq + 1, total
+    if start <= last.seq:
+        new = driver.scan(start=start, stop=last.seq + 1)
+        counted += sum(1 for rec in new if rec.kind == "event")
+        _remember(
+            repo_folder,
+            {
+                "events_counted_seq": last.seq,
+                "events_counted_hash": last.hash,
+                "events_counted": counted,
+            },
+        )
+    return counted
 
 
 def _since_last_snapshot(driver: LedgerDriver) -> int:
