@@ -272,6 +272,20 @@ def test_a_failed_command_is_an_error_span(
     assert rewind["error"] and rewind["attributes"]["strata.exit_code"] == 1
 
 
+@pytest.mark.parametrize("value", ['"127.0.0.1:4318"', "4318"])
+def test_an_endpoint_that_is_no_url_is_one_warning_and_export_stays_off(
+    ws: Path, run_cli: CliRunner, receiver: tuple[str, Receiver], value: str
+) -> None:
+    _, got = receiver
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(f"\n[telemetry]\notlp_endpoint = {value}\n")
+    code, out, err = run_cli("history", "--json", cwd=ws)
+    assert code == 0 and len(json.loads(out)) == 1
+    [line] = err.strip().splitlines()
+    assert "not an http:// or https:// URL" in line and "stays off" in line
+    assert got.requests == 0
+
+
 def test_model_and_tool_calls_are_child_spans_of_the_command(
     ws: Path, run_cli: CliRunner, receiver: tuple[str, Receiver]
 ) -> None:

@@ -64,7 +64,9 @@ def configured_endpoint(text: bytes) -> str | None:
     except (UnicodeDecodeError, tomllib.TOMLDecodeError):
         return None  # the command reading config.toml reports it
     value = table.get("otlp_endpoint") if isinstance(table, dict) else None
-    return value.strip() if isinstance(value, str) and value.strip() else None
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    return value.strip() if isinstance(value, str) else repr(value)  # (refused by begin)
 
 
 class Observer:
@@ -204,6 +206,14 @@ def begin(command: str | None) -> Observer | None:
     if command is None:
         return None
     endpoint = endpoint_from(os.environ, os.getcwd())
+    if endpoint is not None and not endpoint.startswith(("http://", "https://")):
+        from strata.cli.common import warn
+
+        warn(
+            f"the OTLP endpoint {endpoint} is not an http:// or https:// URL "
+            f"({ENV_ENDPOINT} or [telemetry] otlp_endpoint); telemetry export stays off"
+        )
+        endpoint = None
     if endpoint is None and command not in METERED:
         return None
     return Observer(command, endpoint)
