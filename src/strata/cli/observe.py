@@ -108,13 +108,15 @@ class Observer:
 
     def _with_repo(self, use: Any) -> Any:
         """``use(repo)`` on the workspace's repository; None where there is none."""
+        import sqlite3
+
         from strata.cli.common import open_repo
         from strata.errors import StrataError
 
         try:
             with open_repo(start_watcher=False) as repo:
                 return use(repo)
-        except (StrataError, OSError):
+        except (StrataError, OSError, sqlite3.Error):  # the command itself reports these
             return None
 
     def finish(self, exit_code: int) -> None:
