@@ -240,7 +240,9 @@ class CliRunner:
         self._seed = itertools.count(1)
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "GIT_"))}
+        env = {
+            k: v for k, v in os.environ.items() if not k.startswith(("STRATA_", "GIT_", "OTEL_"))
+        }
         env.update(
             HOME=str(self.home),
             STRATA_NOW=str(NOW_MS),

@@ -173,6 +173,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     span = f"{s('draft status')['base_event_id']}..{agent['steps'][-1]['event_id']}"
     s("replay", span)
     s("replay", span, "--dry-run")
+    s("metrics")  # the replays above, measured (seed 004 §10)
     s("discard")
 
     # the workspace digest

@@ -43,6 +43,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "strata.atomic",
             "strata.redaction",  # secrets kept out of what Strata writes
             "strata.schemas",
+            "strata.telemetry",  # spans, a no-op unless a front end starts the export
         ),
     ),
     # store and ledger side by side, never importing each other (see SEPARATE)

@@ -309,6 +309,7 @@ CONFIG_TABLES = (
     "gateway",
     "kb",
     "sync",  # where 'strata vcs sync' writes when the workspace is not a git work tree
+    "telemetry",  # otlp_endpoint: where every command exports its spans and the metrics
 )
 
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from strata.changes.results import ResultRecord
     from strata.changes.rollups import Candidate
     from strata.core import Transaction
+    from strata.core.metrics import Metrics
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
         BookmarkResult,
@@ -1035,6 +1036,12 @@ class Repository(Core):
 
         with self.writing():
             return storage.repack(self)
+
+    def metrics(self) -> Metrics:
+        """The metrics of seed 004 §10, from the ledger and ``metrics.json`` (strata metrics)."""
+        from strata.core.metrics import compute
+
+        return compute(self.layout.repo, self.ledger.driver)
 
     def du(self) -> DiskUsage:
         """The repository's size on disk by kind, and what gc would free now (``strata du``)."""

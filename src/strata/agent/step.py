@@ -45,6 +45,7 @@ from strata.providers.base import (
     Request,
     Response,
     StreamEvent,
+    stream_traced,
 )
 from strata.providers.trace import Recorder, RecordingProvider, canonical_json
 from strata.providers.transport import check_cancel
@@ -146,7 +147,7 @@ def take_step(
     check_cancel(provider.name, cancel)
     model = RecordingProvider(provider, recorder) if record_model else provider
     response: Response | None = None
-    for event in model.stream(request, cancel=cancel):
+    for event in stream_traced(model, request, cancel=cancel):  # a span when telemetry is on
         if on_event is not None:
             on_event(event)
         if isinstance(event, Finished):

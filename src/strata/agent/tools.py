@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strata import telemetry
 from strata.documents.kinds import DOCUMENTS, OPAQUE_TYPES, detect_encoding, type_of
 from strata.errors import StrataError
 from strata.providers.base import ToolSpec
@@ -236,7 +237,8 @@ class ToolSet(MutableMapping[str, tuple[ToolSpec, Handler]]):
 
     def _execute(self, tool: Tool, folder: Path, arguments: dict[str, Any]) -> ToolResult:
         try:
-            result = tool.handler(folder, check_arguments(tool.spec, arguments))
+            with telemetry.span("strata.tool_call", {"strata.tool": tool.name}):
+                result = tool.handler(folder, check_arguments(tool.spec, arguments))
         except Exception as exc:
             result = failure(tool.name, arguments if isinstance(arguments, dict) else {}, exc)
         return self._kept(result)

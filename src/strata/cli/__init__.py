@@ -92,6 +92,10 @@ def _build_root() -> click.Group:
                 raise click.UsageError(f"cannot change to {directory}: {exc.strerror}") from None
         state = ctx.ensure_object(State)
         state.debug = state.debug or debug
+        if ctx.invoked_subcommand is not None and state.observer is None:
+            from strata.cli.observe import begin  # measured and traced commands (seed 004 §10)
+
+            state.observer = begin(ALIASES.get(ctx.invoked_subcommand, ctx.invoked_subcommand))
 
     return cli
 
@@ -196,6 +200,7 @@ COMMAND_MODULES = {
     "compare": "merge",
     "rollup": "rollup",  # rollups of oversized operations (seed 004 §7.1)
     "studio": "studio",  # the local web view (issue 27)
+    "metrics": "metrics",  # the metrics of seed 004 §10, computed locally
 }
 
 
@@ -228,9 +233,18 @@ def main(argv: list[str] | None = None) -> None:
     color = False if os.environ.get("NO_COLOR") else None  # no-color.org: set and not empty
     try:
         code = root().main(args, prog_name="strata", standalone_mode=False, obj=state, color=color)
-    except (Exception, KeyboardInterrupt) as exc:
-        fail_for(exc, args, state, color=color)
-    sys.exit(code if isinstance(code, int) else 0)
+    except BaseException as exc:
+        if state.observer is not None:
+            from strata.cli.observe import exit_code_of
+
+            state.observer.finish(exit_code_of(exc))
+        if isinstance(exc, Exception | KeyboardInterrupt):
+            fail_for(exc, args, state, color=color)
+        raise
+    code = code if isinstance(code, int) else 0
+    if state.observer is not None:
+        state.observer.finish(code)
+    sys.exit(code)
 
 
 def fail_for(

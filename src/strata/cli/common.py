@@ -42,6 +42,8 @@ class State:
     debug: bool = False
     json: bool = False
     """``--json`` was given: an error is then printed as JSON too."""
+    observer: Any = None
+    """The command's :class:`strata.cli.observe.Observer`, when it is measured or traced."""
 
 
 def remember_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:

@@ -90,7 +90,9 @@ def _parser_needed() -> bool:
             int(now)
         except ValueError:
             return True
-    return False
+    from strata.cli.observe import endpoint_from
+
+    return endpoint_from(env, os.getcwd()) is not None  # a traced snapshot: the parser's path
 
 
 def _echo(text: str) -> None:

@@ -107,6 +107,9 @@ def replay(
             env_names=env_names,
         )
         report = run_replay(repo, span, dry_run=dry_run, commands=commands, progress=progress)
+    from strata import telemetry
+
+    telemetry.note("replay_ok" if report.divergence is None else "replay_failed", 1)  # metrics
     if as_json:
         emit_json(report.to_json())
     else:

@@ -52,6 +52,10 @@ def gc(dry_run: bool, grace: int | None, as_json: bool) -> None:
     """
     with open_repo() as repo:
         result = repo.gc(dry_run=dry_run, grace_s=None if grace is None else grace * 60)
+    if not dry_run:
+        from strata import telemetry
+
+        telemetry.note("gc_bytes_freed", result.bytes_freed)  # for 'strata metrics'
     if as_json:
         emit_json(result.to_json())
         return

@@ -15,7 +15,7 @@ JSON is what a trace records and what a replay serves back.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -304,11 +304,45 @@ class Provider(Protocol):
         ...
 
 
+def stream_traced(
+    provider: Provider, request: Request, *, cancel: CancelToken | None = None
+) -> Iterable[StreamEvent]:
+    """``provider.stream(request)``, inside a ``strata.model_call`` span when telemetry is on.
+
+    The span names the provider, its adapter and model, and (from the final
+    response) why the model stopped, the tokens it used and its tool calls.
+    """
+    from strata import telemetry
+
+    def finished(span: Any, event: StreamEvent) -> None:
+        if isinstance(event, Finished):
+            r = event.response
+            span.set_attributes(
+                {
+                    "gen_ai.response.finish_reasons": [r.finish_reason],
+                    "gen_ai.usage.input_tokens": r.usage.input_tokens,
+                    "gen_ai.usage.output_tokens": r.usage.output_tokens,
+                    "strata.tool_calls": [c.name for c in r.tool_calls],
+                }
+            )
+
+    return telemetry.traced_stream(
+        "strata.model_call",
+        provider.stream(request, cancel=cancel),
+        {
+            "strata.provider": provider.name,
+            "gen_ai.system": provider.adapter,
+            "gen_ai.request.model": provider.model,
+        },
+        on_event=finished,
+    )
+
+
 def complete(
     provider: Provider, request: Request, *, cancel: CancelToken | None = None
 ) -> Response:
     """Ask ``provider`` and return the whole response (the stream consumed)."""
-    for event in provider.stream(request, cancel=cancel):
+    for event in stream_traced(provider, request, cancel=cancel):
         if isinstance(event, Finished):
             return event.response
     from strata.errors import ProviderProtocolError
