@@ -275,64 +275,35 @@ class Gateway:
         self.steps += 1
         call = core.ledger.new_id()
         author = self.author or core.author
-        if core.group is None:
-            # one operation group: the call, its approval, the run and its record are one
-            # line of 'strata op log' and one 'strata undo' (the run's, on its last step)
-            from strata.core.groups import Group
+        # one operation group (unless inside another: a host run's, a prompt's): the call, its
+        # approval, the run and its record are one line of 'strata op log' and one 'strata
+        # undo' (the run's, on its last step)
+        from strata.core.groups import Group
 
-            group = Group(call, "exec", f"exec: {text}"[:200], author, {"undo": "handler"})
-            with core.grouped(group):
-                return self._exec(
-                    command,
-                    text,
-                    argv,
-                    shell,
-                    verdict,
-                    where,
-                    env,
-                    call,
-                    author,
-                    timeout_s,
-                    max_output,
-                )
-        return self._exec(
-            command, text, argv, shell, verdict, where, env, call, author, timeout_s, max_output
+        group = core.group or Group(
+            call, "exec", f"exec: {text}"[:200], author, {"undo": "handler"}
         )
-
-    def _exec(
-        self,
-        command: str | Sequence[str],
-        text: str,
-        argv: list[str],
-        shell: bool,
-        verdict: GatewayDecision,
-        where: Path,
-        env: Mapping[str, str] | None,
-        call: str,
-        author: Author,
-        timeout_s: float,
-        max_output: int,
-    ) -> ExecResult:
-        """:meth:`exec` once judged: the call recorded, gated, run."""
-        core = self.core
-        base = {"tool_call_id": call, "tool": "terminal_exec"}
-        _annotate(
-            core,
-            EventType.TOOL_CALL_STARTED,
-            {
-                **base,
-                "command": text,
-                "shell": shell,
-                "cwd": str(where),
-                "argv": argv,
-                "gateway": verdict.to_json(),
-            },
-            f"terminal_exec: {text}",
-            author=author,
-            operation=call,
-        )
-        decision, approval = self._gate(verdict, text, where, author=author, base=base)
-        return self._run(decision, approval, text, argv, where, env, timeout_s, max_output, base)
+        with core.grouped(group):
+            base = {"tool_call_id": call, "tool": "terminal_exec"}
+            _annotate(
+                core,
+                EventType.TOOL_CALL_STARTED,
+                {
+                    **base,
+                    "command": text,
+                    "shell": shell,
+                    "cwd": str(where),
+                    "argv": argv,
+                    "gateway": verdict.to_json(),
+                },
+                f"terminal_exec: {text}",
+                author=author,
+                operation=call,
+            )
+            decision, approval = self._gate(verdict, text, where, author=author, base=base)
+            return self._run(
+                decision, approval, text, argv, where, env, timeout_s, max_output, base
+            )
 
     # -- the gate ----------------------------------------------------------------------
 
