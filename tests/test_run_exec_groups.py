@@ -75,3 +75,17 @@ def test_an_exec_is_one_line_of_op_log_and_one_undo_reverts_it(
     assert run_cli("redo", cwd=workspace)[0] == 0
     assert (workspace / "e.txt").read_text() == "e\n"
     assert run_cli("check", cwd=workspace)[0] == 0
+
+
+def test_op_log_limit_counts_lines_and_never_cuts_a_group(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    for i in range(3):
+        assert run_cli("run", "--", "sh", "-c", f"echo {i} > r{i}.txt", cwd=workspace)[0] == 0
+    whole = _op_lines(run_cli, workspace)
+    code, out, err = run_cli("op", "log", "--limit", "2", cwd=workspace)
+    assert code == 0, err
+    assert out.splitlines() == whole[:2]  # two runs, each whole: "(3 steps)", not 2 operations
+    assert all("(3 steps)" in line for line in out.splitlines())
+    code, out, _ = run_cli("op", "log", "--limit", "2", "--json", cwd=workspace)
+    assert len(json.loads(out)) == 2  # --json counts operations

@@ -11,6 +11,7 @@ from strata.diff.display import printable
 
 if TYPE_CHECKING:
     from strata.core.results_ops import OperationRecord
+    from strata.repo import Repo
 
 
 @click.group()
@@ -305,7 +306,7 @@ def op() -> None:
 @click.option(
     "--limit",
     type=click.IntRange(min=1),
-    help="Show at most N operations.",
+    help="Show at most N lines (a group of steps is one line; with --json, N operations).",
 )
 @click.option(
     "--expand",
@@ -327,23 +328,16 @@ def op_log(limit: int | None, expand: bool, as_json: bool) -> None:
       strata op log --expand
     """
     with open_repo() as repo:
-        ops = repo.operations(limit=min(limit, LIMIT_MAX) if limit else None)
-    if as_json:
-        emit_json([o.to_json() for o in ops])
-        return
-    i = 0
-    while i < len(ops):
-        group = ops[i].group
-        if not group:
-            click.echo(_op_line(ops[i]))
-            i += 1
+        if as_json:
+            ops = repo.operations(limit=min(limit, LIMIT_MAX) if limit else None)
+            emit_json([o.to_json() for o in ops])
+            return
+        lines = _op_lines(repo, limit)
+    for steps in lines:
+        if len(steps) == 1 and not steps[0].group:
+            click.echo(_op_line(steps[0]))
             continue
-        steps = [ops[i]]
-        while i + len(steps) < len(ops) and (ops[i + len(steps)].group or {}).get(
-            "id"
-        ) == group.get("id"):
-            steps.append(ops[i + len(steps)])
-        i += len(steps)
+        group = steps[0].group or {}
         title = printable(str(group.get("title") or "")).splitlines()[0:1]
         who = printable(str((group.get("author") or {}).get("name") or "?"))
         count = f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
@@ -355,6 +349,27 @@ def op_log(limit: int | None, expand: bool, as_json: bool) -> None:
         if expand:
             for step in steps:
                 click.echo("    " + _op_line(step))
+
+
+def _op_lines(repo: Repo, limit: int | None) -> list[list[OperationRecord]]:
+    """The newest ``limit`` lines of ``op log``: a group of steps is one line.
+
+    Operations are read in growing batches until ``limit`` whole lines are
+    known, so a limit never cuts a group short or counts its steps as lines.
+    """
+    batch = limit * 8 if limit else LIMIT_MAX
+    while True:
+        ops = repo.operations(limit=min(batch, LIMIT_MAX))
+        lines: list[list[OperationRecord]] = []
+        for o in ops:
+            key = (o.group or {}).get("id")
+            if key and lines and (lines[-1][0].group or {}).get("id") == key:
+                lines[-1].append(o)
+            else:
+                lines.append([o])
+        if limit is None or len(lines) > limit or len(ops) < batch or batch >= LIMIT_MAX:
+            return lines[:limit] if limit else lines
+        batch *= 4
 
 
 def _op_line(o: OperationRecord) -> str:
