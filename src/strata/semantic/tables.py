@@ -148,8 +148,8 @@ def _paragraphs(data: bytes | None, what: str) -> list[tuple[str, str]]:
     names = {s.style_id: s.name or "" for s in document.styles}
     fallback = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
     plain = fallback.name or "" if fallback is not None else ""
-    for para in document.paragraphs:
-        style_id = para._p.style  # the paragraph's w:pStyle, None for the default style
+    for para in document.element.body.p_lst:  # the body's w:p elements, as .paragraphs
+        style_id = para.style  # the paragraph's w:pStyle, None for the default style
         style = names.get(style_id, plain) if style_id is not None else plain
         text = para.text
         if style.startswith("Heading") and style[7:].strip().isdigit():
