@@ -35,17 +35,31 @@ from strata.semantic.base import Block, HandlerFailed, HandlerResult, decode_tex
 __all__ = ["PythonHandler", "definitions"]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_NAMING = threading.Lock()
 
 
 class _Shape:
-    """A definition's AST and, once asked for, its fingerprint (shared by every parse)."""
+    """A definition's source and, once asked for, its fingerprint (shared by every parse).
 
-    __slots__ = ("node", "print")
+    The AST is not kept: a history's worth of parsed definitions held as
+    trees makes every garbage collection walk them (measured: most of the
+    handler's time on click's history); it is parsed again from the source
+    when a fingerprint is asked for.
+    """
 
-    def __init__(self, node: ast.AST) -> None:
-        self.node = node
+    __slots__ = ("print", "source")
+
+    def __init__(self, source: str) -> None:
+        self.source = source
         self.print: str | None = None
+
+    @property
+    def node(self) -> ast.stmt:
+        """The definition's AST, parsed again (an indented method inside ``if 1:``)."""
+        if self.source[:1].isspace():
+            block = ast.parse("if 1:\n" + self.source).body[0]
+            assert isinstance(block, ast.If)
+            return block.body[0]
+        return ast.parse(self.source).body[0]
 
 
 @dataclass
@@ -95,23 +109,20 @@ def _fingerprint(node: ast.AST) -> str:
         text = ast.dump(shape, include_attributes=False)
     else:
         assert isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-        with _NAMING:  # the node is shared by the cache: its name is blanked under a lock
-            saved = node.name
-            node.name = ""
-            try:
-                text = ast.dump(node, include_attributes=False)
-            finally:
-                node.name = saved
+        node.name = ""  # a tree parsed for this fingerprint alone
+        text = ast.dump(node, include_attributes=False)
     return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
 
 
-Parsed = tuple[dict[str, Definition], str, list[ast.stmt]]
+#: the definitions by qualified name; the other top-level statements' text (whitespace
+#: collapsed) and their sources
+Parsed = tuple[dict[str, Definition], str, list[str]]
 
 #: one definition as its chunk has it: (name, kind, parent, index, text, shape); the
 #: top level's index counts within the chunk, and duplicate names are not yet numbered
 _Entry = tuple[str, str, str, int, str, _Shape]
-#: a chunk parsed: its definitions (depth first), its other statements' texts and nodes
-_Chunk = tuple[list[_Entry], list[str], list[ast.stmt]]
+#: a chunk parsed: its definitions (depth first), its other statements' texts and sources
+_Chunk = tuple[list[_Entry], list[str], list[str]]
 
 #: keywords that continue the statement above them at the same indentation
 _CONTINUES = re.compile(r"(?:else|elif|except|finally)\b")
@@ -164,7 +175,7 @@ def _cut(source: str) -> list[str]:
 def _by_chunks(source: str) -> Parsed | None:
     found: dict[str, Definition] = {}
     rest: list[str] = []
-    rest_nodes: list[ast.stmt] = []
+    rest_sources: list[str] = []
     top = 0
     for chunk in _cut(source):
         with _CHUNKS_LOCK:
@@ -192,8 +203,8 @@ def _by_chunks(source: str) -> Parsed | None:
             found[key] = Definition(key, kind, parent, index, text, shape)
         top += tops
         rest.extend(texts)
-        rest_nodes.extend(nodes)
-    return found, "\n".join(rest), rest_nodes
+        rest_sources.extend(nodes)
+    return found, "\n".join(rest), rest_sources
 
 
 def _parse_chunk(chunk: str) -> _Chunk | None:
@@ -207,11 +218,14 @@ def _parse_chunk(chunk: str) -> _Chunk | None:
 def _walk(tree: ast.Module, lines: list[str]) -> _Chunk:
     entries: list[_Entry] = []
     rest: list[str] = []
-    rest_nodes: list[ast.stmt] = []
+    rest_sources: list[str] = []
 
-    def segment(node: ast.stmt) -> str:
+    def source(node: ast.stmt) -> str:
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
-        return " ".join(" ".join(lines[first - 1 : node.end_lineno or node.lineno]).split())
+        return "\n".join(lines[first - 1 : node.end_lineno or node.lineno])
+
+    def segment(text: str) -> str:
+        return " ".join(text.split())
 
     def visit(body: list[ast.stmt], prefix: str, in_class: bool) -> None:
         index = 0
@@ -223,16 +237,18 @@ def _walk(tree: ast.Module, lines: list[str]) -> _Chunk:
                     if isinstance(stmt, ast.ClassDef)
                     else ("method" if in_class else "function")
                 )
-                entries.append((name, kind, prefix, index, segment(stmt), _Shape(stmt)))
+                text = source(stmt)
+                entries.append((name, kind, prefix, index, segment(text), _Shape(text)))
                 index += 1
                 if isinstance(stmt, ast.ClassDef):
                     visit(stmt.body, name + ".", True)
             elif not prefix:
-                rest.append(segment(stmt))
-                rest_nodes.append(stmt)
+                text = source(stmt)
+                rest.append(segment(text))
+                rest_sources.append(text)
 
     visit(tree.body, "", False)
-    return entries, rest, rest_nodes
+    return entries, rest, rest_sources
 
 
 @lru_cache(maxsize=32)
@@ -256,8 +272,9 @@ def _parse(source: str) -> Parsed | str:
     return found, "\n".join(texts), nodes
 
 
-def _dump(nodes: list[ast.stmt]) -> str:
-    return "\n".join(ast.dump(n, include_attributes=False) for n in nodes)
+def _dump(sources: list[str]) -> str:
+    """The top-level statements' ASTs without positions (parsed again from their sources)."""
+    return "\n".join(ast.dump(ast.parse(s), include_attributes=False) for s in sources)
 
 
 class PythonHandler:
@@ -275,14 +292,14 @@ class PythonHandler:
         """Definitions added, removed, changed, moved or renamed."""
         old_source = decode_text(before, "the old side")
         new_source = decode_text(after, "the new side")
-        old, old_rest, old_nodes = definitions(old_source, "the old side")
-        new, new_rest, new_nodes = definitions(new_source, "the new side")
+        old, old_rest, old_sources = definitions(old_source, "the old side")
+        new, new_rest, new_sources = definitions(new_source, "the new side")
         blocks: list[Block] = []
         if (
             old_rest != new_rest
             and before is not None
             and after is not None
-            and _dump(old_nodes) != _dump(new_nodes)
+            and _dump(old_sources) != _dump(new_sources)
         ):
             blocks.append(Block("module", f"{path}::<module>", "changed"))
         gone = {q: d for q, d in old.items() if q not in new}
@@ -294,11 +311,11 @@ class PythonHandler:
             elif a.index != b.index and _sibling_order(old, a) != _sibling_order(new, b):
                 blocks.append(Block(b.kind, f"{path}::{q}", "moved"))
         by_print: dict[str, list[Definition]] = {}
-        for d in gone.values():
+        for d in gone.values() if came else ():  # fingerprints only to pair renames
             by_print.setdefault(d.fingerprint, []).append(d)
         for q in sorted(came):
             d = came[q]
-            twins = by_print.get(d.fingerprint)
+            twins = by_print.get(d.fingerprint) if by_print else None
             if twins:
                 twin = twins.pop(0)
                 del gone[twin.qualname]
