@@ -57,7 +57,7 @@ PAGE_LINES = 1500
 #: events that changed a file replayed to credit its lines (older ones: credited to the oldest)
 PROVENANCE_MAX = 50
 #: state events walked back from ``b`` to find its line between the two points
-LINE_MAX = 5000
+LINE_MAX = 2000
 
 
 @dataclass
