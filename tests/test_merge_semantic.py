@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import ok
 from strata import Repository
-from strata.merge.semantic import merge_file
+from strata.merge.semantic import _structured_merge, merge_file
 
 BASE_JSON = b'{\n  "a": 1,\n  "b": 2\n}\n'
 
@@ -431,3 +431,53 @@ def test_edited_hunk_and_both(repo: Repository, ws: Path):
     assert done.event is not None
     assert (ws / "t.txt").read_text() == "a\nB3\nc\nd\ne\nF1\nF2\ng\n"
     assert [c["where"] for c in done.event.data["conflicts"]] == ["hunk 1", "hunk 2"]
+
+
+keys = st.sampled_from(["alpha", "beta", "gamma", "delta", "eps"])
+scalars = st.one_of(st.integers(-5, 5), st.booleans(), st.sampled_from(["x", "y z", "#not"]))
+tables = st.dictionaries(keys, st.one_of(scalars, st.dictionaries(keys, scalars, max_size=3)))
+
+
+def _edit(doc: dict, changes: dict) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=tables, ours=st.dictionaries(keys, st.one_of(st.none(), scalars)), data=st.data())
+def test_toml_and_yaml_merges_of_disjoint_keys_hold_both_sides(base, ours, data):
+    import io
+
+    import tomlkit
+    from ruamel.yaml import YAML
+
+    from strata.semantic.structured import load
+
+    free = [k for k in ["alpha", "beta", "gamma", "delta", "eps", "zeta"] if k not in ours]
+    theirs = data.draw(st.dictionaries(st.sampled_from(free), st.one_of(st.none(), scalars)))
+    o, t = _edit(base, ours), _edit(base, theirs)
+    want = _edit(o, theirs)
+
+    def yaml_text(value: dict) -> bytes:
+        out = io.StringIO()
+        YAML().dump(value, out)
+        return out.getvalue().encode()
+
+    for path, write in (
+        ("c.toml", lambda v: ("# settings\n" + tomlkit.dumps(v)).encode()),
+        ("c.yaml", lambda v: b"# settings\n" + yaml_text(v)),
+    ):
+        result = merge_file(path, write(base), write(o), write(t), policy="semantic")
+        assert result.merged is not None, result.conflicts
+        kind = path.rsplit(".", 1)[1]
+        assert (load(kind, result.merged.decode(), "merged") or {}) == want
+        # the merge by key itself (used where the lines conflict), comments kept
+        by_key = _structured_merge(path, kind, write(base), write(o), write(t))
+        assert by_key is not None and by_key.merged is not None
+        assert (load(kind, by_key.merged.decode(), "merged") or {}) == want
+        assert by_key.merged.startswith(b"# settings\n")
