@@ -113,6 +113,27 @@ def test_yaml_merge_keeps_comments_and_order():
     )
 
 
+COMPOSE = b"""# the stack
+services:
+  web:
+    image: "web:1"   # pinned
+    restart: always
+    ports:
+      - "80:80"
+      - "443:443"
+  db:
+    image: postgres:16
+"""
+
+
+def test_yaml_merge_keeps_the_file_s_list_indentation_and_quotes():
+    ours = COMPOSE.replace(b'"web:1"', b'"web:2"')
+    theirs = COMPOSE.replace(b"restart: always", b"restart: unless-stopped")
+    assert merge_file("compose.yaml", COMPOSE, ours, theirs, policy="text").merged is None
+    result = merge_file("compose.yaml", COMPOSE, ours, theirs, policy="semantic")
+    assert result.merged == ours.replace(b"restart: always", b"restart: unless-stopped")
+
+
 def test_malformed_json_keeps_the_text_conflict():
     result = merge_file("c.json", BASE_JSON, b'{"a": 1,\n', b'{"a": 2,\n', policy="semantic")
     assert [c.kind for c in result.conflicts] == ["text"]

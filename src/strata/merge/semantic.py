@@ -199,6 +199,8 @@ def _round_trip(kind: str, ours: str, theirs: str, plain_ours: Any, merged: Any)
 
     yaml = YAML(typ="rt")
     yaml.preserve_quotes = True
+    yaml.width = 4096  # long lines stay as they were written
+    yaml.indent(**_yaml_indent(ours))
     doc_o = yaml.load(ours)
     doc_t = yaml.load(theirs)
     if not isinstance(doc_o, dict) or not isinstance(doc_t, dict):
@@ -207,6 +209,35 @@ def _round_trip(kind: str, ours: str, theirs: str, plain_ours: Any, merged: Any)
     buffer = StringIO()
     yaml.dump(doc_o, buffer)
     return buffer.getvalue()
+
+
+def _yaml_indent(text: str) -> dict[str, int]:
+    """The indentation ``text`` uses, as ruamel.yaml's ``indent()`` takes it.
+
+    ``mapping``: how far a nested key sits under its parent; ``offset``: how
+    far a list's dash sits under its key (``key:\n  - a`` is 2, ``- a`` at
+    the key's column is 0); ``sequence``: the dash's offset plus two.
+    """
+    mapping, offset = 0, -1
+    previous: tuple[int, str] | None = None
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        if previous is not None and previous[1].endswith(":") and indent > previous[0]:
+            if stripped.startswith("- ") and offset < 0:
+                offset = indent - previous[0]
+            elif not stripped.startswith("- ") and not mapping:
+                mapping = indent - previous[0]
+        elif previous is not None and previous[1].endswith(":") and stripped.startswith("- "):
+            offset = 0 if offset < 0 and indent == previous[0] else offset
+        previous = (indent, stripped.split(" #", 1)[0].rstrip())
+        if mapping and offset >= 0:
+            break
+    mapping = mapping or 2
+    offset = max(offset, 0)
+    return {"mapping": mapping, "sequence": offset + 2, "offset": offset}
 
 
 def _patch(node: Any, theirs: Any, was: dict[str, Any], want: dict[str, Any]) -> None:
