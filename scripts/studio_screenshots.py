@@ -34,6 +34,13 @@ def main() -> None:
         (root / "app.py").write_text("def answer():\n    return 40 + 2\n")
         repo.snapshot("try another answer on a branch", author=BOT)
         repo.branch_switch("main")
+        merged = repo.merge(
+            "main",
+            "main-2",
+            message="keep the branch's answer",
+            resolutions={"app.py": {"choices": ["theirs"], "rationale": "the branch's is clearer"}},
+        )
+        assert merged.event is not None, merged.plan.conflicts
         draft = repo.draft()
         (draft.path / "app.py").write_text('def answer():\n    """The answer."""\n    return 43\n')
         (draft.path / "README.md").write_text("# Demo\n\nThe answer, documented.\n")

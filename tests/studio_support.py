@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -53,3 +58,27 @@ def chromium() -> str:
 def launch_args() -> list[str]:
     """Chromium refuses to run as root inside its own sandbox."""
     return ["--no-sandbox"] if os.geteuid() == 0 else []
+
+
+@contextmanager
+def studio_process(*args: str, cwd: Path | None = None, home: Path | None = None) -> Iterator[str]:
+    """``strata studio ARGS`` running; yields its first line, then stops it with SIGTERM.
+
+    Leaving the block checks that the studio stopped cleanly (exit 0).
+    """
+    with subprocess.Popen(
+        [sys.executable, "-m", "strata", *args],
+        cwd=cwd,
+        env={**os.environ, "HOME": str(home)} if home else None,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as served:
+        try:
+            assert served.stdout is not None
+            yield served.stdout.readline()
+            served.send_signal(signal.SIGTERM)
+            assert served.wait(timeout=20) == 0
+        except BaseException:
+            served.kill()
+            raise

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from conftest import ok
 from strata import Repository
-from strata.merge.semantic import merge_file
+from strata.merge.semantic import _structured_merge, merge_file
 
 BASE_JSON = b'{\n  "a": 1,\n  "b": 2\n}\n'
 
@@ -48,6 +48,90 @@ def test_yaml_nested_keys():
     )
     clash = merge_file("s.yaml", base, ours, b"web:\n  port: 81\n  host: a\n", policy="semantic")
     assert [(c.kind, c.where) for c in clash.conflicts] == [("key", "/web/port")]
+
+
+BASE_TOML = b"""# the service
+[server]
+host = "a"  # where it listens
+port = 80
+
+[limits]
+# requests per second
+rate = 10
+burst = 20
+"""
+
+
+def test_toml_different_keys_merge_keeping_comments_and_order():
+    ours = BASE_TOML.replace(b"port = 80", b"port = 8080")
+    theirs = BASE_TOML.replace(b'host = "a"', b'host = "b"')
+    assert merge_file("s.toml", BASE_TOML, ours, theirs, policy="text").merged is None  # adjacent
+    result = merge_file("s.toml", BASE_TOML, ours, theirs, policy="semantic")
+    assert result.merged == BASE_TOML.replace(b"port = 80", b"port = 8080").replace(
+        b'host = "a"', b'host = "b"'
+    )
+    added = merge_file(
+        "s.toml",
+        BASE_TOML,
+        ours,
+        BASE_TOML.replace(b"port = 80\n", b"port = 81\ntls = true  # new\n").replace(
+            b"burst = 20\n", b""
+        ),
+        policy="semantic",
+    )
+    assert added.merged is None  # port changed on both sides
+    keys = merge_file(
+        "s.toml",
+        BASE_TOML,
+        ours,
+        BASE_TOML.replace(b"burst = 20\n", b"burst = 30\nqueue = 5  # new\n"),
+        policy="semantic",
+    )
+    assert keys.merged is not None
+    text = keys.merged.decode()
+    assert (
+        "# the service" in text and "# requests per second" in text and "# where it listens" in text
+    )
+    assert "port = 8080" in text and "burst = 30" in text and "queue = 5  # new" in text
+    assert text.index("[server]") < text.index("[limits]")
+    clash = merge_file(
+        "s.toml", BASE_TOML, ours, BASE_TOML.replace(b"port = 80", b"port = 81"), policy="semantic"
+    )
+    assert [(c.kind, c.where) for c in clash.conflicts] == [("key", "/server/port")]
+
+
+def test_yaml_merge_keeps_comments_and_order():
+    base = b"# deployment\nweb:\n  image: app:1  # pinned\n  replicas: 2\ndb:\n  size: small\n"
+    ours = base.replace(b"replicas: 2", b"replicas: 3")
+    theirs = base.replace(b"replicas: 2", b"replicas: 2\n  debug: false")
+    theirs = theirs.replace(b"size: small", b"size: large  # for the launch")
+    assert merge_file("d.yml", base, ours, theirs, policy="text").merged is None
+    result = merge_file("d.yml", base, ours, theirs, policy="semantic")
+    assert result.merged == (
+        b"# deployment\nweb:\n  image: app:1  # pinned\n  replicas: 3\n  debug: false\n"
+        b"db:\n  size: large  # for the launch\n"
+    )
+
+
+COMPOSE = b"""# the stack
+services:
+  web:
+    image: "web:1"   # pinned
+    restart: always
+    ports:
+      - "80:80"
+      - "443:443"
+  db:
+    image: postgres:16
+"""
+
+
+def test_yaml_merge_keeps_the_file_s_list_indentation_and_quotes():
+    ours = COMPOSE.replace(b'"web:1"', b'"web:2"')
+    theirs = COMPOSE.replace(b"restart: always", b"restart: unless-stopped")
+    assert merge_file("compose.yaml", COMPOSE, ours, theirs, policy="text").merged is None
+    result = merge_file("compose.yaml", COMPOSE, ours, theirs, policy="semantic")
+    assert result.merged == ours.replace(b"restart: always", b"restart: unless-stopped")
 
 
 def test_malformed_json_keeps_the_text_conflict():
@@ -113,6 +197,40 @@ def test_semantic_merge_recorded_undone_and_checked(repo: Repository, ws: Path):
     assert not (ws / "new.txt").exists()
 
 
+def test_two_branches_changing_different_keys_of_a_toml_file(repo: Repository, ws: Path):
+    (ws / "service.toml").write_bytes(BASE_TOML)
+    _fork(
+        repo,
+        ws,
+        {"service.toml": BASE_TOML.replace(b"rate = 10", b"rate = 15")},
+        {"service.toml": BASE_TOML.replace(b"burst = 20", b"burst = 30")},
+    )
+    assert repo.merge("main", "side").event is None  # text: adjacent lines conflict
+    result = repo.merge("main", "side", policy="semantic")
+    assert result.event is not None and result.event.data["conflicts"] == []
+    merged = (ws / "service.toml").read_bytes()
+    assert merged == BASE_TOML.replace(b"rate = 10", b"rate = 15").replace(
+        b"burst = 20", b"burst = 30"
+    )
+    assert repo.check() == []
+
+
+def test_two_branches_changing_one_key_of_a_toml_file_conflict(repo: Repository, ws: Path):
+    (ws / "service.toml").write_bytes(BASE_TOML)
+    _fork(
+        repo,
+        ws,
+        {"service.toml": BASE_TOML.replace(b"rate = 10", b"rate = 11")},
+        {"service.toml": BASE_TOML.replace(b"rate = 10", b"rate = 12")},
+    )
+    head = repo.head()
+    result = repo.merge("main", "side", policy="semantic")
+    assert result.event is None
+    assert [(c.kind, c.where) for c in result.plan.conflicts] == [("key", "/limits/rate")]
+    assert repo.head().id == head.id  # nothing recorded
+    assert (ws / "service.toml").read_bytes() == BASE_TOML.replace(b"rate = 10", b"rate = 11")
+
+
 def test_mode_conflict_is_never_merged(repo: Repository, ws: Path):
     (ws / "run.sh").write_text("echo\n")
     repo.snapshot(message="base")
@@ -152,16 +270,97 @@ def test_rename_against_edit(repo: Repository, ws: Path):
     assert (ws / "new.txt").read_text() == "one\ntwo\nTHREE\n"
 
 
-def test_merge_refuses_what_is_not_head(repo: Repository, ws: Path):
+def test_merge_into_another_branch_moves_only_that_branch(repo: Repository, ws: Path):
+    (ws / "a.txt").write_text("a\nb\nc\n")
+    (ws / "b.txt").write_text("1\n")
+    repo.snapshot(message="base")
+    repo.branch_create("side", "HEAD")
+    (ws / "a.txt").write_text("A\nb\nc\n")
+    main_tip = repo.snapshot(message="main edits a").event
+    repo.branch_switch("side")
+    (ws / "b.txt").write_text("2\n")
+    side_tip = repo.snapshot(message="side edits b").event
+    repo.branch_switch("main")
+    (ws / "c.txt").write_text("unrecorded\n")
+    result = repo.merge("side", "main")
+    assert result.event is not None and result.branch == "side" and not result.fast_forward
+    assert result.event.branch == "side" and result.event.parent_event_id == side_tip.id
+    assert result.event.data["right"] == main_tip.id
+    # Published and HEAD did not move: main's files, the unrecorded work untouched
+    assert (ws / "a.txt").read_text() == "A\nb\nc\n" and (ws / "b.txt").read_text() == "1\n"
+    assert (ws / "c.txt").read_text() == "unrecorded\n"
+    assert repo.head().id == main_tip.id
+    assert repo.resolve("side").event.id == result.event.id
+    merged = repo.show("side", "a.txt"), repo.show("side", "b.txt")
+    assert merged == (b"A\nb\nc\n", b"2\n")
+    assert repo.check() == []
+    repo.undo()
+    assert repo.resolve("side").event.id == side_tip.id
+
+
+def test_fast_forward_and_no_ff(repo: Repository, ws: Path):
     (ws / "a.txt").write_text("a\n")
     repo.snapshot(message="base")
     repo.branch_create("side", "HEAD")
-    (ws / "a.txt").write_text("b\n")
-    repo.snapshot(message="ahead")
+    base = repo.head()
+    repo.branch_switch("side")
+    (ws / "a.txt").write_text("side\n")
+    side_tip = repo.snapshot(message="side ahead").event
+    repo.branch_switch("main")
+    assert (ws / "a.txt").read_text() == "a\n"
+    ff = repo.merge("main", "side")
+    assert ff.fast_forward and ff.event is not None and ff.event.id == side_tip.id
+    assert repo.head().id == side_tip.id and repo.resolve("main").event.id == side_tip.id
+    assert (ws / "a.txt").read_text() == "side\n"
+    assert repo.check() == []
+    repo.undo()
+    assert repo.head().id == base.id and (ws / "a.txt").read_text() == "a\n"
+    recorded = repo.merge("main", "side", no_ff=True)
+    assert not recorded.fast_forward and recorded.event is not None
+    assert recorded.event.action_type == "merge" and recorded.event.parent_event_id == base.id
+    assert recorded.event.data["right"] == side_tip.id and recorded.event.data["base"] == base.id
+    assert repo.head().id == recorded.event.id and (ws / "a.txt").read_text() == "side\n"
+    # merged already: B is part of A now
     from strata.errors import UsageError
 
-    with pytest.raises(UsageError, match="is not HEAD"):
-        repo.merge("side", "main")
+    with pytest.raises(UsageError, match="already part of"):
+        repo.merge("main", "side")
+    assert repo.check() == []
+
+
+def test_merge_at_a_point_no_branch_ends_starts_a_branch(repo: Repository, ws: Path):
+    (ws / "a.txt").write_text("a\nb\n")
+    first = repo.snapshot(message="first").event
+    (ws / "a.txt").write_text("A\nb\n")
+    repo.snapshot(message="second")
+    repo.branch_create("side", first.id)
+    repo.branch_switch("side")
+    (ws / "b.txt").write_text("b\n")
+    repo.snapshot(message="side")
+    repo.branch_switch("main")
+    result = repo.merge(first.id, "side", no_ff=True)
+    assert result.event is not None and result.branch == "main-2"
+    assert repo.resolve("main-2").event.id == result.event.id
+    assert repo.show("main-2", "a.txt") == b"a\nb\n"
+    assert not (ws / "b.txt").exists()  # Published stays at main
+
+
+def test_cli_no_ff_and_fast_forward(run_cli, ws: Path):
+    ok(run_cli("init", cwd=ws))
+    (ws / "a.txt").write_text("a\n")
+    ok(run_cli("snapshot", "-m", "base", cwd=ws))
+    ok(run_cli("branch", "create", "side", "HEAD", cwd=ws))
+    ok(run_cli("branch", "switch", "side", cwd=ws))
+    (ws / "a.txt").write_text("b\n")
+    ok(run_cli("snapshot", "-m", "side", cwd=ws))
+    ok(run_cli("branch", "switch", "main", cwd=ws))
+    code, out, _ = run_cli("merge", "main", "side", "--no-ff", "--json", cwd=ws)
+    data = json.loads(out)
+    assert code == 0 and data["merged"] and not data["fast_forward"] and data["branch"] == "main"
+    ok(run_cli("undo", cwd=ws))
+    code, out, _ = run_cli("merge", "main", "side", cwd=ws)
+    assert code == 0 and "Fast-forwarded main" in out
+    assert (ws / "a.txt").read_text() == "b\n"
 
 
 def _typed(run_cli, ws: Path, text: str) -> tuple[int, str, str]:
@@ -253,3 +452,53 @@ def test_edited_hunk_and_both(repo: Repository, ws: Path):
     assert done.event is not None
     assert (ws / "t.txt").read_text() == "a\nB3\nc\nd\ne\nF1\nF2\ng\n"
     assert [c["where"] for c in done.event.data["conflicts"]] == ["hunk 1", "hunk 2"]
+
+
+keys = st.sampled_from(["alpha", "beta", "gamma", "delta", "eps"])
+scalars = st.one_of(st.integers(-5, 5), st.booleans(), st.sampled_from(["x", "y z", "#not"]))
+tables = st.dictionaries(keys, st.one_of(scalars, st.dictionaries(keys, scalars, max_size=3)))
+
+
+def _edit(doc: dict, changes: dict) -> dict:
+    out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in doc.items()}
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(base=tables, ours=st.dictionaries(keys, st.one_of(st.none(), scalars)), data=st.data())
+def test_toml_and_yaml_merges_of_disjoint_keys_hold_both_sides(base, ours, data):
+    import io
+
+    import tomlkit
+    from ruamel.yaml import YAML
+
+    from strata.semantic.structured import load
+
+    free = [k for k in ["alpha", "beta", "gamma", "delta", "eps", "zeta"] if k not in ours]
+    theirs = data.draw(st.dictionaries(st.sampled_from(free), st.one_of(st.none(), scalars)))
+    o, t = _edit(base, ours), _edit(base, theirs)
+    want = _edit(o, theirs)
+
+    def yaml_text(value: dict) -> bytes:
+        out = io.StringIO()
+        YAML().dump(value, out)
+        return out.getvalue().encode()
+
+    for path, write in (
+        ("c.toml", lambda v: ("# settings\n" + tomlkit.dumps(v)).encode()),
+        ("c.yaml", lambda v: b"# settings\n" + yaml_text(v)),
+    ):
+        result = merge_file(path, write(base), write(o), write(t), policy="semantic")
+        assert result.merged is not None, result.conflicts
+        kind = path.rsplit(".", 1)[1]
+        assert (load(kind, result.merged.decode(), "merged") or {}) == want
+        # the merge by key itself (used where the lines conflict), comments kept
+        by_key = _structured_merge(path, kind, write(base), write(o), write(t))
+        assert by_key is not None and by_key.merged is not None
+        assert (load(kind, by_key.merged.decode(), "merged") or {}) == want
+        assert by_key.merged.startswith(b"# settings\n")

@@ -69,6 +69,70 @@ def test_python_method_moved_between_classes():
     ]
 
 
+TRICKY = """\
+import os
+
+@decorated
+# a comment between
+def first(): return 1
+
+if os.name == "nt":
+    def second(): return 2
+else:
+    def second(): return 3
+
+try:
+    import fast
+except ImportError:
+    fast = None
+finally:
+    pass
+
+class Box:
+    def open(self): return 1
+    @property
+    def size(self): return 2
+    @size.setter
+    def size(self, v): pass
+def first(): return 4
+"""
+
+
+SPANNING = '''TEMPLATE = """
+def not_a_function():
+    pass
+"""
+TOTAL = (1 +
+2)
+'''
+
+
+@pytest.mark.parametrize(
+    "source",
+    [TRICKY, TRICKY.replace("return 3", "return 30"), SPANNING + TRICKY, TRICKY + SPANNING],
+)
+def test_python_module_cut_in_chunks_reads_as_parsed_whole(source: str):
+    from strata.semantic import python
+
+    whole = python._parse(source)
+    assert not isinstance(whole, str)
+    chunked = python._by_chunks(source)
+    # lines at column 0 inside a string or brackets: a chunk fails, the module is parsed whole
+    assert (chunked is None) == (SPANNING in source)
+    found = python.definitions(source, "the new side")
+    assert [(d.qualname, d.kind, d.parent, d.index, d.text) for d in found[0].values()] == [
+        (d.qualname, d.kind, d.parent, d.index, d.text) for d in whole[0].values()
+    ]
+    assert found[1] == whole[1]
+    names = list(found[0])
+    assert "not_a_function" not in names
+    assert names.count("first") == 1 and "first#2" in names and "Box.size#2" in names
+    changed = analyze("t.py", TRICKY.encode(), TRICKY.replace("return 2", "return 20", 1).encode())
+    assert [b.id for b in changed.semantic_blocks] == ["t.py::<module>"]
+    edited = analyze("t.py", TRICKY.encode(), TRICKY.replace("return 4", "return 40").encode())
+    assert [(b.id, b.change) for b in edited.semantic_blocks] == [("t.py::first#2", "changed")]
+
+
 def test_reformatting_python_changes_no_definition():
     result = analyze("m.py", b"def f(a,b):\n  return a+b\n", b"def f(a, b):\n    return a + b\n")
     assert result.diff_mode == "ast" and result.semantic_blocks == ()

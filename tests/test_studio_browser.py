@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.studio_support import BOT, chromium, history, launch_args
+from tests.studio_support import ALICE, BOT, chromium, history, launch_args
 
 from strata import Repository
 
@@ -120,6 +120,43 @@ def test_compare_two_points_side_by_side(page: Any, served: Any, tmp_path: Path)
     for i in range(2):  # both versions load (served as images, not as files to save)
         expect(images.nth(i)).to_have_js_property("naturalWidth", 1)
     page.screenshot(path=str(tmp_path / "diff.png"), full_page=True)
+
+
+def test_forks_and_merges_are_drawn_and_hunks_credited_line_by_line(
+    page: Any, tmp_path: Path
+) -> None:
+    from strata.studio import running
+
+    root = history(tmp_path / "ws")
+    with Repository.open(root) as repo:
+        repo.branch_create("attempt", "HEAD")
+        repo.branch_switch("attempt")
+        (root / "app.py").write_text("def answer():\n    return 42\n\n\ndef ask():\n    pass\n")
+        repo.snapshot("the agent adds ask()", author=BOT)
+        repo.branch_switch("main")
+        (root / "notes.md").write_text("# Notes\n\nMerged soon.\n")
+        repo.snapshot("alice writes notes", author=ALICE)
+        merged = repo.merge("main", "attempt", message="take the agent's attempt")
+        assert merged.event is not None
+    with running([root]) as served:
+        page.goto(served.url)
+        merge_row = page.locator(f".ev[data-id='{merged.event.id}']")
+        assert merge_row.locator("path.join[data-from='attempt']").count() == 1
+        fork_row = page.locator(".ev", has_text="the agent adds ask()")
+        assert fork_row.locator("line.fork[data-from='main']").count() == 1
+        page.screenshot(path=str(tmp_path / "merge.png"), full_page=True)
+        # the fork is drawn when its parent is not on the page (filtered out here)
+        page.goto(served.url.split("?")[0] + "w/0/timeline?branch=attempt")
+        assert page.locator(".ev", has_text="alice writes notes").count() == 0
+        fork_row = page.locator(".ev", has_text="the agent adds ask()")
+        assert fork_row.locator("line.fork[data-from='main']").count() == 1
+        # the merge's diff: each hunk credited to the event that wrote its lines
+        page.goto(served.url.split("?")[0] + f"w/0/diff?a=HEAD~3&b={merged.event.id}")
+        app = page.locator("section.file", has_text="app.py")
+        assert app.locator(".hunk .credit").first.inner_text().startswith("bot (agent)")
+        notes = page.locator("section.file", has_text="notes.md")
+        assert notes.locator(".hunk .credit").first.inner_text().startswith("alice")
+        page.screenshot(path=str(tmp_path / "credits.png"), full_page=True)
 
 
 def test_a_large_diff_pages(page: Any, served: Any, tmp_path: Path) -> None:

@@ -103,3 +103,41 @@ def test_a_publish_conflict_shows_both_sides_hunk_by_hunk(tmp_path: Path) -> Non
     assert "B = 4" in published and "B = 3" not in published
     assert "B = 3" in drafted and "B = 4" not in drafted
     assert (root / "app.py").read_text() == "A = 1\nB = 4\n"  # nothing was written
+
+
+def test_each_hunk_is_credited_to_the_events_that_wrote_its_lines(tmp_path: Path) -> None:
+    from strata import Author
+
+    bot, alice, carol = Author("bot", "agent"), Author("alice", "human"), Author("carol", "human")
+    root = tmp_path / "ws"
+    root.mkdir()
+    lines = [f"line {i}\n" for i in range(1, 41)]
+    (root / "notes.txt").write_text("".join(lines))
+    with Repository.create(root)[0] as repo:
+        start = repo.snapshot("start", author=alice).event
+        lines[1] = "line 2 by the bot\n"  # a hunk at the top: the bot's
+        lines[30] = "line 31 by the bot\n"  # a hunk at the bottom, changed by carol after
+        (root / "notes.txt").write_text("".join(lines))
+        repo.snapshot("the bot's edit", author=bot)
+        lines[31] = "line 32 by carol\n"
+        del lines[35]  # carol removes line 36
+        (root / "other.txt").write_text("x\n")
+        (root / "notes.txt").write_text("".join(lines))
+        repo.snapshot("carol's edit", author=carol)
+        (root / "other.txt").write_text("y\n")
+        end = repo.snapshot("another file, by alice", author=alice).event
+    with running([root]) as studio, httpx.Client(base_url=f"http://127.0.0.1:{studio.port}") as c:
+        c.get(f"/?token={studio.token}")
+        page = c.get(f"/w/0/diff?a={start.id}&b={end.id}&path=notes.txt")
+    assert page.status_code == 200
+    hunks = page.text.split('<div class="hunk">')[1:]
+    assert len(hunks) == 2
+
+    def credited(hunk: str) -> list[str]:
+        return re.findall(r'class="badge credit kind-\w+"[^>]*>([^(]+) \(', hunk)
+
+    assert credited(hunks[0]) == ["bot"]  # not carol, the newest to touch the file
+    assert credited(hunks[1]) == ["carol", "bot"]  # carol wrote 2 lines (one removed), bot 1
+    by_line = dict(re.findall(r'data-by="(\w+)" title="(\w+) ', hunks[1]))
+    assert sorted(by_line.values()) == ["bot", "carol"]
+    assert "alice" not in page.text.split('<div class="hunk">', 1)[1]

@@ -508,17 +508,29 @@ class Repository(Core):
         policy: str = "text",
         message: str = "",
         resolutions: dict[str, dict[str, Any]] | None = None,
+        no_ff: bool = False,
     ) -> MergeResult:
-        """Merge ``right`` into ``left`` (HEAD) three-way at their lowest common ancestor.
+        """Merge ``right`` into ``left`` three-way at their lowest common ancestor.
 
-        Recorded (a ``merge`` state event, Published moved to the result) only
-        when no conflict is left; ``resolutions`` settles conflicts:
+        The result lands on ``left``'s branch: a ``merge`` state event, and
+        Published moved to the result when that branch is HEAD's (any other
+        branch just moves). When ``left`` is an ancestor of ``right`` its
+        branch fast-forwards to ``right`` unless ``no_ff``. Recorded only when
+        no conflict is left; ``resolutions`` settles conflicts:
         ``{path: {"choices": ["ours"|"theirs"|"both"|{"edit": text}, ...],
         "rationale": "one line"}}`` (one choice per hunk, or one for the file).
         """
         from strata.changes.merging import merge
 
-        return merge(self, left, right, policy=policy, message=message, resolutions=resolutions)
+        return merge(
+            self,
+            left,
+            right,
+            policy=policy,
+            message=message,
+            resolutions=resolutions,
+            no_ff=no_ff,
+        )
 
     def compare(self, left: str, right: str) -> Comparison:
         """Two attempts side by side from their common ancestor: files, blocks, results."""

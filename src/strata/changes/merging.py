@@ -23,6 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from strata.diff.tree import diff_trees
 from strata.errors import UsageError
 from strata.ledger.events import Event, EventType
 from strata.merge.semantic import Conflict, FileMerge, Hunk, merge_file, text_hunks
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from strata.core.core import Core
     from strata.ids import ObjectId
     from strata.ledger.events import Author
+    from strata.ledger.ledger import View
 
 __all__ = ["MergePlan", "MergeResult", "lowest_common_ancestor", "merge", "plan_merge"]
 
@@ -70,11 +72,17 @@ class MergePlan:
 
 @dataclass
 class MergeResult:
-    """What ``merge`` did: the event when recorded, else the conflicts left."""
+    """What ``merge`` did: the event when recorded, else the conflicts left.
+
+    ``branch`` is where the result landed; on a fast-forward ``event`` is
+    ``right``'s own event (the branch moved to it, nothing was recorded).
+    """
 
     plan: MergePlan
     event: Event | None = None
     merged_paths: list[str] = field(default_factory=list)
+    branch: str = ""
+    fast_forward: bool = False
 
     def to_json(self) -> dict[str, Any]:
         """What ``strata merge --json`` prints."""
@@ -82,6 +90,8 @@ class MergeResult:
         return {
             "merged": self.event is not None,
             "event_id": self.event.id if self.event else None,
+            "branch": self.branch,
+            "fast_forward": self.fast_forward,
             "left": p.ours.id,
             "right": p.theirs.id,
             "base": p.base.id if p.base else None,
@@ -294,6 +304,28 @@ def _write(core: Core, leaves: dict[str, TreeEntry]) -> ObjectId:
     return write_tree(core.objects, folders[""].values())
 
 
+def _target(core: Core, view: View, ref: str, event: Event) -> tuple[str, bool]:
+    """The branch a merge into ``ref`` lands on, and whether it is HEAD's (Published moves).
+
+    A branch name is that branch; ``HEAD`` or HEAD's event is HEAD's branch (a
+    new branch when HEAD is not its tip, as any state event there); any other
+    point that is a branch's tip is that branch; a point that is nobody's tip
+    starts a new branch named after the branch of its event.
+    """
+    if ref in view.branches and ref != "HEAD":
+        return ref, ref == view.head_branch and not view.detached
+    if ref == "HEAD" or event.id == view.head_event:
+        return core.branch_for_new_state(view), True
+    tips = sorted(name for name, tip in view.branches.items() if tip == event.id)
+    if tips:
+        return tips[0], False
+    base = event.branch or "merge"
+    n = 2
+    while f"{base}-{n}" in view.branches:
+        n += 1
+    return f"{base}-{n}", False
+
+
 def merge(
     core: Core,
     left: str,
@@ -302,68 +334,89 @@ def merge(
     policy: str = "text",
     message: str = "",
     resolutions: dict[str, dict[str, Any]] | None = None,
+    no_ff: bool = False,
     author: Author | None = None,
 ) -> MergeResult:
-    """Merge ``right`` into ``left`` (HEAD); record it when no conflict is left."""
+    """Merge ``right`` into ``left``; record it when no conflict is left.
+
+    The result lands on ``left``'s branch (see :func:`_target`). When that is
+    HEAD's branch, unrecorded work is auto-saved first and Published moves to
+    the result; otherwise only the branch moves. When ``left`` is an ancestor
+    of ``right`` the branch fast-forwards to ``right`` (no event), unless
+    ``no_ff`` asks for a ``merge`` event all the same.
+    """
+    if policy not in POLICIES:
+        raise UsageError(f"--policy {policy!r}: use text or semantic")
     with core.transaction("merge", author) as tx:
-        head = tx.head()
         a = core.resolve(left).event
         b = core.resolve(right).event
-        if a is None or b is None or head is None:
+        if a is None or b is None:
             raise UsageError("merge needs two recorded events: A and B")
-        if a.id != head.id:
-            raise UsageError(
-                f"{left!r} is not HEAD: a merge is recorded on HEAD's branch",
-                hint=f"switch to it first ('strata branch switch {left}'), then merge",
-            )
-        auto, scan = tx.auto_save("merge")
-        ours = tx.head() or a
+        branch, current = _target(core, tx.view, left, a)
+        if current:
+            core.guard_published("merge")
+            scan = tx.auto_save("merge")[1]
+            ours = tx.head() or a
+        else:
+            scan, ours = None, a
         if b.id == ours.id:
-            raise UsageError(f"{right!r} is HEAD itself: nothing to merge")
+            raise UsageError(f"{right!r} and {left!r} are the same point: nothing to merge")
         base = lowest_common_ancestor(core, ours, b)
         if base is not None and base.id == b.id:
             raise UsageError(f"{right!r} is already part of {left!r}: nothing to merge")
-        plan = plan_merge(core, base, ours, b, policy)
+        fast_forward = base is not None and base.id == ours.id and not no_ff
+        if fast_forward:
+            plan = MergePlan(base, ours, b, policy, _leaves(core, core.tree_of(b)))
+            tree = core.tree_of(b)
+        else:
+            plan = plan_merge(core, base, ours, b, policy)
         all_conflicts = [c.to_json() for c in plan.conflicts]
         left_over = resolve(core, plan, resolutions or {}) if plan.conflicts else []
         if left_over:
-            return MergeResult(plan)
-        tree = _write(core, plan.leaves)
+            return MergeResult(plan, branch=branch)
+        if not fast_forward:
+            tree = _write(core, plan.leaves)
         artifacts: tuple[str, ...] = ()
+        sides = {
+            "left": ours.id,
+            "right": b.id,
+            "base": base.id if base else None,
+            "policy": policy,
+            "conflicts": all_conflicts,
+        }
         if all_conflicts:
             record = {
-                "left": ours.id,
-                "right": b.id,
-                "base": base.id if base else None,
-                "policy": policy,
-                "conflicts": all_conflicts,
+                **sides,
                 "resolutions": {display_path(p): r for p, r in sorted((resolutions or {}).items())},
             }
             artifacts = (core.objects.put(json.dumps(record, indent=2, sort_keys=True).encode()),)
-        actions = core.workspace.plan(scan, tree)
-        from strata.core.restore import check_before_writing
+        before_tree = scan.tree if scan is not None else core.tree_of(ours)
+        changed = [display_path(c.path) for c in diff_trees(core.objects, before_tree, tree)]
+        if fast_forward:
+            branches = {**tx.view.branches, branch: b.id}
+            if current:
+                tx.move(head_branch=branch, head_event=b.id, branches=branches)
+            else:
+                tx.move(branches=branches)
+            event = b
+        else:
+            event = tx.state_event(
+                EventType.MERGE,
+                tree,
+                message=message or f"merge {right} into {left}",
+                files=changed,
+                data={**sides, **({"merge_resolution": artifacts[0]} if artifacts else {})},
+                parent=ours,
+                branch=branch,
+                move_head=current,
+                artifacts=artifacts,
+            )
+        if scan is not None:
+            actions = core.workspace.plan(scan, tree)
+            from strata.core.restore import check_before_writing
 
-        verified = check_before_writing(core.objects, core.root, actions)
-        tx.details.update({"tree_before": scan.tree, "tree_after": tree})
-        changed = sorted(
-            {display_path(x.path) for x in actions if x.op in ("write", "symlink", "remove")}
-        )
-        event = tx.state_event(
-            EventType.MERGE,
-            tree,
-            message=message or f"merge {right} into {left}",
-            files=changed,
-            data={
-                "left": ours.id,
-                "right": b.id,
-                "base": base.id if base else None,
-                "policy": policy,
-                "conflicts": all_conflicts,
-                **({"merge_resolution": artifacts[0]} if artifacts else {}),
-            },
-            parent=ours,
-            artifacts=artifacts,
-        )
-        tx.apply(actions, verified=verified)
-        _ = auto
-    return MergeResult(plan, core.event(event.id), changed)
+            verified = check_before_writing(core.objects, core.root, actions)
+            tx.details.update({"tree_before": scan.tree, "tree_after": tree})
+            tx.apply(actions, verified=verified)
+    recorded = b if fast_forward else core.event(event.id)
+    return MergeResult(plan, recorded, changed, branch=branch, fast_forward=fast_forward)

@@ -101,10 +101,14 @@ def _review(result: Any, state: dict[str, Any], state_path: Path) -> None:
     "--policy",
     type=click.Choice(["text", "semantic"]),
     default=None,
-    help="text (default): merge3 by lines. semantic: where lines conflict, JSON and YAML "
+    help="text (default): merge3 by lines. semantic: where lines conflict, JSON, YAML and TOML "
     "merge by key and Python by top-level definition.",
 )
-@click.option("--no-ff", is_flag=True, help="Always record a merge event (what every merge does).")
+@click.option(
+    "--no-ff",
+    is_flag=True,
+    help="Record a merge event even when A's branch could fast-forward to B.",
+)
 @click.option("--resume", is_flag=True, help="Continue the interrupted review of the last merge.")
 @click.option("-m", "--message", default="", help="The merge event's rationale.")
 @click.option(
@@ -123,10 +127,17 @@ def merge(
     review: bool | None,
     as_json: bool,
 ) -> None:
-    """Merge B into A (HEAD) three-way, at their lowest common ancestor.
+    """Merge B into A three-way, at their lowest common ancestor.
+
+    The result lands on A's branch (A: a branch, HEAD, or any point; a point
+    that is no branch's tip starts a new branch). When that branch is HEAD's,
+    unrecorded work is auto-saved first and the files move to the result;
+    another branch just moves, the files stay. When A is an ancestor of B,
+    A's branch fast-forwards to B and nothing is recorded, unless --no-ff
+    asks for a merge event.
 
     A path changed on one side takes that side; both sides changing one file
-    merge its lines (merge3), or with --policy semantic its keys (JSON, YAML)
+    merge its lines (merge3), or with --policy semantic its keys (JSON, YAML, TOML)
     and top-level definitions (Python). What cannot be merged is a conflict:
     binary content and modes are never merged silently. On a terminal each
     conflict is reviewed hunk by hunk (ours | theirs | both | edit in $EDITOR)
@@ -139,6 +150,8 @@ def merge(
     Example:
       strata merge main attempt-b --policy semantic -m "combine both attempts"
       strata merge main attempt-b --json     # the conflicts, for a tool
+      strata merge attempt-a attempt-b       # on attempt-a's branch; files stay
+      strata merge main attempt-b --no-ff    # a merge event even if main is behind
       strata merge --resume
     """
     interactive = review if review is not None else (sys.stdin.isatty() and not as_json)
@@ -158,13 +171,19 @@ def merge(
                 "left": a,
                 "right": b,
                 "policy": policy or "text",
+                "no_ff": no_ff,
                 "resolutions": {},
                 "pending": {},
             }
         left, right, pol = state["left"], state["right"], state["policy"]
         while True:
             result = repo.merge(
-                left, right, policy=pol, message=message, resolutions=state.get("resolutions") or {}
+                left,
+                right,
+                policy=pol,
+                message=message,
+                resolutions=state.get("resolutions") or {},
+                no_ff=bool(state.get("no_ff")),
             )
             if result.event is not None or not interactive:
                 break
@@ -180,11 +199,16 @@ def merge(
             _save(state_path, state)
     if as_json:
         emit_json(result.to_json())
+    elif result.fast_forward:
+        click.echo(
+            f"Fast-forwarded {printable(result.branch)} to {printable(right)} "
+            f"({short(result.event.id) if result.event else ''})"
+        )
     elif result.event is not None:
         n = len(result.merged_paths)
         click.echo(
-            f"Merged {printable(right)} into {printable(left)}: event {short(result.event.id)}, "
-            f"{n} file{'s' if n != 1 else ''} changed"
+            f"Merged {printable(right)} into {printable(left)} on {printable(result.branch)}: "
+            f"event {short(result.event.id)}, {n} file{'s' if n != 1 else ''} changed"
         )
     else:
         click.echo(f"{len(result.plan.conflicts)} conflict(s); nothing recorded:")

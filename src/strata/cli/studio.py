@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import webbrowser
@@ -9,6 +10,8 @@ from pathlib import Path
 from types import FrameType
 
 import click
+
+from strata.cli.common import emit_json_line, json_option
 
 
 @click.command("studio")
@@ -21,20 +24,23 @@ import click
     help="The port on 127.0.0.1 (0: any free one).",
 )
 @click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
-def studio(paths: tuple[str, ...], port: int, no_open: bool) -> None:
+@json_option
+def studio(paths: tuple[str, ...], port: int, no_open: bool, as_json: bool) -> None:
     """Serve the timeline, diffs and Draft review in a browser until Ctrl-C.
 
     Serves each workspace given (default: the current one) on 127.0.0.1
     only, behind a random token: open the printed URL (the token becomes a
     cookie on the first visit). Every change made from a page (rewind,
     restore, bookmark, undo, redo, publish, discard) is the CLI's own call.
-    It prints the URL on one line for a person or a script (no --json: a
-    server, not data).
+    It prints the URL on one line; with --json, one line of JSON (url, token,
+    port, pid, the workspaces) for a script, then serves on: stop it with
+    SIGTERM to the pid.
 
     \b
     Example:
       strata studio --no-open        # prints http://127.0.0.1:PORT/?token=...
       strata studio ~/a ~/b          # two workspaces in one studio
+      strata studio --json --no-open # {"url": ..., "token": ..., "port": ..., "pid": ...}
     """
     from strata.studio import running
 
@@ -45,7 +51,26 @@ def studio(paths: tuple[str, ...], port: int, no_open: bool) -> None:
         stop.set()
 
     with running(roots, port=port) as served:
-        click.echo(f"Strata Studio: {served.url}", nl=True)
+        if as_json:
+            emit_json_line(
+                {
+                    "url": served.url,
+                    "token": served.token,
+                    "port": served.port,
+                    "pid": os.getpid(),
+                    "workspaces": [
+                        {
+                            "index": ws.index,
+                            "name": ws.name,
+                            "root": str(ws.repo.root),
+                            "url": f"http://127.0.0.1:{served.port}/w/{ws.index}/timeline",
+                        }
+                        for ws in served.workspaces
+                    ],
+                }
+            )
+        else:
+            click.echo(f"Strata Studio: {served.url}", nl=True)
         click.echo("strata: serving until Ctrl-C", err=True)
         if not no_open:
             webbrowser.open(served.url)

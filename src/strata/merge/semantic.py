@@ -5,11 +5,13 @@
 * ``text``: ``merge3`` (the bzr/breezy three-way line merge); overlapping
   changes are conflict hunks.
 * ``semantic``: the text merge first (it keeps formatting and comments);
-  where it conflicts, JSON and YAML are merged by path (two sides changing
-  different keys merge; the same key changed two ways is a conflict named by
-  its JSON Pointer) and Python by top-level definition (two sides changing
-  different functions merge); other files, TOML (no writer that keeps it)
-  and what fails to parse keep the text merge's conflicts.
+  where it conflicts, JSON, YAML and TOML are merged by path (two sides
+  changing different keys merge; the same key changed two ways is a conflict
+  named by its JSON Pointer), YAML and TOML written back as ours' own text
+  with theirs' changes applied (comments and order kept: ruamel.yaml's
+  round trip, tomlkit), and Python by top-level definition (two sides
+  changing different functions merge); other files and what fails to parse
+  keep the text merge's conflicts.
 * Binary content is never merged: both sides changed is a conflict.
 
 Nothing here reads a repository: bytes in, bytes and conflicts out.
@@ -145,8 +147,6 @@ def _merge_values(
 def _structured_merge(
     path: str, kind: str, base: bytes, ours: bytes, theirs: bytes
 ) -> FileMerge | None:
-    if kind not in ("json", "yaml"):
-        return None
     try:
         docs = [
             load(kind, data.decode("utf-8"), side)
@@ -168,11 +168,97 @@ def _structured_merge(
         text = json.dumps(merged, indent=indent, ensure_ascii=False) + (
             "\n" if ours.endswith(b"\n") else ""
         )
-    else:
-        import yaml
+        return FileMerge(path, text.encode(), "semantic")
+    try:
+        out = _round_trip(kind, ours.decode("utf-8"), theirs.decode("utf-8"), docs[1], merged)
+    except Exception:  # a document the round-trip writer cannot edit: the text conflicts stand
+        return None
+    if out is None or load(kind, out, "merged") != merged:
+        return None
+    return FileMerge(path, out.encode(), "semantic")
 
-        text = yaml.safe_dump(merged, sort_keys=False, allow_unicode=True)
-    return FileMerge(path, text.encode(), "semantic")
+
+def _round_trip(kind: str, ours: str, theirs: str, plain_ours: Any, merged: Any) -> str | None:
+    """``ours`` as its own text (comments, order, quoting), edited to hold ``merged``.
+
+    Only what differs from ``ours`` is touched: keys theirs added or changed
+    are copied from theirs' document (with the comments they carry there),
+    keys theirs removed are removed. TOML by tomlkit, YAML by ruamel.yaml's
+    round-trip mode. ``None`` when the top level is not a mapping.
+    """
+    if kind == "toml":
+        import tomlkit
+
+        doc_o: Any = tomlkit.parse(ours)
+        doc_t: Any = tomlkit.parse(theirs)
+        _patch(doc_o, doc_t, plain_ours, merged)
+        return tomlkit.dumps(doc_o)
+    from io import StringIO
+
+    from ruamel.yaml import YAML
+
+    yaml = YAML(typ="rt")
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # long lines stay as they were written
+    yaml.indent(**_yaml_indent(ours))
+    doc_o = yaml.load(ours)
+    doc_t = yaml.load(theirs)
+    if not isinstance(doc_o, dict) or not isinstance(doc_t, dict):
+        return None
+    _patch(doc_o, doc_t, plain_ours, merged)
+    buffer = StringIO()
+    yaml.dump(doc_o, buffer)
+    return buffer.getvalue()
+
+
+def _yaml_indent(text: str) -> dict[str, int]:
+    """The indentation ``text`` uses, as ruamel.yaml's ``indent()`` takes it.
+
+    ``mapping``: how far a nested key sits under its parent; ``offset``: how
+    far a list's dash sits under its key (``key:\n  - a`` is 2, ``- a`` at
+    the key's column is 0); ``sequence``: the dash's offset plus two.
+    """
+    mapping, offset = 0, -1
+    previous: tuple[int, str] | None = None
+    for line in text.splitlines():
+        stripped = line.lstrip(" ")
+        if not stripped or stripped.startswith("#"):
+            continue
+        indent = len(line) - len(stripped)
+        if previous is not None and previous[1].endswith(":") and indent > previous[0]:
+            if stripped.startswith("- ") and offset < 0:
+                offset = indent - previous[0]
+            elif not stripped.startswith("- ") and not mapping:
+                mapping = indent - previous[0]
+        elif previous is not None and previous[1].endswith(":") and stripped.startswith("- "):
+            offset = 0 if offset < 0 and indent == previous[0] else offset
+        previous = (indent, stripped.split(" #", 1)[0].rstrip())
+        if mapping and offset >= 0:
+            break
+    mapping = mapping or 2
+    offset = max(offset, 0)
+    return {"mapping": mapping, "sequence": offset + 2, "offset": offset}
+
+
+def _patch(node: Any, theirs: Any, was: dict[str, Any], want: dict[str, Any]) -> None:
+    """Edit mapping ``node`` (whose plain value is ``was``) to hold ``want``."""
+    for key in [k for k in was if k not in want]:
+        del node[key]
+    for key, value in want.items():
+        if key in was and was[key] == value:
+            continue
+        if key in was and isinstance(was[key], dict) and isinstance(value, dict):
+            _patch(node[key], theirs[key], was[key], value)
+            continue
+        if key not in node and hasattr(node, "insert"):  # ruamel: at theirs' place
+            keys = list(theirs)
+            after = [k for k in keys[: keys.index(key)] if k in node]
+            node.insert(list(node).index(after[-1]) + 1 if after else 0, key, theirs[key])
+        else:
+            node[key] = theirs[key]
+        comments = getattr(theirs, "ca", None)  # ruamel keeps a key's comment on its mapping
+        if comments is not None and key in comments.items:
+            node.ca.items[key] = comments.items[key]
 
 
 def _json_indent(data: bytes) -> int | None:

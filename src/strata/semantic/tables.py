@@ -141,8 +141,16 @@ def _paragraphs(data: bytes | None, what: str) -> list[tuple[str, str]]:
         raise HandlerFailed(f"{what} is not a readable docx document ({exc})") from None
     out: list[tuple[str, str]] = []
     trail: list[tuple[int, str]] = []
-    for para in document.paragraphs:
-        style = para.style.name if para.style is not None and para.style.name else ""
+    # style names by id, read once: python-docx's Paragraph.style searches the styles
+    # part for every paragraph, which costs more than the rest of the diff together
+    from docx.enum.style import WD_STYLE_TYPE
+
+    names = {s.style_id: s.name or "" for s in document.styles}
+    fallback = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    plain = fallback.name or "" if fallback is not None else ""
+    for para in document.element.body.p_lst:  # the body's w:p elements, as .paragraphs
+        style_id = para.style  # the paragraph's w:pStyle, None for the default style
+        style = names.get(style_id, plain) if style_id is not None else plain
         text = para.text
         if style.startswith("Heading") and style[7:].strip().isdigit():
             level = int(style[7:].strip())

@@ -1,6 +1,12 @@
 """The diff viewer: unified or side by side, highlighted, each hunk with who made it.
 
-Hunks come from libgit2's xdiff (pygit2), the diff ``strata diff`` prints. A
+Hunks come from libgit2's xdiff (pygit2), the diff ``strata diff`` prints.
+Each hunk is credited line by line (:func:`strata.diff.blame.blame`): the
+state events between the two points on ``b``'s line (its first parents) that
+changed the file are replayed oldest first, each line is credited to the
+event that last wrote it (a removed line to the event that removed it), and
+the hunk names every event that wrote some of its lines, the most lines
+first. A
 change is shown a page at a time (:data:`PAGE_LINES` lines), so a 10,000-line
 file never reaches the browser whole. Binary files show their sizes and
 hashes; images (see :data:`strata.studio.previews.IMAGES`) are shown before
@@ -20,16 +26,18 @@ import pygit2
 from markupsafe import Markup
 from starlette.responses import Response
 
+from strata.diff.blame import Step, blame, carried
 from strata.diff.patch import BIG_FILE_BYTES, is_binary
 from strata.diff.tree import Change
-from strata.errors import ObjectMissing, UsageError
+from strata.errors import ObjectMissing, StrataError, UsageError
 from strata.ids import ObjectId
 from strata.kb.extract import Unreadable
-from strata.ledger.events import Event
+from strata.ledger.driver import EventFilter
+from strata.ledger.events import Event, EventType
 from strata.repo import Repository
 from strata.sandbox.paths import check_relative
 from strata.store.objects import ObjectStore
-from strata.store.tree import EMPTY_TREE
+from strata.store.tree import EMPTY_TREE, lookup
 from strata.studio.context import Ctx
 from strata.studio.guard import Refused
 from strata.studio.previews import (
@@ -46,8 +54,10 @@ from strata.studio.render import highlight_lines
 
 #: diff lines on one page of the viewer
 PAGE_LINES = 1500
-#: events looked at to find who made a file's hunks
+#: events that changed a file replayed to credit its lines (older ones: credited to the oldest)
 PROVENANCE_MAX = 50
+#: state events walked back from ``b`` to find its line between the two points
+LINE_MAX = 2000
 
 
 @dataclass
@@ -58,6 +68,8 @@ class Line:
     old: int | None
     new: int | None
     html: Markup
+    #: the event that last wrote an added line or removed a deleted one
+    by: Event | None = None
 
 
 @dataclass
@@ -67,6 +79,20 @@ class Hunk:
     header: str
     lines: list[Line]
     by: Event | None = None
+
+    @property
+    def credits(self) -> list[tuple[Event, int]]:
+        """Each event that wrote or removed some of the hunk's lines, with how many; most first."""
+        counts: dict[str, int] = {}
+        events: dict[str, Event] = {}
+        for line in self.lines:
+            if line.kind != "ctx" and line.by is not None:
+                counts[line.by.id] = counts.get(line.by.id, 0) + 1
+                events[line.by.id] = line.by
+        if not counts and self.by is not None:
+            return [(self.by, 0)]
+        order = sorted(counts, key=lambda e: (-counts[e], -(events[e].seq or 0)))
+        return [(events[e], counts[e]) for e in order]
 
     def pairs(self) -> list[tuple[Line | None, Line | None]]:
         """The lines side by side: removed lines beside the added lines that replace them."""
@@ -105,6 +131,9 @@ class FileView:
     truncated: bool = False
     table: Table | None = None
     note: str = ""
+    #: a text file's two sides (what its lines are credited from)
+    before: bytes | None = None
+    after: bytes | None = None
 
 
 @functools.lru_cache(maxsize=64)
@@ -131,13 +160,98 @@ def _position(raw: str) -> tuple[int, int, int]:
     return f, h, line
 
 
-def provenance(repo: Repository, path: str, low: int, high: int) -> list[Event]:
-    """The state events after seq ``low`` up to ``high`` that changed ``path``, newest first."""
-    found = []
-    for event in repo.history(path=path, limit=PROVENANCE_MAX):
-        if low < event.seq <= high and event.is_state:
+def line_of(repo: Repository, event_a: Event | None, event_b: Event) -> set[str] | None:
+    """The ids of ``event_b`` and its first parents newer than ``event_a`` (None: too many)."""
+    low = event_a.seq if event_a else 0
+    found: set[str] = set()
+    event: Event | None = event_b
+    while event is not None and (event.seq or 0) > low:
+        if event_a is not None and event.id == event_a.id:
+            break
+        found.add(event.id)
+        if len(found) > LINE_MAX:
+            return None
+        event = repo.event(event.parent_event_id) if event.parent_event_id else None
+    return found
+
+
+def provenance(
+    repo: Repository, path: str, low: int, high: int, line: set[str] | None = None
+) -> list[Event]:
+    """The state events after seq ``low`` up to ``high`` that changed ``path``, newest first.
+
+    ``line``: only these events (``b``'s line, see :func:`line_of`).
+    """
+    found: list[Event] = []
+    for record in repo.ledger.driver.find_events(EventFilter(path=path)):
+        if record.seq > high:
+            continue
+        if record.seq <= low or len(found) >= PROVENANCE_MAX:
+            break
+        event = Event.from_json(record.body, seq=record.seq)
+        if event.is_state and (line is None or event.id in line):
             found.append(event)
     return found
+
+
+def _version(repo: Repository, event: Event, path: str) -> bytes:
+    entry = lookup(repo.objects, repo.tree_of(event), path)
+    if entry is None or entry.kind != "file" or entry.size > BIG_FILE_BYTES:
+        return b""
+    data: bytes = repo.objects.get(entry.oid)
+    return data
+
+
+def _right_side(
+    repo: Repository, merge: Event, path: str, merged: bytes, by_id: dict[str, Event]
+) -> list[str | None] | None:
+    """Who wrote each line of a merge's ``merged`` version that it took from its right side."""
+    right_id, base_id = merge.data.get("right"), merge.data.get("base")
+    try:
+        right = repo.event(str(right_id)) if right_id else None
+        base = repo.event(str(base_id)) if base_id else None
+    except StrataError:  # pruned: the merge keeps the credit
+        return None
+    if right is None:
+        return None
+    line = line_of(repo, base, right)
+    events = provenance(repo, path, base.seq if base else 0, right.seq, line)
+    by_id.update((e.id, e) for e in events)
+    first = _version(repo, base, path) if base is not None else b""
+    found = blame(first, [(e.id, _version(repo, e, path)) for e in reversed(events)])
+    return carried(_version(repo, right, path), merged, found.written)
+
+
+def credit_lines(
+    repo: Repository, view: FileView, events: list[Event], event_b: Event | None, after: bytes
+) -> None:
+    """Set each added or removed line's ``by``: the event that last wrote or removed it.
+
+    A merge on the way credits the lines it took from its right side to the
+    events of that side that wrote them (one level: a merge there keeps them).
+    """
+    path = view.change.path
+    before = view.before or b""
+    by_id: dict[str, Event] = {e.id: e for e in events}
+    steps: list[Step] = []
+    for event in reversed(events):
+        content = _version(repo, event, path)
+        per_line = None
+        if event.action_type == EventType.MERGE:
+            per_line = _right_side(repo, event, path, content, by_id)
+        steps.append((event.id, content) if per_line is None else (event.id, content, per_line))
+    if event_b is not None:
+        steps.append((event_b.id, after))
+        by_id.setdefault(event_b.id, event_b)
+    found = blame(before, steps)
+    for hunk in view.hunks:
+        for line in hunk.lines:
+            if line.kind == "add" and line.new and line.new <= len(found.written):
+                who = found.written[line.new - 1]
+                line.by = by_id.get(who) if who else None
+            elif line.kind == "del" and line.old:
+                who = found.removed.get(line.old - 1)
+                line.by = by_id.get(who) if who else None
 
 
 def diff_page(ctx: Ctx) -> Response:
@@ -191,10 +305,13 @@ def render_files(
     budget = PAGE_LINES
     out: list[FileView] = []
     f0, h0, l0 = start
+    line = line_of(repo, event_a, event_b) if event_b else None
     for index in range(f0, len(changes)):
         change = changes[index]
         view = _file_view(store or repo.objects, index, change)
-        view.events = provenance(repo, change.path, low, high) if event_b else []
+        view.events = provenance(repo, change.path, low, high, line) if event_b else []
+        if view.kind == "text" and not view.note and view.after is not None and event_b:
+            credit_lines(repo, view, view.events, event_b, view.after)
         out.append(view)
         hunks = view.hunks
         kept: list[Hunk] = []
@@ -270,7 +387,7 @@ def _file_view(store: ObjectStore, index: int, change: Change) -> FileView:
                 html = _at(new_lines, line.new_lineno)
                 lines.append(Line("ctx", line.old_lineno, line.new_lineno, html))
         hunks.append(Hunk(hunk.header.strip(), lines))
-    return FileView(index, change, "text", hunks, note=note)
+    return FileView(index, change, "text", hunks, note=note, before=before, after=after)
 
 
 def _at(lines: list[Markup], number: int) -> Markup:

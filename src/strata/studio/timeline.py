@@ -15,7 +15,7 @@ from typing import Any
 
 from starlette.responses import RedirectResponse, Response
 
-from strata.errors import PathNotFound, UsageError
+from strata.errors import PathNotFound, StrataError, UsageError
 from strata.kb.extract import Unreadable
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import ACTION_FAMILIES, AUTHOR_KINDS, Event, EventType
@@ -178,7 +178,10 @@ class Row:
     state: bool
     overlay: str
     flags: list[str] = field(default_factory=list)
+    #: the lane of the parent's branch, when it is another branch's (a fork)
     fork_from: int | None = None
+    #: a merge: the lane of its right side's branch, which joins this one
+    merge_from: int | None = None
 
 
 @dataclass
@@ -203,14 +206,41 @@ class Group:
 
 
 def build_rows(repo: Repository, events: list[Event]) -> tuple[list[Group], list[str]]:
-    """Group ``events`` by operation and place each on its branch's lane."""
+    """Group ``events`` by operation and place each on its branch's lane.
+
+    A state event whose parent is on another branch draws a fork from that
+    branch's lane, and a merge draws the lane of its right side joining it,
+    whether or not that parent is on this page (its branch is looked up).
+    """
     view = repo.view()
+    branch_of: dict[str, str] = {e.id: e.branch for e in events}
+
+    def branch(event_id: str) -> str | None:
+        if event_id not in branch_of:
+            try:
+                branch_of[event_id] = repo.event(event_id).branch
+            except StrataError:  # pruned or unknown: nothing to draw
+                return None
+        return branch_of[event_id]
+
+    forks: dict[str, str] = {}
+    joins: dict[str, str] = {}
+    for event in events:
+        if not event.is_state:
+            continue
+        parent = branch(event.parent_event_id) if event.parent_event_id else None
+        if parent is not None and parent != event.branch:
+            forks[event.id] = parent
+        right = event.data.get("right") if event.action_type == EventType.MERGE else None
+        joined = branch(str(right)) if right else None
+        if joined is not None:
+            joins[event.id] = joined
     lanes = sorted(
-        {*view.branches, *(e.branch for e in events)}, key=lambda b: (b != view.head_branch, b)
+        {*view.branches, *(e.branch for e in events), *forks.values(), *joins.values()},
+        key=lambda b: (b != view.head_branch, b),
     )
     lane_of = {b: i for i, b in enumerate(lanes)}
     flags: dict[str, list[str]] = {}
-    branch_of: dict[str, str] = {e.id: e.branch for e in events}
     for name, mark in view.bookmarks.items():
         flags.setdefault(mark.target, []).append(name)
     groups: list[Group] = []
@@ -222,9 +252,10 @@ def build_rows(repo: Repository, events: list[Event]) -> tuple[list[Group], list
             OVERLAYS.get(event.action_type, ""),
             flags.get(event.id, []),
         )
-        parent_branch = branch_of.get(event.parent_event_id or "")
-        if row.state and parent_branch is not None and parent_branch != event.branch:
-            row.fork_from = lane_of[parent_branch]
+        if event.id in forks:
+            row.fork_from = lane_of[forks[event.id]]
+        if event.id in joins:
+            row.merge_from = lane_of[joins[event.id]]
         if event.action_type == EventType.CHECKPOINT:
             row.flags.append("checkpoint")
         op = event.operation_id or event.id
