@@ -21,6 +21,12 @@ def run() -> None:
         from strata.integrations.fasthook import try_fast
 
         try_fast(sys.argv[2:])  # exits when the workspace's watcher recorded it
+        from strata.integrations import fasthook
+
+        if fasthook.walks_here:  # recorded here: the walk begins while the modules load
+            from strata.store.prefetch import start
+
+            start(["snapshot"])
     # what the start-up imports make lives as long as the process: no collection while
     # importing (25 of them, 2.4 ms of a no-op snapshot), then kept out of the collector's
     # reach (gc.freeze) so that later collections do not walk it again

@@ -143,6 +143,7 @@ def hook_claude_code(
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
+    _answer_first()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -157,6 +158,13 @@ def hook_claude_code(
     elif event == "PostToolUse":
         _chdir(message)
         _post_tool_use(message)
+
+
+def _answer_first() -> None:
+    """The agent waits for this hook: a watcher it starts is started once it has answered."""
+    from strata.cli import watcher
+
+    watcher.deferred = True
 
 
 def _prompt_event(payload: dict[str, Any]) -> None:
@@ -669,6 +677,7 @@ def hook_codex(
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
+    _answer_first()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")

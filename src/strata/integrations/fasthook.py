@@ -30,6 +30,9 @@ from strata import _wire
 
 #: what :func:`try_fast` read from stdin (the CLI's hook command reads it from here)
 pending_stdin: str | None = None
+#: set by :func:`try_fast` when the hook records a snapshot that no watcher took: the
+#: command line then walks the workspace (in the hook's ``cwd``, where this went)
+walks_here = False
 
 #: the longest rationale recorded (an Edit's strings or a Write's content are clipped)
 RATIONALE_LIMIT = 1000
@@ -219,6 +222,8 @@ def try_fast(argv: list[str]) -> None:
             return  # the CLI says what is wrong (and refuses a call it cannot judge)
     from strata._resident import try_resident
 
+    global walks_here
+    walks_here = True  # unless the watcher takes it (then this process exits)
     try:
         try_resident(command)
     except SystemExit as exc:
