@@ -17,6 +17,10 @@ def run() -> None:
 
         sys.stdout.write(f"strata {__version__}\n")
         return
+    if "mcp" in sys.argv[1:4]:  # (strata mcp, strata -C DIR mcp): the prestarted server's
+        from strata.integrations.mcp_prestart import try_prestarted
+
+        try_prestarted(sys.argv[1:])  # exits when the prestarted server ran the session
     if sys.argv[1:2] == ["hook"]:  # an agent's hook: its snapshot handed to the watcher
         from strata.integrations.fasthook import try_fast
 
