@@ -364,6 +364,14 @@ def _accept(
             os.close(fd)
 
 
+def _end_with_parent(signum: int) -> None:
+    """Have the kernel send ``signum`` when the prestarted server ends (its asker then has)."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # PR_SET_PDEATHSIG
+
+
 def _max_fd() -> int:
     try:
         return int(os.sysconf("SC_OPEN_MAX"))
@@ -408,6 +416,7 @@ def _run_session(
         listener.close()  # type: ignore[attr-defined]
         conn.close()  # type: ignore[attr-defined]
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        _end_with_parent(signal.SIGTERM)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
         # nothing of the prestarted server's stays open here: its pid file's lock, its
