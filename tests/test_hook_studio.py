@@ -253,3 +253,23 @@ def test_with_a_watcher_only_the_call_that_may_wait_runs_outside_it(
         assert status["commands_run"] == served  # judged (and waited) outside the watcher
     finally:
         run_cli("watch", "--stop", cwd=workspace)
+
+
+def test_a_hook_stopped_while_it_waits_refuses_and_leaves_nothing_waiting(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """Claude Code stops a hook past its time-out: the call is refused, the page is cleared."""
+    import signal
+
+    hook = start_hook(
+        run_cli, workspace, message("PreToolUse", workspace), "claude-code", "--ask-studio", "60"
+    )
+    pending = workspace / ".strata" / "approvals" / "pending"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (pending.is_dir() and any(pending.iterdir())):
+        time.sleep(0.05)
+    assert any(pending.iterdir()), "the request never reached the queue"
+    hook.send_signal(signal.SIGTERM)
+    out, _ = hook.communicate(timeout=30)
+    assert hook.returncode == 2 and out == ""
+    assert not any(pending.iterdir())

@@ -143,7 +143,7 @@ def hook_claude_code(
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
-    _answer_first()
+    _studiofirst()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -160,7 +160,7 @@ def hook_claude_code(
         _post_tool_use(message)
 
 
-def _answer_first() -> None:
+def _studiofirst() -> None:
     """The agent waits for this hook: a watcher it starts is started once it has answered."""
     from strata.cli import watcher
 
@@ -474,14 +474,14 @@ def _answer(
     if verdict.ask and verdict.risk == "medium" and not strict:
         return True  # the agent's own permission rules decide; its changes are recorded
     if verdict.ask and ask_studio is not None and layout is not None:
-        answer_ = _ask_studio(payload, verdict, layout, ask_studio, agent)
-        if answer_.approved:
-            _record(payload, verdict, "approved", reason=answer_.reason, by=answer_.by, agent=agent)
+        studio = _ask_studio(payload, verdict, layout, ask_studio, agent)
+        if studio.approved:
+            _record(payload, verdict, "approved", reason=studio.reason, by=studio.by, agent=agent)
             return True
-        click.echo(f"strata: {verdict.risk}-risk command denied: {answer_.reason}", err=True)
+        click.echo(f"strata: {verdict.risk}-risk command denied: {studio.reason}", err=True)
         sys.stdout.flush()
         try:
-            _record(payload, verdict, "denied", reason=answer_.reason, by=answer_.by, agent=agent)
+            _record(payload, verdict, "denied", reason=studio.reason, by=studio.by, agent=agent)
         finally:
             raise SystemExit(2)  # any other exit lets the agent run the tool
     if verdict.ask and ask_prompts:
@@ -552,7 +552,16 @@ def _ask_studio(
         cwd=str(Path.cwd()),
         rule=decision.rule if decision is not None else None,
     )
-    return ask(queued_approver(ApprovalQueue.of(layout.repo), timeout_s=seconds), request)
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(2)  # stopped by the agent (its hook's time-out): refused, withdrawn
+
+    previous = signal.signal(signal.SIGTERM, stopped)
+    try:
+        return ask(queued_approver(ApprovalQueue.of(layout.repo), timeout_s=seconds), request)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _command(payload: dict[str, Any]) -> str:
@@ -677,7 +686,7 @@ def hook_codex(
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
-    _answer_first()
+    _studiofirst()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
