@@ -20,7 +20,8 @@ times, side by side, one Edit tool call as Claude Code runs its hooks:
   changed), and a PreToolUse for a refused Bash command (the policy's
   decision and its record);
 * the first PreToolUse after the watcher has exited (as it does when idle):
-  the hook starts a new watcher and does the work in its own process, vs a
+  the hook does the work in its own process (its walk started while its
+  modules load) and starts a new watcher once it has answered, vs a
   ``git status`` of the same tree for reference.
 
 Target: PreToolUse and PostToolUse together ≤ 0.5x git's commit.
@@ -81,6 +82,19 @@ def hook(ws: Path, message: bytes, *, ok: tuple[int, ...] = (0,)) -> float:
     if proc.returncode not in ok:
         raise RuntimeError(f"the hook exited {proc.returncode}: {proc.stderr.decode()}")
     return wall
+
+
+def wait_for_watcher(ws: Path, timeout: float = 30.0) -> None:
+    """Wait until a watcher answers in ``ws`` (one being started cannot be stopped yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            [sb.STRATA, "watch", "--status", "--json"], cwd=ws, env=sb.ENV, capture_output=True
+        ).stdout
+        if json.loads(out or b"{}").get("running"):
+            return
+        time.sleep(0.05)
+    raise RuntimeError("the hook started no watcher")
 
 
 def newest(ws: Path, count: int) -> list[dict[str, object]]:
@@ -189,6 +203,8 @@ def main() -> None:
         # its own process: the person's 10 edits found by a walk of the tree and recorded
         del sb.ENV["STRATA_NO_DAEMON"]
         for i in range(args.runs):
+            if i:  # the watcher the previous hook started (once it had answered) is up
+                wait_for_watcher(st_ws)
             sb.run([sb.STRATA, "watch", "--stop"], st_ws)
             run_no += 1
             sb.edit(st_ws, edits, run_no, args.seed)

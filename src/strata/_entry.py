@@ -17,10 +17,20 @@ def run() -> None:
 
         sys.stdout.write(f"strata {__version__}\n")
         return
+    if "mcp" in sys.argv[1:4]:  # (strata mcp, strata -C DIR mcp): the prestarted server's
+        from strata.integrations.mcp_prestart import try_prestarted
+
+        try_prestarted(sys.argv[1:])  # exits when the prestarted server ran the session
     if sys.argv[1:2] == ["hook"]:  # an agent's hook: its snapshot handed to the watcher
         from strata.integrations.fasthook import try_fast
 
         try_fast(sys.argv[2:])  # exits when the workspace's watcher recorded it
+        from strata.integrations import fasthook
+
+        if fasthook.walks_here:  # recorded here: the walk begins while the modules load
+            from strata.store.prefetch import start
+
+            start(["snapshot"])
     # what the start-up imports make lives as long as the process: no collection while
     # importing (25 of them, 2.4 ms of a no-op snapshot), then kept out of the collector's
     # reach (gc.freeze) so that later collections do not walk it again

@@ -23,6 +23,7 @@ from strata.errors import NotARepository, StrataError
 
 if TYPE_CHECKING:
     from strata.core.groups import Group
+    from strata.gateway import ApprovalDecision
     from strata.integrations.hooks import Agent, Verdict
     from strata.layout import Layout
     from strata.repo import Repository
@@ -46,6 +47,16 @@ def _snapshot(ctx: click.Context, command: list[str]) -> None:
     from strata.cli.record import snapshot
 
     snapshot.main(args=command[1:], prog_name="strata snapshot", standalone_mode=False, obj=ctx.obj)
+
+
+ask_studio_option = click.option(
+    "--ask-studio",
+    "ask_studio",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Ask on 'strata studio''s Approvals page about a Bash command the policy wants "
+    "approved, waiting up to SECONDS for a person's answer (none: refused).",
+)
 
 
 @click.group()
@@ -76,6 +87,7 @@ def hook() -> None:
     help="Refuse a medium-risk Bash command the policy wants approved too (by default "
     "Claude Code's own permission rules decide it).",
 )
+@ask_studio_option
 @click.option(
     "--payload",
     hidden=True,
@@ -83,7 +95,11 @@ def hook() -> None:
 )
 @click.pass_context
 def hook_claude_code(
-    ctx: click.Context, ask_prompts: bool, strict: bool, payload: str | None
+    ctx: click.Context,
+    ask_prompts: bool,
+    strict: bool,
+    ask_studio: float | None,
+    payload: str | None,
 ) -> None:
     """Answer one Claude Code hook (its JSON on stdin).
 
@@ -99,10 +115,13 @@ def hook_claude_code(
     policy forbids: exit code 2 with the reason on stderr, which Claude Code
     shows the model. A Bash command the policy wants approved is refused the
     same way when its risk is high (with --ask handed to Claude Code's own
-    prompt: permissionDecision "ask", with the reason); a medium-risk one
+    prompt: permissionDecision "ask", with the reason; with --ask-studio
+    SECONDS it waits on the Approvals page of 'strata studio' for a person's
+    answer, and is refused when none comes within SECONDS); a medium-risk one
     (make, pytest, git commit…) is left to Claude Code's own permission rules,
     since PostToolUse records it and 'strata undo' reverts it (--strict
-    refuses it too). Each refusal is recorded, the session as its author:
+    refuses it too, or asks for it with --ask-studio). Each refusal is
+    recorded, the session as its author:
     'strata history --action approval' (or --action tool_call for a
     forbidden call) shows the command, its risk, the reason. A Bash call
     that goes ahead is answered with updatedInput: its command run inside
@@ -117,12 +136,14 @@ def hook_claude_code(
     \b
     Example:
       strata hook install claude-code   # writes .claude/settings.local.json to call this
+      strata hook install claude-code --ask-studio 300   # approvals in 'strata studio'
       # by hand: echo '{"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": ".",
       #   "tool_name": "Write", "tool_input": {"file_path": "a.txt"}}' | strata hook claude-code
     """
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
+    _studiofirst()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
@@ -133,10 +154,17 @@ def hook_claude_code(
     elif event == "PreToolUse":
         with fails_closed():
             _chdir(message)
-            _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict)
+            _pre_tool_use(message, ask_prompts=ask_prompts, strict=strict, ask_studio=ask_studio)
     elif event == "PostToolUse":
         _chdir(message)
         _post_tool_use(message)
+
+
+def _studiofirst() -> None:
+    """The agent waits for this hook: a watcher it starts is started once it has answered."""
+    from strata.cli import watcher
+
+    watcher.deferred = True
 
 
 def _prompt_event(payload: dict[str, Any]) -> None:
@@ -288,7 +316,12 @@ HOOK_NAME = "strata hook claude-code"
 
 
 def _pre_tool_use(
-    payload: dict[str, Any], *, ask_prompts: bool, strict: bool, agent: Agent | None = None
+    payload: dict[str, Any],
+    *,
+    ask_prompts: bool,
+    strict: bool,
+    agent: Agent | None = None,
+    ask_studio: float | None = None,
 ) -> None:
     """Judge a PreToolUse call; a refusal exits 2 (the agent's blocking answer).
 
@@ -306,18 +339,28 @@ def _pre_tool_use(
         layout = find_layout(Path.cwd())
     except NotARepository:
         return  # not a Strata workspace: nothing here to protect
-    verdict = _judge(payload, layout, agent, ask_prompts=ask_prompts, strict=strict)
+    verdict = _judge(
+        payload, layout, agent, ask_prompts=ask_prompts, strict=strict, ask_studio=ask_studio
+    )
     if verdict is None:
         return
     if payload.get("tool_name") in agent.writing_tools:
         _record_outside(payload, layout, agent)
-    if not (verdict.ask and ask_prompts and (strict or verdict.risk != "medium")):
+    if ask_studio is not None or not (
+        verdict.ask and ask_prompts and (strict or verdict.risk != "medium")
+    ):
         # (handed to Claude Code's prompt: that answer carried its confinement already)
         _confine(payload, verdict, layout, agent)
 
 
 def _judge(
-    payload: dict[str, Any], layout: Layout, agent: Agent, *, ask_prompts: bool, strict: bool
+    payload: dict[str, Any],
+    layout: Layout,
+    agent: Agent,
+    *,
+    ask_prompts: bool,
+    strict: bool,
+    ask_studio: float | None = None,
 ) -> Verdict | None:
     """Judge a call and answer the agent (a refusal exits 2); the verdict when it may go ahead.
 
@@ -340,8 +383,9 @@ def _judge(
         raise SystemExit(2) from None
     verdict = pre_tool_use(payload, root=root, policy=policy, agent=agent, repo=layout.repo)
     if _answer(
-        payload, verdict, ask_prompts=ask_prompts, strict=strict, agent=agent, layout=layout
-    ):
+        payload, verdict, ask_prompts=ask_prompts, strict=strict, agent=agent, layout=layout,
+        ask_studio=ask_studio,
+    ):  # fmt: skip
         return verdict
     return None
 
@@ -418,15 +462,28 @@ def _answer(
     strict: bool,
     agent: Agent | None = None,
     layout: Layout | None = None,
+    ask_studio: float | None = None,
 ) -> bool:
     """Give the agent the hook's answer to a judged call, and record a refusal or a prompt.
 
-    True when the call may go ahead (allowed, or left to the agent or its user).
+    True when the call may go ahead (allowed, approved on the studio's page,
+    or left to the agent or its user).
     """
     if verdict.allowed:
         return True
     if verdict.ask and verdict.risk == "medium" and not strict:
         return True  # the agent's own permission rules decide; its changes are recorded
+    if verdict.ask and ask_studio is not None and layout is not None:
+        studio = _ask_studio(payload, verdict, layout, ask_studio, agent)
+        if studio.approved:
+            _record(payload, verdict, "approved", reason=studio.reason, by=studio.by, agent=agent)
+            return True
+        click.echo(f"strata: {verdict.risk}-risk command denied: {studio.reason}", err=True)
+        sys.stdout.flush()
+        try:
+            _record(payload, verdict, "denied", reason=studio.reason, by=studio.by, agent=agent)
+        finally:
+            raise SystemExit(2)  # any other exit lets the agent run the tool
     if verdict.ask and ask_prompts:
         answer: dict[str, Any] = {
             "hookSpecificOutput": {
@@ -468,6 +525,56 @@ def _answer(
         raise SystemExit(2)
 
 
+def _ask_studio(
+    payload: dict[str, Any], verdict: Verdict, layout: Layout, seconds: float, agent: Agent | None
+) -> ApprovalDecision:
+    """Wait up to ``seconds`` for a person's answer on the studio's Approvals page.
+
+    The request (risk, command, reason, rule, the workspace's state) waits in
+    the repository's approval queue (:class:`strata.gateway.ApprovalQueue`)
+    and is withdrawn when answered or timed out; no answer is a denial.
+    """
+    from strata.gateway import ApprovalQueue, ApprovalRequest, ask, queued_approver, state_summary
+
+    state: dict[str, Any] = {}
+    try:
+        with _open(payload, agent) as repo:
+            state = state_summary(repo.status())
+    except (StrataError, OSError):
+        pass  # asked without the state rather than not at all
+    decision = verdict.decision
+    request = ApprovalRequest(
+        command=_command(payload),
+        risk=verdict.risk or (decision.risk if decision else "high"),
+        reason=decision.reason if decision is not None else verdict.reason,
+        workspace=str(layout.workspace),
+        state=state,
+        cwd=str(Path.cwd()),
+        rule=decision.rule if decision is not None else None,
+    )
+    import signal
+
+    def stopped(signum: int, frame: object) -> None:
+        raise SystemExit(2)  # stopped by the agent (its hook's time-out): refused, withdrawn
+
+    previous = signal.signal(signal.SIGTERM, stopped)
+    try:
+        return ask(queued_approver(ApprovalQueue.of(layout.repo), timeout_s=seconds), request)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command(payload: dict[str, Any]) -> str:
+    """The call as its approval shows it: a Bash command as typed, another tool and its input."""
+    from strata.integrations.fasthook import tool_rationale
+
+    tool = str(payload.get("tool_name") or "tool")
+    tool_input = payload.get("tool_input")
+    if tool == "Bash" and isinstance(tool_input, dict):
+        return str(tool_input.get("command"))
+    return tool_rationale(tool, tool_input)
+
+
 def _open(payload: dict[str, Any], agent: Agent | None = None) -> Repository:
     """The workspace's repository, with the agent's session as the author (kind agent)."""
     from strata.cli.common import open_repo
@@ -495,14 +602,9 @@ def _record(
     import sqlite3
 
     from strata.gateway.exec import record_decision
-    from strata.integrations.fasthook import tool_rationale
 
     tool = str(payload.get("tool_name") or "tool")
-    tool_input = payload.get("tool_input")
-    if tool == "Bash" and isinstance(tool_input, dict):
-        command = str(tool_input.get("command"))
-    else:
-        command = tool_rationale(tool, tool_input)
+    command = _command(payload)
     try:
         with _open(payload, agent) as repo:
             repo.lock.timeout = RECORD_WAIT_S
@@ -529,6 +631,7 @@ def _record(
     help="Refuse a medium-risk Bash command the policy wants approved too (by default "
     "Codex's own approval and sandbox decide it).",
 )
+@ask_studio_option
 @click.option(
     "--payload",
     hidden=True,
@@ -537,7 +640,11 @@ def _record(
 @click.argument("message", nargs=-1, type=click.UNPROCESSED)
 @click.pass_context
 def hook_codex(
-    ctx: click.Context, strict: bool, payload: str | None, message: tuple[str, ...]
+    ctx: click.Context,
+    strict: bool,
+    ask_studio: float | None,
+    payload: str | None,
+    message: tuple[str, ...],
 ) -> None:
     """Answer one Codex CLI lifecycle hook (its JSON on stdin), as Claude Code's are answered.
 
@@ -549,8 +656,11 @@ def hook_codex(
     to Codex's own approval and sandbox, unless --strict), an apply_patch
     writing outside the workspace or into .strata refused; a refusal is exit
     code 2 with the reason on stderr, which Codex tells the model, and is
-    recorded. Before a call that goes ahead, what changed since the last
-    snapshot is recorded as yours. PostToolUse records the call's change as
+    recorded; with --ask-studio SECONDS a command that needs approval waits
+    for a person's answer on the Approvals page of 'strata studio' instead
+    (refused when none comes within SECONDS; the PermissionRequest of a call
+    approved there is not asked again). Before a call that goes ahead, what
+    changed since the last snapshot is recorded as yours. PostToolUse records the call's change as
     the session's (kind agent); an apply_patch's event holds only the files
     its patch names. PermissionRequest (Codex about to ask for approval)
     refuses what PreToolUse refuses. UserPromptSubmit records your work so
@@ -576,13 +686,16 @@ def hook_codex(
     from strata.integrations import fasthook
     from strata.integrations.hooks import read_payload
 
+    _studiofirst()
     text = payload if payload is not None else fasthook.pending_stdin
     if text is None:
         text = sys.stdin.buffer.read().decode("utf-8", "replace")
     hook_message = read_payload(text)
     event = hook_message["hook_event_name"]
     if event in ("PreToolUse", "PermissionRequest"):
-        _codex_judge(hook_message, strict=strict, before_call=event == "PreToolUse")
+        _codex_judge(
+            hook_message, strict=strict, before_call=event == "PreToolUse", ask_studio=ask_studio
+        )
     elif event == "PostToolUse":
         from strata.integrations.hooks import CODEX
 
@@ -604,7 +717,9 @@ def _chdir(payload: dict[str, Any]) -> None:
             raise click.UsageError(f"the hook's cwd {cwd!r} is not a folder") from None
 
 
-def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) -> None:
+def _codex_judge(
+    payload: dict[str, Any], *, strict: bool, before_call: bool, ask_studio: float | None = None
+) -> None:
     """Judge a Codex call (PreToolUse, or PermissionRequest); refuse it with exit 2.
 
     Codex runs the tool when its hook exits any way but 2, so anything that
@@ -619,13 +734,50 @@ def _codex_judge(payload: dict[str, Any], *, strict: bool, before_call: bool) ->
     with fails_closed():
         _chdir(payload)
         if before_call:
-            _pre_tool_use(payload, ask_prompts=False, strict=strict, agent=CODEX)
+            _pre_tool_use(
+                payload, ask_prompts=False, strict=strict, agent=CODEX, ask_studio=ask_studio
+            )
             return
         try:
             layout = find_layout(Path.cwd())
         except NotARepository:
             return  # not a Strata workspace: nothing here to protect
-        _judge(payload, layout, CODEX, ask_prompts=False, strict=strict)
+        if ask_studio is not None and _approved_in_studio(payload, CODEX):
+            return  # its PreToolUse was approved on the studio's page: not asked twice
+        _judge(payload, layout, CODEX, ask_prompts=False, strict=strict, ask_studio=ask_studio)
+
+
+#: how recent an approval given on the studio's page must be to answer Codex's
+#: PermissionRequest of the same call (its PreToolUse asked it moments before)
+APPROVAL_REUSE_S = 600.0
+
+
+def _approved_in_studio(payload: dict[str, Any], agent: Agent) -> bool:
+    """Whether the session's newest approval of this very command was given in the studio, lately.
+
+    Codex asks PermissionRequest after PreToolUse for the same call; the
+    person answered the first on the studio's page.
+    """
+    from datetime import datetime
+
+    command = _command(payload)
+    try:
+        with _open(payload, agent) as repo:
+            decided = repo.history(action="approval_decided", limit=20)
+            now_ms = repo.clock()  # (the clock the events were stamped with)
+    except (StrataError, OSError):
+        return False
+    session = _session(payload, agent)
+    for event in decided:
+        if event.author.name != session or event.data.get("command") != command:
+            continue
+        try:
+            when_ms = datetime.fromisoformat(event.ts.replace("Z", "+00:00")).timestamp() * 1000
+        except ValueError:
+            return False
+        recent = now_ms - when_ms <= APPROVAL_REUSE_S * 1000
+        return bool(event.data.get("approved")) and event.data.get("by") == "studio" and recent
+    return False
 
 
 @contextmanager
@@ -724,6 +876,14 @@ def hook_aider(ctx: click.Context, files: tuple[str, ...]) -> None:
     "turn, nothing refused), for a Codex without hooks (before 0.124; chosen by itself "
     "when 'codex --version' is older).",
 )
+@click.option(
+    "--ask-studio",
+    "ask_studio",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="claude-code, codex: the hooks ask on 'strata studio''s Approvals page about a "
+    "command that needs approval, waiting up to SECONDS (their time-out set to SECONDS + 30).",
+)
 @click.option("--dry-run", is_flag=True, help="Show the change; write nothing.")
 @json_option
 def hook_install(
@@ -732,6 +892,7 @@ def hook_install(
     shared: bool,
     user: bool,
     notify: bool,
+    ask_studio: float | None,
     dry_run: bool,
     as_json: bool,
 ) -> None:
@@ -747,13 +908,15 @@ def hook_install(
     --version'), or --notify, gets the notify program in
     $CODEX_HOME/config.toml or ~/.codex/config.toml instead. aider:
     .aider.conf.yml of the workspace (auto-commits off, Strata as the lint
-    command). The hooks run this strata by its absolute path, so they work
-    from any PATH (a venv's strata is not on the agent's). Other settings are
-    kept; installing again changes nothing (an earlier install's entry is
-    pointed at this strata); a setting of yours Strata would have to replace
-    is refused, named. --config PATH must be in a folder that exists (only
-    the agent's own folder at its default place, such as .claude/, is made
-    when missing).
+    command). --ask-studio SECONDS has the hooks of claude-code and codex
+    ask on the Approvals page of 'strata studio' about a command that needs
+    approval (refused when no one answers within SECONDS). The hooks run
+    this strata by its absolute path, so they work from any PATH (a venv's
+    strata is not on the agent's). Other settings are kept; installing again
+    changes nothing (an earlier install's entry is pointed at this strata);
+    a setting of yours Strata would have to replace is refused, named.
+    --config PATH must be in a folder that exists (only the agent's own
+    folder at its default place, such as .claude/, is made when missing).
 
     \b
     Example:
@@ -761,6 +924,7 @@ def hook_install(
       strata hook install claude-code --shared
       strata hook install codex
       strata hook install codex --user --dry-run --json
+      strata hook install claude-code --ask-studio 300
     """
     from strata.integrations.install import default_path, plan
     from strata.layout import find_layout
@@ -769,6 +933,8 @@ def hook_install(
         raise click.UsageError("--shared is for claude-code (its project settings)")
     if (user or notify) and agent != "codex":
         raise click.UsageError(f"--{'user' if user else 'notify'} is for codex")
+    if ask_studio is not None and (agent == "aider" or notify):
+        raise click.UsageError("--ask-studio is for the hooks of claude-code and codex")
     form, version = agent, None
     notes: list[str] = []
     if agent == "codex":
@@ -801,7 +967,9 @@ def hook_install(
     own = default is not None and path.parent.resolve() == default.parent.resolve()
     own = own and (agent != "claude-code" or path.name in ("settings.json", "settings.local.json"))
     own = own or (default is not None and path.resolve() == default.resolve())
-    change = plan(form, path, program=strata_program(), make_folder=own)
+    if ask_studio is not None and form == "codex-notify":
+        raise click.UsageError("--ask-studio needs Codex's hooks (Codex 0.124 or later)")
+    change = plan(form, path, program=strata_program(), make_folder=own, ask_studio=ask_studio)
     if not dry_run:
         change.apply()
     if form == "codex":

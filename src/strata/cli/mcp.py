@@ -146,6 +146,10 @@ def mcp(
             StrataTools(repo, author=who, watcher=watcher_report, ask_studio=ask_studio)
         )
         if transport == "stdio":
+            from strata.integrations.mcp_prestart import start_later
+
+            # the next 'strata mcp' of this workspace is a fork of a server started ahead
+            start_later(str(repo.layout.repo), str(repo.root))
             serve_stdio(server)
             return
         click.echo(f"strata mcp: serving {repo.root} at http://127.0.0.1:{port}/mcp", err=True)

@@ -61,6 +61,13 @@ def turned_off(repo: Any) -> str | None:
     return None
 
 
+#: set by a command whose caller waits for its answer (an agent's hook): the watcher is
+#: started once the command is done, so that its start (an interpreter, the whole of
+#: Strata, a watch on every folder) does not share the cores with the command's own walk
+deferred = False
+_started_later = False
+
+
 def autostart(repo: Any) -> None:
     """Start the workspace's watcher in the background when none runs; never wait for it.
 
@@ -69,8 +76,21 @@ def autostart(repo: Any) -> None:
     ``[watch] idle_timeout`` seconds without a request or a change, and
     captures live steps only with ``[watch] capture = true``. Nothing is
     started when it is turned off, when a watcher runs or is starting (the
-    pid file is locked), or when one could not run here lately.
+    pid file is locked), or when one could not run here lately. When
+    :data:`deferred`, it is started as this process exits (``atexit``).
     """
+    global _started_later
+    if deferred:
+        if not _started_later:
+            import atexit
+
+            _started_later = True
+            atexit.register(_spawn, repo)  # (what it reads of the repository stays readable)
+        return
+    _spawn(repo)
+
+
+def _spawn(repo: Any) -> None:
     if turned_off(repo) is not None:
         return  # (before importing the watcher's module: it loads the socket machinery)
     from strata.watch.monitor import unavailable, watcher_alive

@@ -553,15 +553,16 @@ def record_decision(
     event carries as ``tool_call_id``, is returned. ``outcome`` is
     ``forbidden`` (the policy, or a rule of the hook's, refuses it),
     ``denied`` (it needs approval and ``by`` refused it: ``reason`` says
-    why) or ``asked`` (it needs approval and was handed to ``by``, whose
-    answer Strata does not see). ``decision`` is the policy's, when the
+    why), ``approved`` (it needs approval and ``by`` approved it, ``reason``
+    as given: the agent then runs it) or ``asked`` (it needs approval and was
+    handed to ``by``, whose answer Strata does not see). ``decision`` is the policy's, when the
     policy judged it (its risk class and reason are recorded); ``gateway``
     the gateway's whole decision (:func:`strata.gateway.decision.decide`),
     recorded as ``Gateway.exec`` records its own (``gateway`` in
     ``tool_call_started``).
     """
-    if outcome not in ("forbidden", "denied", "asked"):
-        raise UsageError(f"unknown outcome {outcome!r}; use forbidden, denied or asked")
+    if outcome not in ("forbidden", "denied", "approved", "asked"):
+        raise UsageError(f"unknown outcome {outcome!r}; use forbidden, denied, approved or asked")
     if outcome != "forbidden" and decision is None:
         raise UsageError(f"an approval {outcome} needs the policy's decision (decision=...)")
     author = author or core.author
@@ -570,6 +571,7 @@ def record_decision(
     command_type = {
         "forbidden": EventType.TOOL_CALL_FINISHED,
         "denied": EventType.APPROVAL_DECIDED,
+        "approved": EventType.APPROVAL_DECIDED,
         "asked": EventType.APPROVAL_REQUESTED,
     }[outcome]
     with core.transaction(command_type, author) as tx:
@@ -611,6 +613,15 @@ def record_decision(
                     EventType.APPROVAL_REQUESTED,
                     {**base, **request.to_json(), **asked},
                     f"approval requested ({decision.risk}): {command}",
+                )
+            )
+        if outcome == "approved":
+            approval = ApprovalDecision(True, reason, by)
+            events.append(
+                (
+                    EventType.APPROVAL_DECIDED,
+                    {**base, "command": command, "risk": risk, **approval.to_json()},
+                    f"approved by {by}: {command}",
                 )
             )
         if outcome == "denied":

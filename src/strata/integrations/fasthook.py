@@ -30,6 +30,9 @@ from strata import _wire
 
 #: what :func:`try_fast` read from stdin (the CLI's hook command reads it from here)
 pending_stdin: str | None = None
+#: set by :func:`try_fast` when the hook records a snapshot that no watcher took: the
+#: command line then walks the workspace (in the hook's ``cwd``, where this went)
+walks_here = False
 
 #: the longest rationale recorded (an Edit's strings or a Write's content are clipped)
 RATIONALE_LIMIT = 1000
@@ -105,7 +108,47 @@ def aider_snapshot(files: list[str]) -> list[str]:
 
 def _notify_form(args: list[str]) -> bool:
     """Whether ``strata hook codex ARGS`` is Codex's ``notify`` (its message an argument)."""
-    return any(not a.startswith("-") for a in args)
+    return any(not a.startswith("-") for a in without_ask_studio(args)[0])
+
+
+#: the option that has a PreToolUse asked on the studio's Approvals page (it takes SECONDS)
+ASK_STUDIO = "--ask-studio"
+
+
+def without_ask_studio(args: list[str]) -> tuple[list[str], str | None]:
+    """``args`` without ``--ask-studio SECONDS`` (or ``--ask-studio=SECONDS``), and its value."""
+    kept: list[str] = []
+    value: str | None = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == ASK_STUDIO and i + 1 < len(args):
+            value = args[i + 1]
+            i += 2
+            continue
+        if arg.startswith(ASK_STUDIO + "="):
+            value = arg.split("=", 1)[1]
+        else:
+            kept.append(arg)
+        i += 1
+    return kept, value
+
+
+def _waits_for_a_person(text: str) -> bool:
+    """Whether a hook's message is a shell command's PreToolUse or PermissionRequest.
+
+    Such a call may wait minutes for an answer on the studio's page
+    (``--ask-studio``): it is judged in this process, never in the watcher,
+    which serves every other command of the workspace one at a time.
+    """
+    try:
+        payload = _wire.loads(text)
+    except ValueError:
+        return True  # the CLI says what is wrong
+    return not isinstance(payload, dict) or (
+        payload.get("hook_event_name") in ("PreToolUse", "PermissionRequest")
+        and payload.get("tool_name") == "Bash"
+    )
 
 
 def parse(agent: str, args: list[str], stdin_text: str) -> tuple[list[str] | None, str | None]:
@@ -158,12 +201,17 @@ def try_fast(argv: list[str]) -> None:
     agent, args = argv[0], argv[1:]
     if any(a in ("-h", "--help") for a in args):
         return
+    studio = None
     if agent in HOOK_OPTIONS and not (agent == "codex" and _notify_form(args)):
         if any(a.startswith(PAYLOAD) for a in args):
             return  # the message is in the arguments: served (or run) as it is
+        args, studio = without_ask_studio(args)
         if any(a not in HOOK_OPTIONS[agent] for a in args) or sys.stdin is None:
             return
         pending_stdin = sys.stdin.buffer.read().decode("utf-8", "replace")
+        if studio is not None and _waits_for_a_person(pending_stdin):
+            return  # judged here: it may wait for a person's answer
+        # any other event does not ask: handed to the watcher without the option
     command, cwd = parse(agent, args, pending_stdin or "")
     if command is None:
         return
@@ -174,6 +222,8 @@ def try_fast(argv: list[str]) -> None:
             return  # the CLI says what is wrong (and refuses a call it cannot judge)
     from strata._resident import try_resident
 
+    global walks_here
+    walks_here = True  # unless the watcher takes it (then this process exits)
     try:
         try_resident(command)
     except SystemExit as exc:

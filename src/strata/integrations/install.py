@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import os
 import re
 import shlex
@@ -76,14 +77,32 @@ CODEX_HOOKS_SINCE = (0, 124, 0)
 PROGRAM_NAMES = ("strata", "strata-py")
 
 
-def claude_command(program: str) -> str:
+def claude_command(program: str, ask_studio: float | None = None) -> str:
     """The command Claude Code runs for Strata's hooks."""
-    return f"{shlex.quote(program)} hook claude-code"
+    return f"{shlex.quote(program)} hook claude-code{_studio_words(ask_studio)}"
 
 
-def codex_command(program: str) -> str:
+def codex_command(program: str, ask_studio: float | None = None) -> str:
     """The command Codex runs for Strata's lifecycle hooks."""
-    return f"{shlex.quote(program)} hook codex"
+    return f"{shlex.quote(program)} hook codex{_studio_words(ask_studio)}"
+
+
+def _studio_words(ask_studio: float | None) -> str:
+    return "" if ask_studio is None else f" --ask-studio {ask_studio:g}"
+
+
+#: what an agent may wait for a hook beyond the studio's time to answer (seconds): the
+#: hook's own work before and after the wait
+HOOK_MARGIN_S = 30
+
+
+def hook_timeout(ask_studio: float | None) -> int | None:
+    """The hook ``timeout`` (seconds) for waiting up to ``ask_studio``; None: the agent's own.
+
+    Claude Code gives a hook 60 seconds by default and Codex 600: a hook
+    killed while it waits would neither refuse nor allow as Strata decided.
+    """
+    return None if ask_studio is None else math.ceil(ask_studio) + HOOK_MARGIN_S
 
 
 def codex_notify(program: str) -> list[str]:
@@ -107,6 +126,8 @@ def _is_ours(command: object, rest: list[str]) -> bool:
         words = list(command)
     else:
         return False
+    if len(words) == len(rest) + 3 and words[-2] == "--ask-studio":
+        words = words[:-2]  # an install with --ask-studio SECONDS
     return (
         len(words) == len(rest) + 1
         and os.path.basename(words[0]) in PROGRAM_NAMES
@@ -178,34 +199,53 @@ def _read(path: Path) -> str | None:
 # -- Claude Code ----------------------------------------------------------------------------
 
 
-def _set_command(groups: list[Any], command: str, agent: str) -> bool:
-    """Point every Strata hook of ``agent`` among ``groups`` at ``command``; False when none."""
+def _set_command(groups: list[Any], command: str, agent: str, timeout: int | None) -> bool:
+    """Point every Strata hook of ``agent`` among ``groups`` at ``command``; False when none.
+
+    Its ``timeout`` is set to ``timeout``, or dropped (the agent's default) when None.
+    """
     found = False
     for group in groups:
         hooks = group.get("hooks") if isinstance(group, dict) else None
         for hook in hooks if isinstance(hooks, list) else ():
             if isinstance(hook, dict) and _is_ours(hook.get("command"), ["hook", agent]):
                 hook["command"] = command
+                if timeout is None:
+                    hook.pop("timeout", None)
+                else:
+                    hook["timeout"] = timeout
                 found = True
     return found
 
 
-def claude_code(path: Path, program: str) -> Change:
+def claude_code(path: Path, program: str, ask_studio: float | None = None) -> Change:
     """Claude Code's settings with Strata's hooks: before and after each call, each prompt."""
-    return _merge_hooks("claude-code", path, claude_command(program), CLAUDE_EVENTS)
+    return _merge_hooks(
+        "claude-code",
+        path,
+        claude_command(program, ask_studio),
+        CLAUDE_EVENTS,
+        hook_timeout(ask_studio),
+    )
 
 
-def codex_hooks(path: Path, program: str) -> Change:
+def codex_hooks(path: Path, program: str, ask_studio: float | None = None) -> Change:
     """Codex's hooks.json with PreToolUse, PermissionRequest and PostToolUse running Strata.
 
     Codex reads ``hooks.json`` beside each configuration layer (the user's
     ``$CODEX_HOME``, a project's ``.codex/``) in Claude Code's format.
     """
-    return _merge_hooks("codex", path, codex_command(program), CODEX_EVENTS)
+    return _merge_hooks(
+        "codex", path, codex_command(program, ask_studio), CODEX_EVENTS, hook_timeout(ask_studio)
+    )
 
 
 def _merge_hooks(
-    agent: str, path: Path, command: str, events: tuple[tuple[str, str | None], ...]
+    agent: str,
+    path: Path,
+    command: str,
+    events: tuple[tuple[str, str | None], ...],
+    timeout: int | None = None,
 ) -> Change:
     """The JSON hooks file at ``path`` (Claude Code's format) with ``events`` running ``command``.
 
@@ -232,8 +272,11 @@ def _merge_hooks(
         groups = hooks.setdefault(event, [])
         if not isinstance(groups, list):
             raise ConfigError(f"'hooks.{event}' in {path} is not a list")
-        if not _set_command(groups, command, agent):
-            entry: dict[str, Any] = {"hooks": [{"type": "command", "command": command}]}
+        if not _set_command(groups, command, agent, timeout):
+            hook: dict[str, Any] = {"type": "command", "command": command}
+            if timeout is not None:
+                hook["timeout"] = timeout
+            entry: dict[str, Any] = {"hooks": [hook]}
             groups.append({"matcher": matcher, **entry} if matcher else entry)
     after = json.dumps(settings, indent=2, ensure_ascii=False) + "\n"
     if before is not None and json.loads(before or "{}") == settings:
@@ -407,7 +450,14 @@ def default_path(
     raise UsageError(f"unknown agent {agent!r}; use one of {', '.join(AGENTS)}")
 
 
-def plan(agent: str, path: Path, *, program: str, make_folder: bool = False) -> Change:
+def plan(
+    agent: str,
+    path: Path,
+    *,
+    program: str,
+    make_folder: bool = False,
+    ask_studio: float | None = None,
+) -> Change:
     """What installing Strata's hooks for ``agent`` into ``path`` changes (nothing written).
 
     ``program`` is the absolute path of the ``strata`` command the hooks run.
@@ -424,4 +474,10 @@ def plan(agent: str, path: Path, *, program: str, make_folder: bool = False) -> 
             hint="check the --config path (no agent would read a file there), or make "
             "the folder first",
         )
+    if ask_studio is not None:
+        if agent == "claude-code":
+            return claude_code(path, program, ask_studio)
+        if agent == "codex":
+            return codex_hooks(path, program, ask_studio)
+        raise UsageError("--ask-studio is for the hooks of claude-code and codex")
     return PLANNERS[agent](path, program)
