@@ -94,9 +94,21 @@ def _echo_turn(turn: Turn) -> None:
 @_conversation_option
 @model_option("The model for this turn (default: the Workshop's, 'strata chat model').")
 @click.option("--rpi", is_flag=True, help="Run the Research -> Plan -> Implement loop.")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="The most model calls the turn may make; a turn that reaches it fails (exit 1).",
+)
 @json_option
 def ask(
-    message: str, conversation: str | None, model: str | None, rpi: bool, as_json: bool
+    message: str,
+    conversation: str | None,
+    model: str | None,
+    rpi: bool,
+    max_steps: int,
+    as_json: bool,
 ) -> None:
     """Send MESSAGE to the Workshop's agent: one turn, headless (for scripts).
 
@@ -112,6 +124,7 @@ def ask(
     """
     with open_repo() as repo:
         workshop = _open(repo, conversation, model)
+        workshop.max_steps = max_steps
         turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
     if as_json:
         emit_json(turn.to_json())
@@ -170,8 +183,12 @@ def _message_line(m: ChatMessage, head: str | None) -> str:
     extra = ""
     if m.draft_revision:
         extra = f"  (Draft revision {short(m.draft_revision)})"
-    if m.data.get("error"):
-        extra += "  [interrupted]" if m.data.get("interrupted") else "  [failed]"
+    error = m.data.get("error")
+    if error:
+        said = error.get("message") if isinstance(error, dict) else None
+        said = printable(" ".join(str(said or "").split()))[:160]
+        what = "interrupted" if m.data.get("interrupted") else "failed"
+        extra += f"  [{what}: {said}]" if said else f"  [{what}]"
     return f"{marker} {short(m.id)} {m.ts[:19]} {who}: {text}{extra}"
 
 

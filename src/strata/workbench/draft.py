@@ -168,10 +168,15 @@ class DraftRun:
     outcome: ProcessOutcome
     isolated: bool
     revision: Event | None
+    #: the revision the Draft was rewound to after a failed run (its writes undone)
+    rolled_back_to: str | None = None
+    rolled_back_paths: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata draft run --json`` prints."""
         return {
+            "rolled_back_to": self.rolled_back_to,
+            "rolled_back_paths": list(self.rolled_back_paths),
             "argv": self.argv,
             "exit_code": self.outcome.exit_code,
             "signal": self.outcome.signal,
@@ -247,6 +252,8 @@ class Draft:
                 )
             ),
             "git": self.state.git,
+            "source": self.state.source,
+            "source_text": self.state.source_text(),
         }
 
     # -- revisions -------------------------------------------------------------------
@@ -374,8 +381,14 @@ class Draft:
         agents: Sequence[str] = (),
         on_net_refused: Callable[[str], None] | None = None,
         model_calls: Callable[[], AbstractContextManager[ModelCalls]] | None = None,
+        keep_failed: bool = False,
     ) -> DraftRun:
         """Run ``argv`` in the Draft, then record a draft revision.
+
+        A command that fails (a non-zero exit, a signal) has its writes rolled
+        back unless ``keep_failed``: its revision is recorded (what it wrote
+        stays in the ledger), then the Draft is rewound to the revision before
+        it (a ``draft rewind``: ``strata undo`` brings the writes back).
 
         ``sandbox`` is ``bwrap`` (the Draft mounted read-write at the
         workspace's own path, nothing else of the host writable, see
@@ -422,6 +435,7 @@ class Draft:
                 hint="drop --sandbox none",
             )
 
+        before = self.tip().id
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         traces: tuple[str, ...] = ()
@@ -456,6 +470,13 @@ class Draft:
             always=True,
             artifacts=traces,
         )
+        failed = outcome.exit_code != 0 or outcome.signal is not None
+        if failed and not keep_failed and revision is not None:
+            back = self.rewind(before, author=author)
+            if back.paths:
+                return DraftRun(
+                    list(argv), outcome, sandbox != "none", revision, before, back.paths
+                )
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
     def _execute(
@@ -656,8 +677,12 @@ def start_draft(
     author: Author | None = None,
     tree: ObjectId | None = None,
     data: dict[str, Any] | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> Draft:
     """Create the one Draft from Published's files (recording Published first).
+
+    ``source`` is what ``draft.json`` records as what opened the Draft (see
+    :attr:`~strata.workbench.state.DraftState.source`; default ``{"kind": "cli"}``).
 
     A folder kept from an ended Draft is brought to Published's tree by
     writing only the paths that differ; else Published's files are copied.
@@ -712,7 +737,14 @@ def start_draft(
             _write_kept(core)
             branch = f"draft/{draft_id}"
             tx.move(branches={**tx.view.branches, branch: head.id})
-        state = DraftState(draft_id, branch, EventId(head.id), core.now_ms(), git)
+        state = DraftState(
+            draft_id,
+            branch,
+            EventId(head.id),
+            core.now_ms(),
+            git,
+            dict(source) if source is not None else {"kind": "cli"},
+        )
         atomic_write(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
         draft = Draft(core, state)
         if scanned is not None and scanned.tree == head_tree:

@@ -36,10 +36,16 @@ class DraftState:
     base_event_id: EventId
     created_ms: int
     git: bool = False
+    #: what opened the Draft: ``{"kind": "workshop", "conversation": …}``, ``{"kind":
+    #: "run", "command": …}``, ``{"kind": "agent", "agent": …}``, ``{"kind": "hook",
+    #: "agent": …}``, ``{"kind": "mcp"}``, ``{"kind": "cli"}``; None for a Draft
+    #: recorded before sources were
+    source: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """As stored in ``draft.json``."""
         return {
+            **({"source": self.source} if self.source is not None else {}),
             "format": STATE_FORMAT,
             "id": self.id,
             "branch": self.branch,
@@ -80,7 +86,31 @@ class DraftState:
             base_event_id=EventId(raw["base_event_id"]),
             created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
+            source=raw["source"] if isinstance(raw.get("source"), dict) else None,
         )
+
+    def source_text(self) -> str:
+        """The source as a person reads it (``Workshop (conv_…)``, ``draft run (make)``)."""
+        source = self.source or {}
+        kind = str(source.get("kind") or "")
+        detail = {
+            "workshop": "conversation",
+            "run": "command",
+            "agent": "agent",
+            "hook": "agent",
+        }.get(kind)
+        label = {
+            "workshop": "Workshop",
+            "run": "draft run",
+            "agent": "strata agent",
+            "hook": "agent hook",
+            "mcp": "MCP client",
+            "cli": "draft start",
+        }.get(kind, kind or "unknown source")
+        value = source.get(detail) if detail else None
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        return f"{label} ({str(value)[:60]})" if value else label
 
 
 class OpenDraft(Protocol):

@@ -252,8 +252,12 @@ def append(
     head: str | None = None,
     data: dict[str, Any] | None = None,
     author: Author | None = None,
+    artifacts: tuple[str, ...] = (),
 ) -> Event:
     """Append one record to ``conversation`` within ``tx``; return its event.
+
+    ``artifacts`` are stored objects the record links (the traces of a turn's
+    steps that made no Draft revision: a question's model calls).
 
     A chained record follows ``parent`` in the transcript and becomes the
     head; an off-chain record (``chain=False``) moves the head to ``head``.
@@ -278,6 +282,7 @@ def append(
         rationale=f"{label}: {summary}" if summary else str(label),
         data=body,
         author=author,
+        artifacts=artifacts,
     )
     tx.update_data(event.id, head=event.id if chain else head)
     return replace(event, data={**body, "head": event.id if chain else head})

@@ -52,6 +52,7 @@ from strata.errors import (
     UsageError,
     WorkshopBusy,
     WorkshopError,
+    WorkshopStepLimit,
 )
 from strata.ids import ObjectId
 from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock and leases
@@ -68,7 +69,7 @@ from strata.workshop.conversation import (
 
 if TYPE_CHECKING:
     from strata.agent.loop import ToolTable
-    from strata.agent.tools import ToolResult
+    from strata.agent.tools import ToolResult, WriteLimits
     from strata.core import Core, OperationRecord, Transaction
     from strata.core.groups import Group
     from strata.providers.base import CancelToken, Message, Provider
@@ -308,6 +309,7 @@ class Workshop:
             raise UsageError("the message is empty")
         with self._turn("send a message") as lease:
             provider = self._provider()  # an unknown model fails before anything is recorded
+            self._limits()  # as does a bad [edits] setting
             log = self.log()
             # a prompt that cannot be assembled (no manifest) fails before anything is recorded
             assembled = self._assemble(_history(log.transcript()), text)
@@ -445,7 +447,7 @@ class Workshop:
         With ``rpi`` the Research -> Plan -> Implement loop answers
         (:func:`strata.workshop.rpi.run_rpi_agent`), resumable by the message's id.
         """
-        from strata.agent.loop import StepRecord, run_agent
+        from strata.agent.loop import AgentResult, StepRecord, run_agent
         from strata.providers.base import TextDelta
         from strata.workbench.draft import open_draft
         from strata.workshop.events import StepFinished, StepStarted, ToolResultEvent
@@ -477,6 +479,7 @@ class Workshop:
             emit(StepFinished(record.step, record.event_id, record.finish_reason))
 
         error: BaseException | None = None
+        result: AgentResult | None = None
         try:
             if assembled is None:
                 assembled = self._assemble(_history(log.transcript(user.parent)), user.text)
@@ -493,11 +496,18 @@ class Workshop:
                 "on_tool_result": tool_done,
                 "on_step": step_done,
                 "data": {"workshop": {"conversation": self.conversation_id, "message": user.id}},
+                "limits": self._limits(),
+                "draft_on_write": True,
+                "source": {
+                    "kind": "workshop",
+                    "conversation": self.conversation_id,
+                    "message": user.id,
+                },
             }
             if rpi:
                 from strata.workshop.rpi import rpi_folder, run_rpi_agent
 
-                run_rpi_agent(
+                result = run_rpi_agent(
                     core,
                     provider,
                     user.text,
@@ -508,12 +518,16 @@ class Workshop:
             else:
                 from strata.workshop.rpi import loop_detector
 
-                run_agent(core, provider, user.text, loop=loop_detector(), **common)
+                result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+            if result.stopped == "max_steps":
+                raise WorkshopStepLimit(result.max_steps)
         except (StrataError, KeyboardInterrupt) as exc:
             error = exc
         draft = open_draft(core)
         revision = draft.tip().id if draft is not None else None
         text = steps[-1].text if steps and error is None else "".join(partial)
+        if isinstance(error, WorkshopStepLimit) and steps:
+            text = steps[-1].text
         data: dict[str, Any] = {
             "rpi": rpi,
             "model": self.model or provider.name,
@@ -549,6 +563,8 @@ class Workshop:
                 parent=parent,
                 data=data,
                 author=Author("workshop", "agent", provider.model or None),
+                # the traces no Draft revision links (steps before the first write)
+                artifacts=tuple(t for s in steps if s.event_id is None for t in s.traces),
             )
             if replaced is not None:
                 append(
@@ -586,6 +602,12 @@ class Workshop:
             system, messages = self.prompt(folder, history, text)
             return system, list(messages)
         return (self.system() if callable(self.system) else self.system), history
+
+    def _limits(self) -> WriteLimits:
+        """The bounds on one turn's writes (``[edits]`` of ``config.toml``)."""
+        from strata.agent.tools import WriteLimits
+
+        return WriteLimits.from_config(self.core.config.raw)
 
     def _provider(self, *, fallback: str | None = None) -> Provider:
         """The provider of this turn: the one given, else the model's (else ``fallback``)."""
@@ -940,7 +962,13 @@ def transition(
     if current is not None and core.tree_of(current.tip()) == tree:
         return pre
     if current is None:  # the Draft had ended: a new one, its first revision at the tree
-        start_draft(core, author=author, tree=tree, data={"reopened": str(draft["event"])})
+        start_draft(
+            core,
+            author=author,
+            tree=tree,
+            data={"reopened": str(draft["event"])},
+            source={"kind": "workshop", "reopened": str(draft["event"])},
+        )
         return pre
     current.record("before rewind", author=author)
     target = core.event(str(draft["event"]))
@@ -956,14 +984,30 @@ def _newest_pre_restore(core: Core) -> str | None:
 
 
 def _history(chain: list[ChatMessage]) -> list[Message]:
-    """The transcript as the model reads it: user and assistant messages, summaries."""
+    """The transcript as the model reads it: user and assistant messages, summaries.
+
+    A failed turn (its answer marked ``error``: a provider failure, a cancel,
+    a crash) is left out, its user message with it: a failed request is not
+    sent again with the next one (``strata chat regenerate`` asks it again).
+    """
     from strata.providers.base import Message
 
     out: list[Message] = []
     summaries = [i for i, r in enumerate(chain) if r.kind == EventType.SUMMARY_MESSAGE]
     if summaries:  # the last summary stands for everything before it
         chain = chain[summaries[-1] :]
+    failed: set[str] = set()
+    asked: str | None = None
     for record in chain:
+        if record.kind == EventType.USER_MESSAGE:
+            asked = record.id
+        elif record.kind == EventType.ASSISTANT_MESSAGE and _failed(record):
+            failed.add(record.id)
+            if asked is not None:
+                failed.add(asked)
+    for record in chain:
+        if record.id in failed:
+            continue
         if record.kind == EventType.USER_MESSAGE:
             out.append(Message("user", record.text))
         elif record.kind == EventType.ASSISTANT_MESSAGE and record.text:
@@ -971,6 +1015,14 @@ def _history(chain: list[ChatMessage]) -> list[Message]:
         elif record.kind == EventType.SUMMARY_MESSAGE:
             out.append(Message("user", "Summary of the conversation so far:\n" + record.text))
     return out
+
+
+def _failed(answer: ChatMessage) -> bool:
+    """True for the answer of a turn that failed (a turn stopped at its step limit did not)."""
+    error = answer.data.get("error")
+    return bool(error) and not (
+        isinstance(error, dict) and error.get("type") == WorkshopStepLimit.__name__
+    )
 
 
 def _last_seq(core: Core) -> int:

@@ -1,0 +1,280 @@
+"""The Workshop and the Draft: a question opens none, a failed turn opens none, writes are bounded.
+
+Turns are answered over real HTTP on 127.0.0.1 (``tests/wire_server.py``,
+the OpenAI Chat Completions wire) or by the scripted provider.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import as_json, ok
+from strata import Repository
+from strata.errors import (
+    ProviderAuthFailed,
+    ProviderUnavailable,
+    WorkshopStepLimit,
+)
+from strata.providers import Retry
+from strata.providers.openai import OpenAIChat
+from strata.providers.scripted import Scripted
+from wire_server import WireServer, status, text, tools
+
+
+@pytest.fixture
+def ws_repo(repo: Repository) -> Repository:
+    (repo.root / "a.txt").write_text("original\n")
+    repo.snapshot("base")
+    return repo
+
+
+def chat_provider(url: str, **settings: Any) -> OpenAIChat:
+    """The OpenAI Chat Completions adapter on ``url``, retrying without waiting."""
+    settings.setdefault("retry", Retry(sleep=lambda seconds: None))
+    return OpenAIChat(name="local", model="m", base_url=url, api_key="sk-test", **settings)
+
+
+def no_draft(repo: Repository) -> bool:
+    return not repo.layout.draft_state.exists()
+
+
+def draft_events(repo: Repository) -> list[str]:
+    kinds = ("draft_revision", "draft_start")
+    return [str(e.action_type) for e in repo.history(limit=200) if e.action_type in kinds]
+
+
+# -- 1. a question, a failure: no Draft --------------------------------------------------------
+
+
+def test_a_question_that_only_reads_opens_no_draft(ws_repo: Repository, wire: WireServer) -> None:
+    wire.queue(tools(("read_file", {"path": "a.txt"})), text("a.txt says original."))
+    w = ws_repo.workshop(provider=chat_provider(wire.openai_url))
+    turn = w.send("what is in a.txt?")
+    assert turn.assistant_message.text == "a.txt says original."
+    assert turn.draft_revision is None
+    assert no_draft(ws_repo) and draft_events(ws_repo) == []
+    # the tool read Published's file
+    assert "original" in str(wire.requests[1].body)
+    # no draft_created card, and the model calls stay linked from the answer
+    assert [m.kind for m in w.messages()] == ["user_message", "assistant_message"]
+    answer = next(e for e in ws_repo.history(limit=50) if e.id == turn.assistant_message.id)
+    assert len(answer.artifacts) == 3  # two model calls, one tool call
+    # nothing blocks moving Published: rewind and branch switch work at once
+    ws_repo.rewind("HEAD")
+
+
+def test_the_first_write_opens_the_draft_and_earlier_reads_read_published(
+    ws_repo: Repository, wire: WireServer
+) -> None:
+    wire.queue(
+        tools(("read_file", {"path": "a.txt"})),
+        tools(("write_file", {"path": "b.txt", "content": "new\n"})),
+        text("Wrote b.txt."),
+    )
+    w = ws_repo.workshop(provider=chat_provider(wire.openai_url))
+    turn = w.send("copy a.txt's gist into b.txt")
+    draft = ws_repo.draft(create=False)
+    assert (draft.path / "b.txt").read_text() == "new\n"
+    assert turn.draft_revision == draft.tip().id
+    assert draft.state.source == {
+        "kind": "workshop",
+        "conversation": w.conversation_id,
+        "message": turn.user_message.id,
+    }
+    assert [m.system_kind for m in w.messages()] == [None, "draft_created", None]
+    assert not (ws_repo.root / "b.txt").exists()
+
+
+@pytest.mark.parametrize("failure", ["503", "401", "refused"])
+def test_a_turn_whose_provider_fails_opens_no_draft_and_shows_why(
+    ws_repo: Repository, wire: WireServer, failure: str, run_cli
+) -> None:
+    if failure == "refused":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        provider = chat_provider(f"http://127.0.0.1:{port}/v1")
+        expected: type[Exception] = ProviderUnavailable
+    else:
+        code = int(failure)
+        wire.queue(*[status(code, "overloaded" if code == 503 else "invalid key")] * 6)
+        provider = chat_provider(wire.openai_url)
+        expected = ProviderUnavailable if code == 503 else ProviderAuthFailed
+    w = ws_repo.workshop(provider=provider)
+    with pytest.raises(expected):
+        w.send("rewrite a.txt")
+    assert no_draft(ws_repo) and draft_events(ws_repo) == []
+    answer = w.messages()[-1]
+    assert answer.kind == "assistant_message" and answer.data["error"]["type"] == expected.__name__
+    # chat log shows the error itself, not only that the turn failed
+    line = ok(run_cli("chat", "log", cwd=ws_repo.root)).splitlines()[-1]
+    assert "[failed:" in line and answer.data["error"]["message"][:40] in line
+
+
+def test_ask_of_a_question_leaves_no_draft_on_the_command_line(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    script = tmp_path / "q.yaml"
+    script.write_text(
+        "- tool_calls: [{name: read_file, arguments: {path: a.txt}}]\n- text: It says original.\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{script}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    code, out, err = run_cli("ask", "what is in a.txt?", cwd=ws)
+    assert code == 0 and "It says original." in out and "no Draft" in err
+    assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False
+    ok(run_cli("rewind", "HEAD", cwd=ws))  # nothing blocks it
+
+
+# -- 8. bounds ---------------------------------------------------------------------------------
+
+
+def test_a_step_limit_says_so_and_fails_the_turn(ws_repo: Repository) -> None:
+    writes = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": f"f{i}.txt", "content": "x"}}]}
+        for i in range(3)
+    ]
+    w = ws_repo.workshop(provider=Scripted(writes, name="demo"))
+    w.max_steps = 2
+    with pytest.raises(WorkshopStepLimit) as caught:
+        w.send("write many files")
+    assert "step limit (2 steps)" in caught.value.message
+    answer = w.messages()[-1]
+    assert answer.data["error"]["type"] == "WorkshopStepLimit"
+    draft = ws_repo.draft(create=False)
+    assert sorted(p.name for p in draft.path.glob("f*.txt")) == ["f0.txt", "f1.txt"]
+
+
+def test_ask_at_the_step_limit_exits_non_zero(run_cli, ws: Path, tmp_path: Path) -> None:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    script = tmp_path / "loop.yaml"
+    script.write_text(
+        "".join(
+            f"- tool_calls: [{{name: write_file, arguments: {{path: f{i}.txt, content: x}}}}]\n"
+            for i in range(4)
+        )
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{script}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    code, _, err = run_cli("ask", "--max-steps", "2", "write files", cwd=ws)
+    assert code == 1 and "error: the turn stopped at its step limit (2 steps)" in err
+    assert "Traceback" not in err
+
+
+def test_a_failed_turn_is_not_sent_again_with_the_next_message(
+    ws_repo: Repository, wire: WireServer
+) -> None:
+    wire.queue(*[status(503, "overloaded")] * 6)
+    w = ws_repo.workshop(provider=chat_provider(wire.openai_url))
+    with pytest.raises(ProviderUnavailable):
+        w.send("delete everything")
+    wire.queue(text("Hello."))
+    w.send("hi")
+    sent = wire.requests[-1].body["messages"]
+    contents = " ".join(str(m.get("content")) for m in sent)
+    assert "hi" in contents and "delete everything" not in contents
+
+
+def test_writes_are_bounded_per_file_and_per_turn(ws_repo: Repository) -> None:
+    with open(ws_repo.layout.config, "a") as config:
+        config.write("\n[edits]\nmax_file_bytes = 100\nmax_turn_bytes = 150\n")
+    ws_repo = Repository.open(ws_repo.root)
+
+    def write(path: str, size: int) -> dict[str, Any]:
+        return {
+            "tool_calls": [
+                {"name": "write_file", "arguments": {"path": path, "content": "x" * size}}
+            ]
+        }
+
+    script = [write("big.txt", 101), write("one.txt", 90), write("two.txt", 90), {"text": "ok"}]
+    w = ws_repo.workshop(provider=Scripted(script, name="demo"))
+    results: list[Any] = []
+    w.send("write", on_event=results.append)
+    from strata.workshop.events import ToolResultEvent
+
+    told = [r for r in results if isinstance(r, ToolResultEvent)]
+    assert [r.is_error for r in told] == [True, False, True]
+    assert "over the limit of 100 bytes per file" in told[0].text
+    assert "this turn's limit of 150 bytes" in told[2].text
+    draft = ws_repo.draft(create=False)
+    assert sorted(p.name for p in draft.path.glob("*.txt")) == ["a.txt", "one.txt"]
+
+
+def test_a_bad_limit_in_the_config_is_one_clear_error_before_anything_is_recorded(
+    ws_repo: Repository,
+) -> None:
+    with open(ws_repo.layout.config, "a") as config:
+        config.write('\n[edits]\nmax_file_bytes = "big"\n')
+    repo = Repository.open(ws_repo.root)
+    w = repo.workshop(provider=Scripted([{"text": "hi"}], name="demo"))
+    from strata.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"\[edits\] max_file_bytes"):
+        w.send("hi")
+    assert w.messages() == []
+
+
+@pytest.mark.parametrize("tool", ["write_file", "edit_file", "table_export"])
+@pytest.mark.parametrize("kind", ["symlink", "fifo"])
+def test_the_edit_tools_refuse_symlinks_and_special_files(
+    tmp_path: Path, tool: str, kind: str
+) -> None:
+    from strata.agent.tools import bounded
+    from strata.workshop.tools import workshop_tools
+
+    folder = tmp_path / "draft"
+    folder.mkdir()
+    (folder / "d.csv").write_text("a\n1\n")
+    outside = tmp_path / "outside.csv"
+    outside.write_text("secret,old\n")
+    target = folder / "t.csv"
+    if kind == "symlink":
+        target.symlink_to(outside)
+    else:
+        os.mkfifo(target)
+    arguments = {
+        "write_file": {"path": "t.csv", "content": "new\n"},
+        "edit_file": {"path": "t.csv", "old": "old", "new": "new"},
+        "table_export": {"path": "d.csv", "sql": "SELECT a FROM t", "output": "t.csv"},
+    }[tool]
+    with bounded(None):
+        result = workshop_tools().run(folder, tool, arguments)
+    assert result.is_error
+    assert ("symlink" if kind == "symlink" else "special file") in result.text
+    assert outside.read_text() == "secret,old\n"
+    assert target.is_symlink() if kind == "symlink" else not target.is_file()
+
+
+def test_a_failed_draft_run_is_rolled_back_unless_kept(run_cli, ws: Path) -> None:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    failing = ["sh", "-c", "echo half > a.txt; echo new > new.txt; exit 3"]
+    code, _, err = run_cli("draft", "run", "--sandbox", "none", "--", *failing, cwd=ws)
+    assert code == 3 and "were rolled back" in err
+    status = as_json(run_cli("draft", "status", "--json", cwd=ws))
+    files = Path(status["path"])
+    assert status["source"] == {"kind": "run", "command": failing}
+    assert (files / "a.txt").read_text() == "original\n" and not (files / "new.txt").exists()
+    ok(run_cli("undo", cwd=ws))  # the roll-back is a draft rewind: undo brings the writes back
+    assert (files / "new.txt").read_text() == "new\n"
+    code, out, _ = run_cli(
+        "draft", "run", "--json", "--keep-failed", "--sandbox", "none", "--",
+        "sh", "-c", "echo kept > kept.txt; exit 1", cwd=ws,
+    )  # fmt: skip
+    assert code == 1 and as_json((0, out, ""))["rolled_back_to"] is None
+    assert (files / "kept.txt").read_text() == "kept\n"
