@@ -235,6 +235,9 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("chat rewind", log["messages"][0]["id"])
     s("chat new", "another")
     s("chat list")
+    if s("draft status")["open"]:
+        s("discard")
+    s("chat restore", "--yes", s("checkpoint list")[0]["id"])  # a card's Restore
     # the host loop (seed 001): a retrieval, a plan with one task, a summary
     (ws / "host.yaml").write_text(
         "responses:\n"

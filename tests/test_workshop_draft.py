@@ -278,3 +278,140 @@ def test_a_failed_draft_run_is_rolled_back_unless_kept(run_cli, ws: Path) -> Non
     )  # fmt: skip
     assert code == 1 and as_json((0, out, ""))["rolled_back_to"] is None
     assert (files / "kept.txt").read_text() == "kept\n"
+
+
+# -- 2. publishes, cards, rewinds ---------------------------------------------------------------
+
+
+def one_turn() -> list[dict[str, Any]]:
+    """The script of a turn that sets a.txt to 1."""
+    arguments = {"path": "a.txt", "content": "1\n"}
+    return [{"tool_calls": [{"name": "write_file", "arguments": arguments}]}, {"text": "One."}]
+
+
+def shop_cli(run_cli, ws: Path, tmp_path: Path, script: str) -> None:
+    (ws / "a.txt").write_text("original\n")
+    ok(run_cli("init", cwd=ws))
+    (tmp_path / "shop.yaml").write_text(script)
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{tmp_path / "shop.yaml"}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+
+
+EDIT = """\
+- tool_calls: [{name: write_file, arguments: {path: a.txt, content: "one\\n"}}]
+- text: Set a.txt to one.
+"""
+
+
+def test_ask_publish_on_the_command_line_then_chat_rewind_restores_published(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    shop_cli(run_cli, ws, tmp_path, EDIT)
+    turn = as_json(run_cli("ask", "--json", "set a.txt to one", cwd=ws))
+    published = as_json(run_cli("publish", "--json", cwd=ws))
+    assert (ws / "a.txt").read_text() == "one\n"
+    log = as_json(run_cli("chat", "log", "--json", cwd=ws))
+    card = log["messages"][-1]
+    assert card["system_kind"] == "checkpoint_publish"
+    assert card["data"]["checkpoint_id"] == published["checkpoint_id"]
+    assert log["head"] == card["id"]
+    assert "strata chat restore" in ok(run_cli("chat", "log", cwd=ws))
+    rewound = as_json(run_cli("chat", "rewind", turn["user_message"]["id"], "--json", cwd=ws))
+    assert rewound["published_from_checkpoint"] == published["checkpoint_id"]
+    assert (ws / "a.txt").read_text() == "original\n"
+    assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False
+
+
+def test_a_publish_from_anywhere_adds_one_card_to_each_conversation_that_edited_the_draft(
+    ws_repo: Repository,
+) -> None:
+    script = [
+        {"tool_calls": [{"name": "write_file", "arguments": {"path": "a.txt", "content": "1\n"}}]},
+        {"text": "One."},
+    ]
+    first = ws_repo.workshop(provider=Scripted(script, name="demo"))
+    first.send("one")
+    other = first.new_conversation("other")
+    other.provider = Scripted(
+        [
+            {
+                "tool_calls": [
+                    {"name": "write_file", "arguments": {"path": "b.txt", "content": "b"}}
+                ]
+            },
+            {"text": "Bee."},
+        ],
+        name="demo",
+    )
+    other.send("bee")
+    bystander = other.new_conversation("bystander")
+    first.publish()  # the chat's own publish: its card, and the other conversation's
+    cards = {
+        w.conversation_id: [m for m in w.messages() if m.system_kind == "checkpoint_publish"]
+        for w in (first, other, bystander)
+    }
+    assert len(cards[first.conversation_id]) == 1 and len(cards[other.conversation_id]) == 1
+    assert cards[bystander.conversation_id] == []
+    assert other.head == cards[other.conversation_id][0].id
+    # the other conversation rewinds across it: Published comes back
+    other.rewind(other.messages()[0].id)
+    assert (ws_repo.root / "a.txt").read_text() == "original\n"
+    assert not (ws_repo.root / "b.txt").exists()
+
+
+def test_the_cards_restore_brings_back_the_files_a_publish_replaced(ws_repo: Repository) -> None:
+    w = ws_repo.workshop(provider=Scripted(one_turn(), name="demo"))
+    w.send("one")
+    ws_repo.draft(create=False).publish()  # the API's publish, outside the chat
+    card = w.messages()[-1]
+    assert card.system_kind == "checkpoint_publish"
+    restored = w.restore(w.checkpoint_of(card.id[:10]))
+    assert restored.system_kind == "checkpoint_restore"
+    assert (ws_repo.root / "a.txt").read_text() == "original\n"
+    from strata.errors import WorkshopError
+
+    with pytest.raises(WorkshopError, match="not a checkpoint card"):
+        w.checkpoint_of(w.messages()[0].id)
+
+
+def test_rewind_to_the_first_message_keeps_a_draft_opened_before_the_conversation(
+    ws_repo: Repository,
+) -> None:
+    draft = ws_repo.draft()  # opened by hand, before any conversation
+    (draft.path / "mine.txt").write_text("mine\n")
+    draft.record("mine")
+    w = ws_repo.workshop(provider=Scripted(one_turn(), name="demo"))
+    w.send("one")
+    w.rewind(w.messages()[0].id)
+    kept = ws_repo.draft(create=False)
+    assert kept.id == draft.id
+    assert (kept.path / "mine.txt").read_text() == "mine\n"
+    assert (kept.path / "a.txt").read_text() == "original\n"
+
+
+RPI = """\
+- tool_calls: [{name: list_files, arguments: {}}]
+- text: a.txt holds 'original'.
+- text: "- [ ] 1. Set a.txt to one"
+- tool_calls: [{name: write_file, arguments: {path: a.txt, content: "one\\n"}}]
+- text: "DONE: a.txt is one"
+- text: I set a.txt to one, as planned.
+"""
+
+
+def test_ask_rpi_shows_its_phases(run_cli, ws: Path, tmp_path: Path) -> None:
+    shop_cli(run_cli, ws, tmp_path, RPI)
+    code, out, err = run_cli("ask", "--rpi", "set a.txt to one", cwd=ws)
+    assert code == 0 and "I set a.txt to one" in out
+    shown = [line for line in err.splitlines() if line.startswith("[") and "]" in line]
+    phases = [line for line in shown if not line.startswith("[message")]
+    assert phases == [
+        "[research]",
+        "[plan]",
+        "[implement]",
+        "[implement 1/1: Set a.txt to one]",
+        "[summary]",
+    ]

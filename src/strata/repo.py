@@ -125,6 +125,7 @@ def _features() -> dict[str, Any]:
         # the Workshop's first: recover_runs removes every stale lease it finds
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
+        "publish_hooks": (_publish_cards,),
     }
 
 
@@ -150,6 +151,14 @@ def _undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     from strata.workshop.session import undo_workshop  # issue 13
 
     return undo_workshop(tx, op)
+
+
+def _publish_cards(tx: Transaction, event: Event) -> None:
+    if not tx.core.layout.workshop.is_dir():
+        return  # no Workshop has run here: no conversation to tell
+    from strata.workshop.session import publish_cards  # issue 31
+
+    publish_cards(tx, event)
 
 
 class Repository(Core):

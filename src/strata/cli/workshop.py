@@ -51,13 +51,25 @@ def _streamer(as_json: bool) -> Callable[[object], None]:
     """Print the answer's text as it streams, and one line per tool call (not with --json)."""
     from strata.providers.base import TextDelta
     from strata.workshop.events import StepFinished, ToolResultEvent
+    from strata.workshop.rpi import ImplementProgress, PhaseStarted
 
     state = {"text": False}
 
     def on_event(event: object) -> None:
         if as_json:
             return
-        if isinstance(event, TextDelta):
+        if isinstance(event, PhaseStarted | ImplementProgress):
+            if state["text"]:
+                click.echo()
+                state["text"] = False
+            if isinstance(event, PhaseStarted):
+                click.echo(f"[{event.phase}]", err=True)
+            else:
+                label = printable(" ".join(event.item_label.split()))[:80]
+                click.echo(
+                    f"[implement {event.current_item}/{event.total_items}: {label}]", err=True
+                )
+        elif isinstance(event, TextDelta):
             # the model's text, shown and never obeyed: no escape sequence reaches the terminal
             # (a clipboard write, a hidden link, a line redrawn), no bidi override reorders it
             click.echo(printable_lines(event.text), nl=False)
@@ -183,6 +195,8 @@ def _message_line(m: ChatMessage, head: str | None) -> str:
     extra = ""
     if m.draft_revision:
         extra = f"  (Draft revision {short(m.draft_revision)})"
+    if m.system_kind == "checkpoint_publish":  # the card's Restore
+        extra = f"  (Restore: strata chat restore {short(m.id)})"
     error = m.data.get("error")
     if error:
         said = error.get("message") if isinstance(error, dict) else None
@@ -300,6 +314,40 @@ def chat_model(spec: str, conversation: str | None, as_json: bool) -> None:
         emit_json(card.to_json())
         return
     click.echo(f"Switched the model to {spec}.")
+
+
+@chat.command("restore")
+@click.argument("target", metavar="CARD|CHECKPOINT")
+@_conversation_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@json_option
+def chat_restore(target: str, conversation: str | None, yes: bool, as_json: bool) -> None:
+    """Restore Published from a publish card's checkpoint (the card's Restore action).
+
+    CARD is the id of a checkpoint card in 'strata chat log' (a publish's),
+    or give a checkpoint id. The files the publish replaced come back; a
+    'checkpoint_restore' card says so, and 'strata undo' reverses it. Refused
+    while a Draft is open (publish or discard it first). Asks first on a terminal.
+
+    \b
+    Example:
+      strata chat restore 3f2a91c0
+      strata chat restore --yes --json cp_7h2k
+    """
+    with open_repo() as repo:
+        workshop = _open(repo, conversation)
+        checkpoint = workshop.checkpoint_of(target)
+        if not yes and not as_json and sys.stdin.isatty():
+            click.confirm(
+                f"Restore Published to checkpoint {checkpoint}? The files it holds replace "
+                "the workspace's ('strata undo' reverses it).",
+                abort=True,
+            )
+        card = workshop.restore(checkpoint)
+    if as_json:
+        emit_json(card.to_json())
+        return
+    click.echo(f"{printable(card.text)} ('strata undo' reverses it).")
 
 
 @chat.command("new")

@@ -36,6 +36,7 @@ changed.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import os
 import re
@@ -62,6 +63,7 @@ from strata.workshop.conversation import (
     ConversationInfo,
     ConversationLog,
     active_model,
+    all_records,
     append,
     conversations,
     latest_conversation,
@@ -318,12 +320,20 @@ class Workshop:
             group = self._group(text, lease)
             with self.core.grouped(group):
                 with self.core.transaction("chat message", self.author) as tx:
+                    drafted = state["draft"]
                     event = append(
                         tx,
                         EventType.USER_MESSAGE,
                         self.conversation_id,
                         text=text,
                         parent=log.head,
+                        # the Draft as the message found it: a rewind to the message puts
+                        # it back (a Draft opened before the conversation too)
+                        data={
+                            "draft_before": {"id": drafted["id"], "event": drafted["event"]}
+                            if drafted
+                            else None
+                        },
                     )
                 user = ChatMessage.from_event(event)
                 lease.update(user_message=user.id, state_before=state, marker=marker)
@@ -739,7 +749,13 @@ class Workshop:
 
         with self._turn("publish") as lease:
             pending = self._pending(lease, "chat publish")
-            result = current_draft(self.core).publish(message, expect=expect, author=self.author)
+            token = _PUBLISHING.set(self.conversation_id)  # its own card comes next
+            try:
+                result = current_draft(self.core).publish(
+                    message, expect=expect, author=self.author
+                )
+            finally:
+                _PUBLISHING.reset(token)
             _record_card(self.core, lease.info, pending, self.author)
         return result
 
@@ -752,6 +768,28 @@ class Workshop:
             pending = self._pending(lease, "chat discard", draft_id=draft.id)
             draft.discard(author=self.author)
             return _record_card(self.core, lease.info, pending, self.author)
+
+    def checkpoint_of(self, target: str) -> str:
+        """The checkpoint ``target`` names: a card of this conversation (its Restore), or an id.
+
+        A publish card's checkpoint (the files before that publish), a
+        restore card's ``pre_restore`` checkpoint; else ``target`` as a checkpoint id.
+        """
+        wanted = target.strip()
+        if len(wanted) >= 4:
+            cards = [r for r in self.log().records if r.id.startswith(wanted)]
+            if len(cards) == 1:
+                key = _PUBLISHED_MOVES.get(cards[0].system_kind or "")
+                if key is None or not cards[0].data.get(key):
+                    raise WorkshopError(
+                        f"message {cards[0].id} is not a checkpoint card",
+                        hint="give a publish card's id from 'strata chat log', or a checkpoint "
+                        "id ('strata checkpoint list')",
+                    )
+                return str(cards[0].data[key])
+        from strata.workbench.checkpoints import Checkpoints
+
+        return Checkpoints(self.core).get(wanted).id
 
     def restore(self, checkpoint_id: str) -> ChatMessage:
         """Restore Published from a checkpoint (no Draft open); a ``checkpoint_restore`` card."""
@@ -888,7 +926,12 @@ def workshop(
 
 
 def _draft_at(core: Core, chain: list[ChatMessage]) -> dict[str, Any] | None:
-    """The Draft as it was at the last record of ``chain`` (None: no Draft was open)."""
+    """The Draft as it was at the last record of ``chain`` (None: no Draft was open).
+
+    The last answer's revision; else, back to a publish or discard, the
+    Draft a user message found when it was sent (one opened before the
+    conversation, or by hand between turns).
+    """
     for record in reversed(chain):
         if record.kind == EventType.ASSISTANT_MESSAGE and record.draft_revision:
             event = core.event(record.draft_revision)
@@ -899,6 +942,10 @@ def _draft_at(core: Core, chain: list[ChatMessage]) -> dict[str, Any] | None:
             }
         if record.system_kind in _DRAFT_ENDS:
             return None
+        before = record.data.get("draft_before") if record.kind == EventType.USER_MESSAGE else None
+        if isinstance(before, dict) and before.get("event"):
+            event = core.event(str(before["event"]))
+            return {"id": before.get("id"), "event": event.id, "tree": core.tree_of(event)}
     return None
 
 
@@ -1113,20 +1160,8 @@ def _record_card(
             iter(core.ledger.driver.find_events(EventFilter(action_type="publish"), limit=1))
         )
         event = Event.from_json(record.body, seq=record.seq)
-        cp = str(event.data.get("checkpoint_id"))
-        published_before = cp
-        draft_id = event.data.get("draft_id")
-        text = (
-            f"Published Draft {draft_id} ({len(event.files)} file(s)); checkpoint {cp} holds "
-            f"the files before ('strata checkpoint restore {cp}')"
-        )
-        data = {
-            "kind": "checkpoint_publish",
-            "checkpoint_id": cp,
-            "publish_event_id": event.id,
-            "draft_id": draft_id,
-            "files_changed": len(event.files),
-        }
+        published_before = str(event.data.get("checkpoint_id"))
+        text, data = _publish_card(event)
     elif command == "chat discard":
         text = f"Discarded Draft {pending.get('draft_id')}"
         data = {"kind": "draft_discarded", "draft_id": pending.get("draft_id")}
@@ -1158,6 +1193,70 @@ def _record_card(
             }
         )
     return ChatMessage.from_event(card)
+
+
+def _publish_card(event: Event) -> tuple[str, dict[str, Any]]:
+    """The text and data of the checkpoint card of the ``publish`` event ``event``."""
+    cp = str(event.data.get("checkpoint_id"))
+    draft_id = event.data.get("draft_id")
+    text = (
+        f"Published Draft {draft_id} ({len(event.files)} file(s)); checkpoint {cp} holds "
+        f"the files before ('strata chat restore {cp[:12]}' restores them)"
+    )
+    data = {
+        "kind": "checkpoint_publish",
+        "checkpoint_id": cp,
+        "publish_event_id": event.id,
+        "draft_id": draft_id,
+        "files_changed": len(event.files),
+    }
+    return text, data
+
+
+#: the conversation whose own ``chat publish`` is running (it records its card itself)
+_PUBLISHING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "strata_workshop_publishing", default=None
+)
+
+
+def publish_cards(tx: Transaction, event: Event) -> list[str]:
+    """Add the checkpoint card of a publish to each conversation that edited its Draft.
+
+    A publish hook of :class:`~strata.core.Core` (called inside the publish's
+    transaction, so the cards and the publish are one operation), whatever
+    published: ``strata publish``, the API, the studio, another
+    conversation. A conversation edited the Draft when one of its answers
+    names the Draft (``data.draft_id``). Its card is chained after its head,
+    so a later rewind to a message before it restores Published from the
+    checkpoint the publish took. Returns the conversations told.
+    """
+    draft_id = event.data.get("draft_id")
+    if not draft_id:
+        return []
+    skip = _PUBLISHING.get()
+    records = [
+        r
+        for r in all_records(tx.core)
+        if r.kind == EventType.ASSISTANT_MESSAGE and r.data.get("draft_id") == draft_id
+    ]
+    told: list[str] = []
+    for conversation in dict.fromkeys(r.conversation for r in records):
+        if conversation == skip:
+            continue
+        log = ConversationLog.load(tx.core, conversation)
+        if any(r.data.get("publish_event_id") == event.id for r in log.records):
+            continue
+        text, data = _publish_card(event)
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text=text,
+            parent=log.head,
+            data={**data, "via": str(tx.command)},
+        )
+        told.append(conversation)
+    return told
 
 
 def _finish_transition(core: Core, info: Mapping[str, Any]) -> str | None:
