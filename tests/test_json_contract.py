@@ -143,6 +143,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
 
     s("draft start")
     s("draft status")
+    s("draft dismiss")  # issue 31: the reminder's Dismiss
     s("draft run", "--sandbox", "none", "--", "sh", "-c", "echo drafted > d.txt")
     s("run", "--draft", "--sandbox", "none", "--", "sh", "-c", "echo more >> d.txt")
     s("review")

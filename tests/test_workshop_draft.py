@@ -407,7 +407,7 @@ def test_ask_rpi_shows_its_phases(run_cli, ws: Path, tmp_path: Path) -> None:
     code, out, err = run_cli("ask", "--rpi", "set a.txt to one", cwd=ws)
     assert code == 0 and "I set a.txt to one" in out
     shown = [line for line in err.splitlines() if line.startswith("[") and "]" in line]
-    phases = [line for line in shown if not line.startswith("[message")]
+    phases = [line for line in shown if not line.startswith(("[message", "[Draft"))]
     assert phases == [
         "[research]",
         "[plan]",
@@ -415,3 +415,58 @@ def test_ask_rpi_shows_its_phases(run_cli, ws: Path, tmp_path: Path) -> None:
         "[implement 1/1: Set a.txt to one]",
         "[summary]",
     ]
+
+
+# -- 3. the Draft in view ------------------------------------------------------------------------
+
+
+def test_ask_shows_the_open_draft_with_its_age_and_source(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    shop_cli(run_cli, ws, tmp_path, EDIT)
+    code, _, err = run_cli("ask", "set a.txt to one", cwd=ws)
+    assert code == 0
+    after = err.splitlines()[-1]
+    assert "in progress: from 2023-11-14 22:13 UTC (0 min old), source Workshop (conv_" in after
+    status = as_json(run_cli("draft", "status", "--json", cwd=ws))
+    assert status["source"]["kind"] == "workshop" and status["source_text"].startswith("Workshop")
+    # on start too, a day later, with the reminder and its three actions
+    later = {"STRATA_NOW": str(1_700_000_000_000 + 25 * 3600 * 1000)}
+    code, _, err = run_cli("ask", "set a.txt to one", cwd=ws, env=later)
+    first = err.splitlines()[:2]
+    assert "(24 h old)" in first[0]
+    assert "You have an open Draft from 2023-11-14 22:13 UTC" in first[1]
+    assert "'strata review'" in first[1] and "'strata discard'" in first[1]
+    assert "'strata draft dismiss'" in first[1]
+
+
+def test_draft_dismiss_quiets_the_reminder_for_a_day(run_cli, ws: Path) -> None:
+    (ws / "a.txt").write_text("a\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("draft", "start", cwd=ws))
+    day = 24 * 3600 * 1000
+    at = {"STRATA_NOW": str(1_700_000_000_000 + day + 1000)}
+    warnings = as_json(run_cli("status", "--json", cwd=ws, env=at))["warnings"]
+    assert any("'strata draft dismiss'" in w for w in warnings)
+    dismissed = as_json(run_cli("draft", "dismiss", "--json", cwd=ws, env=at))
+    assert dismissed["next_reminder_ts"] > dismissed["dismissed_ts"]
+    warnings = as_json(run_cli("status", "--json", cwd=ws, env=at))["warnings"]
+    assert not any("open Draft" in w for w in warnings)
+    again = {"STRATA_NOW": str(1_700_000_000_000 + 2 * day + 2000)}
+    warnings = as_json(run_cli("status", "--json", cwd=ws, env=again))["warnings"]
+    assert any("open Draft" in w for w in warnings)
+    ok(run_cli("discard", cwd=ws))
+    code, _, err = run_cli("draft", "dismiss", cwd=ws)
+    assert code == 1 and "no Draft is open" in err
+
+
+def test_chat_new_with_an_open_draft_publishes_discards_or_keeps_it(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    shop_cli(run_cli, ws, tmp_path, EDIT)
+    ok(run_cli("ask", "set a.txt to one", cwd=ws))
+    ok(run_cli("chat", "new", "kept", cwd=ws))  # not a terminal: the Draft is kept
+    assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is True
+    ok(run_cli("chat", "new", "--draft", "publish", "next", cwd=ws))
+    assert (ws / "a.txt").read_text() == "one\n"
+    assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False

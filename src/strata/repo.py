@@ -561,7 +561,7 @@ class Repository(Core):
         head = self.head()
         head_tree = self.tree_of(head) if head else self.head_tree()
         diff = self.diff_trees(head_tree, scan.tree, scan.store, stats=False)
-        from strata.workbench.draft import draft_reminder
+        from strata.workbench.draft import REMINDER_ACTIONS, draft_reminder
 
         reminder = draft_reminder(self, now_ms=self.clock())
         view = self.view()
@@ -570,7 +570,7 @@ class Repository(Core):
         return StatusResult(
             head,
             diff.files,
-            scan.warnings + ([reminder] if reminder else []),
+            scan.warnings + ([reminder, REMINDER_ACTIONS] if reminder else []),
             branch=None if detached else view.head_branch,
             next_branch=self.branch_for_new_state(view) if view.detached else None,
         )

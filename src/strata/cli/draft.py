@@ -123,6 +123,40 @@ def draft_status(as_json: bool) -> None:
     click.echo(f"Its files: {printable(str(info['path']))}")
 
 
+@draft.command("dismiss")
+@json_option
+def draft_dismiss(as_json: bool) -> None:
+    """Dismiss the reminder of a Draft open longer than a day, for another day.
+
+    The reminder ('You have an open Draft from ...', in 'strata status',
+    'strata ask' and 'strata chat') offers Review ('strata review'), Discard
+    ('strata discard') and Dismiss (this). The dismissal is recorded in the
+    Draft's record; a day later the reminder comes back.
+
+    \b
+    Example:
+      strata draft dismiss
+      strata draft dismiss --json
+    """
+    with open_repo() as repo:
+        from strata.ledger.events import format_ts
+        from strata.workbench.draft import DAY_MS, dismiss_reminder
+
+        now = repo.now_ms()
+        state = dismiss_reminder(repo, now_ms=now)
+    info = {
+        "id": state.id,
+        "dismissed_ts": format_ts(now),
+        "next_reminder_ts": format_ts(max(now, state.created_ms) + DAY_MS),
+    }
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Dismissed the reminder of Draft {state.id} until {info['next_reminder_ts'][:16]} UTC."
+    )
+
+
 def sandbox_options(func: Any) -> Any:
     """The options of a run in the Draft, shared with ``strata run --draft``."""
     for option in reversed(

@@ -88,6 +88,20 @@ def _streamer(as_json: bool) -> Callable[[object], None]:
     return on_event
 
 
+def _echo_draft(repo: Repository) -> None:
+    """The open Draft on stderr (date, age, source), and the day-old reminder with its actions."""
+    from strata.workbench.draft import REMINDER_ACTIONS, draft_banner, draft_reminder
+
+    now = repo.now_ms()
+    banner = draft_banner(repo, now_ms=now)
+    if banner is None:
+        return
+    click.echo(f"[{printable(banner)}]", err=True)
+    reminder = draft_reminder(repo, now_ms=now)
+    if reminder is not None:
+        click.echo(f"{reminder} {REMINDER_ACTIONS}", err=True)
+
+
 def _echo_turn(turn: Turn) -> None:
     revision = turn.draft_revision
     where = f"Draft revision {short(revision)}" if revision else "no Draft"
@@ -137,11 +151,14 @@ def ask(
     with open_repo() as repo:
         workshop = _open(repo, conversation, model)
         workshop.max_steps = max_steps
+        if not as_json:
+            _echo_draft(repo)  # on start: a Draft already open, and how old
         turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
-    if as_json:
-        emit_json(turn.to_json())
-        return
-    _echo_turn(turn)
+        if as_json:
+            emit_json(turn.to_json())
+            return
+        _echo_turn(turn)
+        _echo_draft(repo)
 
 
 # -- strata chat ----------------------------------------------------------------------------
@@ -352,16 +369,50 @@ def chat_restore(target: str, conversation: str | None, yes: bool, as_json: bool
 
 @chat.command("new")
 @click.argument("title", required=False, default=None)
+@click.option(
+    "--draft",
+    "with_draft",
+    type=click.Choice(["ask", "publish", "discard", "keep"]),
+    default="ask",
+    show_default=True,
+    help="What to do with an open Draft first: ask (on a terminal: Publish / Discard / "
+    "Cancel; elsewhere it is kept), publish it, discard it, or keep it open.",
+)
 @json_option
-def chat_new(title: str | None, as_json: bool) -> None:
+def chat_new(title: str | None, with_draft: str, as_json: bool) -> None:
     """Start a new conversation (the next 'strata ask' continues it).
+
+    With a Draft open, it first asks: Publish it, Discard it, or Cancel (the
+    new conversation is not started). --draft answers for scripts.
 
     \b
     Example:
       strata chat new "quarterly report"
+      strata chat new --draft publish "next topic"
     """
+    from strata.workbench.draft import open_draft
+
     with open_repo() as repo:
-        workshop = _open(repo, None).new_conversation(title)
+        current = _open(repo, None)
+        if open_draft(repo) is not None and with_draft == "ask":
+            with_draft = "keep"
+            if not as_json and sys.stdin.isatty():
+                _echo_draft(repo)
+                choice = click.prompt(
+                    "A Draft is open: [p]ublish it, [d]iscard it, or [c]ancel?",
+                    type=click.Choice(["p", "d", "c"]),
+                    show_choices=False,
+                    default="c",
+                )
+                if choice == "c":
+                    click.echo("Cancelled: no new conversation; the Draft stays open.", err=True)
+                    return
+                with_draft = {"p": "publish", "d": "discard"}[choice]
+        if with_draft == "publish" and open_draft(repo) is not None:
+            current.publish()
+        elif with_draft == "discard" and open_draft(repo) is not None:
+            current.discard()
+        workshop = current.new_conversation(title)
     if as_json:
         emit_json({"conversation": workshop.conversation_id, "title": title or ""})
         return

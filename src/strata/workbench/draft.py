@@ -38,6 +38,7 @@ aliases, filter and diff drivers, ``core.sshCommand``, includes…).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -435,7 +436,7 @@ class Draft:
                 hint="drop --sandbox none",
             )
 
-        before = self.tip().id
+        before = self.tip()
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         traces: tuple[str, ...] = ()
@@ -471,12 +472,10 @@ class Draft:
             artifacts=traces,
         )
         failed = outcome.exit_code != 0 or outcome.signal is not None
-        if failed and not keep_failed and revision is not None:
-            back = self.rewind(before, author=author)
-            if back.paths:
-                return DraftRun(
-                    list(argv), outcome, sandbox != "none", revision, before, back.paths
-                )
+        wrote = revision is not None and self.core.tree_of(revision) != self.core.tree_of(before)
+        if failed and wrote and not keep_failed:
+            back = self.rewind(before.id, author=author)
+            return DraftRun(list(argv), outcome, sandbox != "none", revision, before.id, back.paths)
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
     def _execute(
@@ -1002,12 +1001,65 @@ def _unlock_folder(fd: int, bits: int) -> list[str] | None:
 
 
 def draft_reminder(core: Core, *, now_ms: int) -> str | None:
-    """The reminder ``strata status`` shows for a Draft open longer than a day."""
+    """The reminder for a Draft open longer than a day (None: none is due).
+
+    ``strata status``, ``strata ask`` and ``strata chat`` show it; its
+    actions are Review, Discard and Dismiss (:func:`dismiss_reminder`): a
+    dismissed reminder comes back a day after its dismissal.
+    """
     state = DraftState.load(core.layout.draft_state)
     if state is None or now_ms - state.created_ms < DAY_MS:
         return None
+    dismissed = state.reminder_dismissed_ms
+    if dismissed is not None and now_ms - dismissed < DAY_MS:
+        return None
     date = format_ts(state.created_ms)[:16].replace("T", " ")
     return f"You have an open Draft from {date} UTC. Review and publish or discard?"
+
+
+#: the reminder's actions, as a command line offers them
+REMINDER_ACTIONS = (
+    "Review: 'strata review' · Discard: 'strata discard' · Dismiss for a day: "
+    "'strata draft dismiss'"
+)
+
+
+def dismiss_reminder(core: Core, *, now_ms: int) -> DraftState:
+    """Dismiss the open Draft's reminder until a day from ``now_ms`` (recorded in ``draft.json``).
+
+    :class:`NoDraft` when no Draft is open.
+    """
+    with core.writing():
+        state = DraftState.load(core.layout.draft_state)
+        if state is None:
+            raise NoDraft()
+        state = dataclasses.replace(state, reminder_dismissed_ms=now_ms)
+        atomic_write(core.layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
+    return state
+
+
+def draft_banner(core: Core, *, now_ms: int) -> str | None:
+    """One line on the open Draft (its date, age and source), or None when none is open.
+
+    What ``strata ask`` and ``strata chat`` show on start and after each turn.
+    """
+    state = DraftState.load(core.layout.draft_state)
+    if state is None:
+        return None
+    date = format_ts(state.created_ms)[:16].replace("T", " ")
+    age = _age_text(max(0, now_ms - state.created_ms))
+    return (
+        f"Draft {state.id} in progress: from {date} UTC ({age} old), source "
+        f"{state.source_text()}; review it ('strata review'), then publish or discard"
+    )
+
+
+def _age_text(ms: int) -> str:
+    minutes = ms // 60_000
+    if minutes < 60:
+        return f"{minutes} min"
+    hours = minutes // 60
+    return f"{hours} h" if hours < 48 else f"{hours // 24} days"
 
 
 # -- helpers ----------------------------------------------------------------------------

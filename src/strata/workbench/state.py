@@ -10,7 +10,7 @@ importing it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,11 +41,19 @@ class DraftState:
     #: "agent": …}``, ``{"kind": "mcp"}``, ``{"kind": "cli"}``; None for a Draft
     #: recorded before sources were
     source: dict[str, Any] | None = None
+    #: when the 24-hour reminder was last dismissed (it comes back a day later)
+    #: (not part of which Draft this is: a dismissal does not end a Draft's step)
+    reminder_dismissed_ms: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """As stored in ``draft.json``."""
         return {
             **({"source": self.source} if self.source is not None else {}),
+            **(
+                {"reminder_dismissed_ms": self.reminder_dismissed_ms}
+                if self.reminder_dismissed_ms is not None
+                else {}
+            ),
             "format": STATE_FORMAT,
             "id": self.id,
             "branch": self.branch,
@@ -87,6 +95,11 @@ class DraftState:
             created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
             source=raw["source"] if isinstance(raw.get("source"), dict) else None,
+            reminder_dismissed_ms=(
+                raw["reminder_dismissed_ms"]
+                if type(raw.get("reminder_dismissed_ms")) is int
+                else None
+            ),
         )
 
     def source_text(self) -> str:

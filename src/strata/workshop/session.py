@@ -769,6 +769,49 @@ class Workshop:
             draft.discard(author=self.author)
             return _record_card(self.core, lease.info, pending, self.author)
 
+    def draft_banner(self) -> str | None:
+        """One line on the open Draft (date, age, source), or None: what the chat shows."""
+        from strata.workbench.draft import draft_banner
+
+        return draft_banner(self.core, now_ms=self.core.now_ms())
+
+    def draft_reminder(self) -> str | None:
+        """The reminder of a Draft open longer than a day (None: not due or dismissed)."""
+        from strata.workbench.draft import draft_reminder
+
+        return draft_reminder(self.core, now_ms=self.core.now_ms())
+
+    def dismiss_reminder(self) -> None:
+        """Dismiss the Draft's reminder for a day (recorded in ``draft.json``)."""
+        from strata.workbench.draft import dismiss_reminder
+
+        dismiss_reminder(self.core, now_ms=self.core.now_ms())
+
+    def has_draft(self) -> bool:
+        """True while a Draft is open."""
+        return self.core.layout.draft_state.exists()
+
+    def moves_published(self, message_id: str | None = None) -> str | None:
+        """The checkpoint a rewind to ``message_id`` (None: a regenerate) restores Published from.
+
+        None when it would leave Published as it is (no publish or restore
+        lies after the message): what a front end asks confirmation for.
+        """
+        log = self.log()
+        chain = log.transcript()
+        if message_id is None:
+            users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
+            if not users:
+                return None
+            at = users[-1]
+        else:
+            target = log.find(message_id)
+            ids = [r.id for r in chain]
+            if target.id not in ids:
+                return None
+            at = ids.index(target.id)
+        return _checkpoint_across(self.core, chain[at + 1 :])
+
     def checkpoint_of(self, target: str) -> str:
         """The checkpoint ``target`` names: a card of this conversation (its Restore), or an id.
 
