@@ -239,6 +239,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     if s("draft status")["open"]:
         s("discard")
     s("chat restore", "--yes", s("checkpoint list")[0]["id"])  # a card's Restore
+    s("stats")  # the Workshop's local telemetry (issue 31)
     # the host loop (seed 001): a retrieval, a plan with one task, a summary
     (ws / "host.yaml").write_text(
         "responses:\n"

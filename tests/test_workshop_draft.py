@@ -470,3 +470,39 @@ def test_chat_new_with_an_open_draft_publishes_discards_or_keeps_it(
     ok(run_cli("chat", "new", "--draft", "publish", "next", cwd=ws))
     assert (ws / "a.txt").read_text() == "one\n"
     assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False
+
+
+# -- 9. local telemetry ------------------------------------------------------------------------
+
+
+def test_stats_counts_turns_drafts_rewinds_undo_switches_and_failures(
+    ws_repo: Repository, wire: WireServer, run_cli
+) -> None:
+    from strata.workshop.stats import workshop_stats
+
+    assert workshop_stats(ws_repo).turns == 0
+    w = ws_repo.workshop(provider=Scripted([*one_turn(), {"text": "Hi."}], name="demo"))
+    first = w.send("one")
+    w.send("hello")  # a question
+    w.rewind(first.user_message.id)  # takes back both answers
+    w.set_model("openai")
+    failing = ws_repo.workshop(provider=chat_provider(wire.openai_url))
+    wire.queue(*[status(503, "overloaded")] * 6)
+    with pytest.raises(ProviderUnavailable):
+        failing.send("again")
+    ws_repo.undo()
+    found = as_json(run_cli("stats", "--json", cwd=ws_repo.root))
+    assert found["conversations"] == 1
+    assert found["turns"] == {
+        "total": 3,
+        "failed": 1,
+        "with_edits": 1,
+        "failure_reasons": {"provider": 1},
+        "failure_types": {"ProviderUnavailable": 1},
+    }
+    assert found["draft_changes"] == {"generated": 1, "applied": 1}
+    assert found["rewinds"] == {"total": 1, "distances": {"2": 1}}
+    assert found["model_switches"] == 1 and found["undo"]["total"] == 1
+    assert found["drafts"]["started"] == 1
+    text = ok(run_cli("stats", cwd=ws_repo.root))
+    assert "turns             3 (1 failed: provider 1)" in text

@@ -440,4 +440,48 @@ def chat_list(as_json: bool) -> None:
         click.echo(f"{i.id}  {i.updated_ts[:19]}  {i.records:4} records  {i.title}")
 
 
-COMMANDS = [ask, chat]
+@click.command("stats")
+@json_option
+def stats(as_json: bool) -> None:
+    """Show the Workshop's local telemetry, computed from the ledger (nothing is sent anywhere).
+
+    Turns (failed ones by reason: provider, validation, step_limit, loop,
+    cancelled, killed, disk), Draft changes generated and applied, Drafts
+    started, published and discarded, rewinds and how many answers each took
+    back, regenerates, undo use and model switches.
+
+    \b
+    Example:
+      strata stats
+      strata stats --json
+    """
+    from strata.workshop.stats import workshop_stats
+
+    with open_repo() as repo:
+        found = workshop_stats(repo).to_json()
+    if as_json:
+        emit_json(found)
+        return
+    turns, drafts = found["turns"], found["drafts"]
+    reasons = ", ".join(f"{k} {v}" for k, v in turns["failure_reasons"].items()) or "none"
+    distances = (
+        ", ".join(f"{k} answer(s): {v}" for k, v in found["rewinds"]["distances"].items()) or "none"
+    )
+    lines = [
+        f"conversations     {found['conversations']}",
+        f"turns             {turns['total']} ({turns['failed']} failed: {reasons})",
+        f"draft changes     {found['draft_changes']['generated']} revision(s) generated, "
+        f"{found['draft_changes']['applied']} turn(s) applied edits",
+        f"drafts            {drafts['started']} started, {drafts['published']} published, "
+        f"{drafts['discarded']} discarded",
+        f"rewinds           {found['rewinds']['total']} (distances: {distances})",
+        f"regenerates       {found['regenerates']}",
+        f"undo              {found['undo']['total']} ({found['undo']['of_workshop']} of the "
+        "Workshop)",
+        f"model switches    {found['model_switches']}",
+    ]
+    for line in lines:
+        click.echo(line)
+
+
+COMMANDS = [ask, chat, stats]
