@@ -506,3 +506,24 @@ def test_stats_counts_turns_drafts_rewinds_undo_switches_and_failures(
     assert found["drafts"]["started"] == 1
     text = ok(run_cli("stats", cwd=ws_repo.root))
     assert "turns             3 (1 failed: provider 1)" in text
+
+
+def test_a_studio_publish_adds_the_card_too(ws_repo: Repository) -> None:
+    import httpx
+
+    from strata.studio import running
+
+    w = ws_repo.workshop(provider=Scripted(one_turn(), name="demo"))
+    w.send("one")
+    ws_repo.close()
+    with (
+        running([ws_repo.root]) as studio,
+        httpx.Client(base_url=f"http://127.0.0.1:{studio.port}") as c,
+    ):
+        c.get(f"/?token={studio.token}")
+        answer = c.post("/w/0/draft/publish", data={"csrf": studio.guard.csrf, "message": "x"})
+        assert answer.status_code < 400
+    with Repository.open(ws_repo.root) as repo:
+        card = repo.workshop(provider=Scripted([], name="demo")).messages()[-1]
+        assert card.system_kind == "checkpoint_publish" and card.data["via"] == "publish"
+        assert (repo.root / "a.txt").read_text() == "1\n"
