@@ -527,3 +527,29 @@ def test_a_studio_publish_adds_the_card_too(ws_repo: Repository) -> None:
         card = repo.workshop(provider=Scripted([], name="demo")).messages()[-1]
         assert card.system_kind == "checkpoint_publish" and card.data["via"] == "publish"
         assert (repo.root / "a.txt").read_text() == "1\n"
+
+
+def test_a_turn_cancelled_after_its_first_write_leaves_no_draft(ws_repo: Repository) -> None:
+    from strata.errors import ProviderCancelled
+    from strata.providers.base import CancelToken
+    from strata.workshop.events import ToolResultEvent
+
+    both = {
+        "tool_calls": [
+            {"name": "write_file", "arguments": {"path": "a.txt", "content": "1\n"}},
+            {"name": "write_file", "arguments": {"path": "b.txt", "content": "2\n"}},
+        ]
+    }
+    token = CancelToken()
+
+    def cancel_after_the_first_write(event: object) -> None:
+        if isinstance(event, ToolResultEvent):
+            token.cancel()  # Ctrl-C between the step's two writes
+
+    w = ws_repo.workshop(provider=Scripted([both, {"text": "never"}], name="demo"))
+    with pytest.raises(ProviderCancelled):
+        w.send("write two files", on_event=cancel_after_the_first_write, cancel=token)
+    assert no_draft(ws_repo)  # the Draft its first write opened went with the step
+    assert w.messages()[-1].data["interrupted"] is True
+    assert (ws_repo.root / "a.txt").read_text() == "original\n"
+    assert ws_repo.check() == []
