@@ -122,7 +122,12 @@ def _features() -> dict[str, Any]:
 
     return {
         "ref_schemes": {"git": _git_tree},
-        # the Workshop's first: recover_runs removes every stale lease it finds
+        # the Workshop's first: recover_runs removes every stale lease it finds. A Workshop
+        # turn is one operation group, but the group mechanism needs both of the Workshop's
+        # hooks: a group marked undo="handler" is reversed by its handler (the head, the
+        # Draft's revision, the model, Published from a checkpoint are not paths an agent
+        # changed), rewinds, publishes and model switches are not groups, and the core has
+        # no recoverer of its own for a group a killed turn left without its chat operation
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
         "publish_hooks": (_publish_cards,),
