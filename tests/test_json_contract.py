@@ -141,6 +141,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
 
     s("draft start")
     s("draft status")
+    s("draft dismiss")  # issue 31: the reminder's Dismiss
     s("draft run", "--sandbox", "none", "--", "sh", "-c", "echo drafted > d.txt")
     s("run", "--draft", "--sandbox", "none", "--", "sh", "-c", "echo more >> d.txt")
     s("review")
@@ -233,6 +234,10 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("chat rewind", log["messages"][0]["id"])
     s("chat new", "another")
     s("chat list")
+    if s("draft status")["open"]:
+        s("discard")
+    s("chat restore", "--yes", s("checkpoint list")[0]["id"])  # a card's Restore
+    s("stats")  # the Workshop's local telemetry (issue 31)
     # the host loop (seed 001): a retrieval, a plan with one task, a summary
     (ws / "host.yaml").write_text(
         "responses:\n"

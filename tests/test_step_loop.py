@@ -78,7 +78,7 @@ def test_ask_stops_a_model_repeating_a_tool_call(run_cli, ws: Path) -> None:
     assert "so the turn was stopped" in err and "/model" in err
     assert "b.txt" not in _draft_files(run_cli, ws)
     log = ok(run_cli("chat", "log", cwd=ws))
-    assert "[failed]" in log
+    assert "[failed: the agent called read_file" in log
 
 
 def test_ask_rpi_stops_a_model_repeating_a_tool_call(run_cli, ws: Path) -> None:

@@ -65,7 +65,9 @@ def test_a_killed_turn_leaves_a_consistent_conversation_and_draft(
     (repo.root / "a.txt").write_text("original\n")
     repo.snapshot("base")
     w = repo.workshop(provider=Scripted([{"text": "Hi."}], name="demo"))
-    w.send("hello")  # a Draft exists already, from an earlier turn
+    w.send("hello")  # a question: it opens no Draft
+    assert not repo.layout.draft_state.exists()
+    repo.draft()  # a Draft is open already
     hello_answer = w.head
     proc = subprocess.run(
         [sys.executable, "-c", CHILD, str(repo.root), point if point != "mid_tool" else "tool"],
@@ -202,11 +204,12 @@ def test_a_killed_regenerate_is_recorded_as_interrupted(repo: Repository) -> Non
     last = w.messages()[-1]
     assert last.kind == "assistant_message" and last.data["interrupted"] is True
     assert w.messages()[-2].text == "two"
-    draft = repo.draft(create=False)
-    assert draft.workspace.scan().tree == repo.tree_of(draft.tip())
-    assert (draft.path / "a.txt").read_text() == "1\n"  # back at the state of the message
+    # back at the state of the message: no Draft (the turn was killed before it wrote)
+    assert not repo.layout.draft_state.exists()
+    assert (repo.root / "a.txt").read_text() == "1\n"
     assert repo.check() == []
     assert repo.undo().command == "chat regenerate"
+    draft = repo.draft(create=False)
     assert w.head == head and (draft.path / "a.txt").read_text() == "2\n"
 
 

@@ -112,7 +112,7 @@ def test_rewind_then_ctrl_r_answers_the_message_again(repo_ws: Repository) -> No
     first = workshop.send("hello")
     user = first.user_message.id
     # Ctrl-R (\x12) regenerates from the head the rewind left
-    code, screen = session(workshop, f"/rewind {user}\r\x12/quit\r")
+    code, screen = session(workshop, f"/rewind {user}\ry\r\x12/quit\r")
     assert code == 0
     assert f"Rewound to {user}." in screen
     assert "Ctrl-R or /regenerate answers it again" in screen
@@ -126,7 +126,7 @@ def test_rewind_then_ctrl_r_answers_the_message_again(repo_ws: Repository) -> No
 
 def test_model_switch_review_publish(repo_ws: Repository) -> None:
     workshop = repo_ws.workshop()
-    keys = "/model other\rwrite it\r/review\r/publish\r\x04"
+    keys = "/model other\rwrite it\r/review\r/publish\ry\r\x04"
     code, screen = session(workshop, keys)
     assert code == 0
     assert "Model switched to other." in screen
@@ -151,7 +151,7 @@ def test_discard_throws_the_draft_away(repo_ws: Repository) -> None:
 def test_keys_review_history_and_publish_with_a_confirming_enter(repo_ws: Repository) -> None:
     workshop = repo_ws.workshop(model="other")
     # F2 review, F3 history, Alt-P writes /publish (nothing happens until Enter)
-    code, screen = session(workshop, "write it\r\x1bOQ\x1bOR\x1bp\r\x04")
+    code, screen = session(workshop, "write it\r\x1bOQ\x1bOR\x1bp\ry\r\x04")
     assert code == 0
     assert "added     todo.txt" in screen
     assert "] you: write it" in screen
@@ -324,6 +324,8 @@ def test_chat_in_tmux_answers_switches_model_rewinds_regenerates_and_quits(chat:
         if line.startswith("[") and line.endswith("] you: write my todo")
     )
     chat.type(f"/rewind {user_id}")
+    chat.wait_for("[y/N]")
+    chat.tmux("send-keys", "-t", chat.name, "-l", "y\r")  # the confirmation, not a prompt
     chat.wait_for("Ctrl-R or /regenerate answers it again")
     answers = chat.screen().count("agent:")
     chat.keys("C-r")
@@ -378,3 +380,94 @@ def test_ctrl_c_in_tmux_cancels_a_streaming_turn_of_a_real_http_model(
         answers = [m for m in repo.workshop().messages() if m.kind == "assistant_message"]
     assert len(answers) == 1 and answers[0].data.get("interrupted") is True
     assert answers[0].text.startswith("Counting slowly")  # the partial answer is kept
+
+
+# -- the Draft in view (issue 31) ---------------------------------------------------------------
+
+
+def test_a_turn_that_opens_a_draft_opens_its_review_and_says_where_it_came_from(
+    repo_ws: Repository,
+) -> None:
+    workshop = repo_ws.workshop(model="other")
+    code, screen = session(workshop, "write it\r\x04")
+    assert code == 0
+    after = screen[screen.index("I wrote todo.txt.") :]
+    assert "added     todo.txt" in after  # the review, with no /review typed
+    assert "in progress: from" in after and "source Workshop (conv_" in after
+    # reopened with the Draft still open: the Draft's line and its review at once
+    code, screen = session(repo_ws.workshop(), "\x04")
+    assert "source Workshop (conv_" in screen and "added     todo.txt" in screen
+
+
+def test_a_question_shows_no_draft_and_opens_no_review(repo_ws: Repository) -> None:
+    code, screen = session(repo_ws.workshop(), "hello\r\x04")
+    assert code == 0 and "in progress" not in screen and "Review" not in screen
+    assert open_draft(repo_ws) is None
+
+
+def test_actions_that_move_published_ask_first(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    turn = workshop.send("write it")
+    _, screen = session(workshop, "/publish\rn\r\x04")
+    assert "Publish the Draft" in screen and "(cancelled: nothing changed)" in screen
+    assert not (repo_ws.root / "todo.txt").exists() and open_draft(repo_ws) is not None
+    session(workshop, "/publish\ry\r\x04")
+    assert (repo_ws.root / "todo.txt").read_text() == "buy milk\n"
+    # a rewind across that publish says it restores the files, and does nothing on "n"
+    user = turn.user_message.id
+    _, screen = session(workshop, f"/rewind {user}\rn\r\x04")
+    assert "restored from checkpoint" in screen and "Rewind? [y/N]" in screen
+    assert (repo_ws.root / "todo.txt").exists()
+    _code, screen = session(workshop, f"/rewind {user}\ry\r\x04")
+    assert not (repo_ws.root / "todo.txt").exists()
+
+
+def test_restore_from_a_publish_card(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    workshop.send("write it")
+    repo_ws.draft(create=False).publish()  # published outside the chat: the card comes anyway
+    card = workshop.messages()[-1]
+    assert card.system_kind == "checkpoint_publish"
+    code, screen = session(workshop, f"/restore {card.id[:10]}\ry\r\x04")
+    assert code == 0 and "Restored checkpoint" in screen
+    assert not (repo_ws.root / "todo.txt").exists()
+
+
+def test_new_with_a_draft_open_asks_publish_discard_or_cancel(repo_ws: Repository) -> None:
+    workshop = repo_ws.workshop(model="other")
+    workshop.send("write it")
+    before = workshop.conversation_id
+    _, screen = session(workshop, "/new topic\rc\r\x04")
+    assert "[p]ublish it, [d]iscard it, or [c]ancel" in screen
+    assert "(cancelled: no new conversation)" in screen
+    assert [c.id for c in workshop.conversations()] == [before]
+    _code, screen = session(workshop, "/new topic\rp\r\x04")
+    assert "The Draft was published" in screen and "Started conversation conv_" in screen
+    assert (repo_ws.root / "todo.txt").read_text() == "buy milk\n"
+    assert len(workshop.conversations()) == 2
+
+
+def test_a_day_old_draft_is_reminded_with_review_discard_dismiss(tmp_path: Path) -> None:
+    ws = open_workspace(tmp_path)
+    now = [1_700_000_000_000]
+    day = 24 * 3600 * 1000
+
+    def shop() -> Any:
+        return Repository.open(ws, clock=lambda: now[0]).workshop(model="other")
+
+    shop().send("write it")
+    _, screen = session(shop(), "\x04")
+    assert "You have an open Draft" not in screen  # not a day old yet
+    now[0] += day + 60_000
+    _, screen = session(shop(), "/dismiss\r\x04")
+    assert "You have an open Draft from" in screen
+    assert "/review shows it · /discard throws it away · /dismiss" in screen
+    assert "The Draft reminder comes back in a day." in screen
+    state = open_draft(Repository.open(ws))
+    assert state is not None and state.state.reminder_dismissed_ms == now[0]
+    now[0] += day - 60_000
+    _, screen = session(shop(), "\x04")
+    assert "You have an open Draft" not in screen  # dismissed for a day
+    now[0] += 120_000
+    _code, screen = session(shop(), "\x04")
+    assert "You have an open Draft" in screen  # and back after it

@@ -91,6 +91,7 @@ The tree::
     ├── AgentLoopDetected          a model repeated one tool call until the loop guard stopped it
     ├── WorkshopError              a Workshop rewind or turn that cannot be done
     │   ├── WorkshopLoopDetected   the same, in a Workshop turn (also an AgentLoopDetected)
+    │   ├── WorkshopStepLimit      a turn used all its steps before the model finished
     │   └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
     └── ExtraNotInstalled          a framework integration whose extra is not installed (also
                                    an ImportError: raised when its module is imported)
@@ -915,6 +916,19 @@ class WorkshopLoopDetected(WorkshopError, AgentLoopDetected):
 
     stopped = "the turn"
     advice = "rephrase the request or switch model (/model); what the turn did is kept"
+
+
+class WorkshopStepLimit(WorkshopError):
+    """A turn used all its steps with the model still calling tools: it was stopped."""
+
+    def __init__(self, max_steps: int) -> None:
+        super().__init__(
+            f"the turn stopped at its step limit ({max_steps} steps) before the model "
+            "finished; what its steps wrote is in the Draft",
+            hint="ask it to continue ('strata ask \"continue\"'), or allow more steps "
+            "('strata ask --max-steps N')",
+        )
+        self.max_steps = max_steps
 
 
 class WorkshopPlanMissing(WorkshopError):

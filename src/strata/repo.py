@@ -122,9 +122,15 @@ def _features() -> dict[str, Any]:
 
     return {
         "ref_schemes": {"git": _git_tree},
-        # the Workshop's first: recover_runs removes every stale lease it finds
+        # the Workshop's first: recover_runs removes every stale lease it finds. A Workshop
+        # turn is one operation group, but the group mechanism needs both of the Workshop's
+        # hooks: a group marked undo="handler" is reversed by its handler (the head, the
+        # Draft's revision, the model, Published from a checkpoint are not paths an agent
+        # changed), rewinds, publishes and model switches are not groups, and the core has
+        # no recoverer of its own for a group a killed turn left without its chat operation
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
+        "publish_hooks": (_publish_cards,),
     }
 
 
@@ -150,6 +156,14 @@ def _undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     from strata.workshop.session import undo_workshop  # issue 13
 
     return undo_workshop(tx, op)
+
+
+def _publish_cards(tx: Transaction, event: Event) -> None:
+    if not tx.core.layout.workshop.is_dir():
+        return  # no Workshop has run here: no conversation to tell
+    from strata.workshop.session import publish_cards  # issue 31
+
+    publish_cards(tx, event)
 
 
 class Repository(Core):
@@ -564,7 +578,7 @@ class Repository(Core):
         head = self.head()
         head_tree = self.tree_of(head) if head else self.head_tree()
         diff = self.diff_trees(head_tree, scan.tree, scan.store, stats=False)
-        from strata.workbench.draft import draft_reminder
+        from strata.workbench.draft import REMINDER_ACTIONS, draft_reminder
 
         reminder = draft_reminder(self, now_ms=self.clock())
         view = self.view()
@@ -573,7 +587,7 @@ class Repository(Core):
         return StatusResult(
             head,
             diff.files,
-            scan.warnings + ([reminder] if reminder else []),
+            scan.warnings + ([reminder, REMINDER_ACTIONS] if reminder else []),
             branch=None if detached else view.head_branch,
             next_branch=self.branch_for_new_state(view) if view.detached else None,
         )

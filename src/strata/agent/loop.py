@@ -22,16 +22,25 @@ tools on the rebuilt files.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.agent.step import LoopDetector, StepOutcome, step_data, step_title, take_step
-from strata.agent.tools import TOOLS, ToolResult, call_tool
-from strata.errors import UsageError
-from strata.ledger.events import Author
+from strata.agent.tools import (
+    TOOLS,
+    Folder,
+    ToolResult,
+    WriteLimits,
+    bounded,
+    call_tool,
+    writes,
+)
+from strata.errors import StrataError, UsageError
+from strata.ledger.events import Author, Event
 from strata.providers.base import (
     CancelToken,
     Message,
@@ -44,7 +53,6 @@ from strata.providers.trace import Recorder, RecordingProvider
 
 if TYPE_CHECKING:
     from strata.core.core import Core
-    from strata.workbench.draft import Draft
 
 SYSTEM_PROMPT = (
     "You are an agent editing the files of a workspace. The files are available through "
@@ -62,7 +70,7 @@ ToolTable = Mapping[str, tuple[ToolSpec, Callable[[Path, dict[str, Any]], ToolRe
 def run_step(
     provider: Provider,
     request: Request,
-    folder: Path,
+    folder: Folder,
     recorder: Recorder,
     *,
     cancel: CancelToken | None = None,
@@ -133,11 +141,12 @@ class AgentResult:
     """What a session did."""
 
     session: str
-    draft_id: str
+    draft_id: str | None  # None: the session wrote nothing, so no Draft was opened
     provider: str
     model: str
     steps: list[StepRecord] = field(default_factory=list)
     stopped: str = "done"  # done | max_steps
+    max_steps: int = MAX_STEPS
 
     @property
     def text(self) -> str:
@@ -157,21 +166,111 @@ class AgentResult:
         }
 
 
-def open_session(core: Core, provider: Provider, author: Author) -> tuple[Draft, AgentResult]:
-    """The Draft an agent session edits (opened when none is) and the session's empty result.
+class DraftOnWrite:
+    """The Draft a session edits, opened at its first writing tool call.
 
-    Edits made in an open Draft by hand are recorded first: a failed step puts
-    the files back to the last revision, which must not lose them.
+    A session that only reads (a question) or fails before it writes opens
+    no Draft: until then its tools read Published's files (the folder they
+    get is the workspace's); the first call of a tool that writes
+    (:func:`strata.agent.tools.writes`) starts the Draft and runs, like every
+    later call, in the Draft's folder. An open Draft is edited as it is (edits
+    made in it by hand are recorded first: a failed step puts the files back
+    to the last revision, which must not lose them).
+
+    With ``at_once`` the Draft is opened now (``strata agent``: every step is
+    a revision, so a session replays step by step).
+
+    Each step runs in :meth:`step`: inside the Draft's step lease when there
+    is a Draft (a failed step puts its files back), and a Draft started by a
+    step that then fails is discarded, so a failed step leaves no Draft it made.
     """
-    from strata.workbench.draft import open_draft, start_draft
 
-    draft = open_draft(core)
-    if draft is not None:
-        draft.record("before the agent", author=author)
-    else:
-        draft = start_draft(core, author=author)
+    def __init__(
+        self,
+        core: Core,
+        author: Author,
+        tools: ToolTable,
+        *,
+        source: Mapping[str, Any] | None = None,
+        at_once: bool = False,
+    ) -> None:
+        from strata.workbench.draft import open_draft, start_draft
+
+        self.core = core
+        self.author = author
+        self.tools = tools
+        self.source = dict(source or {})
+        self.draft = open_draft(core)
+        if self.draft is not None:
+            self.draft.record("before the agent", author=author)
+        elif at_once:
+            self.draft = start_draft(core, author=author, source=self.source or None)
+        self._scope: tuple[contextlib.ExitStack, str, dict[str, Any]] | None = None
+        self._started_here = False
+
+    def folder(self, name: str) -> Path:
+        """The folder tool ``name`` runs on (the Draft's, started for the first write)."""
+        if self.draft is None:
+            if not writes(self.tools, name):
+                return self.core.root
+            from strata.workbench.draft import start_draft
+
+            self.draft = start_draft(self.core, author=self.author, source=self.source or None)
+            self._started_here = True
+            if self._scope is not None:
+                stack, what, info = self._scope
+                stack.enter_context(self.draft.step(what, **info))
+        return self.draft.path
+
+    @contextlib.contextmanager
+    def step(self, what: str, **info: Any) -> Iterator[None]:
+        """One step: in the Draft's step lease once there is a Draft (see the class doc)."""
+        self._started_here = False
+        try:
+            with contextlib.ExitStack() as stack:  # the step lease puts the files back first
+                if self.draft is not None:
+                    stack.enter_context(self.draft.step(what, **info))
+                self._scope = (stack, what, info)
+                try:
+                    yield
+                finally:
+                    self._scope = None
+        except BaseException:
+            if self._started_here and self.draft is not None:
+                draft, self.draft = self.draft, None
+                with contextlib.suppress(StrataError):
+                    draft.discard(author=self.author)
+            raise
+
+    def record(
+        self, title: str, *, data: dict[str, Any], artifacts: tuple[str, ...]
+    ) -> Event | None:
+        """Record the step as a Draft revision (None while no Draft is open: nothing written)."""
+        if self.draft is None:
+            return None
+        return self.draft.record(
+            title, author=self.author, data=data, always=True, artifacts=artifacts
+        )
+
+
+def open_session(
+    core: Core,
+    provider: Provider,
+    author: Author,
+    tools: ToolTable,
+    *,
+    source: Mapping[str, Any] | None = None,
+    at_once: bool = False,
+) -> tuple[DraftOnWrite, AgentResult]:
+    """The Draft an agent session edits (opened at its first write) and its empty result.
+
+    ``source`` is what ``draft.json`` records as the Draft's source, should
+    the session open one; ``at_once`` opens it now (see :class:`DraftOnWrite`).
+    """
+    drafting = DraftOnWrite(core, author, tools, source=source, at_once=at_once)
     session = f"ses_{core.new_event_id().removeprefix('evt_')}"
-    return draft, AgentResult(session, draft.id, provider.name, provider.model)
+    draft_id = drafting.draft.id if drafting.draft is not None else None
+    return drafting, AgentResult(session, draft_id, provider.name, provider.model)
 
 
 def run_agent(
@@ -195,6 +294,9 @@ def run_agent(
     on_tool_result: Callable[[int, str, str, ToolResult], None] | None = None,
     data: Mapping[str, Any] | None = None,
     loop: LoopDetector | None = None,
+    limits: WriteLimits | None = None,
+    source: Mapping[str, Any] | None = None,
+    draft_on_write: bool = False,
 ) -> AgentResult:
     """Run the agent on ``prompt`` in the Draft (opened when none is), one revision per step.
 
@@ -213,6 +315,13 @@ def run_agent(
     stops the session with :class:`~strata.errors.AgentLoopDetected`). Each step runs inside
     :meth:`~strata.workbench.draft.Draft.step`: a step that fails or is
     interrupted leaves the Draft's files as its last revision has them.
+
+    With ``draft_on_write`` (a Workshop turn) the Draft is opened at the first
+    call of a writing tool (:class:`DraftOnWrite`): a session that only reads,
+    or fails before writing, opens none (``result.draft_id`` is None, its
+    steps have no event); without, it is opened at once. ``limits`` bound
+    what the tools write in the whole session (default: :class:`WriteLimits`'s);
+    ``source`` is what ``draft.json`` records as the Draft's source.
     """
     if not prompt.strip():
         raise UsageError("the prompt is empty")
@@ -223,7 +332,16 @@ def run_agent(
     if tool_choice is not None and tool_choice not in (*names, "auto", "required", "none"):
         raise UsageError(f"unknown tool {tool_choice!r}; use one of {', '.join(names)}")
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft, result = open_session(core, provider, author)
+    drafting, result = open_session(
+        core,
+        provider,
+        author,
+        table,
+        source=source or {"kind": "agent", "agent": agent_id},
+        at_once=not draft_on_write,
+    )
+    result.max_steps = max_steps
+    limits = limits if limits is not None else WriteLimits()  # the whole session's
     session = result.session
     messages: list[Message] = [Message("system", system), *history, Message("user", prompt)]
     tool_specs = tuple(spec for spec, _ in table.values())
@@ -248,11 +366,11 @@ def run_agent(
         # a step is recorded whole or not at all: if it fails (a Ctrl-C, a failure between
         # two tool calls, a loop stopped) the Draft's files go back to its last revision, so
         # the next step does not record them as its own
-        with draft.step(f"agent step {n + 1}", session=session):
+        with drafting.step(f"agent step {n + 1}", session=session), bounded(limits):
             outcome = run_step(
                 RecordingProvider(provider, recorder),
                 request,
-                draft.path,
+                drafting.folder,
                 recorder,
                 cancel=cancel,
                 on_text=on_text,
@@ -263,9 +381,8 @@ def run_agent(
             )
             response = outcome.response
             calls = tuple(c.name for c in response.tool_calls)
-            event = draft.record(
+            event = drafting.record(
                 step_title(f"agent step {n + 1}", response),
-                author=author,
                 data={
                     "agent": {
                         **step_data(
@@ -280,9 +397,10 @@ def run_agent(
                     },
                     **(data or {}),
                 },
-                always=True,
                 artifacts=tuple(recorder.ids),
             )
+        if drafting.draft is not None:
+            result.draft_id = drafting.draft.id
         record = StepRecord(
             n,
             event.id if event else None,

@@ -27,14 +27,25 @@ which never follows a symlink: a tool cannot reach outside the folder it is
 given, whatever the model asks. Binary documents (xlsx, docx, pptx, pdf) are
 never written as text. Tools are deterministic functions of the folder and
 their arguments, so a replay that runs them again gets the same results.
+
+Writes are bounded (:class:`WriteLimits`: the size of one file, the bytes
+one turn may write; :func:`bounded` sets them for a turn, a default bound
+holds otherwise) and never land on a symlink or a special file: a call that
+would is refused with an error result saying why. A tool marked ``writes``
+(``write_file``, ``edit_file``, the Workshop's ``table_export``) is one a
+caller may open the Draft for (:func:`writes`); a call's folder may be a
+function of the tool's name (:data:`Folder`), so a session reads Published
+until its first write opens the Draft (:class:`strata.agent.loop.DraftOnWrite`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +82,8 @@ class Tool:
     spec: ToolSpec
     handler: Handler
     group: str
+    #: True for a tool that changes the folder's files
+    writes: bool = False
 
     @property
     def name(self) -> str:
@@ -199,10 +212,15 @@ class ToolSet(MutableMapping[str, tuple[ToolSpec, Handler]]):
     def __setitem__(self, name: str, entry: tuple[ToolSpec, Handler]) -> None:
         spec, handler = entry
         if isinstance(handler, _Bound) and handler.owner is self:
-            tool = Tool(spec, handler.tool.handler, handler.tool.group)  # this set's, put back
+            tool = Tool(spec, handler.tool.handler, handler.tool.group, handler.tool.writes)
         else:
             old = self._tools.get(name)
-            tool = Tool(spec, handler, old.group if old is not None else "extra")
+            tool = Tool(
+                spec,
+                handler,
+                old.group if old is not None else "extra",
+                old.writes if old is not None else False,
+            )
         self._tools[name] = tool
         if name not in self._known:
             self._known += (name,)
@@ -271,13 +289,42 @@ class ToolSet(MutableMapping[str, tuple[ToolSpec, Handler]]):
         return ToolResult(f"[result {index}, characters {offset}-]\n" + text[offset:])
 
 
+#: where a call runs: a folder, or ``folder_for(tool name) -> folder`` (asked at each call)
+Folder = Path | Callable[[str], Path]
+
+
+def writes(tools: Mapping[str, tuple[ToolSpec, Handler]], name: str) -> bool:
+    """True when tool ``name`` of ``tools`` changes files (an unknown tool: False).
+
+    A set's tools say it themselves (:attr:`Tool.writes`), also when handed
+    out as entries of a plain mapping (an RPI phase's); for any other handler
+    the file tools' names decide.
+    """
+    entry = tools.get(name)
+    if entry is None:
+        return False
+    handler = entry[1]
+    if isinstance(handler, _Bound):
+        return handler.tool.writes
+    return name in ("write_file", "edit_file")
+
+
 def call_tool(
     tools: Mapping[str, tuple[ToolSpec, Handler]],
-    folder: Path,
+    folder: Folder,
     name: str,
     arguments: dict[str, Any],
 ) -> ToolResult:
-    """Run tool ``name`` of ``tools`` on ``folder``: :meth:`ToolSet.run` for a set, else alike."""
+    """Run tool ``name`` of ``tools`` on ``folder``: :meth:`ToolSet.run` for a set, else alike.
+
+    A ``folder`` that is a function is asked for the folder of this call (with
+    the tool's name) first; if it fails, that is the call's error result.
+    """
+    if callable(folder):
+        try:
+            folder = folder(name)
+        except StrataError as exc:
+            return ToolResult(f"{name}: {exc}", True)
     if isinstance(tools, ToolSet):
         return tools.run(folder, name, arguments)
     entry = tools.get(name)
@@ -341,12 +388,120 @@ def writable(path: str) -> str:
     return path
 
 
+# -- bounds on writes --------------------------------------------------------------------------
+
+#: the default bounds: one file at most 10 MiB, one turn at most 50 MiB written
+MAX_FILE_BYTES = 10 * 1024 * 1024
+MAX_TURN_BYTES = 50 * 1024 * 1024
+
+
+@dataclass
+class WriteLimits:
+    """How much the edit tools may write: per file, and in all during one turn.
+
+    ``written`` counts the bytes written so far under these limits (a turn's
+    tools share one instance, see :func:`bounded`). Read from ``[edits]`` in
+    ``config.toml`` by :meth:`from_config` (``max_file_bytes``, ``max_turn_bytes``).
+    """
+
+    max_file_bytes: int = MAX_FILE_BYTES
+    max_turn_bytes: int = MAX_TURN_BYTES
+    written: int = field(default=0, compare=False)
+
+    @classmethod
+    def from_config(cls, raw: Mapping[str, Any]) -> WriteLimits:
+        """The limits ``[edits]`` of a parsed ``config.toml`` sets (defaults for the others).
+
+        :class:`~strata.errors.UsageError` naming the key when one is not a positive integer.
+        """
+        from strata.errors import UsageError
+
+        section = raw.get("edits") or {}
+        values: dict[str, int] = {}
+        for key, default in (
+            ("max_file_bytes", MAX_FILE_BYTES),
+            ("max_turn_bytes", MAX_TURN_BYTES),
+        ):
+            value = section.get(key, default) if isinstance(section, dict) else default
+            if type(value) is not int or value < 1:
+                raise UsageError(
+                    f"[edits] {key} in config.toml must be a positive number of bytes, "
+                    f"not {value!r}"
+                )
+            values[key] = value
+        return cls(**values)
+
+    def check(self, path: str, size: int) -> None:
+        """Refuse (ValueError, the model reads why) a write of ``size`` bytes to ``path``."""
+        if size > self.max_file_bytes:
+            raise ValueError(
+                f"refused: {path} would be {size} bytes, over the limit of "
+                f"{self.max_file_bytes} bytes per file ([edits] max_file_bytes); write "
+                "less, or split the content into several files"
+            )
+        if self.written + size > self.max_turn_bytes:
+            raise ValueError(
+                f"refused: writing {size} more bytes to {path} would pass this turn's "
+                f"limit of {self.max_turn_bytes} bytes ({self.written} written so far; "
+                "[edits] max_turn_bytes); finish the turn and continue in the next one"
+            )
+
+    def count(self, size: int) -> None:
+        """Count ``size`` bytes written."""
+        self.written += size
+
+
+_LIMITS: contextvars.ContextVar[WriteLimits | None] = contextvars.ContextVar(
+    "strata_write_limits", default=None
+)
+
+
+@contextlib.contextmanager
+def bounded(limits: WriteLimits | None) -> Iterator[WriteLimits]:
+    """Bound every edit tool's writes by ``limits`` (a new default one when None) meanwhile.
+
+    One turn of a session runs inside one ``bounded``: its writes add up.
+    """
+    current = limits if limits is not None else WriteLimits()
+    token = _LIMITS.set(current)
+    try:
+        yield current
+    finally:
+        _LIMITS.reset(token)
+
+
+def write_limits() -> WriteLimits:
+    """The limits in force (:func:`bounded`'s, else a default per-file bound, not counted)."""
+    return _LIMITS.get() or WriteLimits()
+
+
+def _regular_or_absent(writer: WorkspaceWriter, path: str) -> os.stat_result | None:
+    """``path``'s lstat when it is a regular file, None when absent; else refused (ValueError)."""
+    st = writer.lstat(path)
+    if st is None or stat.S_ISREG(st.st_mode):
+        return st
+    if stat.S_ISLNK(st.st_mode):
+        raise ValueError(
+            f"refused: {path} is a symlink; the edit tools never write through or over one"
+        )
+    if stat.S_ISDIR(st.st_mode):
+        raise ValueError(f"refused: {path} is a folder")
+    raise ValueError(f"refused: {path} is a special file (a device, socket or pipe), not a file")
+
+
 def write_bytes(folder: Path, path: str, data: bytes) -> None:
-    """Create or replace ``path`` in ``folder`` (an existing file keeps its mode)."""
+    """Create or replace ``path`` in ``folder`` (an existing file keeps its mode).
+
+    Refused (ValueError) past the limits in force (:func:`write_limits`) or
+    when a symlink or special file is at ``path``.
+    """
+    limits = write_limits()
+    limits.check(path, len(data))
     with WorkspaceWriter(folder) as writer:
-        st = writer.lstat(path)
-        mode = stat.S_IMODE(st.st_mode) if st is not None and stat.S_ISREG(st.st_mode) else 0o644
+        st = _regular_or_absent(writer, path)
+        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
         writer.write_file(path, data, mode=mode)
+    limits.count(len(data))
 
 
 def write_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
@@ -363,7 +518,11 @@ def edit_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
     old, new = str(arguments["old"]), str(arguments["new"])
     if not old:
         raise ValueError("'old' must not be empty")
+    limits = write_limits()
     with WorkspaceWriter(folder) as writer:
+        st = _regular_or_absent(writer, path)
+        if st is None:
+            raise FileNotFoundError(path)
         data = writer.read_file(path)
         encoding = detect_encoding(data) or "utf-8"
         text = data.decode(encoding)
@@ -371,9 +530,10 @@ def edit_file(folder: Path, arguments: dict[str, Any]) -> ToolResult:
         if count != 1:
             where = "not found" if count == 0 else f"found {count} times; make it unique"
             return ToolResult(f"edit_file {path}: the text to replace was {where}", True)
-        st = writer.lstat(path)
-        mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
-        writer.write_file(path, text.replace(old, new).encode(encoding), mode=mode)
+        content = text.replace(old, new).encode(encoding)
+        limits.check(path, len(content))
+        writer.write_file(path, content, mode=stat.S_IMODE(st.st_mode))
+    limits.count(len(content))
     return ToolResult(f"edited {path}")
 
 
@@ -411,6 +571,7 @@ FILES: tuple[Tool, ...] = (
         ),
         write_file,
         "files",
+        writes=True,
     ),
     Tool(
         ToolSpec(
@@ -424,6 +585,7 @@ FILES: tuple[Tool, ...] = (
         ),
         edit_file,
         "files",
+        writes=True,
     ),
 )
 

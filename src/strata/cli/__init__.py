@@ -191,6 +191,7 @@ COMMAND_MODULES = {
     "kb": "kb",  # the knowledge base
     "ask": "workshop",  # the Workshop (issue 13)
     "chat": "workshop",
+    "stats": "workshop",  # the Workshop's local telemetry (issue 31)
     "host": "host",  # the host loop (seed 001)
     "vcs": "vcs",  # the Git sync (issue 29)
     "import": "vcs",

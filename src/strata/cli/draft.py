@@ -84,7 +84,7 @@ def draft_start(author: str | None, author_kind: str | None, as_json: bool) -> N
     with open_repo(who) as repo:
         from strata.workbench.draft import start_draft
 
-        d = start_draft(repo, author=who)
+        d = start_draft(repo, author=who, source={"kind": "cli", "author": who.name})
         info = d.status(now_ms=repo.now_ms())
     if as_json:
         emit_json(info)
@@ -121,6 +121,40 @@ def draft_status(as_json: bool) -> None:
         f"tip {short(info['tip_event_id'])}"
     )
     click.echo(f"Its files: {printable(str(info['path']))}")
+
+
+@draft.command("dismiss")
+@json_option
+def draft_dismiss(as_json: bool) -> None:
+    """Dismiss the reminder of a Draft open longer than a day, for another day.
+
+    The reminder ('You have an open Draft from ...', in 'strata status',
+    'strata ask' and 'strata chat') offers Review ('strata review'), Discard
+    ('strata discard') and Dismiss (this). The dismissal is recorded in the
+    Draft's record; a day later the reminder comes back.
+
+    \b
+    Example:
+      strata draft dismiss
+      strata draft dismiss --json
+    """
+    with open_repo() as repo:
+        from strata.ledger.events import format_ts
+        from strata.workbench.draft import DAY_MS, dismiss_reminder
+
+        now = repo.now_ms()
+        state = dismiss_reminder(repo, now_ms=now)
+    info = {
+        "id": state.id,
+        "dismissed_ts": format_ts(now),
+        "next_reminder_ts": format_ts(max(now, state.created_ms) + DAY_MS),
+    }
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Dismissed the reminder of Draft {state.id} until {info['next_reminder_ts'][:16]} UTC."
+    )
 
 
 def sandbox_options(func: Any) -> Any:
@@ -184,6 +218,7 @@ def run_in_draft(
     message: str = "",
     agents: Sequence[str] = (),
     record_model: bool = False,
+    keep_failed: bool = True,
 ) -> int:
     """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
 
@@ -195,7 +230,8 @@ def run_in_draft(
     :class:`~strata.workbench.draft.DraftRun` JSON on stdout, else a few lines
     on stderr, saying "no isolation" for ``--sandbox none``). ``record_model``
     records the command's model calls through a proxy (with ``--net deny`` the
-    sandbox's only way out), linked from the revision.
+    sandbox's only way out), linked from the revision. Unless ``keep_failed``,
+    a failed command's writes are rolled back after its revision is recorded.
     """
     from strata.sandbox.net import NetPolicy
 
@@ -215,7 +251,7 @@ def run_in_draft(
         d = open_draft(repo)
         started = d is None
         if d is None:
-            d = start_draft(repo, author=who)
+            d = start_draft(repo, author=who, source={"kind": "run", "command": list(argv)})
         cwd = rel_path(repo, ".")
         if started and not as_json:
             click.echo(f"strata: started Draft {d.id}", err=True)
@@ -239,6 +275,7 @@ def run_in_draft(
                 agents=agents,
                 on_net_refused=_tell_refused(policy),
                 model_calls=(lambda: _model_proxy(repo)) if record_model else None,
+                keep_failed=keep_failed,
             )
     if as_json:
         emit_json({"draft_id": d.id, "started": started, **result.to_json()})
@@ -251,6 +288,14 @@ def run_in_draft(
             click.echo(
                 f"strata: recorded draft revision {short(rev.id)} "
                 f"({n} file{'s' if n != 1 else ''} changed); 'strata review' shows the Draft",
+                err=True,
+            )
+        if result.rolled_back_to is not None:
+            k = len(result.rolled_back_paths)
+            click.echo(
+                f"strata: the command failed (exit {result.outcome.exit_code}): its writes "
+                f"({k} file{'s' if k != 1 else ''}) were rolled back; 'strata undo' brings "
+                "them back, --keep-failed keeps them next time",
                 err=True,
             )
     return result.outcome.exit_code
@@ -323,6 +368,12 @@ def _warn_editable(published: Path) -> None:
 @sandbox_options
 @author_options
 @click.option("-m", "--message", default="", help="Why (the draft revision's message).")
+@click.option(
+    "--keep-failed",
+    is_flag=True,
+    help="Keep what COMMAND wrote when it fails (by default a failed run's writes are "
+    "recorded, then rolled back: 'strata undo' brings them back).",
+)
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def draft_run(
@@ -334,10 +385,15 @@ def draft_run(
     author: str | None,
     author_kind: str | None,
     message: str,
+    keep_failed: bool,
     as_json: bool,
     command: tuple[str, ...],
 ) -> None:
     """Run COMMAND in the Draft (made first when none is open) and record a draft revision.
+
+    When COMMAND fails (a non-zero exit or a signal) its writes are rolled
+    back: its revision is recorded, then the Draft goes back to the revision
+    before it ('strata undo' brings the writes back); --keep-failed keeps them.
 
     By default COMMAND runs in a bubblewrap sandbox: the Draft at the
     workspace's own path, system folders read-only, private /tmp, /run and
@@ -362,6 +418,7 @@ def draft_run(
         author_name=author,
         author_kind=author_kind,
         message=message,
+        keep_failed=keep_failed,
     )
     sys.stdout.flush()
     raise SystemExit(code)

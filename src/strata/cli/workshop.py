@@ -51,13 +51,25 @@ def _streamer(as_json: bool) -> Callable[[object], None]:
     """Print the answer's text as it streams, and one line per tool call (not with --json)."""
     from strata.providers.base import TextDelta
     from strata.workshop.events import StepFinished, ToolResultEvent
+    from strata.workshop.rpi import ImplementProgress, PhaseStarted
 
     state = {"text": False}
 
     def on_event(event: object) -> None:
         if as_json:
             return
-        if isinstance(event, TextDelta):
+        if isinstance(event, PhaseStarted | ImplementProgress):
+            if state["text"]:
+                click.echo()
+                state["text"] = False
+            if isinstance(event, PhaseStarted):
+                click.echo(f"[{event.phase}]", err=True)
+            else:
+                label = printable(" ".join(event.item_label.split()))[:80]
+                click.echo(
+                    f"[implement {event.current_item}/{event.total_items}: {label}]", err=True
+                )
+        elif isinstance(event, TextDelta):
             # the model's text, shown and never obeyed: no escape sequence reaches the terminal
             # (a clipboard write, a hidden link, a line redrawn), no bidi override reorders it
             click.echo(printable_lines(event.text), nl=False)
@@ -74,6 +86,20 @@ def _streamer(as_json: bool) -> Callable[[object], None]:
             state["text"] = False
 
     return on_event
+
+
+def _echo_draft(repo: Repository) -> None:
+    """The open Draft on stderr (date, age, source), and the day-old reminder with its actions."""
+    from strata.workbench.draft import REMINDER_ACTIONS, draft_banner, draft_reminder
+
+    now = repo.now_ms()
+    banner = draft_banner(repo, now_ms=now)
+    if banner is None:
+        return
+    click.echo(f"[{printable(banner)}]", err=True)
+    reminder = draft_reminder(repo, now_ms=now)
+    if reminder is not None:
+        click.echo(f"{reminder} {REMINDER_ACTIONS}", err=True)
 
 
 def _echo_turn(turn: Turn) -> None:
@@ -94,9 +120,21 @@ def _echo_turn(turn: Turn) -> None:
 @_conversation_option
 @model_option("The model for this turn (default: the Workshop's, 'strata chat model').")
 @click.option("--rpi", is_flag=True, help="Run the Research -> Plan -> Implement loop.")
+@click.option(
+    "--max-steps",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="The most model calls the turn may make; a turn that reaches it fails (exit 1).",
+)
 @json_option
 def ask(
-    message: str, conversation: str | None, model: str | None, rpi: bool, as_json: bool
+    message: str,
+    conversation: str | None,
+    model: str | None,
+    rpi: bool,
+    max_steps: int,
+    as_json: bool,
 ) -> None:
     """Send MESSAGE to the Workshop's agent: one turn, headless (for scripts).
 
@@ -112,11 +150,15 @@ def ask(
     """
     with open_repo() as repo:
         workshop = _open(repo, conversation, model)
+        workshop.max_steps = max_steps
+        if not as_json:
+            _echo_draft(repo)  # on start: a Draft already open, and how old
         turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
-    if as_json:
-        emit_json(turn.to_json())
-        return
-    _echo_turn(turn)
+        if as_json:
+            emit_json(turn.to_json())
+            return
+        _echo_turn(turn)
+        _echo_draft(repo)
 
 
 # -- strata chat ----------------------------------------------------------------------------
@@ -170,8 +212,14 @@ def _message_line(m: ChatMessage, head: str | None) -> str:
     extra = ""
     if m.draft_revision:
         extra = f"  (Draft revision {short(m.draft_revision)})"
-    if m.data.get("error"):
-        extra += "  [interrupted]" if m.data.get("interrupted") else "  [failed]"
+    if m.system_kind == "checkpoint_publish":  # the card's Restore
+        extra = f"  (Restore: strata chat restore {short(m.id)})"
+    error = m.data.get("error")
+    if error:
+        said = error.get("message") if isinstance(error, dict) else None
+        said = printable(" ".join(str(said or "").split()))[:160]
+        what = "interrupted" if m.data.get("interrupted") else "failed"
+        extra += f"  [{what}: {said}]" if said else f"  [{what}]"
     return f"{marker} {short(m.id)} {m.ts[:19]} {who}: {text}{extra}"
 
 
@@ -285,18 +333,86 @@ def chat_model(spec: str, conversation: str | None, as_json: bool) -> None:
     click.echo(f"Switched the model to {spec}.")
 
 
+@chat.command("restore")
+@click.argument("target", metavar="CARD|CHECKPOINT")
+@_conversation_option
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation (scripts).")
+@json_option
+def chat_restore(target: str, conversation: str | None, yes: bool, as_json: bool) -> None:
+    """Restore Published from a publish card's checkpoint (the card's Restore action).
+
+    CARD is the id of a checkpoint card in 'strata chat log' (a publish's),
+    or give a checkpoint id. The files the publish replaced come back; a
+    'checkpoint_restore' card says so, and 'strata undo' reverses it. Refused
+    while a Draft is open (publish or discard it first). Asks first on a terminal.
+
+    \b
+    Example:
+      strata chat restore 3f2a91c0
+      strata chat restore --yes --json cp_7h2k
+    """
+    with open_repo() as repo:
+        workshop = _open(repo, conversation)
+        checkpoint = workshop.checkpoint_of(target)
+        if not yes and not as_json and sys.stdin.isatty():
+            click.confirm(
+                f"Restore Published to checkpoint {checkpoint}? The files it holds replace "
+                "the workspace's ('strata undo' reverses it).",
+                abort=True,
+            )
+        card = workshop.restore(checkpoint)
+    if as_json:
+        emit_json(card.to_json())
+        return
+    click.echo(f"{printable(card.text)} ('strata undo' reverses it).")
+
+
 @chat.command("new")
 @click.argument("title", required=False, default=None)
+@click.option(
+    "--draft",
+    "with_draft",
+    type=click.Choice(["ask", "publish", "discard", "keep"]),
+    default="ask",
+    show_default=True,
+    help="What to do with an open Draft first: ask (on a terminal: Publish / Discard / "
+    "Cancel; elsewhere it is kept), publish it, discard it, or keep it open.",
+)
 @json_option
-def chat_new(title: str | None, as_json: bool) -> None:
+def chat_new(title: str | None, with_draft: str, as_json: bool) -> None:
     """Start a new conversation (the next 'strata ask' continues it).
+
+    With a Draft open, it first asks: Publish it, Discard it, or Cancel (the
+    new conversation is not started). --draft answers for scripts.
 
     \b
     Example:
       strata chat new "quarterly report"
+      strata chat new --draft publish "next topic"
     """
+    from strata.workbench.draft import open_draft
+
     with open_repo() as repo:
-        workshop = _open(repo, None).new_conversation(title)
+        current = _open(repo, None)
+        if open_draft(repo) is not None and with_draft == "ask":
+            with_draft = "keep"
+            if not as_json and sys.stdin.isatty():
+                _echo_draft(repo)
+                choice = click.prompt(
+                    "A Draft is open: [p]ublish it, [d]iscard it, or [c]ancel?",
+                    type=click.Choice(["p", "d", "c"]),
+                    show_choices=False,
+                    default="c",
+                )
+                if choice == "c":
+                    click.echo("Cancelled: no new conversation; the Draft stays open.", err=True)
+                    return
+                with_draft = {"p": "publish", "d": "discard"}[choice]
+        if with_draft == "publish" and open_draft(repo) is not None:
+            current.publish()
+        elif with_draft == "discard" and open_draft(repo) is not None:
+            current.discard()
+        workshop = current.new_conversation(title)
     if as_json:
         emit_json({"conversation": workshop.conversation_id, "title": title or ""})
         return
@@ -324,4 +440,48 @@ def chat_list(as_json: bool) -> None:
         click.echo(f"{i.id}  {i.updated_ts[:19]}  {i.records:4} records  {i.title}")
 
 
-COMMANDS = [ask, chat]
+@click.command("stats")
+@json_option
+def stats(as_json: bool) -> None:
+    """Show the Workshop's local telemetry, computed from the ledger (nothing is sent anywhere).
+
+    Turns (failed ones by reason: provider, validation, step_limit, loop,
+    cancelled, killed, disk), Draft changes generated and applied, Drafts
+    started, published and discarded, rewinds and how many answers each took
+    back, regenerates, undo use and model switches.
+
+    \b
+    Example:
+      strata stats
+      strata stats --json
+    """
+    from strata.workshop.stats import workshop_stats
+
+    with open_repo() as repo:
+        found = workshop_stats(repo).to_json()
+    if as_json:
+        emit_json(found)
+        return
+    turns, drafts = found["turns"], found["drafts"]
+    reasons = ", ".join(f"{k} {v}" for k, v in turns["failure_reasons"].items()) or "none"
+    distances = (
+        ", ".join(f"{k} answer(s): {v}" for k, v in found["rewinds"]["distances"].items()) or "none"
+    )
+    lines = [
+        f"conversations     {found['conversations']}",
+        f"turns             {turns['total']} ({turns['failed']} failed: {reasons})",
+        f"draft changes     {found['draft_changes']['generated']} revision(s) generated, "
+        f"{found['draft_changes']['applied']} turn(s) applied edits",
+        f"drafts            {drafts['started']} started, {drafts['published']} published, "
+        f"{drafts['discarded']} discarded",
+        f"rewinds           {found['rewinds']['total']} (distances: {distances})",
+        f"regenerates       {found['regenerates']}",
+        f"undo              {found['undo']['total']} ({found['undo']['of_workshop']} of the "
+        "Workshop)",
+        f"model switches    {found['model_switches']}",
+    ]
+    for line in lines:
+        click.echo(line)
+
+
+COMMANDS = [ask, chat, stats]

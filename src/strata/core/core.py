@@ -94,6 +94,7 @@ class Core:
         ref_schemes: dict[str, Callable[[Core, str], ObjectId]] | None = None,
         recoverers: tuple[Callable[[Core], object], ...] = (),
         undo_handlers: tuple[Callable[[Transaction, OperationRecord], bool], ...] = (),
+        publish_hooks: tuple[Callable[[Transaction, Event], None], ...] = (),
     ) -> None:
         self.layout = layout
         #: ``SCHEME:VALUE`` refs a feature package resolves (``git`` → a commit's tree)
@@ -104,6 +105,9 @@ class Core:
         #: asked first by undo: a handler that returns True has reversed the operation itself
         #: (a finished run is undone as one step)
         self.undo_handlers = undo_handlers
+        #: called inside every publish's transaction with its ``publish`` event (the
+        #: Workshop adds its checkpoint card to each conversation that edited the Draft)
+        self.publish_hooks = publish_hooks
         #: an in-process change monitor to ask instead of the watcher's socket
         self.monitor = monitor
         #: called with (done, total) during long scans; the CLI draws a progress line

@@ -201,7 +201,7 @@ class StrataTools:
         from strata.workbench.draft import start_draft
 
         def run() -> dict[str, Any]:
-            draft = start_draft(self.repo, author=self.author)
+            draft = start_draft(self.repo, author=self.author, source={"kind": "mcp"})
             return draft.status(now_ms=self.repo.now_ms())
 
         return self.call(run)

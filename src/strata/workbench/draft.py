@@ -38,6 +38,7 @@ aliases, filter and diff drivers, ``core.sshCommand``, includes…).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import json
@@ -168,10 +169,15 @@ class DraftRun:
     outcome: ProcessOutcome
     isolated: bool
     revision: Event | None
+    #: the revision the Draft was rewound to after a failed run (its writes undone)
+    rolled_back_to: str | None = None
+    rolled_back_paths: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata draft run --json`` prints."""
         return {
+            "rolled_back_to": self.rolled_back_to,
+            "rolled_back_paths": list(self.rolled_back_paths),
             "argv": self.argv,
             "exit_code": self.outcome.exit_code,
             "signal": self.outcome.signal,
@@ -247,6 +253,8 @@ class Draft:
                 )
             ),
             "git": self.state.git,
+            "source": self.state.source,
+            "source_text": self.state.source_text(),
         }
 
     # -- revisions -------------------------------------------------------------------
@@ -374,8 +382,14 @@ class Draft:
         agents: Sequence[str] = (),
         on_net_refused: Callable[[str], None] | None = None,
         model_calls: Callable[[], AbstractContextManager[ModelCalls]] | None = None,
+        keep_failed: bool = False,
     ) -> DraftRun:
         """Run ``argv`` in the Draft, then record a draft revision.
+
+        A command that fails (a non-zero exit, a signal) has its writes rolled
+        back unless ``keep_failed``: its revision is recorded (what it wrote
+        stays in the ledger), then the Draft is rewound to the revision before
+        it (a ``draft rewind``: ``strata undo`` brings the writes back).
 
         ``sandbox`` is ``bwrap`` (the Draft mounted read-write at the
         workspace's own path, nothing else of the host writable, see
@@ -422,6 +436,7 @@ class Draft:
                 hint="drop --sandbox none",
             )
 
+        before = self.tip()
         # held while the command runs, so the Draft is not published or discarded under it
         info = {"pid": os.getpid(), "argv": list(argv), "draft": self.id}
         traces: tuple[str, ...] = ()
@@ -456,6 +471,11 @@ class Draft:
             always=True,
             artifacts=traces,
         )
+        failed = outcome.exit_code != 0 or outcome.signal is not None
+        wrote = revision is not None and self.core.tree_of(revision) != self.core.tree_of(before)
+        if failed and wrote and not keep_failed:
+            back = self.rewind(before.id, author=author)
+            return DraftRun(list(argv), outcome, sandbox != "none", revision, before.id, back.paths)
         return DraftRun(list(argv), outcome, sandbox != "none", revision)
 
     def _execute(
@@ -656,8 +676,12 @@ def start_draft(
     author: Author | None = None,
     tree: ObjectId | None = None,
     data: dict[str, Any] | None = None,
+    source: Mapping[str, Any] | None = None,
 ) -> Draft:
     """Create the one Draft from Published's files (recording Published first).
+
+    ``source`` is what ``draft.json`` records as what opened the Draft (see
+    :attr:`~strata.workbench.state.DraftState.source`; default ``{"kind": "cli"}``).
 
     A folder kept from an ended Draft is brought to Published's tree by
     writing only the paths that differ; else Published's files are copied.
@@ -712,7 +736,14 @@ def start_draft(
             _write_kept(core)
             branch = f"draft/{draft_id}"
             tx.move(branches={**tx.view.branches, branch: head.id})
-        state = DraftState(draft_id, branch, EventId(head.id), core.now_ms(), git)
+        state = DraftState(
+            draft_id,
+            branch,
+            EventId(head.id),
+            core.now_ms(),
+            git,
+            dict(source) if source is not None else {"kind": "cli"},
+        )
         atomic_write(layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
         draft = Draft(core, state)
         if scanned is not None and scanned.tree == head_tree:
@@ -970,12 +1001,65 @@ def _unlock_folder(fd: int, bits: int) -> list[str] | None:
 
 
 def draft_reminder(core: Core, *, now_ms: int) -> str | None:
-    """The reminder ``strata status`` shows for a Draft open longer than a day."""
+    """The reminder for a Draft open longer than a day (None: none is due).
+
+    ``strata status``, ``strata ask`` and ``strata chat`` show it; its
+    actions are Review, Discard and Dismiss (:func:`dismiss_reminder`): a
+    dismissed reminder comes back a day after its dismissal.
+    """
     state = DraftState.load(core.layout.draft_state)
     if state is None or now_ms - state.created_ms < DAY_MS:
         return None
+    dismissed = state.reminder_dismissed_ms
+    if dismissed is not None and now_ms - dismissed < DAY_MS:
+        return None
     date = format_ts(state.created_ms)[:16].replace("T", " ")
     return f"You have an open Draft from {date} UTC. Review and publish or discard?"
+
+
+#: the reminder's actions, as a command line offers them
+REMINDER_ACTIONS = (
+    "Review: 'strata review' · Discard: 'strata discard' · Dismiss for a day: "
+    "'strata draft dismiss'"
+)
+
+
+def dismiss_reminder(core: Core, *, now_ms: int) -> DraftState:
+    """Dismiss the open Draft's reminder until a day from ``now_ms`` (recorded in ``draft.json``).
+
+    :class:`NoDraft` when no Draft is open.
+    """
+    with core.writing():
+        state = DraftState.load(core.layout.draft_state)
+        if state is None:
+            raise NoDraft()
+        state = dataclasses.replace(state, reminder_dismissed_ms=now_ms)
+        atomic_write(core.layout.draft_state, json.dumps(state.to_json(), indent=2).encode())
+    return state
+
+
+def draft_banner(core: Core, *, now_ms: int) -> str | None:
+    """One line on the open Draft (its date, age and source), or None when none is open.
+
+    What ``strata ask`` and ``strata chat`` show on start and after each turn.
+    """
+    state = DraftState.load(core.layout.draft_state)
+    if state is None:
+        return None
+    date = format_ts(state.created_ms)[:16].replace("T", " ")
+    age = _age_text(max(0, now_ms - state.created_ms))
+    return (
+        f"Draft {state.id} in progress: from {date} UTC ({age} old), source "
+        f"{state.source_text()}; review it ('strata review'), then publish or discard"
+    )
+
+
+def _age_text(ms: int) -> str:
+    minutes = ms // 60_000
+    if minutes < 60:
+        return f"{minutes} min"
+    hours = minutes // 60
+    return f"{hours} h" if hours < 48 else f"{hours // 24} days"
 
 
 # -- helpers ----------------------------------------------------------------------------

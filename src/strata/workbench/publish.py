@@ -296,6 +296,8 @@ def publish(
                         "merged_paths": merged,
                     },
                 )
+            for hook in core.publish_hooks:  # the Workshop's checkpoint cards
+                hook(tx, event)
             tx.details.update(tree_before=published_tree, tree_after=target, draft=draft.id)
             tx.journal_extra(ends_draft=draft.id)
             report = tx.apply(core.workspace.plan(scan, target))

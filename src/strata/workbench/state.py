@@ -10,7 +10,7 @@ importing it.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -36,10 +36,24 @@ class DraftState:
     base_event_id: EventId
     created_ms: int
     git: bool = False
+    #: what opened the Draft: ``{"kind": "workshop", "conversation": …}``, ``{"kind":
+    #: "run", "command": …}``, ``{"kind": "agent", "agent": …}``, ``{"kind": "hook",
+    #: "agent": …}``, ``{"kind": "mcp"}``, ``{"kind": "cli"}``; None for a Draft
+    #: recorded before sources were
+    source: dict[str, Any] | None = None
+    #: when the 24-hour reminder was last dismissed (it comes back a day later)
+    #: (not part of which Draft this is: a dismissal does not end a Draft's step)
+    reminder_dismissed_ms: int | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """As stored in ``draft.json``."""
         return {
+            **({"source": self.source} if self.source is not None else {}),
+            **(
+                {"reminder_dismissed_ms": self.reminder_dismissed_ms}
+                if self.reminder_dismissed_ms is not None
+                else {}
+            ),
             "format": STATE_FORMAT,
             "id": self.id,
             "branch": self.branch,
@@ -80,7 +94,36 @@ class DraftState:
             base_event_id=EventId(raw["base_event_id"]),
             created_ms=raw["created_ms"],
             git=bool(raw.get("git")),
+            source=raw["source"] if isinstance(raw.get("source"), dict) else None,
+            reminder_dismissed_ms=(
+                raw["reminder_dismissed_ms"]
+                if type(raw.get("reminder_dismissed_ms")) is int
+                else None
+            ),
         )
+
+    def source_text(self) -> str:
+        """The source as a person reads it (``Workshop (conv_…)``, ``draft run (make)``)."""
+        source = self.source or {}
+        kind = str(source.get("kind") or "")
+        detail = {
+            "workshop": "conversation",
+            "run": "command",
+            "agent": "agent",
+            "hook": "agent",
+        }.get(kind)
+        label = {
+            "workshop": "Workshop",
+            "run": "draft run",
+            "agent": "strata agent",
+            "hook": "agent hook",
+            "mcp": "MCP client",
+            "cli": "draft start",
+        }.get(kind, kind or "unknown source")
+        value = source.get(detail) if detail else None
+        if isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        return f"{label} ({str(value)[:60]})" if value else label
 
 
 class OpenDraft(Protocol):

@@ -145,7 +145,7 @@ class ConversationInfo:
         }
 
 
-def _records(core: Core) -> list[ChatMessage]:
+def all_records(core: Core) -> list[ChatMessage]:
     """Every conversation record of the workspace, oldest first."""
     found: list[ChatMessage] = []
     for kind in TYPES:
@@ -166,7 +166,7 @@ class ConversationLog:
     @classmethod
     def load(cls, core: Core, conversation: str) -> ConversationLog:
         """The conversation's records as the ledger has them now."""
-        return cls(conversation, [r for r in _records(core) if r.conversation == conversation])
+        return cls(conversation, [r for r in all_records(core) if r.conversation == conversation])
 
     @property
     def head(self) -> str | None:
@@ -206,7 +206,7 @@ class ConversationLog:
 def conversations(core: Core) -> list[ConversationInfo]:
     """Every conversation of the workspace, the most recently active first."""
     grouped: dict[str, list[ChatMessage]] = {}
-    for record in _records(core):
+    for record in all_records(core):
         grouped.setdefault(record.conversation, []).append(record)
     infos: list[ConversationInfo] = []
     for cid, records in grouped.items():
@@ -225,7 +225,7 @@ def conversations(core: Core) -> list[ConversationInfo]:
 
 def latest_conversation(core: Core) -> str | None:
     """The conversation with the newest record (the one a Workshop reopens), or None."""
-    records = _records(core)
+    records = all_records(core)
     return records[-1].conversation if records else None
 
 
@@ -252,8 +252,12 @@ def append(
     head: str | None = None,
     data: dict[str, Any] | None = None,
     author: Author | None = None,
+    artifacts: tuple[str, ...] = (),
 ) -> Event:
     """Append one record to ``conversation`` within ``tx``; return its event.
+
+    ``artifacts`` are stored objects the record links (the traces of a turn's
+    steps that made no Draft revision: a question's model calls).
 
     A chained record follows ``parent`` in the transcript and becomes the
     head; an off-chain record (``chain=False``) moves the head to ``head``.
@@ -278,6 +282,7 @@ def append(
         rationale=f"{label}: {summary}" if summary else str(label),
         data=body,
         author=author,
+        artifacts=artifacts,
     )
     tx.update_data(event.id, head=event.id if chain else head)
     return replace(event, data={**body, "head": event.id if chain else head})

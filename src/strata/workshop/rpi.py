@@ -94,7 +94,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from strata.agent.loop import AgentResult, StepRecord, open_session
 from strata.agent.step import LoopDetector, step_data, step_title, take_step
-from strata.agent.tools import ToolResult, call_tool
+from strata.agent.tools import Folder, ToolResult, WriteLimits, bounded, call_tool
 from strata.atomic import atomic_write
 from strata.errors import (
     UsageError,
@@ -428,7 +428,7 @@ class _Options:
 class _Engine:
     def __init__(
         self,
-        folder: Path,
+        folder: Folder,
         provider: Provider,
         tools: ToolMap,
         request: str,
@@ -594,7 +594,7 @@ class _ItemFailed(Exception):
 
 
 def _run(
-    folder: Path,
+    folder: Folder,
     table: ToolMap,
     allowed: Mapping[str, tuple[ToolSpec, ToolHandler]],
     phase: str,
@@ -609,7 +609,7 @@ def _run(
 
 
 def run_rpi(
-    folder: Path,
+    folder: Folder,
     provider: Provider,
     tools: ToolMap,
     request: str,
@@ -744,6 +744,9 @@ def run_rpi_agent(
     on_step: Callable[[StepRecord], None] | None = None,
     data: Mapping[str, Any] | None = None,
     max_steps: int | None = None,
+    limits: WriteLimits | None = None,
+    source: Mapping[str, Any] | None = None,
+    draft_on_write: bool = False,
 ) -> AgentResult:
     """:func:`run_rpi` on the Draft, shaped like :func:`strata.agent.loop.run_agent`.
 
@@ -759,12 +762,23 @@ def run_rpi_agent(
     as a last step without an event (nothing is asked of the model).
     ``on_tool_result`` gets ``(step, call id, tool, result)``; ``max_steps``
     is accepted for ``run_agent``'s callers and ignored: the phases have
-    their own budgets.
+    their own budgets. As in ``run_agent``, with ``draft_on_write`` the Draft
+    is opened at the first write (the research and plan phases open none),
+    ``limits`` bound the turn's writes and ``source`` is the Draft's source.
     """
     from strata.agent.tools import TOOLS
 
+    table = TOOLS if tools is None else tools
     author = author or Author(agent_id, "agent", provider.model or None)
-    draft, result = open_session(core, provider, author)
+    drafting, result = open_session(
+        core,
+        provider,
+        author,
+        table,
+        source=source or {"kind": "agent", "agent": agent_id},
+        at_once=not draft_on_write,
+    )
+    limits = limits if limits is not None else WriteLimits()
     session = result.session
     current: dict[str, Any] = {}
 
@@ -775,7 +789,7 @@ def run_rpi_agent(
         if on_step_start is not None:
             on_step_start(n)
         label = f"rpi {phase}" + (f" item {item}" if item is not None else "")
-        with draft.step(label, session=session):
+        with drafting.step(label, session=session), bounded(limits):
             yield
 
     def tool_done(call_id: str, name: str, result: ToolResult) -> None:
@@ -786,9 +800,8 @@ def run_rpi_agent(
         response = step.response
         calls = tuple(c.name for c in response.tool_calls)
         phase = step.phase + (f" item {step.item}" if step.item is not None else "")
-        event = draft.record(
+        event = drafting.record(
             step_title(f"rpi {phase}", response),
-            author=author,
             data={
                 "rpi": {
                     **step_data(
@@ -805,9 +818,10 @@ def run_rpi_agent(
                 },
                 **(data or {}),
             },
-            always=True,
             artifacts=step.traces,
         )
+        if drafting.draft is not None:
+            result.draft_id = drafting.draft.id
         record = StepRecord(
             current["step"],
             event.id if event else None,
@@ -821,9 +835,9 @@ def run_rpi_agent(
             on_step(record)
 
     outcome = run_rpi(
-        draft.path,
+        drafting.folder,
         provider,
-        TOOLS if tools is None else tools,
+        table,
         prompt,
         state=state,
         key=key,

@@ -36,6 +36,7 @@ changed.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import fcntl
 import os
 import re
@@ -52,6 +53,7 @@ from strata.errors import (
     UsageError,
     WorkshopBusy,
     WorkshopError,
+    WorkshopStepLimit,
 )
 from strata.ids import ObjectId
 from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock and leases
@@ -61,6 +63,7 @@ from strata.workshop.conversation import (
     ConversationInfo,
     ConversationLog,
     active_model,
+    all_records,
     append,
     conversations,
     latest_conversation,
@@ -68,7 +71,7 @@ from strata.workshop.conversation import (
 
 if TYPE_CHECKING:
     from strata.agent.loop import ToolTable
-    from strata.agent.tools import ToolResult
+    from strata.agent.tools import ToolResult, WriteLimits
     from strata.core import Core, OperationRecord, Transaction
     from strata.core.groups import Group
     from strata.providers.base import CancelToken, Message, Provider
@@ -308,6 +311,7 @@ class Workshop:
             raise UsageError("the message is empty")
         with self._turn("send a message") as lease:
             provider = self._provider()  # an unknown model fails before anything is recorded
+            self._limits()  # as does a bad [edits] setting
             log = self.log()
             # a prompt that cannot be assembled (no manifest) fails before anything is recorded
             assembled = self._assemble(_history(log.transcript()), text)
@@ -316,12 +320,20 @@ class Workshop:
             group = self._group(text, lease)
             with self.core.grouped(group):
                 with self.core.transaction("chat message", self.author) as tx:
+                    drafted = state["draft"]
                     event = append(
                         tx,
                         EventType.USER_MESSAGE,
                         self.conversation_id,
                         text=text,
                         parent=log.head,
+                        # the Draft as the message found it: a rewind to the message puts
+                        # it back (a Draft opened before the conversation too)
+                        data={
+                            "draft_before": {"id": drafted["id"], "event": drafted["event"]}
+                            if drafted
+                            else None
+                        },
                     )
                 user = ChatMessage.from_event(event)
                 lease.update(user_message=user.id, state_before=state, marker=marker)
@@ -445,7 +457,7 @@ class Workshop:
         With ``rpi`` the Research -> Plan -> Implement loop answers
         (:func:`strata.workshop.rpi.run_rpi_agent`), resumable by the message's id.
         """
-        from strata.agent.loop import StepRecord, run_agent
+        from strata.agent.loop import AgentResult, StepRecord, run_agent
         from strata.providers.base import TextDelta
         from strata.workbench.draft import open_draft
         from strata.workshop.events import StepFinished, StepStarted, ToolResultEvent
@@ -477,6 +489,7 @@ class Workshop:
             emit(StepFinished(record.step, record.event_id, record.finish_reason))
 
         error: BaseException | None = None
+        result: AgentResult | None = None
         try:
             if assembled is None:
                 assembled = self._assemble(_history(log.transcript(user.parent)), user.text)
@@ -493,11 +506,18 @@ class Workshop:
                 "on_tool_result": tool_done,
                 "on_step": step_done,
                 "data": {"workshop": {"conversation": self.conversation_id, "message": user.id}},
+                "limits": self._limits(),
+                "draft_on_write": True,
+                "source": {
+                    "kind": "workshop",
+                    "conversation": self.conversation_id,
+                    "message": user.id,
+                },
             }
             if rpi:
                 from strata.workshop.rpi import rpi_folder, run_rpi_agent
 
-                run_rpi_agent(
+                result = run_rpi_agent(
                     core,
                     provider,
                     user.text,
@@ -508,12 +528,16 @@ class Workshop:
             else:
                 from strata.workshop.rpi import loop_detector
 
-                run_agent(core, provider, user.text, loop=loop_detector(), **common)
+                result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+            if result.stopped == "max_steps":
+                raise WorkshopStepLimit(result.max_steps)
         except (StrataError, KeyboardInterrupt) as exc:
             error = exc
         draft = open_draft(core)
         revision = draft.tip().id if draft is not None else None
         text = steps[-1].text if steps and error is None else "".join(partial)
+        if isinstance(error, WorkshopStepLimit) and steps:
+            text = steps[-1].text
         data: dict[str, Any] = {
             "rpi": rpi,
             "model": self.model or provider.name,
@@ -549,6 +573,8 @@ class Workshop:
                 parent=parent,
                 data=data,
                 author=Author("workshop", "agent", provider.model or None),
+                # the traces no Draft revision links (steps before the first write)
+                artifacts=tuple(t for s in steps if s.event_id is None for t in s.traces),
             )
             if replaced is not None:
                 append(
@@ -586,6 +612,12 @@ class Workshop:
             system, messages = self.prompt(folder, history, text)
             return system, list(messages)
         return (self.system() if callable(self.system) else self.system), history
+
+    def _limits(self) -> WriteLimits:
+        """The bounds on one turn's writes (``[edits]`` of ``config.toml``)."""
+        from strata.agent.tools import WriteLimits
+
+        return WriteLimits.from_config(self.core.config.raw)
 
     def _provider(self, *, fallback: str | None = None) -> Provider:
         """The provider of this turn: the one given, else the model's (else ``fallback``)."""
@@ -717,7 +749,13 @@ class Workshop:
 
         with self._turn("publish") as lease:
             pending = self._pending(lease, "chat publish")
-            result = current_draft(self.core).publish(message, expect=expect, author=self.author)
+            token = _PUBLISHING.set(self.conversation_id)  # its own card comes next
+            try:
+                result = current_draft(self.core).publish(
+                    message, expect=expect, author=self.author
+                )
+            finally:
+                _PUBLISHING.reset(token)
             _record_card(self.core, lease.info, pending, self.author)
         return result
 
@@ -730,6 +768,71 @@ class Workshop:
             pending = self._pending(lease, "chat discard", draft_id=draft.id)
             draft.discard(author=self.author)
             return _record_card(self.core, lease.info, pending, self.author)
+
+    def draft_banner(self) -> str | None:
+        """One line on the open Draft (date, age, source), or None: what the chat shows."""
+        from strata.workbench.draft import draft_banner
+
+        return draft_banner(self.core, now_ms=self.core.now_ms())
+
+    def draft_reminder(self) -> str | None:
+        """The reminder of a Draft open longer than a day (None: not due or dismissed)."""
+        from strata.workbench.draft import draft_reminder
+
+        return draft_reminder(self.core, now_ms=self.core.now_ms())
+
+    def dismiss_reminder(self) -> None:
+        """Dismiss the Draft's reminder for a day (recorded in ``draft.json``)."""
+        from strata.workbench.draft import dismiss_reminder
+
+        dismiss_reminder(self.core, now_ms=self.core.now_ms())
+
+    def has_draft(self) -> bool:
+        """True while a Draft is open."""
+        return self.core.layout.draft_state.exists()
+
+    def moves_published(self, message_id: str | None = None) -> str | None:
+        """The checkpoint a rewind to ``message_id`` (None: a regenerate) restores Published from.
+
+        None when it would leave Published as it is (no publish or restore
+        lies after the message): what a front end asks confirmation for.
+        """
+        log = self.log()
+        chain = log.transcript()
+        if message_id is None:
+            users = [i for i, r in enumerate(chain) if r.kind == EventType.USER_MESSAGE]
+            if not users:
+                return None
+            at = users[-1]
+        else:
+            target = log.find(message_id)
+            ids = [r.id for r in chain]
+            if target.id not in ids:
+                return None
+            at = ids.index(target.id)
+        return _checkpoint_across(self.core, chain[at + 1 :])
+
+    def checkpoint_of(self, target: str) -> str:
+        """The checkpoint ``target`` names: a card of this conversation (its Restore), or an id.
+
+        A publish card's checkpoint (the files before that publish), a
+        restore card's ``pre_restore`` checkpoint; else ``target`` as a checkpoint id.
+        """
+        wanted = target.strip()
+        if len(wanted) >= 4:
+            cards = [r for r in self.log().records if r.id.startswith(wanted)]
+            if len(cards) == 1:
+                key = _PUBLISHED_MOVES.get(cards[0].system_kind or "")
+                if key is None or not cards[0].data.get(key):
+                    raise WorkshopError(
+                        f"message {cards[0].id} is not a checkpoint card",
+                        hint="give a publish card's id from 'strata chat log', or a checkpoint "
+                        "id ('strata checkpoint list')",
+                    )
+                return str(cards[0].data[key])
+        from strata.workbench.checkpoints import Checkpoints
+
+        return Checkpoints(self.core).get(wanted).id
 
     def restore(self, checkpoint_id: str) -> ChatMessage:
         """Restore Published from a checkpoint (no Draft open); a ``checkpoint_restore`` card."""
@@ -866,7 +969,12 @@ def workshop(
 
 
 def _draft_at(core: Core, chain: list[ChatMessage]) -> dict[str, Any] | None:
-    """The Draft as it was at the last record of ``chain`` (None: no Draft was open)."""
+    """The Draft as it was at the last record of ``chain`` (None: no Draft was open).
+
+    The last answer's revision; else, back to a publish or discard, the
+    Draft a user message found when it was sent (one opened before the
+    conversation, or by hand between turns).
+    """
     for record in reversed(chain):
         if record.kind == EventType.ASSISTANT_MESSAGE and record.draft_revision:
             event = core.event(record.draft_revision)
@@ -877,6 +985,10 @@ def _draft_at(core: Core, chain: list[ChatMessage]) -> dict[str, Any] | None:
             }
         if record.system_kind in _DRAFT_ENDS:
             return None
+        before = record.data.get("draft_before") if record.kind == EventType.USER_MESSAGE else None
+        if isinstance(before, dict) and before.get("event"):
+            event = core.event(str(before["event"]))
+            return {"id": before.get("id"), "event": event.id, "tree": core.tree_of(event)}
     return None
 
 
@@ -940,7 +1052,13 @@ def transition(
     if current is not None and core.tree_of(current.tip()) == tree:
         return pre
     if current is None:  # the Draft had ended: a new one, its first revision at the tree
-        start_draft(core, author=author, tree=tree, data={"reopened": str(draft["event"])})
+        start_draft(
+            core,
+            author=author,
+            tree=tree,
+            data={"reopened": str(draft["event"])},
+            source={"kind": "workshop", "reopened": str(draft["event"])},
+        )
         return pre
     current.record("before rewind", author=author)
     target = core.event(str(draft["event"]))
@@ -956,14 +1074,30 @@ def _newest_pre_restore(core: Core) -> str | None:
 
 
 def _history(chain: list[ChatMessage]) -> list[Message]:
-    """The transcript as the model reads it: user and assistant messages, summaries."""
+    """The transcript as the model reads it: user and assistant messages, summaries.
+
+    A failed turn (its answer marked ``error``: a provider failure, a cancel,
+    a crash) is left out, its user message with it: a failed request is not
+    sent again with the next one (``strata chat regenerate`` asks it again).
+    """
     from strata.providers.base import Message
 
     out: list[Message] = []
     summaries = [i for i, r in enumerate(chain) if r.kind == EventType.SUMMARY_MESSAGE]
     if summaries:  # the last summary stands for everything before it
         chain = chain[summaries[-1] :]
+    failed: set[str] = set()
+    asked: str | None = None
     for record in chain:
+        if record.kind == EventType.USER_MESSAGE:
+            asked = record.id
+        elif record.kind == EventType.ASSISTANT_MESSAGE and _failed(record):
+            failed.add(record.id)
+            if asked is not None:
+                failed.add(asked)
+    for record in chain:
+        if record.id in failed:
+            continue
         if record.kind == EventType.USER_MESSAGE:
             out.append(Message("user", record.text))
         elif record.kind == EventType.ASSISTANT_MESSAGE and record.text:
@@ -971,6 +1105,14 @@ def _history(chain: list[ChatMessage]) -> list[Message]:
         elif record.kind == EventType.SUMMARY_MESSAGE:
             out.append(Message("user", "Summary of the conversation so far:\n" + record.text))
     return out
+
+
+def _failed(answer: ChatMessage) -> bool:
+    """True for the answer of a turn that failed (a turn stopped at its step limit did not)."""
+    error = answer.data.get("error")
+    return bool(error) and not (
+        isinstance(error, dict) and error.get("type") == WorkshopStepLimit.__name__
+    )
 
 
 def _last_seq(core: Core) -> int:
@@ -1061,20 +1203,8 @@ def _record_card(
             iter(core.ledger.driver.find_events(EventFilter(action_type="publish"), limit=1))
         )
         event = Event.from_json(record.body, seq=record.seq)
-        cp = str(event.data.get("checkpoint_id"))
-        published_before = cp
-        draft_id = event.data.get("draft_id")
-        text = (
-            f"Published Draft {draft_id} ({len(event.files)} file(s)); checkpoint {cp} holds "
-            f"the files before ('strata checkpoint restore {cp}')"
-        )
-        data = {
-            "kind": "checkpoint_publish",
-            "checkpoint_id": cp,
-            "publish_event_id": event.id,
-            "draft_id": draft_id,
-            "files_changed": len(event.files),
-        }
+        published_before = str(event.data.get("checkpoint_id"))
+        text, data = _publish_card(event)
     elif command == "chat discard":
         text = f"Discarded Draft {pending.get('draft_id')}"
         data = {"kind": "draft_discarded", "draft_id": pending.get("draft_id")}
@@ -1106,6 +1236,70 @@ def _record_card(
             }
         )
     return ChatMessage.from_event(card)
+
+
+def _publish_card(event: Event) -> tuple[str, dict[str, Any]]:
+    """The text and data of the checkpoint card of the ``publish`` event ``event``."""
+    cp = str(event.data.get("checkpoint_id"))
+    draft_id = event.data.get("draft_id")
+    text = (
+        f"Published Draft {draft_id} ({len(event.files)} file(s)); checkpoint {cp} holds "
+        f"the files before ('strata chat restore {cp[:12]}' restores them)"
+    )
+    data = {
+        "kind": "checkpoint_publish",
+        "checkpoint_id": cp,
+        "publish_event_id": event.id,
+        "draft_id": draft_id,
+        "files_changed": len(event.files),
+    }
+    return text, data
+
+
+#: the conversation whose own ``chat publish`` is running (it records its card itself)
+_PUBLISHING: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "strata_workshop_publishing", default=None
+)
+
+
+def publish_cards(tx: Transaction, event: Event) -> list[str]:
+    """Add the checkpoint card of a publish to each conversation that edited its Draft.
+
+    A publish hook of :class:`~strata.core.Core` (called inside the publish's
+    transaction, so the cards and the publish are one operation), whatever
+    published: ``strata publish``, the API, the studio, another
+    conversation. A conversation edited the Draft when one of its answers
+    names the Draft (``data.draft_id``). Its card is chained after its head,
+    so a later rewind to a message before it restores Published from the
+    checkpoint the publish took. Returns the conversations told.
+    """
+    draft_id = event.data.get("draft_id")
+    if not draft_id:
+        return []
+    skip = _PUBLISHING.get()
+    records = [
+        r
+        for r in all_records(tx.core)
+        if r.kind == EventType.ASSISTANT_MESSAGE and r.data.get("draft_id") == draft_id
+    ]
+    told: list[str] = []
+    for conversation in dict.fromkeys(r.conversation for r in records):
+        if conversation == skip:
+            continue
+        log = ConversationLog.load(tx.core, conversation)
+        if any(r.data.get("publish_event_id") == event.id for r in log.records):
+            continue
+        text, data = _publish_card(event)
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            conversation,
+            text=text,
+            parent=log.head,
+            data={**data, "via": str(tx.command)},
+        )
+        told.append(conversation)
+    return told
 
 
 def _finish_transition(core: Core, info: Mapping[str, Any]) -> str | None:

@@ -239,6 +239,8 @@ GROUPS = {
     "table_query": "tables",
     "table_export": "tables",
 }
+#: the tools that change files (a Draft is opened for their first call)
+WRITERS = ("write_file", "edit_file", "table_export")
 _OWN: dict[str, ToolSpec] = _specs()
 SPECS: dict[str, ToolSpec] = {**_OWN, RECALL: ToolSet([], recall=True)[RECALL][0]}
 
@@ -257,7 +259,10 @@ class ToolBox(ToolSet):
 
         handlers = {**_HANDLERS, "list_files": listing}
         super().__init__(
-            (Tool(spec, handlers[name], GROUPS[name]) for name, spec in _OWN.items()),
+            (
+                Tool(spec, handlers[name], GROUPS[name], writes=name in WRITERS)
+                for name, spec in _OWN.items()
+            ),
             recall=True,
             only={"research": RESEARCH_TOOLS, "plan": PLAN_TOOLS}.get(phase or ""),
         )

@@ -20,7 +20,17 @@ Alt-D write ``/publish`` and ``/discard`` into the composer, for Enter to
 confirm (a destructive action is never one key).
 
 Commands: ``/rewind MSG``, ``/regenerate``, ``/model NAME``, ``/review``,
-``/publish``, ``/discard``, ``/history``, ``/rpi TEXT``, ``/help``, ``/quit``.
+``/publish``, ``/discard``, ``/restore CARD``, ``/dismiss``, ``/new [TITLE]``,
+``/history``, ``/rpi TEXT``, ``/help``, ``/quit``.
+
+The Draft stays in view: on start and after each turn a line says which
+Draft is open, from when and what opened it; the review opens by itself when
+a turn opens a Draft and on start when one is open; a Draft open longer than
+a day brings the reminder, whose actions are ``/review``, ``/discard`` and
+``/dismiss`` (back a day later). Every action that moves Published (a
+publish, a checkpoint restore, a rewind or regenerate across a publish) asks
+``[y/N]`` first, and ``/rewind`` always does (it discards later messages);
+``/new`` with a Draft open asks Publish / Discard / Cancel.
 
 A turn runs in a worker thread while the main thread waits, so that Ctrl-C
 (delivered to the main thread) only sets the turn's
@@ -127,6 +137,9 @@ Type a message and press Enter: the agent answers, and its edits land in the Dra
   /review         the Draft's changes
   /publish        publish the Draft to the workspace
   /discard        throw the Draft away
+  /restore CARD   a publish card's Restore: the files before that publish
+  /dismiss        dismiss the open Draft's day-old reminder for a day
+  /new [TITLE]    start a new conversation (asks what to do with an open Draft)
   /history        the conversation, with message ids
   /rpi TEXT       send TEXT as a research → plan → implement turn
   /help           this help
@@ -143,6 +156,9 @@ COMMANDS = (
     "/review",
     "/publish",
     "/discard",
+    "/restore",
+    "/dismiss",
+    "/new",
     "/history",
     "/rpi",
     "/help",
@@ -348,6 +364,7 @@ class Chat:
         """Read and answer until /quit or Ctrl-D; the exit status."""
         self.out.line(f"Strata Workshop · model: {self._model()} · /help for commands")
         self.show_history(limit=10, header=False)
+        self.show_draft(review=True, remind=True)
         while True:
             try:
                 text = self.session.prompt("you> ")
@@ -377,9 +394,49 @@ class Chat:
         try:
             self._turn(start)
         finally:
+            created = False
             for m in self.workshop.messages():
                 if m.id not in seen and "system" in m.kind and m.text:
                     self.out.card("Event", m.text)
+                    created = created or getattr(m, "system_kind", None) == "draft_created"
+            self.show_draft(review=created)
+
+    def show_draft(self, *, review: bool = False, remind: bool = False) -> None:
+        """The open Draft's line; its review (``review``); the day-old reminder (``remind``)."""
+        w = self.workshop
+        banner = getattr(w, "draft_banner", None)
+        line = banner() if banner is not None else None
+        if line is None:
+            return
+        self.out.line(line, style="yellow")
+        reminder = getattr(w, "draft_reminder", None)
+        due = reminder() if remind and reminder is not None else None
+        if due:
+            self.out.card(
+                "Old Draft",
+                f"{due}\n/review shows it · /discard throws it away · /dismiss reminds you "
+                "again in a day",
+            )
+        if review:
+            try:
+                self.out.card("Review", _review_text(w.review()))
+            except StrataError as exc:
+                self.error(exc)
+
+    def confirm(self, question: str) -> bool:
+        """Ask ``question`` and wait for y or n (anything else, Ctrl-C or Ctrl-D: no)."""
+        try:
+            answer = self.session.prompt(f"{question} [y/N] ")
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
+        if answer.strip().lower() in ("y", "yes"):
+            return True
+        self.out.line("(cancelled: nothing changed)", style="dim")
+        return False
+
+    def _moves(self, message_id: str | None) -> str | None:
+        moves = getattr(self.workshop, "moves_published", None)
+        return moves(message_id) if moves is not None else None
 
     def _turn(self, start: Callable[[Callable[[Any], None], CancelToken], Any]) -> None:
         cancel = CancelToken()
@@ -444,6 +501,12 @@ class Chat:
         if name == "/help":
             self.out.card("Help", HELP)
         elif name == "/regenerate":
+            checkpoint = self._moves(None)
+            if checkpoint and not self.confirm(
+                f"Regenerating goes back across a publish: the workspace's files are restored "
+                f"from checkpoint {checkpoint}. Go on?"
+            ):
+                return None
             self.turn(lambda on, c: w.regenerate(on_event=on, cancel=c))
         elif name == "/rpi":
             if not argument:
@@ -453,6 +516,18 @@ class Chat:
         elif name == "/rewind":
             if not argument:
                 self.out.card("Usage", "usage: /rewind MSG (see /history for the ids)")
+                return None
+            checkpoint = self._moves(argument)
+            question = (
+                "Rewinding will discard all messages after this point and revert Draft "
+                "changes made after this point."
+            )
+            if checkpoint:
+                question += (
+                    f" It goes back across a publish: the workspace's files are restored from "
+                    f"checkpoint {checkpoint}."
+                )
+            if not self.confirm(question + " Rewind?"):
                 return None
             w.rewind(argument)
             head = w.messages()
@@ -470,7 +545,17 @@ class Chat:
         elif name == "/review":
             self.out.card("Review", _review_text(w.review()))
         elif name == "/publish":
-            self.out.card("Published", _publish_text(w.publish()))
+            if self.confirm("Publish the Draft: its changes replace the workspace's files?"):
+                self.out.card("Published", _publish_text(w.publish()))
+        elif name == "/restore":
+            self._restore(argument)
+        elif name == "/dismiss":
+            dismiss = getattr(w, "dismiss_reminder", None)
+            if dismiss is not None:
+                dismiss()
+                self.out.card("Reminder dismissed", "The Draft reminder comes back in a day.")
+        elif name == "/new":
+            self._new(argument)
         elif name == "/discard":
             w.discard()
             self.out.card("Discarded", "The Draft was discarded; the workspace is unchanged.")
@@ -480,6 +565,45 @@ class Chat:
             known = ", ".join(COMMANDS)
             self.out.card("Unknown command", f"unknown command {name}; try one of {known}")
         return None
+
+    def _restore(self, argument: str) -> None:
+        w: Any = self.workshop
+        if not argument:
+            self.out.card("Usage", "usage: /restore CARD (a publish card's id, see /history)")
+            return
+        checkpoint = w.checkpoint_of(argument)
+        if self.confirm(
+            f"Restore the workspace's files from checkpoint {checkpoint} (the files before "
+            "that publish)? 'strata undo' reverses it."
+        ):
+            card = w.restore(checkpoint)
+            self.out.card("Restored", str(card.text))
+
+    def _new(self, title: str) -> None:
+        w: Any = self.workshop
+        if w.has_draft():
+            self.show_draft()
+            try:
+                answer = self.session.prompt(
+                    "A Draft is open: [p]ublish it, [d]iscard it, or [c]ancel? "
+                )
+            except (KeyboardInterrupt, EOFError):
+                answer = "c"
+            choice = answer.strip().lower()[:1]
+            if choice == "p":
+                self.out.card("Published", _publish_text(w.publish()))
+            elif choice == "d":
+                w.discard()
+                self.out.card("Discarded", "The Draft was discarded; the workspace is unchanged.")
+            else:
+                self.out.line("(cancelled: no new conversation)", style="dim")
+                return
+        self.workshop = w.new_conversation(title or None)
+        self.out.card("New conversation", f"Started conversation {self.workshop_id()}.")
+
+    def workshop_id(self) -> str:
+        """The current conversation's id."""
+        return str(getattr(self.workshop, "conversation_id", ""))
 
     def show_history(self, *, limit: int | None = None, header: bool = True) -> None:
         """Print the conversation (the last ``limit`` messages), with ids."""
