@@ -293,11 +293,24 @@ class Core:
                     for recoverer in self.recoverers:
                         recoverer(self)
                 yield
+                if outermost:
+                    self._upkeep()
             finally:
                 if jsonl:
                     # the lock is about to go: back to a reader, which never writes
                     self.ledger.driver.close()
                     self.ledger.driver = self.open_driver(writer=False)
+
+    def _upkeep(self) -> None:
+        """Repack past the thresholds (:mod:`strata.core.upkeep`), the write lock still held.
+
+        What was written is recorded already: a store that cannot be repacked
+        now (damage ``strata check`` reports, a full disk) is left for next time.
+        """
+        from strata.core.upkeep import tend
+
+        with contextlib.suppress(StrataError, OSError):
+            tend(self)
 
     def new_group(self, kind: str, title: str, author: Author, **data: Any) -> Group:
         """A new group (nothing is recorded until an operation joins it)."""

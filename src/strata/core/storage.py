@@ -79,6 +79,14 @@ class Retention:
     keep_operations: int = 100
     prune_grace_minutes: int = 60
     git_refs_days: int = 14
+    #: the repository's size budget in bytes (0: none), enforced after writing commands
+    max_size: int = 0
+    #: the newest state events the budget never removes
+    keep_last: int = 20
+    #: files bigger than this are not recorded unless opted in (0: no limit)
+    max_file_size: int = 100 * 1024 * 1024
+    #: the store repacks itself past its thresholds
+    auto_repack: bool = True
 
     @classmethod
     def from_config(cls, raw: dict[str, Any], layout: Layout | None = None) -> Retention:
@@ -91,7 +99,7 @@ class Retention:
                 raise bad_config(layout, problem) from None
             raise RepositoryError(f"config.toml: {problem}") from None
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         """As printed by ``strata gc --json``."""
         return {
             "keep_all_days": self.keep_all_days,
@@ -100,6 +108,10 @@ class Retention:
             "keep_operations": self.keep_operations,
             "prune_grace_minutes": self.prune_grace_minutes,
             "git_refs_days": self.git_refs_days,
+            "max_size": self.max_size,
+            "keep_last": self.keep_last,
+            "max_file_size": self.max_file_size,
+            "auto_repack": self.auto_repack,
         }
 
 
