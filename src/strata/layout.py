@@ -415,13 +415,11 @@ RETENTION_DEFAULTS = {
     "max_size": 0,
     # the newest state events the budget never removes
     "keep_last": 20,
-    # files bigger than this are not recorded (a warning names them), 0 = no limit
-    "max_file_size": 100 * 1024 * 1024,
     # the store repacks itself past its thresholds (strata.core.upkeep)
     "auto_repack": True,
 }
 #: settings given as a size: a whole number of bytes or a string such as "2 GB"
-SIZE_SETTINGS = ("max_size", "max_file_size")
+SIZE_SETTINGS = ("max_size",)
 _UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 

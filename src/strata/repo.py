@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from strata.changes.results import ResultRecord
     from strata.changes.rollups import Candidate
     from strata.core import Transaction
+    from strata.core.budget import BudgetUsage
     from strata.core.metrics import Metrics
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -1043,12 +1044,19 @@ class Repository(Core):
 
         return compute(self.layout.repo, self.ledger.driver)
 
+    def budget(self) -> BudgetUsage:
+        """The storage budget (``[retention] max_size``) and what the repository uses of it."""
+        from strata.core.budget import usage
+
+        return usage(self)
+
     def du(self) -> DiskUsage:
         """The repository's size on disk by kind, and what gc would free now (``strata du``)."""
         from strata.core import storage
 
         plan = storage.plan_gc(self, draft_cache=self.layout.draft_state.exists())
         usage = storage.disk_usage(self, plan)
+        usage.budget = self.budget().to_json()
         from strata.runs.git import GitWorkspace
 
         git = GitWorkspace.find(self.root)

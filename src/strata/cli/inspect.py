@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -399,13 +399,16 @@ def status(as_json: bool) -> None:
     Example:
       strata status --json
     """
+    from strata.cli.storage import budget_line
     from strata.cli.watcher import watcher_line, watcher_report
 
     with open_repo() as repo:
         result = repo.status()
         watcher = watcher_report(repo)
+        budget = _budget(repo)
     if as_json:  # the warnings are in the JSON
-        emit_json({**result.to_json(), "watcher": watcher})
+        extra = {"budget": budget} if budget is not None else {}
+        emit_json({**result.to_json(), "watcher": watcher, **extra})
         return
     for w in result.warnings:
         warn(w)
@@ -426,6 +429,8 @@ def status(as_json: bool) -> None:
             f"{result.next_branch}"
         )
     click.echo(watcher_line(watcher))
+    if budget is not None and budget["max_size"]:
+        click.echo(budget_line(budget))
     if result.clean:
         click.echo("Working tree matches HEAD.")
         return
@@ -433,6 +438,16 @@ def status(as_json: bool) -> None:
     for c in result.changes:
         label = f"{c.old_path} -> {c.path}" if c.old_path else c.path
         click.echo(f"  {_LETTER.get(c.status, '?')} {printable(label)}")
+
+
+def _budget(repo: Any) -> dict[str, Any] | None:
+    """The storage budget for ``status``; None when ``[retention]`` is wrong (gc says why)."""
+    from strata.errors import RepositoryError
+
+    try:
+        return dict(repo.budget().to_json())
+    except RepositoryError:
+        return None
 
 
 @click.command()

@@ -302,13 +302,17 @@ class Core:
                     self.ledger.driver = self.open_driver(writer=False)
 
     def _upkeep(self) -> None:
-        """Repack past the thresholds (:mod:`strata.core.upkeep`), the write lock still held.
+        """Keep the storage budget, then repack past the thresholds; the write lock still held.
 
-        What was written is recorded already: a store that cannot be repacked
-        now (damage ``strata check`` reports, a full disk) is left for next time.
+        See :mod:`strata.core.budget` and :mod:`strata.core.upkeep`. What was
+        written is recorded already: a store that cannot be pruned or repacked now
+        (damage ``strata check`` reports, a full disk) is left for next time.
         """
+        from strata.core.budget import enforce
         from strata.core.upkeep import tend
 
+        with contextlib.suppress(StrataError, OSError):
+            enforce(self)
         with contextlib.suppress(StrataError, OSError):
             tend(self)
 
