@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import LIMIT_MAX, emit_json, json_option, open_repo, rel_path, short, warn
+from strata.cli.common import (
+    LIMIT_MAX,
+    complete_ref,
+    emit_json,
+    json_option,
+    open_repo,
+    rel_path,
+    short,
+    warn,
+)
 from strata.diff.display import printable, printable_patch
 from strata.sandbox.paths import display_path
 
@@ -326,8 +335,8 @@ def _print_groups(
 
 
 @click.command()
-@click.argument("a")
-@click.argument("b", required=False)
+@click.argument("a", shell_complete=complete_ref)
+@click.argument("b", required=False, shell_complete=complete_ref)
 @click.option(
     "--file", "files", multiple=True, metavar="PATH", help="Only these paths (repeatable)."
 )
@@ -537,7 +546,7 @@ def _stored_path(repo: object, path: str) -> str:
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_ref)
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option(
     "--threads",
