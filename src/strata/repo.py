@@ -117,6 +117,8 @@ def _features() -> dict[str, Any]:
     when there is something to recover. The other hooks load their feature
     when first called.
     """
+    from strata.core.budget import enforce
+    from strata.core.upkeep import tend
     from strata.runs.recovery import recover_runs
     from strata.workbench.recovery import recover_draft_steps  # issue 13
     from strata.workshop.recovery import recover_turns  # issue 13
@@ -126,6 +128,8 @@ def _features() -> dict[str, Any]:
         # the Workshop's first: recover_runs removes every stale lease it finds
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
+        # the storage budget first: what it prunes, the repack need not copy
+        "upkeepers": (enforce, tend),
     }
 
 

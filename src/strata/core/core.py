@@ -94,8 +94,12 @@ class Core:
         ref_schemes: dict[str, Callable[[Core, str], ObjectId]] | None = None,
         recoverers: tuple[Callable[[Core], object], ...] = (),
         undo_handlers: tuple[Callable[[Transaction, OperationRecord], bool], ...] = (),
+        upkeepers: tuple[Callable[[Core], object], ...] = (),
     ) -> None:
         self.layout = layout
+        #: called with the write lock held when a command's writing ends (the storage
+        #: budget, the store's repacking); a failure there never fails the command
+        self.upkeepers = upkeepers
         #: ``SCHEME:VALUE`` refs a feature package resolves (``git`` → a commit's tree)
         self.ref_schemes = dict(ref_schemes or {})
         #: called with the write lock held after interrupted journals are finished
@@ -302,19 +306,14 @@ class Core:
                     self.ledger.driver = self.open_driver(writer=False)
 
     def _upkeep(self) -> None:
-        """Keep the storage budget, then repack past the thresholds; the write lock still held.
+        """Run the upkeepers, the write lock still held (what was written is recorded).
 
-        See :mod:`strata.core.budget` and :mod:`strata.core.upkeep`. What was
-        written is recorded already: a store that cannot be pruned or repacked now
-        (damage ``strata check`` reports, a full disk) is left for next time.
+        A store that cannot be pruned or repacked now (damage ``strata check``
+        reports, a full disk) is left for next time.
         """
-        from strata.core.budget import enforce
-        from strata.core.upkeep import tend
-
-        with contextlib.suppress(StrataError, OSError):
-            enforce(self)
-        with contextlib.suppress(StrataError, OSError):
-            tend(self)
+        for upkeeper in self.upkeepers:
+            with contextlib.suppress(StrataError, OSError):
+                upkeeper(self)
 
     def new_group(self, kind: str, title: str, author: Author, **data: Any) -> Group:
         """A new group (nothing is recorded until an operation joins it)."""
