@@ -5,7 +5,8 @@ found: it hands served commands to the workspace's watcher without starting
 Python (about 2 ms instead of 11 ms on a small tree) and runs ``strata-py``,
 the Python launcher (``bin/strata``), for everything else. Without a
 compiler, or with ``STRATA_NO_NATIVE_BUILD=1``, ``strata`` is the Python
-launcher itself: the same commands, each a few milliseconds slower.
+launcher itself: the same commands, each a few milliseconds slower, and the
+wheel is pure Python (``py3-none-any``), installable on any platform.
 
 ``native/walk.c`` is compiled the same way into ``strata._walk``: the listing
 and ``lstat`` calls of a full scan (a no-op snapshot without a watcher), run
@@ -41,15 +42,33 @@ def _version() -> str:
     return found.group(1)
 
 
-def compile_client(target: Path) -> str | None:
-    """Compile the native client to ``target``; None when built, else why not."""
+def _compiler() -> list[str]:
+    return shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
+
+
+def native_problem() -> str | None:
+    """Why the native parts are not built here (None: they are)."""
     if os.environ.get("STRATA_NO_NATIVE_BUILD") == "1":
         return "STRATA_NO_NATIVE_BUILD=1"
     if not sys.platform.startswith("linux"):
-        return f"the native client is built on Linux only (this is {sys.platform})"
-    compiler = shlex.split(os.environ.get("CC") or sysconfig.get_config_var("CC") or "cc")
-    if shutil.which(compiler[0]) is None:
-        return f"no C compiler ({compiler[0]} not found)"
+        return f"the native parts are built on Linux only (this is {sys.platform})"
+    compiler = _compiler()
+    if not compiler or shutil.which(compiler[0]) is None:
+        return f"no C compiler ({compiler[0] if compiler else 'CC is empty'} not found)"
+    return None
+
+
+#: whether this build compiles the native client and walker; without them the wheel is
+#: pure Python (``py3-none-any``) and installs on any platform
+NATIVE = native_problem() is None
+
+
+def compile_client(target: Path) -> str | None:
+    """Compile the native client to ``target``; None when built, else why not."""
+    problem = native_problem()
+    if problem is not None:
+        return problem
+    compiler = _compiler()
     command = [
         *compiler,
         "-O2",
@@ -87,11 +106,15 @@ class BuildScripts(build_scripts):
 
 
 class PlatformDistribution(Distribution):
-    """A distribution whose wheel names its platform: ``strata`` may be machine code."""
+    """A distribution whose wheel names its platform when its native parts are built.
+
+    ``strata`` is then machine code and ``strata._walk`` an extension module; without
+    them (:data:`NATIVE` false) the wheel is pure Python: ``py3-none-any``.
+    """
 
     def has_ext_modules(self) -> bool:
-        """True: the wheel is built for this platform."""
-        return True
+        """True when the wheel holds machine code, so is built for this platform."""
+        return NATIVE
 
 
 def extensions() -> list[Extension]:
@@ -100,7 +123,7 @@ def extensions() -> list[Extension]:
     It is optional: without it (no compiler, not Linux, ``STRATA_NO_NATIVE_BUILD=1``) a scan
     runs the same steps in Python.
     """
-    if os.environ.get("STRATA_NO_NATIVE_BUILD") == "1" or not sys.platform.startswith("linux"):
+    if not NATIVE:
         return []
     return [
         Extension(

@@ -632,15 +632,24 @@ ORPHAN = (
     "if os.fork():\n"
     "    os.wait()\n"  # the command ends when its child does
     "else:\n"
-    "    pathlib.Path('ready').write_text('')\n"
+    "    pathlib.Path('ready').write_text(f'{os.getppid()} {os.getpid()}')\n"
     "    while not pathlib.Path('go').exists():\n"
     "        time.sleep(0.02)\n"
     "    pathlib.Path('late.txt').write_text('written after strata died\\n')\n"
 )
 
 
+def _alive(pid: int) -> bool:
+    """``pid`` runs (a zombie waiting for its parent does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 :][:1] not in (b"Z", b"X")
+
+
 @pytest.mark.parametrize("watcher", [False, True], ids=["full", "thin"])
-def test_a_command_that_outlives_a_killed_strata_keeps_the_workspace_guarded(
+def test_a_command_left_by_a_killed_strata_is_ended_by_the_next_command(
     ws: Path, run_cli: Any, auto: Any, watcher: bool
 ) -> None:
     assert run_cli("init", cwd=ws)[0] == 0
@@ -658,26 +667,121 @@ def test_a_command_that_outlives_a_killed_strata_keeps_the_workspace_guarded(
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
+    pids: list[int] = []
     try:
         wait_for(ws / "ready")
+        pids = [int(p) for p in (ws / "ready").read_text().split()]
         os.kill(proc.pid, signal.SIGKILL)  # strata alone: its command goes on
         proc.wait()
-        # the command still holds the lease: the run is not over, nothing may move the files
-        code, _, err = run_cli("rewind", "HEAD", cwd=ws)
-        assert code == 1 and "run is in progress" in err and "processes still running" in err
-        assert run_cli("snapshot", "-m", "meanwhile", cwd=ws)[0] == 0
-        assert events(run_cli, ws, "run") == []  # not recorded while its command runs
+        assert all(_alive(p) for p in pids)
+        assert stale_leases(ws / ".strata" / "runs"), "the lease names the orphaned command"
+        # the next command that writes ends the command, then records its run as interrupted
+        code, _, err = run_cli("snapshot", "-m", "next", cwd=ws)
+        assert code == 0, err
+        assert not any(_alive(p) for p in pids), "the command outlived its run"
         (ws / "go").write_text("")
-        deadline = time.monotonic() + 30
-        while active_leases(ws / ".strata" / "runs") and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert (ws / "late.txt").exists()
+        time.sleep(0.2)  # what a survivor would need to write late.txt
+        assert not (ws / "late.txt").exists()
     finally:
         (ws / "go").write_text("")
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    assert run_cli("snapshot", "-m", "after", cwd=ws)[0] == 0  # records the run now
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     runs = events(run_cli, ws, "run")
     assert len(runs) == 1 and runs[0]["data"]["recovered"] is True
-    assert "late.txt" in runs[0]["data"]["workspace"]["changed_paths"]
+    assert runs[0]["data"]["interrupted"] is True
+    assert active_leases(ws / ".strata" / "runs") == []
+    assert stale_leases(ws / ".strata" / "runs") == []
     assert run_cli("check", cwd=ws)[0] == 0
+
+
+def test_a_killed_run_leaves_no_background_process_as_root_or_not(
+    cli_as: Any, home_of: Path, person: Any
+) -> None:
+    ws = home_of / "ws"
+    ws.mkdir()
+    os.chown(ws, person.uid, person.gid)
+    assert cli_as("init", cwd=ws)[0] == 0
+    script = "sleep 1000 & echo $! > bg.pid; echo $$ > sh.pid; echo x > made.txt; wait"
+    proc = subprocess.Popen(
+        [*person.prefix(), sys.executable, "-m", "strata", "run", "--", "sh", "-c", script],
+        cwd=ws,
+        env=cli_as.env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    pids: list[int] = []
+    try:
+        wait_until(lambda: (ws / "bg.pid").read_text().strip() if (ws / "bg.pid").exists() else "")
+        wait_until(lambda: (ws / "sh.pid").read_text().strip() if (ws / "sh.pid").exists() else "")
+        pids = [int((ws / name).read_text()) for name in ("bg.pid", "sh.pid")]
+        os.kill(proc.pid, signal.SIGKILL)  # strata alone, as the OOM killer would
+        proc.wait()
+        assert all(_alive(p) for p in pids)
+        code, _, err = cli_as("status", cwd=ws)  # reads: records nothing, ends nothing
+        assert code == 0, err
+        assert all(_alive(p) for p in pids)
+        code, _, err = cli_as("snapshot", "-m", "next", cwd=ws)
+        assert code == 0, err
+        assert not any(_alive(p) for p in pids), "sleep 1000 outlived its killed run"
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    code, out, err = cli_as("history", "--json", "--action", "run", cwd=ws)
+    (run,) = json.loads(out)
+    assert run["data"]["recovered"] is True and run["data"]["interrupted"] is True
+    assert "made.txt" in run["data"]["workspace"]["changed_paths"]
+    assert cli_as("check", cwd=ws)[0] == 0
+
+
+def _pty_strata(run_cli: Any, ws: Path, *args: str) -> tuple[int, int]:
+    """Start ``strata ARGS`` on a terminal of its own (it leads the terminal's foreground)."""
+    import pty
+
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session leader whose controlling terminal is the pty
+        os.chdir(ws)
+        os.execve(sys.executable, [sys.executable, "-m", "strata", *args], run_cli.env())
+    return pid, master
+
+
+def _read_until(master: int, needle: bytes, timeout: float = 30) -> bytes:
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while needle not in seen:
+        assert time.monotonic() < deadline, f"never saw {needle!r} in {seen!r}"
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                seen += os.read(master, 4096)
+            except OSError:
+                break
+    return seen
+
+
+def test_a_run_on_a_terminal_gives_its_command_the_terminal_and_ctrl_c(
+    ws: Path, run_cli: Any
+) -> None:
+    """The command, in a process group of its own, reads and sets the terminal; Ctrl-C ends it."""
+    assert run_cli("init", cwd=ws)[0] == 0
+    # stty from a background group would be stopped (SIGTTOU): it must be the foreground
+    script = 'stty -echo && echo ready && read line && echo "got:$line" > got.txt && sleep 30'
+    pid, master = _pty_strata(run_cli, ws, "run", "--", "sh", "-c", script)
+    try:
+        _read_until(master, b"ready")
+        os.write(master, b"hello\n")
+        wait_until(lambda: (ws / "got.txt").exists() and (ws / "got.txt").read_text())
+        os.write(master, b"\x03")  # Ctrl-C, typed at the terminal
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(master)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert (ws / "got.txt").read_text() == "got:hello\n"
+    assert os.waitstatus_to_exitcode(status) == 130
+    (run,) = events(run_cli, ws, "run")
+    assert run["data"]["interrupted"] is True

@@ -377,7 +377,7 @@ def _thin_run(path: str, body: dict[str, object], finish_run: FinishRun) -> bool
         sys.stderr.write("error: the watcher began the run but did not hand it over\n")
         sys.exit(125)
     lease = fds[0]
-    from strata.runs.process import run_command
+    from strata.runs.process import note_group, run_command
 
     report: dict[str, object] = {}
     try:
@@ -385,7 +385,8 @@ def _thin_run(path: str, body: dict[str, object], finish_run: FinishRun) -> bool
             [str(a) for a in argv],
             cwd=cwd,
             env={**os.environ, **{str(k): str(v) for k, v in env.items()}} if env else None,
-            pass_fds=(lease,),  # the command holds the lease too, should this process die
+            own_group=True,  # the lease names it: ended by the next command should we die
+            on_start=lambda pid: note_group(lease, pid),
         )
     except FileNotFoundError:
         report["start_error"] = {"kind": "not_found"}

@@ -411,10 +411,37 @@ RETENTION_DEFAULTS = {
     "keep_operations": 100,
     "prune_grace_minutes": 60,
     "git_refs_days": 14,
+    # the storage budget (strata.core.budget): bytes of the repository, 0 = none
+    "max_size": 0,
+    # the newest state events the budget never removes
+    "keep_last": 20,
+    # the store repacks itself past its thresholds (strata.core.upkeep)
+    "auto_repack": True,
 }
+#: settings given as a size: a whole number of bytes or a string such as "2 GB"
+SIZE_SETTINGS = ("max_size",)
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
-def retention_settings(raw: dict[str, Any]) -> dict[str, int]:
+def parse_size(value: object) -> int:
+    """Bytes of a size setting: ``1048576``, ``"500 MB"``, ``"2G"``, ``"1.5 GiB"`` (binary units).
+
+    ValueError when it is none.
+    """
+    import re
+
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise ValueError(f"{value} is below 0")
+        return value
+    if isinstance(value, str):
+        found = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*", value.lower())
+        if found:
+            return int(float(found.group(1)) * _UNITS[found.group(2)])
+    raise ValueError(f'{value!r} is not a size (a number of bytes, or e.g. "500 MB")')
+
+
+def retention_settings(raw: dict[str, Any]) -> dict[str, Any]:
     """The ``[retention]`` table with defaults filled in; ValueError naming a bad key."""
     if (near := misspelt_problem(raw, "retention")) is not None:
         raise ValueError(near)  # gc would prune by the defaults, not by what the user wrote
@@ -428,7 +455,15 @@ def retention_settings(raw: dict[str, Any]) -> dict[str, int]:
         )
     out = {**RETENTION_DEFAULTS, **table}
     for key, value in out.items():
-        if type(value) is not int or value < 0:
+        if key == "auto_repack":
+            if not isinstance(value, bool):
+                raise ValueError(f"retention.auto_repack must be true or false, not {value!r}")
+        elif key in SIZE_SETTINGS:
+            try:
+                out[key] = parse_size(value)
+            except ValueError as exc:
+                raise ValueError(f"retention.{key}: {exc}") from None
+        elif type(value) is not int or value < 0:
             raise ValueError(f"retention.{key} must be a whole number >= 0, not {value!r}")
     if not out["keep_all_days"] <= out["hourly_days"] <= out["daily_days"]:
         raise ValueError(

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from strata.changes.results import ResultRecord
     from strata.changes.rollups import Candidate
     from strata.core import Transaction
+    from strata.core.budget import BudgetUsage
     from strata.core.metrics import Metrics
     from strata.core.restore import Recovery
     from strata.core.results_ops import (
@@ -116,6 +117,8 @@ def _features() -> dict[str, Any]:
     when there is something to recover. The other hooks load their feature
     when first called.
     """
+    from strata.core.budget import enforce
+    from strata.core.upkeep import tend
     from strata.runs.recovery import recover_runs
     from strata.workbench.recovery import recover_draft_steps  # issue 13
     from strata.workshop.recovery import recover_turns  # issue 13
@@ -131,6 +134,8 @@ def _features() -> dict[str, Any]:
         "recoverers": (recover_draft_steps, recover_turns, recover_runs),
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
         "publish_hooks": (_publish_cards,),
+        # the storage budget first: what it prunes, the repack need not copy
+        "upkeepers": (enforce, tend),
     }
 
 
@@ -1069,12 +1074,19 @@ class Repository(Core):
 
         return compute(self.layout.repo, self.ledger.driver)
 
+    def budget(self) -> BudgetUsage:
+        """The storage budget (``[retention] max_size``) and what the repository uses of it."""
+        from strata.core.budget import usage
+
+        return usage(self)
+
     def du(self) -> DiskUsage:
         """The repository's size on disk by kind, and what gc would free now (``strata du``)."""
         from strata.core import storage
 
         plan = storage.plan_gc(self, draft_cache=self.layout.draft_state.exists())
         usage = storage.disk_usage(self, plan)
+        usage.budget = self.budget().to_json()
         from strata.runs.git import GitWorkspace
 
         git = GitWorkspace.find(self.root)

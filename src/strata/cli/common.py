@@ -367,3 +367,60 @@ def profile_option(help_text: str) -> Callable[[F], F]:
     import click
 
     return click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help_text)
+
+
+# -- shell completion (click's shell_complete; see docs/completion.md) ----------------
+
+#: how many of the newest state events a completion offers
+COMPLETE_EVENTS = 20
+
+
+def _completion_refs(kinds: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(value, help) of the refs of the current folder's repository; [] outside one or on error.
+
+    Read only, as a reader: no watcher is started, nothing is recorded.
+    """
+    from strata.errors import StrataError
+    from strata.repo import Repository
+
+    found: list[tuple[str, str]] = []
+    try:
+        with Repository.open(Path.cwd()) as repo:
+            view = repo.view()
+            if "event" in kinds:
+                found += [("HEAD", "the current state"), ("HEAD~1", "the state before it")]
+            if "branch" in kinds:
+                found += [(name, "branch") for name in sorted(view.branches)]
+            if "bookmark" in kinds:
+                found += [(name, "bookmark") for name in sorted(view.bookmarks)]
+            if "event" in kinds:
+                states = [e for e in repo.history(limit=COMPLETE_EVENTS * 4) if e.is_state]
+                for e in states[:COMPLETE_EVENTS]:
+                    what = f"{e.action_type} {e.ts[:16].replace('T', ' ')}"
+                    if e.rationale:
+                        what += f" {e.rationale.splitlines()[0][:40]}"
+                    found.append((short(e.id), what))
+    except (StrataError, OSError, ValueError):
+        return []
+    return found
+
+
+def _completer(*kinds: str) -> Callable[[click.Context, click.Parameter, str], list[Any]]:
+    def complete(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+        from click.shell_completion import CompletionItem
+
+        return [
+            CompletionItem(value, help=help_text)
+            for value, help_text in _completion_refs(kinds)
+            if value.startswith(incomplete)
+        ]
+
+    return complete
+
+
+#: completes a ref: HEAD, branches, bookmarks and the newest state events' ids
+complete_ref = _completer("event", "branch", "bookmark")
+#: completes a branch name
+complete_branch = _completer("branch")
+#: completes a bookmark name
+complete_bookmark = _completer("bookmark")

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import LIMIT_MAX, emit_json, json_option, open_repo, rel_path, short, warn
+from strata.cli.common import (
+    LIMIT_MAX,
+    complete_ref,
+    emit_json,
+    json_option,
+    open_repo,
+    rel_path,
+    short,
+    warn,
+)
 from strata.diff.display import printable, printable_patch
 from strata.sandbox.paths import display_path
 
@@ -85,6 +94,11 @@ HISTORY_DEFAULT = 1000
     help="Also list the bookkeeping events (a run's snapshots and diff, tool calls and "
     "terminal steps starting) that the listing leaves out; --json and --action list them.",
 )
+@click.option(
+    "--graph",
+    is_flag=True,
+    help="Draw the branches and forks of the state events beside them (as git log --graph).",
+)
 @click.option("--no-pager", is_flag=True, help="Never page the listing on a terminal.")
 @json_option
 def history(
@@ -99,10 +113,16 @@ def history(
     semantic_block: str | None,
     limit: int | None,
     show_all: bool,
+    graph: bool,
     no_pager: bool,
     as_json: bool,
 ) -> None:
     """List recorded events, newest first.
+
+    --graph draws the history graph of the state events (snapshots, runs'
+    states, merges...) as git log --graph does: one column per line of
+    descent, forks and merges joined; @ marks HEAD, branch tips and
+    bookmarks are named.
 
     On a terminal the listing goes through a pager ($PAGER, else less) unless
     --no-pager; elsewhere it stops at the newest events, saying so, unless
@@ -114,7 +134,11 @@ def history(
       strata history --author-kind agent --group-by operation --expand
       strata history --semantic-block 'src/app.py::greet'
       strata history --all --no-pager
+      strata history --graph --limit 30
     """
+    if graph:
+        _check_graph(file_, author, author_kind, operation, action, group_by, semantic_block)
+        _check_graph_json(as_json)
     if semantic_block is not None:
         _block_history(semantic_block, branch, limit, as_json)
         return
@@ -157,7 +181,10 @@ def history(
 
     rolled = active_rollups(events) if not expand else {}
     lines: list[str] = []
-    for e in events:
+    if graph:
+        with open_repo() as repo:
+            lines = _graph_lines(events, repo.view())
+    for e in events if not graph else ():
         if e.operation_id in rolled and e.action_type != "rollup":
             continue  # shown as its operation's rollup (--expand lists them)
         lines.append(_event_line(e))
@@ -173,6 +200,47 @@ def history(
             click.echo(line)
     if cut:
         warn(f"the newest {stop} events are shown: --limit N shows more")
+
+
+def _check_graph(*filters: str | None) -> None:
+    if any(f is not None for f in filters):
+        raise click.UsageError(
+            "--graph draws whole lines of history: it takes --branch and --limit, not filters"
+        )
+
+
+def _check_graph_json(as_json: bool) -> None:
+    if as_json:
+        raise click.UsageError(
+            "--graph draws for people; --json gives each event's parent_event_id instead"
+        )
+
+
+def _graph_lines(events: list[Event], view: Any) -> list[str]:
+    """The state events of ``events`` with the drawing of their graph beside them."""
+    from strata.cli.graph import draw
+
+    states = [e for e in events if e.is_state]
+    names: dict[str, list[str]] = {}
+    for name, target in sorted(view.branches.items()):
+        names.setdefault(str(target), []).append(name)
+    for name, mark in sorted(view.bookmarks.items()):
+        names.setdefault(str(mark.target), []).append(f"bookmark {name}")
+    nodes = []
+    for e in states:
+        parents = [e.parent_event_id] if e.parent_event_id else []
+        right = e.data.get("right") if e.action_type == "merge" else None
+        nodes.append((str(e.id), [*parents, *([str(right)] if right else [])]))
+    lines = []
+    for prefix, index in draw(nodes, view.head_event):
+        if index < 0:
+            lines.append(prefix)
+            continue
+        e = states[index]
+        refs = names.get(str(e.id))
+        label = f" ({', '.join(printable(n) for n in refs)})" if refs else ""
+        lines.append(f"{prefix} {_event_line(e)}{click.style(label, fg='green')}")
+    return lines
 
 
 def _block_history(block: str, branch: str | None, limit: int | None, as_json: bool) -> None:
@@ -267,8 +335,8 @@ def _print_groups(
 
 
 @click.command()
-@click.argument("a")
-@click.argument("b", required=False)
+@click.argument("a", shell_complete=complete_ref)
+@click.argument("b", required=False, shell_complete=complete_ref)
 @click.option(
     "--file", "files", multiple=True, metavar="PATH", help="Only these paths (repeatable)."
 )
@@ -399,13 +467,16 @@ def status(as_json: bool) -> None:
     Example:
       strata status --json
     """
+    from strata.cli.storage import budget_line
     from strata.cli.watcher import watcher_line, watcher_report
 
     with open_repo() as repo:
         result = repo.status()
         watcher = watcher_report(repo)
+        budget = _budget(repo)
     if as_json:  # the warnings are in the JSON
-        emit_json({**result.to_json(), "watcher": watcher})
+        extra = {"budget": budget} if budget is not None else {}
+        emit_json({**result.to_json(), "watcher": watcher, **extra})
         return
     for w in result.warnings:
         warn(w)
@@ -426,6 +497,8 @@ def status(as_json: bool) -> None:
             f"{result.next_branch}"
         )
     click.echo(watcher_line(watcher))
+    if budget is not None and budget["max_size"]:
+        click.echo(budget_line(budget))
     if result.clean:
         click.echo("Working tree matches HEAD.")
         return
@@ -433,6 +506,16 @@ def status(as_json: bool) -> None:
     for c in result.changes:
         label = f"{c.old_path} -> {c.path}" if c.old_path else c.path
         click.echo(f"  {_LETTER.get(c.status, '?')} {printable(label)}")
+
+
+def _budget(repo: Any) -> dict[str, Any] | None:
+    """The storage budget for ``status``; None when ``[retention]`` is wrong (gc says why)."""
+    from strata.errors import RepositoryError
+
+    try:
+        return dict(repo.budget().to_json())
+    except RepositoryError:
+        return None
 
 
 @click.command()
@@ -463,7 +546,7 @@ def _stored_path(repo: object, path: str) -> str:
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_ref)
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option(
     "--threads",

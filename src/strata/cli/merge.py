@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short
+from strata.cli.common import complete_ref, emit_json, json_option, open_repo, short
 from strata.diff.display import printable
 from strata.errors import UsageError
 
@@ -95,8 +95,8 @@ def _review(result: Any, state: dict[str, Any], state_path: Path) -> None:
 
 
 @click.command()
-@click.argument("a", required=False)
-@click.argument("b", required=False)
+@click.argument("a", required=False, shell_complete=complete_ref)
+@click.argument("b", required=False, shell_complete=complete_ref)
 @click.option(
     "--policy",
     type=click.Choice(["text", "semantic"]),
@@ -221,8 +221,8 @@ def merge(
 
 
 @click.command()
-@click.argument("a")
-@click.argument("b")
+@click.argument("a", shell_complete=complete_ref)
+@click.argument("b", shell_complete=complete_ref)
 @json_option
 def compare(a: str, b: str, as_json: bool) -> None:
     """Compare two attempts from their common ancestor: files, semantic blocks, results.

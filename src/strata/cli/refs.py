@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import LIMIT_MAX, emit_json, force_option, json_option, open_repo, short
+from strata.cli.common import (
+    LIMIT_MAX,
+    complete_bookmark,
+    complete_branch,
+    complete_ref,
+    emit_json,
+    force_option,
+    json_option,
+    open_repo,
+    short,
+)
 from strata.diff.display import printable
 
 if TYPE_CHECKING:
@@ -67,7 +77,7 @@ def branch_list(as_json: bool) -> None:
 
 @branch.command("create")
 @click.argument("name")
-@click.argument("ref", default="HEAD")
+@click.argument("ref", default="HEAD", shell_complete=complete_ref)
 @json_option
 def branch_create(name: str, ref: str, as_json: bool) -> None:
     """Create branch NAME at REF (default HEAD); HEAD does not move.
@@ -85,7 +95,7 @@ def branch_create(name: str, ref: str, as_json: bool) -> None:
 
 
 @branch.command("switch")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_branch)
 @force_option
 @json_option
 def branch_switch(name: str, force: bool, as_json: bool) -> None:
@@ -110,7 +120,7 @@ def branch_switch(name: str, force: bool, as_json: bool) -> None:
 
 
 @branch.command("delete")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_branch)
 @json_option
 def branch_delete(name: str, as_json: bool) -> None:
     """Delete the name NAME; its events stay in the ledger.
@@ -162,7 +172,7 @@ def _bookmark(action: str, name: str, as_json: bool, **kwargs: str | None) -> No
 
 @bookmark.command("add")
 @click.argument("name")
-@click.argument("ref", default="HEAD")
+@click.argument("ref", default="HEAD", shell_complete=complete_ref)
 @json_option
 def bookmark_add(name: str, ref: str, as_json: bool) -> None:
     """Bookmark REF (default HEAD) as NAME.
@@ -175,8 +185,8 @@ def bookmark_add(name: str, ref: str, as_json: bool) -> None:
 
 
 @bookmark.command("move")
-@click.argument("name")
-@click.argument("ref")
+@click.argument("name", shell_complete=complete_bookmark)
+@click.argument("ref", shell_complete=complete_ref)
 @json_option
 def bookmark_move(name: str, ref: str, as_json: bool) -> None:
     """Point bookmark NAME at REF.
@@ -189,7 +199,7 @@ def bookmark_move(name: str, ref: str, as_json: bool) -> None:
 
 
 @bookmark.command("rename")
-@click.argument("old")
+@click.argument("old", shell_complete=complete_bookmark)
 @click.argument("new")
 @json_option
 def bookmark_rename(old: str, new: str, as_json: bool) -> None:
@@ -203,7 +213,7 @@ def bookmark_rename(old: str, new: str, as_json: bool) -> None:
 
 
 @bookmark.command("lock")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_bookmark)
 @json_option
 def bookmark_lock(name: str, as_json: bool) -> None:
     """Lock bookmark NAME so it cannot move or be deleted.
@@ -216,7 +226,7 @@ def bookmark_lock(name: str, as_json: bool) -> None:
 
 
 @bookmark.command("unlock")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_bookmark)
 @json_option
 def bookmark_unlock(name: str, as_json: bool) -> None:
     """Unlock bookmark NAME.
@@ -229,7 +239,7 @@ def bookmark_unlock(name: str, as_json: bool) -> None:
 
 
 @bookmark.command("delete")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_bookmark)
 @json_option
 def bookmark_delete(name: str, as_json: bool) -> None:
     """Delete bookmark NAME (the events it named stay).
@@ -242,7 +252,7 @@ def bookmark_delete(name: str, as_json: bool) -> None:
 
 
 @bookmark.command("share")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_bookmark)
 @click.argument("remote", default="origin")
 @json_option
 def bookmark_share(name: str, remote: str, as_json: bool) -> None:

@@ -6,6 +6,7 @@ import click
 
 from strata.cli.common import (
     author_options,
+    complete_ref,
     emit_json,
     force_option,
     json_option,
@@ -51,7 +52,7 @@ def _report(result: object, verb: str, as_json: bool, new_branch: str | None = N
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_ref)
 @click.option(
     "--branch",
     "new_branch",
@@ -89,7 +90,7 @@ def rewind(
 
 
 @click.command()
-@click.argument("ref")
+@click.argument("ref", shell_complete=complete_ref)
 @click.argument("paths", nargs=-1, required=True)
 @author_options
 @force_option

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from strata.cli.common import emit_json, json_option, open_repo, short
@@ -144,6 +146,18 @@ def du(as_json: bool) -> None:
     for name, size in usage.outside.items():
         click.echo(f"outside the repository: {name} {_size(size)}")
     click.echo(f"gc would free {_size(usage.gc_would_free)} ({usage.gc_would_remove} objects).")
+    click.echo(budget_line(usage.budget))
+
+
+def budget_line(budget: dict[str, Any]) -> str:
+    """The storage budget in one line, as ``du`` and ``status`` print it."""
+    if not budget.get("max_size"):
+        return "Storage budget: none (set [retention] max_size in config.toml)"
+    line = f"Storage budget: {_size(budget['used'])} of {_size(budget['max_size'])}"
+    if budget.get("over"):
+        line += " (over: what is kept (bookmarks, checkpoints, the last "
+        line += f"{budget['keep_last']} states) needs more)"
+    return line
 
 
 COMMANDS = [gc, repack, du]

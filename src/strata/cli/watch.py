@@ -478,11 +478,26 @@ def _wait_until_stopped(
                 break
             if keeper is not None and lifetime is not None:
                 keeper.tend(lifetime.quiet_for())
+                if lifetime.quiet_for() >= UPKEEP_QUIET and not keeper.busy():
+                    _tend_store(repo)
     except KeyboardInterrupt:
         pass
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+#: how long the workspace is quiet before the watcher repacks the store (seconds)
+UPKEEP_QUIET = 5.0
+
+
+def _tend_store(repo: Any) -> None:
+    """Repack the store past its thresholds, unless a command writes (never waits for one)."""
+    from strata.core.upkeep import tend_when_free
+    from strata.errors import StrataError
+
+    with contextlib.suppress(StrataError, OSError):
+        tend_when_free(repo)
 
 
 def _preload() -> None:

@@ -95,8 +95,12 @@ class Core:
         recoverers: tuple[Callable[[Core], object], ...] = (),
         undo_handlers: tuple[Callable[[Transaction, OperationRecord], bool], ...] = (),
         publish_hooks: tuple[Callable[[Transaction, Event], None], ...] = (),
+        upkeepers: tuple[Callable[[Core], object], ...] = (),
     ) -> None:
         self.layout = layout
+        #: called with the write lock held when a command's writing ends (the storage
+        #: budget, the store's repacking); a failure there never fails the command
+        self.upkeepers = upkeepers
         #: ``SCHEME:VALUE`` refs a feature package resolves (``git`` → a commit's tree)
         self.ref_schemes = dict(ref_schemes or {})
         #: called with the write lock held after interrupted journals are finished
@@ -297,11 +301,23 @@ class Core:
                     for recoverer in self.recoverers:
                         recoverer(self)
                 yield
+                if outermost:
+                    self._upkeep()
             finally:
                 if jsonl:
                     # the lock is about to go: back to a reader, which never writes
                     self.ledger.driver.close()
                     self.ledger.driver = self.open_driver(writer=False)
+
+    def _upkeep(self) -> None:
+        """Run the upkeepers, the write lock still held (what was written is recorded).
+
+        A store that cannot be pruned or repacked now (damage ``strata check``
+        reports, a full disk) is left for next time.
+        """
+        for upkeeper in self.upkeepers:
+            with contextlib.suppress(StrataError, OSError):
+                upkeeper(self)
 
     def new_group(self, kind: str, title: str, author: Author, **data: Any) -> Group:
         """A new group (nothing is recorded until an operation joins it)."""

@@ -9,11 +9,13 @@ held. A lease file nobody holds a lock on belongs to a strata that was killed:
 interrupted. ``flock`` is released by the kernel when the process dies, so a
 reused pid never makes a dead run look alive.
 
-The run's command inherits the locked descriptor (:meth:`Lease.fileno`), and
-so do its own children: when strata is killed but the command goes on writing,
-the lease stays held, the workspace stays guarded, and the run is recorded only
-once the last of them has ended, with the files as they left them.
-:func:`holders` names the processes that still hold a lease.
+Only strata holds the lock, never the run's command: the command runs in a
+process group of its own, which the lease records (``process_group``: group
+id, session, leader's start time and boot). When strata is killed the lease
+turns stale at once, and the next command that writes ends what is left of
+that group (SIGTERM, then SIGKILL) before recording the run as interrupted,
+with the files as the command left them. :func:`holders` names the processes
+that still hold a lease.
 """
 
 from __future__ import annotations
@@ -69,8 +71,11 @@ class Lease:
         assert self._fd is not None
         self.info.update(info)
         body = json.dumps(self.info, sort_keys=True).encode()
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, body, 0)
+        # over the old content (padded with blanks to its length), then cut: a process
+        # killed meanwhile leaves the old content or the new, never half of each
+        size = len(body)
+        os.pwrite(self._fd, body.ljust(os.fstat(self._fd).st_size), 0)
+        os.ftruncate(self._fd, size)
         os.fsync(self._fd)
 
     def release(self) -> None:

@@ -79,6 +79,12 @@ class Retention:
     keep_operations: int = 100
     prune_grace_minutes: int = 60
     git_refs_days: int = 14
+    #: the repository's size budget in bytes (0: none), enforced after writing commands
+    max_size: int = 0
+    #: the newest state events the budget never removes
+    keep_last: int = 20
+    #: the store repacks itself past its thresholds
+    auto_repack: bool = True
 
     @classmethod
     def from_config(cls, raw: dict[str, Any], layout: Layout | None = None) -> Retention:
@@ -91,7 +97,7 @@ class Retention:
                 raise bad_config(layout, problem) from None
             raise RepositoryError(f"config.toml: {problem}") from None
 
-    def to_json(self) -> dict[str, int]:
+    def to_json(self) -> dict[str, Any]:
         """As printed by ``strata gc --json``."""
         return {
             "keep_all_days": self.keep_all_days,
@@ -100,6 +106,9 @@ class Retention:
             "keep_operations": self.keep_operations,
             "prune_grace_minutes": self.prune_grace_minutes,
             "git_refs_days": self.git_refs_days,
+            "max_size": self.max_size,
+            "keep_last": self.keep_last,
+            "auto_repack": self.auto_repack,
         }
 
 
@@ -212,21 +221,27 @@ def thin(events: Iterable[Event], retention: Retention, now_ms: int) -> set[str]
     return keep
 
 
-def _protected_events(core: Core, retention: Retention, now_ms: int) -> tuple[set[str], set[str]]:
-    """Event ids and tree ids that refs, the Draft and recent operations protect."""
+def _protected_events(
+    core: Core, retention: Retention, now_ms: int
+) -> tuple[set[str], set[str], set[str]]:
+    """What is protected: events (refs, the Draft), trees and events (recent operations).
+
+    The last two are what undo needs to go back through the recent operations.
+    """
     events: set[str] = set()
     trees: set[str] = set()
+    undone: set[str] = set()
 
-    def view_events(raw: dict[str, Any] | None) -> None:
+    def view_events(raw: dict[str, Any] | None, into: set[str] = events) -> None:
         if not raw:
             return
         head = raw.get("head") or {}
         if head.get("event"):
-            events.add(str(head["event"]))
-        events.update(str(t) for t in (raw.get("branches") or {}).values() if t)
+            into.add(str(head["event"]))
+        into.update(str(t) for t in (raw.get("branches") or {}).values() if t)
         for mark in (raw.get("bookmarks") or {}).values():
             if isinstance(mark, dict) and mark.get("target"):
-                events.add(str(mark["target"]))
+                into.add(str(mark["target"]))
 
     view = core.view()
     view_events(view.to_json())
@@ -238,8 +253,8 @@ def _protected_events(core: Core, retention: Retention, now_ms: int) -> tuple[se
             young = True
         if n >= retention.keep_operations and not young:
             break
-        view_events(op.get("view_before"))
-        view_events(op.get("view_after"))
+        view_events(op.get("view_before"), undone)
+        view_events(op.get("view_after"), undone)
         details = op.get("details") or {}
         for key in ("tree_before", "tree_after"):
             if isinstance(details.get(key), str):
@@ -253,7 +268,7 @@ def _protected_events(core: Core, retention: Retention, now_ms: int) -> tuple[se
             for record in core.ledger.driver.scan(kind="event"):
                 if record.body.get("branch") == branch:
                     events.add(str(record.body.get("id")))
-    return events, trees
+    return events, trees, undone
 
 
 def _named_in_files(core: Core, *, draft_cache: bool) -> set[str]:
@@ -287,11 +302,15 @@ def plan_gc(
     now_ms: int | None = None,
     grace_s: float | None = None,
     draft_cache: bool = True,
+    drop: frozenset[str] = frozenset(),
 ) -> GcPlan:
     """What gc would keep and remove now. The caller holds the write lock.
 
     ``grace_s`` overrides ``prune_grace_minutes``; ``draft_cache=False`` leaves
     out the kept Draft folder's stat cache (gc removes that folder first).
+    ``drop``: snapshot ids the storage budget gives up although the retention
+    tiers or undo's recent operations would keep them (what refs, checkpoints
+    and the Draft protect stays).
     """
     retention = Retention.from_config(core.config.raw, core.layout)
     now_ms = core.clock() if now_ms is None else now_ms
@@ -302,11 +321,13 @@ def plan_gc(
     grace = retention.prune_grace_minutes * 60 if grace_s is None else grace_s
     events = list(state_events(core))
     by_id: dict[str, Event] = {e.id: e for e in events}
-    kept = thin(events, retention, now_ms)
-    protected, trees = _protected_events(core, retention, now_ms)
-    for eid in protected:
+    kept = thin(events, retention, now_ms) - drop
+    protected, trees, undone = _protected_events(core, retention, now_ms)
+    for eid in protected | undone:
         event = by_id.get(eid)
-        if event is not None and event.snapshot_ref:
+        if event is None or not event.snapshot_ref:
+            continue
+        if eid in protected or event.snapshot_ref not in drop:
             kept.add(event.snapshot_ref)
     artifacts: set[str] = set()
     for record in core.ledger.driver.scan(kind="event"):
@@ -677,6 +698,8 @@ class DiskUsage:
     repo: str
     #: other places Strata writes outside the repository folder (git backend)
     outside: dict[str, int] = field(default_factory=dict)
+    #: the storage budget and its use (:class:`strata.core.budget.BudgetUsage`)
+    budget: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """What ``strata du --json`` prints."""
@@ -689,6 +712,7 @@ class DiskUsage:
             "gc_would_free": self.gc_would_free,
             "gc_would_remove": self.gc_would_remove,
             "outside": self.outside,
+            "budget": self.budget,
         }
 
 

@@ -30,7 +30,7 @@ from strata.errors import (
 from strata.ledger.events import Author
 from strata.runs.git import GitHead, check_rollback_git, index_path, read_head, rollback_git
 from strata.runs.options import WorkspaceOptions
-from strata.runs.process import ProcessOutcome, run_command
+from strata.runs.process import ProcessOutcome, note_group, run_command
 from strata.runs.record import (
     Taken,
     record_finish,
@@ -352,7 +352,7 @@ def execute_run(
             target = begun.what
         repo.extra_ignore = tuple(begun.options.ignore)
         try:
-            outcome, value, error = _execute(target, begun.cwd, around, begun.lease.fileno())
+            outcome, value, error = _execute(target, begun.cwd, around, begun.lease)
         finally:
             repo.extra_ignore = ()
     except BaseException:
@@ -403,16 +403,25 @@ def _execute(
     target: Target,
     cwd: Path,
     around: Callable[[], AbstractContextManager[Any]] | None,
-    lease_fd: int | None,
+    lease: Lease | None,
 ) -> tuple[ProcessOutcome, Any, BaseException | None]:
-    """Run ``target``; a command inherits ``lease_fd``, so it holds the lease while it lives."""
+    """Run ``target``; a command runs in a process group of its own, which ``lease`` records.
+
+    Should this process be killed, the lease is left unheld and names the
+    group: the next command that writes ends it and records the run as
+    interrupted (:mod:`strata.runs.recovery`).
+    """
     import time
+
+    def started(pid: int) -> None:
+        if lease is not None:
+            note_group(lease.fileno(), pid)
 
     with around() if around is not None else nullcontext():
         if not callable(target):
             try:
                 return (
-                    run_command(target, cwd=cwd, pass_fds=() if lease_fd is None else (lease_fd,)),
+                    run_command(target, cwd=cwd, own_group=True, on_start=started),
                     None,
                     None,
                 )

@@ -5,6 +5,11 @@ and nobody holds its lock. The next command that writes finds it (from
 ``Core.writing``, with the write lock held) and records the run as
 interrupted: an ``after`` snapshot of what the workspace holds now, its diff
 and a ``run`` event with ``recovered: true``; then the lease file goes.
+
+What the killed strata's command left running is ended first: the lease names
+the command's process group (:func:`strata.runs.process.group_record`), which
+gets SIGTERM, then SIGKILL, so no orphan goes on writing into the workspace
+after its run is recorded (see docs/runs.md).
 """
 
 from __future__ import annotations
@@ -27,12 +32,14 @@ def recover_runs(repo: Core) -> list[str]:
     stale = stale_leases(repo.layout.runs)
     if not stale:
         return []  # (every writing command asks: what recording needs is loaded only now)
+    from strata.runs.process import end_group
     from strata.runs.record import run_group
 
     recovered: list[str] = []
     for info in stale:
         run_id = str(info.get("run_id", ""))
         path = Path(str(info["path"]))
+        end_group(info.get("process_group"))
         if run_id and "before" in info and not _recorded(repo, run_id):
             options = info.get("options") or {}
             saved = repo.extra_ignore
