@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
-from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver
+from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver, path_matches
 from strata.ledger.drivers import jsonl
 from strata.ledger.drivers.jsonl import JsonlDriver
 from strata.ledger.drivers.sqlite import WRITTEN_IN_PLACE, SqliteDriver, keep_connections
@@ -504,6 +504,54 @@ def test_folder_filter_matches_below_the_folder_only(ledger: Opened) -> None:
     assert found("src/de") == []
     assert found("lib") == [4]
     assert found("missing") == []
+
+
+def test_an_event_of_thousands_of_files_is_found_by_each_of_its_paths_and_no_other(
+    ledger: Opened,
+) -> None:
+    # a snapshot that touched every file of a big workspace is indexed by folder; a path
+    # filter still answers exactly, newest first and with a limit, beside small events
+    every = [f"src/pkg{k % 40:02d}/module_{k // 40:03d}.py" for k in range(5000)] + ["README"]
+    layout: list[list[str]] = [
+        every,
+        ["src/pkg03/module_001.py"],
+        ["src/pkg03/"],  # an empty folder (listed with its slash)
+        [*every[:4000], "src/pkg03/new/"],
+        ["docs/a.md"],
+        [f"src/pkg03/other_{k}.py" for k in range(300)],  # big, but not the files asked for
+    ]
+    records: list[Record] = []
+    prev = ""
+    for seq, files in enumerate(layout, 1):
+        body = {"id": ALPHABET[seq] * 20, "ts": T0, "files": files, "branch": "main"}
+        records.append(Record.seal(seq, "event", body, prev))
+        prev = records[-1].hash
+    ledger.driver.append(records)
+    for reopen in (False, True):
+        d = ledger.reopen() if reopen else ledger.driver
+        for path in (
+            "src/pkg03/module_001.py",
+            "src/pkg39/module_124.py",  # in the first event only (not in the first 4,000)
+            "src/pkg03",
+            "src/pkg03/",
+            "src/pkg03/new",
+            "src",
+            "README",
+            "docs",
+            "src/pkg03/other_7.py",
+            "src/pkg03/module_999.py",  # in no event
+        ):
+            want = [r.seq for r in records if path_matches(r.body["files"], path)]
+            got = [r.seq for r in d.find_events(EventFilter(path=path), newest_first=False)]
+            assert got == want, path
+            newest = [r.seq for r in d.find_events(EventFilter(path=path), limit=2)]
+            assert newest == want[::-1][:2], path
+        assert d.verify_index() == []
+    if ledger.kind == "sqlite":
+        db = sqlite3.connect(ledger.where / "ledger.sqlite")
+        rows = db.execute("SELECT COUNT(*) FROM event_files WHERE seq = 1").fetchone()[0]
+        db.close()
+        assert rows == 41  # 40 folders and the root, not 5,001 files
 
 
 def test_count_and_last_of_kind(ledger: Opened) -> None:
