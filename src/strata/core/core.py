@@ -21,6 +21,7 @@ import contextlib
 import errno
 import json
 import os
+import platform
 import random
 import sqlite3
 import threading
@@ -136,6 +137,8 @@ class Core:
             rng=self.rng,
             secrets=tuple(secrets),
         )
+        # on a shared ledger each workspace keeps its own HEAD, named by machine and folder
+        self.ledger.workspace = f"{platform.node()}:{layout.repo}"
         #: Published: the workspace's real files
         self.workspace = Workspace(
             self.root,
@@ -276,9 +279,11 @@ class Core:
         """
         with self.mutex, self.lock, _disk_full_as_error(), contextlib.ExitStack() as shared:
             outermost = self.lock.depth == 1
-            if outermost and self.ledger.driver.name == "postgresql":
-                # a shared ledger: the writers of every workspace on it take turns
-                shared.enter_context(self.ledger.driver.admission())  # type: ignore[attr-defined]
+            if outermost and self.ledger.shared:
+                # a shared ledger: the writers on this workspace's branch, from every
+                # workspace, take turns; writers on other branches go on
+                branch = self.ledger.view().head_branch
+                shared.enter_context(self.ledger.driver.admission(branch))  # type: ignore[attr-defined]
             jsonl = outermost and self.ledger.driver.name == "jsonl"
             if jsonl:
                 # only the lock holder repairs a torn last line and catches the index up

@@ -337,7 +337,8 @@ def _prefix_key(kind: str, prefix: str) -> bytes | None:
 
 #: the envelope after a record's body: its kind, read without parsing the body
 _KIND_AT_END = re.compile(
-    rb',"hash":"[0-9a-f]*","kind":"([a-z_]+)","prev":"[0-9a-f]*","seq":[0-9]+\}$'
+    rb',"hash":"[0-9a-f]*","kind":"([a-z_]+)"(?:,"lane":"(?:[^"\\]|\\.)*")?'
+    rb',"prev":"[0-9a-f]*","seq":[0-9]+\}$'
 )
 
 
