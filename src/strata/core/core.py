@@ -122,6 +122,14 @@ class Core:
         self.clock: Callable[[], int] = clock or (lambda: time.time_ns() // 1_000_000)
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
+        from strata.store.sealing import trace_cipher
+
+        #: encrypts the traces recorded here and opens them for a replay (``[traces]``)
+        self.trace_cipher = trace_cipher(
+            self.config.raw, repository=layout.repo, workspace=layout.workspace
+        )
+        if isinstance(self.objects, DiskObjectStore):
+            self.objects.trace_cipher = self.trace_cipher  # what a Recorder on it encrypts with
         self.lock = WriteLock(layout.lock)
         #: held by the thread that writes (with the write lock): writers of one process
         #: take turns; readers never take it
