@@ -138,6 +138,15 @@ class LedgerConflict(RepositoryError):
         super().__init__(message, hint=hint or None)
 
 
+class AppendOutOfOrder(LedgerConflict, CorruptRepository):
+    """A record without a lane that does not follow the ledger's last record.
+
+    Refused as every driver refuses an append out of order (a
+    :class:`CorruptRepository`), and named as a conflict when the record
+    follows an earlier one: another writer appended first.
+    """
+
+
 def admission_key(branch: str) -> int:
     """The advisory lock key of ``branch``'s admission queue (a signed 64-bit integer)."""
     digest = hashlib.blake2b(f"strata admission {branch}".encode(), digest_size=8).digest()
@@ -434,7 +443,7 @@ class PostgresDriver:
                     and last
                     and records[0].prev == self._hash_at(records[0].seq - 1)
                 ):
-                    raise LedgerConflict(
+                    raise AppendOutOfOrder(
                         f"append out of order: another writer appended {expected - records[0].seq}"
                         " record(s) to the shared ledger first; nothing was written",
                         hint="run the command again: it starts from the ledger as it is now",
