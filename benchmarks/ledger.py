@@ -28,6 +28,8 @@ chunk; ``verify_chain`` then re-hashes every record with the real JCS).
 
 Run:  .venv/bin/python benchmarks/ledger.py [--sizes 100000,1000000] [--drivers sqlite,jsonl]
       [--repeat 5] [--work DIR] [--keep]
+      .venv/bin/python benchmarks/ledger.py --big-events 1,1000,10000 [--commits 40]
+      (only: a one-file commit after that many 5,000-file events, see ``big_events``)
 """
 
 from __future__ import annotations
