@@ -470,3 +470,6 @@ def test_traces_encrypted_at_rest_replay_with_the_key_and_stop_clearly_without(
     config = ws / ".strata" / "config.toml"
     config.write_text(config.read_text().replace(str(keyfile), str(inside)))
     assert_user_error(run_cli("replay", span, cwd=ws), code=2, says="outside")
+    # the mistake stops what reads traces, never recording the files
+    (ws / "notes.txt").write_text("still recorded\n")
+    ok(run_cli("snapshot", "-m", "still recorded", cwd=ws))

@@ -1291,3 +1291,30 @@ def test_a_replaced_ledger_file_is_never_read_through_a_kept_connection(
     assert again._db is not kept
     assert again.last() is None
     again.close()
+
+
+def test_records_chained_per_branch_are_kept_as_they_are_by_every_driver(ledger: Opened) -> None:
+    # a shared ledger's records (one chain per branch, "lane") converted to any driver
+    # read back identically and verify; a record moved into another lane does not
+    first = make_records(3)
+    records = list(first)
+    heads = {"": first[-1].hash}
+    for seq, lane in enumerate(["main", "feature/x", "main", "feature/x", "main"], 4):
+        body = {"id": ALPHABET[seq] * 20, "ts": T0, "branch": lane, "files": [f"{lane}.txt"]}
+        prev = heads.get(lane, heads[""])
+        kind = "operation" if seq == 8 else "event"
+        record = Record.seal(seq, kind, body, prev, lane=lane)  # type: ignore[arg-type]
+        records.append(record)
+        heads[lane] = record.hash
+    ledger.driver.append(records[:3])
+    ledger.driver.append(records[3:])
+    for reopen in (False, True):
+        d = ledger.reopen(writer=False) if reopen else ledger.driver
+        assert list(d.scan()) == records
+        assert [r.to_line() for r in d.scan()] == [r.to_line() for r in records]
+        assert verify_chain(d.scan()) is None
+        assert d.last_of_kind("operation") == records[7]
+        found = d.find_events(EventFilter(path="feature/x.txt"), newest_first=False)
+        assert [r.seq for r in found] == [5, 7]
+    moved = dataclasses.replace(records[6], lane="main")
+    assert "branch main" in (verify_chain([*records[:6], moved, *records[7:]]) or "")

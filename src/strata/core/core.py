@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
 import platform
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.core.results_ops import OperationRecord
     from strata.core.transaction import Transaction
+    from strata.store.sealing import TraceCipher
     from strata.watch.monitor import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
@@ -122,14 +124,9 @@ class Core:
         self.clock: Callable[[], int] = clock or (lambda: time.time_ns() // 1_000_000)
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
-        from strata.store.sealing import trace_cipher
-
-        #: encrypts the traces recorded here and opens them for a replay (``[traces]``)
-        self.trace_cipher = trace_cipher(
-            self.config.raw, repository=layout.repo, workspace=layout.workspace
-        )
         if isinstance(self.objects, DiskObjectStore):
-            self.objects.trace_cipher = self.trace_cipher  # what a Recorder on it encrypts with
+            # what a trace Recorder writing here encrypts with, read when one starts
+            self.objects.trace_cipher = lambda: self.trace_cipher
         self.lock = WriteLock(layout.lock)
         #: held by the thread that writes (with the write lock): writers of one process
         #: take turns; readers never take it
@@ -254,6 +251,19 @@ class Core:
                 hint="restore it from a backup; Strata will not start a new history over "
                 "the old one",
             )
+
+    @functools.cached_property
+    def trace_cipher(self) -> TraceCipher | None:
+        """Encrypts the traces recorded here, opens them for a replay (``[traces]``).
+
+        Read on first use: a mistake in the table stops the commands that record
+        or replay traces, never a snapshot.
+        """
+        from strata.store.sealing import trace_cipher
+
+        return trace_cipher(
+            self.config.raw, repository=self.layout.repo, workspace=self.layout.workspace
+        )
 
     def close(self) -> None:
         """Release the ledger and the object store's open files."""

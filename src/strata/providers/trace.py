@@ -217,8 +217,9 @@ class Recorder:
     The ids, in call order, are what the step's ledger event links. A call that
     fails is recorded too (with its error), so a replay can show what failed.
     ``cipher`` encrypts each trace before it is put; when None, the cipher of
-    the store ``put`` belongs to (its ``trace_cipher``, set from ``[traces]``)
-    is used, so that every recorder writing into a repository encrypts.
+    the store ``put`` belongs to (its ``trace_cipher``: a callable the core
+    sets, reading ``[traces]``) is used, so that every recorder writing into a
+    repository encrypts.
     """
 
     put: Callable[[bytes], str]
@@ -233,6 +234,8 @@ class Recorder:
     def __post_init__(self) -> None:
         if self.cipher is None:
             found = getattr(getattr(self.put, "__self__", None), "trace_cipher", None)
+            if callable(found):
+                found = found()  # (a mistake in [traces] stops this recording here)
             self.cipher = found if isinstance(found, TraceCipher) else None
 
     def _index(self, event_type: str) -> int:
