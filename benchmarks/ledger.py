@@ -28,6 +28,8 @@ chunk; ``verify_chain`` then re-hashes every record with the real JCS).
 
 Run:  .venv/bin/python benchmarks/ledger.py [--sizes 100000,1000000] [--drivers sqlite,jsonl]
       [--repeat 5] [--work DIR] [--keep]
+      .venv/bin/python benchmarks/ledger.py --big-events 1,1000,10000 [--commits 40]
+      (only: a one-file commit after that many 5,000-file events, see ``big_events``)
 """
 
 from __future__ import annotations
@@ -372,6 +374,136 @@ def bench_driver(kind: str, work: Path, sizes: list[int], repeat: int) -> Result
     return result
 
 
+# -- big events: does a 5,000-file event make later commits slower? ---------------------
+
+BIG_FILES = 5000
+
+
+def big_event_paths() -> list[str]:
+    """The 5,000 files every big event names: a workspace of 100 folders, every file touched."""
+    return sorted(f"src/pkg{k % 100:02d}/module_{k // 100:03d}.py" for k in range(BIG_FILES))
+
+
+def big_events(
+    kind: str, work: Path, levels: list[int], commits: int
+) -> dict[int, tuple[float, float, float]]:
+    """Median, p95 and max ms of a one-file ``Ledger.commit`` after N 5,000-file events.
+
+    The big events are sealed and appended through ``driver.append`` (10 operations of
+    one event per call; what ``Ledger.commit`` would write, minus the ref records), the
+    timed commits go through ``Ledger.commit`` with a durable append each, as one
+    ``strata snapshot`` does.
+    """
+    folder = work / f"{kind}-bigevents"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    paths = big_event_paths()
+    driver = open_driver(kind, folder, create=True)
+    made, seq, prev, parent = 0, 0, "", None
+    out: dict[int, tuple[float, float, float]] = {}
+    author = {"name": "bench", "kind": "human"}
+    try:
+        for level in levels:
+            start = time.perf_counter()
+            while made < level:
+                batch: list[Record] = []
+                for _ in range(min(10, level - made)):
+                    eid, oid = event_id(made, salt=3), event_id(made, salt=4)
+                    body = {
+                        "id": eid,
+                        "ts": format_ts(T0_MS + made),
+                        "author": author,
+                        "action_type": "snapshot",
+                        "branch": "main",
+                        "operation_id": oid,
+                        "files": paths,
+                        "snapshot_ref": blake3.blake3(eid.encode()).hexdigest(),
+                        "parent_event_id": parent,
+                        "rationale": f"every file, {made}",
+                    }
+                    for rec_kind, rec_body in (
+                        ("event", body),
+                        (
+                            "operation",
+                            {
+                                "id": oid,
+                                "command": "snapshot",
+                                "ts": body["ts"],
+                                "author": author,
+                                "events": [eid],
+                                "view_before": View(branches={"main": parent or eid}).to_json(),
+                                "view_after": View(
+                                    head_event=eid, branches={"main": eid}
+                                ).to_json(),
+                            },
+                        ),
+                    ):
+                        seq += 1
+                        record = Record.seal(seq, rec_kind, rec_body, prev)  # type: ignore[arg-type]
+                        batch.append(record)
+                        prev = record.hash
+                    parent = eid
+                    made += 1
+                driver.append(batch)
+            log(f"[{kind}] {level:,} big events ({time.perf_counter() - start:.0f} s)")
+            driver.close()
+            driver = open_driver(kind, folder)
+            ledger = Ledger(driver, rng=random.Random(level))
+            times = []
+            for n in range(commits):
+                op = ledger.begin("snapshot", author)
+                eid = ledger.new_id()
+                op.add_event(
+                    {
+                        "id": eid,
+                        "ts": op.ts,
+                        "author": author,
+                        "action_type": "snapshot",
+                        "branch": "main",
+                        "files": [f"src/pkg07/module_{n:03d}.py"],
+                        "snapshot_ref": blake3.blake3(eid.encode()).hexdigest(),
+                        "parent_event_id": parent,
+                    }
+                )
+                op.after = moved(op.before, head_event=eid, branches={"main": eid})
+                elapsed, record = timed(lambda op=op, lg=ledger: lg.commit(op))  # type: ignore[misc]
+                times.append(elapsed * 1000)
+                parent, seq, prev = eid, record.seq, record.hash
+            times.sort()
+            out[level] = (
+                statistics.median(times),
+                times[min(len(times) - 1, int(len(times) * 0.95))],
+                times[-1],
+            )
+            log(f"[{kind}] after {level:,}: median {out[level][0]:.2f} ms")
+            ledger.close()
+            driver = open_driver(kind, folder)
+        out_mb = disk_size(folder) / 1e6
+        log(f"[{kind}] on disk: {out_mb:.0f} MB")
+    finally:
+        driver.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def big_events_report(results: dict[str, dict[int, tuple[float, float, float]]]) -> str:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    levels = sorted(next(iter(results.values())))
+    lines = [
+        "## A one-file commit after many 5,000-file events (`benchmarks/ledger.py --big-events`)",
+        "",
+        f"Machine: {machine()}. Measured {now}; load average at the end {load}.",
+        "",
+        "| driver | " + " | ".join(f"after {n:,}: median / p95 / max ms" for n in levels) + " |",
+        "|---|" + "---|" * len(levels),
+    ]
+    for kind, at in results.items():
+        cells = [f"{at[n][0]:.2f} / {at[n][1]:.2f} / {at[n][2]:.2f}" for n in levels]
+        lines.append(f"| {kind} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def machine() -> str:
     cpu = "?"
     try:
@@ -480,7 +612,23 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--work", type=Path, default=HERE / "work" / "ledger")
     parser.add_argument("--keep", action="store_true", help="Keep the ledgers in --work.")
+    parser.add_argument(
+        "--big-events",
+        default="",
+        help="Only time one-file commits after this many 5,000-file events (e.g. 1,1000,10000).",
+    )
+    parser.add_argument("--commits", type=int, default=40)
     args = parser.parse_args()
+    if args.big_events:
+        levels = sorted(int(n) for n in args.big_events.split(","))
+        args.work.mkdir(parents=True, exist_ok=True)
+        found = {
+            kind: big_events(kind, args.work, levels, args.commits)
+            for kind in args.drivers.split(",")
+            if kind
+        }
+        print(big_events_report(found))
+        return
     sizes = sorted(int(s) for s in args.sizes.split(","))
     kinds = [k for k in args.drivers.split(",") if k]
     if "jsonl" in kinds and jsonl_driver_class() is None:

@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +55,7 @@ def writer(kind: str, where: str, who: str, branch: str, seconds: float) -> None
         driver: Any = pg
 
         def admission() -> contextlib.AbstractContextManager[Any]:
-            return pg.admission()
+            return pg.admission(branch)  # one queue per branch
     else:
         from strata.layout import WriteLock
         from strata.ledger.drivers.sqlite import SqliteDriver
@@ -66,6 +67,7 @@ def writer(kind: str, where: str, who: str, branch: str, seconds: float) -> None
             return lock
 
     ledger = Ledger(driver)
+    ledger.workspace = who  # each writer is a workspace of its own, with its own HEAD
     latencies: list[float] = []
     deadline = time.monotonic() + seconds
     n = 0
@@ -73,7 +75,7 @@ def writer(kind: str, where: str, who: str, branch: str, seconds: float) -> None
         start = time.perf_counter()
         with admission():
             op = ledger.begin("snapshot", {"name": who, "kind": "agent"})
-            before = op.before
+            before = op.before = replace(op.before, head_branch=branch)
             event = op.add_event(
                 {
                     "id": ledger.new_id(),
@@ -87,7 +89,9 @@ def writer(kind: str, where: str, who: str, branch: str, seconds: float) -> None
                     "rationale": f"{who} {n}",
                 }
             )
-            op.after = moved(before, branches={**before.branches, branch: event["id"]})
+            op.after = moved(
+                before, head_event=event["id"], branches={**before.branches, branch: event["id"]}
+            )
             ledger.commit(op)
         latencies.append((time.perf_counter() - start) * 1000)
         n += 1

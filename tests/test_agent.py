@@ -426,3 +426,50 @@ def test_a_step_interrupted_between_its_tool_calls_leaves_the_draft_as_it_was(
         assert draft.tip().id == steps[0].event_id
         review = draft.review()  # records the Draft: nothing unrecorded was left behind
         assert [f.path for f in review.diff.files] == ["one.txt"]
+
+
+# -- traces encrypted at rest ----------------------------------------------------------------
+
+
+def test_traces_encrypted_at_rest_replay_with_the_key_and_stop_clearly_without(
+    run_cli, ws, tmp_path
+):
+    from pyrage import x25519
+
+    key = x25519.Identity.generate()
+    keyfile = tmp_path / "keys" / "traces.key"  # outside the repository and the workspace
+    keyfile.parent.mkdir()
+    keyfile.write_text(f"# created: now\n{key}\n")
+    table = f'[traces]\nrecipients = ["{key.to_public()}"]\nidentity = "{keyfile}"\n'
+    _workspace(run_cli, ws, extra=table)
+    result = as_json(run_cli("agent", "--model", "demo", "--json", "Add a greeting", cwd=ws))
+    traces = [t for step in result["steps"] for t in step["traces"]]
+    assert traces
+    with Repository.open(ws) as repo:
+        for oid in traces:
+            stored = repo.objects.get(oid)
+            # what is on disk is age ciphertext: no request, response or file content in it
+            assert stored.startswith(b"age-encryption.org/v1")
+            for plain in (b"greeting", b"# Notes", b"Hello!", b"README.md", b"llm_call"):
+                assert plain not in stored
+    for path in (ws / ".strata" / "objects").rglob("*"):
+        if path.is_file():
+            assert b"Add a greeting" not in path.read_bytes()
+    tip = result["steps"][-1]["event_id"]
+    span = f"{_base(run_cli, ws)}..{tip}"
+    (ws / "agent.yaml").unlink()  # only the traces can answer
+    assert as_json(run_cli("replay", span, "--json", cwd=ws))["ok"] is True
+    # the key gone: one line saying what is missing, no traceback
+    keyfile.rename(tmp_path / "elsewhere.key")
+    code, _, err = run_cli("replay", span, cwd=ws)
+    assert code == 1 and "is encrypted at rest and cannot be read" in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+    # a key kept inside the workspace is refused: it would protect nothing
+    inside = ws / "traces.key"
+    (tmp_path / "elsewhere.key").rename(inside)
+    config = ws / ".strata" / "config.toml"
+    config.write_text(config.read_text().replace(str(keyfile), str(inside)))
+    assert_user_error(run_cli("replay", span, cwd=ws), code=2, says="outside")
+    # the mistake stops what reads traces, never recording the files
+    (ws / "notes.txt").write_text("still recorded\n")
+    ok(run_cli("snapshot", "-m", "still recorded", cwd=ws))

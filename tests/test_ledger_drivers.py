@@ -29,7 +29,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
-from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver
+from strata.ledger.driver import EventFilter, EventKeys, LedgerDriver, path_matches
 from strata.ledger.drivers import jsonl
 from strata.ledger.drivers.jsonl import JsonlDriver
 from strata.ledger.drivers.sqlite import WRITTEN_IN_PLACE, SqliteDriver, keep_connections
@@ -504,6 +504,54 @@ def test_folder_filter_matches_below_the_folder_only(ledger: Opened) -> None:
     assert found("src/de") == []
     assert found("lib") == [4]
     assert found("missing") == []
+
+
+def test_an_event_of_thousands_of_files_is_found_by_each_of_its_paths_and_no_other(
+    ledger: Opened,
+) -> None:
+    # a snapshot that touched every file of a big workspace is indexed by folder; a path
+    # filter still answers exactly, newest first and with a limit, beside small events
+    every = [f"src/pkg{k % 40:02d}/module_{k // 40:03d}.py" for k in range(5000)] + ["README"]
+    layout: list[list[str]] = [
+        every,
+        ["src/pkg03/module_001.py"],
+        ["src/pkg03/"],  # an empty folder (listed with its slash)
+        [*every[:4000], "src/pkg03/new/"],
+        ["docs/a.md"],
+        [f"src/pkg03/other_{k}.py" for k in range(300)],  # big, but not the files asked for
+    ]
+    records: list[Record] = []
+    prev = ""
+    for seq, files in enumerate(layout, 1):
+        body = {"id": ALPHABET[seq] * 20, "ts": T0, "files": files, "branch": "main"}
+        records.append(Record.seal(seq, "event", body, prev))
+        prev = records[-1].hash
+    ledger.driver.append(records)
+    for reopen in (False, True):
+        d = ledger.reopen() if reopen else ledger.driver
+        for path in (
+            "src/pkg03/module_001.py",
+            "src/pkg39/module_124.py",  # in the first event only (not in the first 4,000)
+            "src/pkg03",
+            "src/pkg03/",
+            "src/pkg03/new",
+            "src",
+            "README",
+            "docs",
+            "src/pkg03/other_7.py",
+            "src/pkg03/module_999.py",  # in no event
+        ):
+            want = [r.seq for r in records if path_matches(r.body["files"], path)]
+            got = [r.seq for r in d.find_events(EventFilter(path=path), newest_first=False)]
+            assert got == want, path
+            newest = [r.seq for r in d.find_events(EventFilter(path=path), limit=2)]
+            assert newest == want[::-1][:2], path
+        assert d.verify_index() == []
+    if ledger.kind == "sqlite":
+        db = sqlite3.connect(ledger.where / "ledger.sqlite")
+        rows = db.execute("SELECT COUNT(*) FROM event_files WHERE seq = 1").fetchone()[0]
+        db.close()
+        assert rows == 41  # 40 folders and the root, not 5,001 files
 
 
 def test_count_and_last_of_kind(ledger: Opened) -> None:
@@ -1243,3 +1291,30 @@ def test_a_replaced_ledger_file_is_never_read_through_a_kept_connection(
     assert again._db is not kept
     assert again.last() is None
     again.close()
+
+
+def test_records_chained_per_branch_are_kept_as_they_are_by_every_driver(ledger: Opened) -> None:
+    # a shared ledger's records (one chain per branch, "lane") converted to any driver
+    # read back identically and verify; a record moved into another lane does not
+    first = make_records(3)
+    records = list(first)
+    heads = {"": first[-1].hash}
+    for seq, lane in enumerate(["main", "feature/x", "main", "feature/x", "main"], 4):
+        body = {"id": ALPHABET[seq] * 20, "ts": T0, "branch": lane, "files": [f"{lane}.txt"]}
+        prev = heads.get(lane, heads[""])
+        kind = "operation" if seq == 8 else "event"
+        record = Record.seal(seq, kind, body, prev, lane=lane)  # type: ignore[arg-type]
+        records.append(record)
+        heads[lane] = record.hash
+    ledger.driver.append(records[:3])
+    ledger.driver.append(records[3:])
+    for reopen in (False, True):
+        d = ledger.reopen(writer=False) if reopen else ledger.driver
+        assert list(d.scan()) == records
+        assert [r.to_line() for r in d.scan()] == [r.to_line() for r in records]
+        assert verify_chain(d.scan()) is None
+        assert d.last_of_kind("operation") == records[7]
+        found = d.find_events(EventFilter(path="feature/x.txt"), newest_first=False)
+        assert [r.seq for r in found] == [5, 7]
+    moved = dataclasses.replace(records[6], lane="main")
+    assert "branch main" in (verify_chain([*records[:6], moved, *records[7:]]) or "")

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psycopg
@@ -22,8 +23,9 @@ from strata.ledger.drivers.postgresql import (
     LedgerConflict,
     LedgerUnreachable,
     PostgresDriver,
+    admission_key,
 )
-from strata.ledger.ledger import Ledger
+from strata.ledger.ledger import Ledger, Operation, moved
 from strata.ledger.records import verify_chain
 from test_ledger_drivers import make_records
 
@@ -131,7 +133,7 @@ url, who, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 driver = PostgresDriver(url)
 ledger = Ledger(driver)
 for i in range(n):
-    with driver.admission():  # what a writing command holds (Core.writing)
+    with driver.admission("main"):  # what a writing command holds (Core.writing)
         op = ledger.begin("snapshot", {"name": who, "kind": "agent"})
         before = op.before
         event = op.add_event({
@@ -278,3 +280,159 @@ def test_a_connection_killed_during_an_append_writes_nothing(
     driver.append(records[6:])
     assert list(driver.scan()) == records
     driver.close()
+
+
+# -- per-branch admission ----------------------------------------------------------------------
+
+
+def _propose(ledger: Ledger, branch: str, who: str) -> tuple[Operation, str]:
+    """An operation recording one event on ``branch`` (HEAD there), not yet committed."""
+    op = ledger.begin("snapshot", {"name": who, "kind": "agent"})
+    before = replace(op.before, head_branch=branch, head_event=op.before.branches.get(branch))
+    op.before = before
+    event = op.add_event(
+        {
+            "id": ledger.new_id(),
+            "ts": op.ts,
+            "author": {"name": who, "kind": "agent"},
+            "action_type": "snapshot",
+            "branch": branch,
+            "files": [f"{who}.txt"],
+            "snapshot_ref": None,
+            "parent_event_id": before.branches.get(branch),
+        }
+    )
+    op.after = moved(
+        before,
+        head_branch=branch,
+        head_event=event["id"],
+        branches={**before.branches, branch: event["id"]},
+    )
+    return op, event["id"]
+
+
+def test_writers_on_two_branches_do_not_wait_for_each_other(pg_url: str) -> None:
+    PostgresDriver(pg_url, create=True).close()
+    first, second = PostgresDriver(pg_url), PostgresDriver(pg_url)
+    a = Ledger(first)
+    a.workspace = "one"
+    try:
+        with first.admission("main"):
+            op, main_event = _propose(a, "main", "ann")
+            # the writer of another branch is admitted while main's writer holds its turn
+            entered = threading.Event()
+
+            def other_branch() -> None:
+                b = Ledger(second)
+                b.workspace = "two"
+                with second.admission("feature"):
+                    entered.set()
+                    op2, _ = _propose(b, "feature", "bob")
+                    b.commit(op2)
+
+            thread = threading.Thread(target=other_branch)
+            thread.start()
+            assert entered.wait(10), "the writer of 'feature' waited for main's"
+            thread.join(30)
+            a.commit(op)  # accepted after bob's: another branch moved, not main
+        # a writer of main is queued while main is held
+        holder = PostgresDriver(pg_url)
+        with holder.admission("main"), psycopg.connect(pg_url, autocommit=True) as probe:
+            key = admission_key("main")
+            assert probe.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone() == (False,)
+        holder.close()
+        view = a.view()
+        assert view.branches["main"] == main_event
+        assert set(view.branches) == {"main", "feature"}  # neither move was dropped
+        b = Ledger(second)
+        b.workspace = "two"
+        assert a.view().head_branch == "main" and b.view().head_branch == "feature"
+        records = list(first.scan())
+        assert verify_chain(records) is None
+        assert {r.lane for r in records} == {"main", "feature"}  # one chain per branch
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_conflicting_proposal_is_refused_with_the_events_it_missed(pg_url: str) -> None:
+    PostgresDriver(pg_url, create=True).close()
+    first, second = PostgresDriver(pg_url), PostgresDriver(pg_url)
+    a, b = Ledger(first), Ledger(second)
+    a.workspace, b.workspace = "one", "two"
+    try:
+        a.commit(_propose(a, "main", "ann")[0])
+        # both read main's tip; neither queued (a writer that skipped admission)
+        op_a, won = _propose(a, "main", "ann")
+        op_b, lost = _propose(b, "main", "bob")
+        a.commit(op_a)
+        count = first.count()
+        with pytest.raises(LedgerConflict, match="branch main") as refused:
+            b.commit(op_b)
+        assert refused.value.missed == (won,)
+        assert won in str(refused.value)
+        assert first.count() == count  # nothing written
+        assert second.seek_event(lost) is None
+        # on the branch as it is now, the same change is accepted
+        retry, again = _propose(b, "main", "bob")
+        b.commit(retry)
+        assert a.view().branches["main"] == again
+        assert verify_chain(first.scan()) is None
+    finally:
+        first.close()
+        second.close()
+
+
+# -- several workspaces ----------------------------------------------------------------------
+
+LOOP = """
+import os, subprocess, sys
+ws, name, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+for i in range(n):
+    with open(os.path.join(ws, name + ".txt"), "a") as f:
+        f.write(f"{i}\\n")
+    subprocess.run([sys.executable, "-m", "strata", "snapshot", "-m", f"{name} {i}"],
+                   cwd=ws, check=True, capture_output=True)
+"""
+
+
+def test_two_workspaces_sharing_a_ledger_and_a_store_record_concurrently_losing_nothing(
+    tmp_path: Path, pg_url: str
+) -> None:
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "README.md").write_text("the project\n")
+    strata(one, "init", "--ledger", pg_url, "--objects", str(shared))
+    strata(two, "init", "--ledger", pg_url, "--objects", str(shared))
+    assert (two / ".strata" / "objects").resolve() == shared.resolve()
+    env = {**os.environ, "STRATA_NO_DAEMON": "1"}
+    loops = [
+        subprocess.Popen(
+            [sys.executable, "-c", LOOP, str(ws), name, "6"],
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for ws, name in ((one, "one"), (two, "two"))
+    ]
+    for loop in loops:
+        _, err = loop.communicate(timeout=300)
+        assert loop.returncode == 0, err
+    driver = PostgresDriver(pg_url)
+    try:
+        assert verify_chain(driver.scan()) is None
+        assert driver.verify_index() == []
+        said = [r.body.get("rationale") for r in driver.scan(kind="event")]
+    finally:
+        driver.close()
+    wanted = [f"{name} {i}" for name in ("one", "two") for i in range(6)]
+    assert sorted(s for s in said if s in wanted) == sorted(wanted)  # each once
+    for ws, name in ((one, "one"), (two, "two")):
+        assert strata(ws, "check").returncode == 0
+        # each workspace's HEAD is its own last snapshot, whose files it reads back
+        assert strata(ws, "show", f"HEAD:{name}.txt").stdout == "".join(f"{i}\n" for i in range(6))
+        assert "nothing to record" in strata(ws, "status").stdout.lower() or (
+            f"{name}.txt" not in strata(ws, "status").stdout
+        )

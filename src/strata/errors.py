@@ -76,6 +76,7 @@ The tree::
     │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
     ├── ReplayError
     │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
+    │   ├── TraceLocked            a trace encrypted at rest with no key (or the wrong one)
     │   └── UnrecordedCall         a call a replay found no recording of (expected vs observed)
     ├── DigestError                a digest session file or override that cannot be read (digest)
     ├── SyncError                  a Git sync, push, fetch or import that cannot be done (sync)
@@ -710,6 +711,18 @@ class TraceCorrupt(ReplayError):
         super().__init__(
             f"trace {trace} is corrupt: {reason}",
             hint="run 'strata check'; a trace cannot be replayed once its bytes changed",
+        )
+        self.trace = trace
+
+
+class TraceLocked(ReplayError):
+    """A trace encrypted at rest that cannot be opened: no key, or not the right one."""
+
+    def __init__(self, trace: str, reason: str) -> None:
+        super().__init__(
+            f"trace {trace} is encrypted at rest and cannot be read: {reason}",
+            hint="set [traces] identity in config.toml to the age key file that opens it "
+            "(kept outside the repository)",
         )
         self.trace = trace
 

@@ -8,6 +8,7 @@ Commands find the workspace by searching upward from the current folder.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import threading
@@ -310,6 +311,7 @@ CONFIG_TABLES = (
     "kb",
     "sync",  # where 'strata vcs sync' writes when the workspace is not a git work tree
     "telemetry",  # otlp_endpoint: where every command exports its spans and the metrics
+    "traces",  # recipients, identity: traces encrypted at rest (providers/trace.py)
 )
 
 
@@ -487,19 +489,31 @@ def set_ledger_driver(layout: Layout, driver: str, url: str | None = None) -> No
 
 
 def create_layout(
-    workspace: Path, *, store: Path | None, ledger: str = "sqlite", hidden: bool = False
+    workspace: Path,
+    *,
+    store: Path | None,
+    ledger: str = "sqlite",
+    hidden: bool = False,
+    objects: Path | None = None,
 ) -> tuple[Layout, bool]:
     """Make the repository folders and config; return (layout, created).
 
     ``hidden`` makes the repository of a git work tree at :data:`GIT_HIDDEN_REPO`,
-    with no ``.strata`` entry in the workspace.
+    with no ``.strata`` entry in the workspace. ``objects`` names an object store
+    folder shared with other workspaces (a shared ledger's: docs/sync.md); the
+    repository's ``objects`` is then a symbolic link to it.
     """
+    if objects is not None and not is_ledger_url(ledger):
+        raise UsageError(
+            "--objects shares an object store between workspaces of one shared ledger",
+            hint="give --ledger postgresql://... too",
+        )
     ledger_choice(ledger)  # a bad --ledger is refused before anything is made
     workspace = workspace.resolve()
     if not workspace.is_dir():
         raise UsageError(f"{workspace} is not a folder")
     if hidden:
-        return _create_repo(workspace, workspace / GIT_HIDDEN_REPO, ledger), True
+        return _create_repo(workspace, workspace / GIT_HIDDEN_REPO, ledger, objects), True
     marker = workspace / MARKER
     if marker.exists() or marker.is_symlink():
         layout = find_layout(workspace)
@@ -532,15 +546,24 @@ def create_layout(
             raise UsageError(f"the store folder {repo} exists and is not empty")
     else:
         repo = marker
-    layout = _create_repo(workspace, repo, ledger)
+    layout = _create_repo(workspace, repo, ledger, objects)
     if store is not None:
         atomic_write(marker, f"{POINTER_PREFIX}{repo}\n".encode())
     return layout, True
 
 
-def _create_repo(workspace: Path, repo: Path, ledger: str) -> Layout:
+def _create_repo(workspace: Path, repo: Path, ledger: str, objects: Path | None) -> Layout:
     repo.mkdir(parents=True, exist_ok=True)
     layout = Layout(workspace, repo)
+    if objects is not None:
+        shared = objects.resolve()
+        if shared == workspace or workspace in shared.parents:
+            raise UsageError(f"the object store {shared} is inside the workspace; put it outside")
+        shared.mkdir(parents=True, exist_ok=True)
+        if not layout.objects.is_symlink():
+            with contextlib.suppress(FileNotFoundError):
+                layout.objects.rmdir()  # (empty: the repository is new)
+            layout.objects.symlink_to(shared, target_is_directory=True)
     for sub in (layout.objects, layout.journal):
         sub.mkdir(exist_ok=True)
     atomic_write(repo / ".gitignore", b"*\n")

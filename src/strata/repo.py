@@ -216,6 +216,7 @@ class Repository(Core):
         store: Path | str | None = None,
         ledger: str = "sqlite",
         snapshot: bool = False,
+        objects: Path | str | None = None,
         **kwargs: Any,
     ) -> tuple[Repository, InitResult]:
         """:meth:`init`, and what it did.
@@ -226,10 +227,14 @@ class Repository(Core):
         ``snapshot``, a new repository records the folder as it is, by the
         repository's author (:data:`INIT_MESSAGE`), so that whatever an agent
         does next is a change from it that can be undone; an empty folder
-        records nothing.
+        records nothing. ``objects``: an object store folder shared by the
+        workspaces of a shared ledger (docs/sync.md).
         """
         layout, created = create_layout(
-            Path(path), store=Path(store) if store else None, ledger=ledger
+            Path(path),
+            store=Path(store) if store else None,
+            ledger=ledger,
+            objects=Path(objects) if objects else None,
         )
         repo = cls(layout, **kwargs)
         try:

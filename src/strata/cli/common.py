@@ -236,7 +236,12 @@ def _warn_unknown_tables(repo: Repository) -> None:
 
 
 def init_repo(
-    path: str, store: str | None, ledger: str = "sqlite", *, snapshot: bool = False
+    path: str,
+    store: str | None,
+    ledger: str = "sqlite",
+    *,
+    snapshot: bool = False,
+    objects: str | None = None,
 ) -> tuple[Repository, InitResult]:
     """Create or reopen a repository; what init did (``snapshot``: record the folder as it is)."""
     from strata.repo import Repository
@@ -246,6 +251,7 @@ def init_repo(
         store=Path(store) if store else None,
         ledger=ledger,
         snapshot=snapshot,
+        objects=Path(objects) if objects else None,
         author=make_author(None, None),
         progress=Progress(),
         **injected(),

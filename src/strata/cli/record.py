@@ -30,12 +30,25 @@ F = TypeVar("F", bound=Callable[..., Any])
     "or a PostgreSQL database several workspaces share (its URL).",
 )
 @click.option(
+    "--objects",
+    type=click.Path(file_okay=False),
+    help="With a PostgreSQL ledger: keep file contents in this folder, shared with the "
+    "other workspaces of the ledger (a network file system).",
+)
+@click.option(
     "--no-snapshot",
     is_flag=True,
     help="Record nothing yet (by default init records the folder as it is).",
 )
 @json_option
-def init(path: str, store: str | None, ledger: str, no_snapshot: bool, as_json: bool) -> None:
+def init(
+    path: str,
+    store: str | None,
+    ledger: str,
+    objects: str | None,
+    no_snapshot: bool,
+    as_json: bool,
+) -> None:
     """Start recording the folder PATH (default: the current folder).
 
     The repository lives in PATH/.strata, or in --store DIR outside the
@@ -50,13 +63,18 @@ def init(path: str, store: str | None, ledger: str, no_snapshot: bool, as_json: 
     there before (kept inside .git), so 'strata history' shows them, and
     with --store adds the .strata pointer file to .git/info/exclude.
 
+    Several workspaces may record into one PostgreSQL ledger; give each the
+    same --objects folder so that each can read what the others recorded.
+    A workspace joining a ledger starts at the tip of its main branch.
+
     \b
     Example:
       strata init
       strata init ~/project --store ~/.strata-stores/project
       strata init --ledger postgresql://team@db.example/strata   # a shared ledger
+      strata init --ledger postgresql://team@db.example/strata --objects /mnt/team/objects
     """
-    repo, result = init_repo(path, store, ledger, snapshot=not no_snapshot)
+    repo, result = init_repo(path, store, ledger, snapshot=not no_snapshot, objects=objects)
     with repo:
         if as_json:
             emit_json(result.to_json())

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import json
 import os
+import platform
 import random
 import sqlite3
 import threading
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.core.results_ops import OperationRecord
     from strata.core.transaction import Transaction
+    from strata.store.sealing import TraceCipher
     from strata.watch.monitor import Answer, ChangeMonitor
 
 MANIFEST_FORMAT = 1
@@ -129,6 +132,9 @@ class Core:
         self.clock: Callable[[], int] = clock or (lambda: time.time_ns() // 1_000_000)
         self.rng = rng or random.Random()
         self.objects: ObjectStore = DiskObjectStore(layout.objects)
+        if isinstance(self.objects, DiskObjectStore):
+            # what a trace Recorder writing here encrypts with, read when one starts
+            self.objects.trace_cipher = lambda: self.trace_cipher
         self.lock = WriteLock(layout.lock)
         #: held by the thread that writes (with the write lock): writers of one process
         #: take turns; readers never take it
@@ -144,6 +150,8 @@ class Core:
             rng=self.rng,
             secrets=tuple(secrets),
         )
+        # on a shared ledger each workspace keeps its own HEAD, named by machine and folder
+        self.ledger.workspace = f"{platform.node()}:{layout.repo}"
         #: Published: the workspace's real files
         self.workspace = Workspace(
             self.root,
@@ -252,6 +260,19 @@ class Core:
                 "the old one",
             )
 
+    @functools.cached_property
+    def trace_cipher(self) -> TraceCipher | None:
+        """Encrypts the traces recorded here, opens them for a replay (``[traces]``).
+
+        Read on first use: a mistake in the table stops the commands that record
+        or replay traces, never a snapshot.
+        """
+        from strata.store.sealing import trace_cipher
+
+        return trace_cipher(
+            self.config.raw, repository=self.layout.repo, workspace=self.layout.workspace
+        )
+
     def close(self) -> None:
         """Release the ledger and the object store's open files."""
         self.ledger.close()
@@ -284,9 +305,11 @@ class Core:
         """
         with self.mutex, self.lock, _disk_full_as_error(), contextlib.ExitStack() as shared:
             outermost = self.lock.depth == 1
-            if outermost and self.ledger.driver.name == "postgresql":
-                # a shared ledger: the writers of every workspace on it take turns
-                shared.enter_context(self.ledger.driver.admission())  # type: ignore[attr-defined]
+            if outermost and self.ledger.shared:
+                # a shared ledger: the writers on this workspace's branch, from every
+                # workspace, take turns; writers on other branches go on
+                branch = self.ledger.view().head_branch
+                shared.enter_context(self.ledger.driver.admission(branch))  # type: ignore[attr-defined]
             jsonl = outermost and self.ledger.driver.name == "jsonl"
             if jsonl:
                 # only the lock holder repairs a torn last line and catches the index up

@@ -94,10 +94,53 @@ def path_matches(files: Sequence[str], path: str) -> bool:
     return any(p.rstrip("/") == folder or p.startswith(folder + "/") for p in files)
 
 
+#: an event naming more files than this is indexed by folder (:func:`indexed_paths`)
+BIG_EVENT_FILES = 256
+
+
+def parent_row(path: str) -> str:
+    """The folder row (:func:`indexed_paths`) that a big event naming ``path`` has.
+
+    ``"src/a/b.py"`` → ``"src/a/"``, ``"README"`` → ``"/"`` (the root), an empty
+    folder ``"src/empty/"`` → ``"src/"``.
+    """
+    parent = path.strip("/").rpartition("/")[0]
+    return parent + "/"
+
+
+def indexed_paths(files: Sequence[str]) -> tuple[str, ...]:
+    """The changed-path index rows of an event naming ``files``.
+
+    Each file, up to :data:`BIG_EVENT_FILES`; past it (a snapshot that touched
+    every file of a big workspace) the folders holding them, each once, as
+    ``"folder/"`` (``"/"`` for the root): a 5,000-file event in 100 folders adds
+    100 rows, not 5,000, so such events do not make the index, and every later
+    commit into it, grow by thousands of rows each. A path filter looks up the
+    path, everything below it and its parent's folder row, then checks the
+    candidates' files (:func:`path_matches`): a folder row also stands for an
+    empty folder an event created, and for the other files of its folder.
+    """
+    if len(files) <= BIG_EVENT_FILES:
+        return tuple(files)
+    return tuple(sorted({parent_row(f) for f in files}))
+
+
+def index_agrees(rows: Sequence[str], files: Sequence[str]) -> bool:
+    """Whether an event's index ``rows`` are right for its ``files``.
+
+    Either form is right: a ledger written before big events were indexed by
+    folder holds one row per file for them.
+    """
+    found = sorted(rows)
+    return found == sorted(files) or found == sorted(indexed_paths(files))
+
+
 def path_range(path: str) -> tuple[str, str, str]:
     """``(exact, low, high)``: a path matches when it is ``exact`` or ``low <= path < high``.
 
-    The SQL form of :func:`path_matches` (``"0"`` sorts right after ``"/"``).
+    The SQL form of :func:`path_matches` (``"0"`` sorts right after ``"/"``);
+    with :func:`parent_row` it finds the candidates of a path filter, which are
+    then checked with :func:`path_matches` (see :func:`indexed_paths`).
     """
     folder = path.strip("/")
     return folder, folder + "/", folder + "0"

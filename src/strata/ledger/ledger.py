@@ -206,6 +206,9 @@ class Ledger:
         self._clock = clock or (lambda: time.time_ns() // 1_000_000)
         self._rng = rng or random.Random()
         self._last_ms = 0
+        #: which workspace this ledger writes for: on a shared ledger (a driver with
+        #: ``lanes``) each workspace has its own HEAD
+        self.workspace = ""
         self.driver = driver
 
     @property
@@ -262,12 +265,46 @@ class Ledger:
 
     # -- the view ------------------------------------------------------------------
 
+    @property
+    def shared(self) -> bool:
+        """True on a ledger shared by workspaces: one chain and one queue per branch."""
+        return bool(getattr(self.driver, "lanes", False))
+
     def view(self) -> View:
-        """The current view (empty before the first operation)."""
+        """The current view (empty before the first operation).
+
+        On a shared ledger, made of where each ref points now (every writer's
+        branches and bookmarks) and this workspace's own HEAD; a workspace new
+        to the ledger starts where the ledger's HEAD was before it was shared,
+        else at the tip of ``main``.
+        """
+        if self.shared:
+            return self._shared_view()
         last = self.driver.last_of_kind("operation")
         if last is None:
             return View()
         return View.from_json(last.body["view_after"])
+
+    def _shared_view(self) -> View:
+        refs: dict[str, Any] = self.driver.refs()  # type: ignore[attr-defined]
+        branches = {
+            k.removeprefix("branch/"): str(v) for k, v in refs.items() if k.startswith("branch/")
+        }
+        bookmarks = {
+            k.removeprefix("bookmark/"): Bookmark(str(v["target"]), bool(v.get("locked")))
+            for k, v in refs.items()
+            if k.startswith("bookmark/")
+        }
+        head = refs.get(f"HEAD@{self.workspace}") or refs.get("HEAD")
+        if head is None:
+            tip = branches.get(DEFAULT_BRANCH)
+            head = {"branch": DEFAULT_BRANCH, "event": tip}
+        return View(
+            head_branch=str(head.get("branch") or DEFAULT_BRANCH),
+            head_event=head.get("event"),
+            branches=branches,
+            bookmarks=bookmarks,
+        )
 
     def chain_head(self) -> str:
         """The hash of the newest record ("" for an empty ledger)."""
@@ -298,7 +335,13 @@ class Ledger:
         )
 
     def commit(self, op: Operation) -> Record:
-        """Append the operation's records atomically; return its operation record."""
+        """Append the operation's records atomically; return its operation record.
+
+        On a shared ledger the records are chained in the lane of the branch
+        HEAD was on, and refused (:class:`~strata.errors.CorruptRepository`'s
+        ``LedgerConflict``, naming the events missed) when another writer
+        recorded on that branch, or moved a ref this operation moves, since.
+        """
         last = self.driver.last()
         redactor = Redactor(self.secrets)
         for body in op.events:
@@ -320,14 +363,27 @@ class Ledger:
                 "events": [e["id"] for e in op.events],
                 "view_before": op.before.to_json(),
                 "view_after": op.after.to_json(),
+                **({"workspace": self.workspace} if self.shared and self.workspace else {}),
                 **({"details": op.details} if op.details else {}),
                 **({"group": op.group} if op.group else {}),
             },
             op.before,
             op.after,
             last=last,
+            **(
+                {
+                    "lane": op.before.head_branch,
+                    "lane_prev": self.driver.lane_head(op.before.head_branch),  # type: ignore[attr-defined]
+                    "workspace": self.workspace,
+                }
+                if self.shared
+                else {}
+            ),
         )
-        self.driver.append(records)
+        if self.shared:
+            records = self.driver.append_lane(records)  # type: ignore[attr-defined]
+        else:
+            self.driver.append(records)
         op.first_seq = records[0].seq if op.events else 0
         return records[-1]
 
@@ -354,9 +410,12 @@ class Ledger:
             yield record.body
 
     def operations(self, *, limit: int | None = None) -> list[dict[str, Any]]:
-        """Operation records, newest first."""
+        """Operation records, newest first (on a shared ledger, this workspace's only)."""
         out: list[dict[str, Any]] = []
+        mine = self.workspace if self.shared else None
         for record in self.driver.scan(kind="operation", reverse=True):
+            if mine is not None and record.body.get("workspace", mine) != mine:
+                continue  # another workspace's: its undo is its own
             out.append({"seq": record.seq, **record.body})
             if limit is not None and len(out) >= limit:
                 break
@@ -487,8 +546,15 @@ def seal_operation(
     after: View,
     *,
     last: Record | None,
+    lane: str | None = None,
+    lane_prev: str = "",
+    workspace: str = "",
 ) -> list[Record]:
     """The records of one operation, hash-chained after the record ``last`` (None: first).
+
+    ``lane``: sealed in that branch's chain instead, after the hash
+    ``lane_prev`` (the driver gives the ``seq``), and HEAD's ref record names
+    the ``workspace`` whose HEAD it is (a shared ledger).
 
     In their order in the ledger: the ``events``, one ``ref`` record per branch
     (sorted by name) and for HEAD, one ``bookmark`` record per bookmark, for
@@ -497,12 +563,14 @@ def seal_operation(
     operations here, so both write the same chain.
     """
     seq, prev = (last.seq, last.hash) if last else (0, "")
+    if lane is not None:
+        prev = lane_prev
     records: list[Record] = []
 
     def add(kind: str, body: dict[str, Any]) -> None:
         nonlocal seq, prev
         seq += 1
-        record = Record.seal(seq, kind, body, prev)  # type: ignore[arg-type]
+        record = Record.seal(seq, kind, body, prev, lane=lane)  # type: ignore[arg-type]
         records.append(record)
         prev = record.hash
 
@@ -521,6 +589,7 @@ def seal_operation(
                 "old": {"branch": before.head_branch, "event": before.head_event},
                 "new": {"branch": after.head_branch, "event": after.head_event},
                 "operation_id": op_id,
+                **({"workspace": workspace} if workspace else {}),
             },
         )
     for name in sorted(before.bookmarks.keys() | after.bookmarks.keys()):

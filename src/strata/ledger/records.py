@@ -7,7 +7,17 @@ bookmark change or an operation. Records are appended in one total order
     hash = BLAKE3( JCS({"kind": kind, "body": body, "prev": prev, "seq": seq}) )
 
 where JCS is RFC 8785 canonical JSON and ``prev`` is the previous record's
-hash (``""`` for the first). Editing, deleting or reordering any stored
+hash (``""`` for the first).
+
+A ledger shared by several workspaces (PostgreSQL) keeps one chain per
+branch instead, so that writers on different branches never wait for each
+other: such a record has a ``lane`` (its branch), ``prev`` is the hash of the
+previous record of the same lane (for a lane's first record, the hash of the
+newest record without a lane before it, or ``""``), and its hash leaves the
+``seq`` out, which the ledger assigns when it accepts the records::
+
+    hash = BLAKE3( JCS({"body": body, "kind": kind, "lane": lane, "prev": prev}) )
+ Editing, deleting or reordering any stored
 record breaks the chain at that record, and :func:`verify_chain` names it.
 The hash of the last record (the *chain head*) summarises the whole history:
 written down elsewhere, it proves later that nothing was rewritten.
@@ -135,13 +145,21 @@ def _streamed(body: dict[str, Any]) -> bool:
 
 
 def record_hash(
-    seq: int, kind: str, body: dict[str, Any], prev: str, *, body_jcs: bytes | None = None
+    seq: int,
+    kind: str,
+    body: dict[str, Any],
+    prev: str,
+    *,
+    body_jcs: bytes | None = None,
+    lane: str | None = None,
 ) -> str:
     """The chain hash of one record (``body_jcs``: the body's JCS bytes, when already made)."""
-    return _hashed(seq, kind, (body_jcs or canonical(body),), prev)[0]
+    return _hashed(seq, kind, (body_jcs or canonical(body),), prev, lane)[0]
 
 
-def _hashed(seq: int, kind: str, body_pieces: Iterable[bytes], prev: str) -> tuple[str, int]:
+def _hashed(
+    seq: int, kind: str, body_pieces: Iterable[bytes], prev: str, lane: str | None = None
+) -> tuple[str, int]:
     """The chain hash of a record whose body's JCS is ``body_pieces``, and that JCS's length.
 
     The hashed bytes are the JCS of ``{"body", "kind", "prev", "seq"}``, built around
@@ -154,6 +172,17 @@ def _hashed(seq: int, kind: str, body_pieces: Iterable[bytes], prev: str) -> tup
     for piece in body_pieces:
         hasher.update(piece)
         length += len(piece)
+    if lane is not None:  # a lane's record: its place (seq) is given when it is accepted
+        hasher.update(
+            b',"kind":'
+            + canonical(kind)
+            + b',"lane":'
+            + canonical(lane)
+            + b',"prev":'
+            + canonical(prev)
+            + b"}"
+        )
+        return hasher.hexdigest(), length
     hasher.update(
         b',"kind":'
         + canonical(kind)
@@ -178,16 +207,20 @@ class Record:
     body_jcs: bytes | None = field(default=None, compare=False, repr=False)
     #: the length of the body's JCS when it is made in pieces, not kept (:data:`STREAMED_ITEMS`)
     body_length: int = field(default=0, compare=False, repr=False)
+    #: the branch whose chain this record continues (a shared ledger); None: the one chain
+    lane: str | None = None
 
     @classmethod
-    def seal(cls, seq: int, kind: RecordKind, body: dict[str, Any], prev: str) -> Record:
-        """A new record chained after ``prev``."""
+    def seal(
+        cls, seq: int, kind: RecordKind, body: dict[str, Any], prev: str, *, lane: str | None = None
+    ) -> Record:
+        """A new record chained after ``prev`` (in ``lane``'s chain when given)."""
         if _streamed(body):
-            digest, length = _hashed(seq, kind, canonical_pieces(body), prev)
-            return cls(seq, kind, body, prev, digest, None, length)
+            digest, length = _hashed(seq, kind, canonical_pieces(body), prev, lane)
+            return cls(seq, kind, body, prev, digest, None, length, lane)
         body_jcs = canonical(body)
-        digest = record_hash(seq, kind, body, prev, body_jcs=body_jcs)
-        return cls(seq, kind, body, prev, digest, body_jcs)
+        digest = record_hash(seq, kind, body, prev, body_jcs=body_jcs, lane=lane)
+        return cls(seq, kind, body, prev, digest, body_jcs, 0, lane)
 
     def to_json(self) -> dict[str, Any]:
         """The record as one JSON object (the JSONL line, and ``--json`` output)."""
@@ -197,6 +230,7 @@ class Record:
             "body": self.body,
             "prev": self.prev,
             "hash": self.hash,
+            **({"lane": self.lane} if self.lane is not None else {}),
         }
 
     def to_line(self) -> bytes:
@@ -230,6 +264,7 @@ class Record:
             + canonical(self.hash)
             + b',"kind":'
             + canonical(self.kind)
+            + (b',"lane":' + canonical(self.lane) if self.lane is not None else b"")
             + b',"prev":'
             + canonical(self.prev)
             + b',"seq":'
@@ -250,15 +285,17 @@ class Record:
             )
         except (KeyError, TypeError):
             raise CorruptRepository("a ledger record is malformed") from None
+        lane = raw.get("lane")
         if (
             not isinstance(seq, int)
             or kind not in RECORD_KINDS
             or not isinstance(body, dict)
             or not isinstance(prev, str)
             or not isinstance(digest, str)
+            or not (lane is None or isinstance(lane, str))
         ):
             raise CorruptRepository(f"ledger record {seq!r} is malformed")
-        return cls(seq, kind, body, prev, digest)
+        return cls(seq, kind, body, prev, digest, lane=lane)
 
     @classmethod
     def from_line(cls, line: bytes) -> Record:
@@ -283,19 +320,35 @@ def verify_chain(records: Iterable[Record]) -> str | None:
     """The first problem in a sequence of records read in append order, or None.
 
     Checks that ``seq`` counts up from 1 without gaps, that each ``prev`` is
-    the previous record's hash, and that each hash matches its content.
+    the previous record's hash (for a record of a lane, the previous record of
+    its lane, or for its first one the newest record without a lane), and that
+    each hash matches its content.
     """
-    expected_seq, prev = 1, ""
+    expected_seq, prev, unlaned = 1, "", ""
+    lanes: dict[str, tuple[int, str]] = {}
     for record in records:
         if record.seq != expected_seq:
             return (
                 f"record {expected_seq} is missing or out of order "
                 f"(found record {record.seq} in its place)"
             )
-        if record.prev != prev:
-            return f"record {record.seq} ({record.kind}) does not follow record {record.seq - 1}"
-        if record_hash(record.seq, record.kind, record.body, record.prev) != record.hash:
+        lane = record.lane
+        if lane is None:
+            if record.prev != prev:
+                return (
+                    f"record {record.seq} ({record.kind}) does not follow record {record.seq - 1}"
+                )
+        else:
+            before, want = lanes.get(lane, (0, unlaned))
+            if record.prev != want:
+                after = f"record {before} of its branch" if before else "the chain before it"
+                return f"record {record.seq} ({record.kind}, branch {lane}) does not follow {after}"
+        if record_hash(record.seq, record.kind, record.body, record.prev, lane=lane) != record.hash:
             what = record.body.get("id") or record.body.get("name") or ""
             return f"record {record.seq} ({record.kind} {what}) was modified".replace(" )", ")")
         expected_seq, prev = record.seq + 1, record.hash
+        if lane is None:
+            unlaned = record.hash
+        else:
+            lanes[lane] = (record.seq, record.hash)
     return None

@@ -21,6 +21,14 @@ secret values the caller passes), ``Bearer …`` credentials, e-mail addresses,
 and the values of JSON keys that name a secret (``api_key``,
 ``authorization``…). A redacted trace replays as long as what was redacted
 did not reach the files; when it did, the replay reports the divergence.
+
+Encryption at rest (``[traces]`` in config.toml): with ``recipients`` (age
+public keys), each trace is encrypted for them with age (``pyrage``, the
+``bundle-age`` extra) before it is stored, so the object store holds no
+plaintext of any request or response; writing needs only the public keys.
+Reading (a replay) needs ``identity``, an age key file that MUST be kept
+outside the repository and the workspace; without it a replay stops with one
+line saying so (:class:`~strata.errors.TraceLocked`).
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from strata.providers.base import (
 )
 from strata.redaction import Redactor as _Redactor
 from strata.redaction import redact as _redact
+from strata.store.sealing import TraceCipher
 
 TRACE_FORMAT = "strata-trace"
 TRACE_VERSION = 1
@@ -207,6 +216,10 @@ class Recorder:
     ``put`` stores bytes and returns their id (the object store's ``put``).
     The ids, in call order, are what the step's ledger event links. A call that
     fails is recorded too (with its error), so a replay can show what failed.
+    ``cipher`` encrypts each trace before it is put; when None, the cipher of
+    the store ``put`` belongs to (its ``trace_cipher``: a callable the core
+    sets, reading ``[traces]``) is used, so that every recorder writing into a
+    repository encrypts.
     """
 
     put: Callable[[bytes], str]
@@ -216,6 +229,14 @@ class Recorder:
     ids: list[str] = field(default_factory=list)
     traces: list[Trace] = field(default_factory=list)
     _counts: dict[str, int] = field(default_factory=dict)
+    cipher: TraceCipher | None = None
+
+    def __post_init__(self) -> None:
+        if self.cipher is None:
+            found = getattr(getattr(self.put, "__self__", None), "trace_cipher", None)
+            if callable(found):
+                found = found()  # (a mistake in [traces] stops this recording here)
+            self.cipher = found if isinstance(found, TraceCipher) else None
 
     def _index(self, event_type: str) -> int:
         n = self._counts.get(event_type, 0)
@@ -223,7 +244,8 @@ class Recorder:
         return n
 
     def _store(self, trace: Trace) -> Trace:
-        self.ids.append(self.put(trace.encode()))
+        data = trace.encode()
+        self.ids.append(self.put(self.cipher.seal(data) if self.cipher else data))
         self.traces.append(trace)
         return trace
 

@@ -72,6 +72,7 @@ from strata.providers.base import Message, Request, ToolSpec
 from strata.providers.replay import ReplayProvider, first_difference
 from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, Trace
 from strata.store.materialize import export_tree
+from strata.store.sealing import AGE_MAGIC, TraceCipher
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -199,6 +200,8 @@ def load_traces(core: Core, event: Event) -> list[Trace]:
             raise TraceCorrupt(oid, f"event {event.id} names it but it is missing") from None
         except CorruptRepository:
             raise TraceCorrupt(oid, "its content does not match its id") from None
+        if core.trace_cipher is not None or data.startswith(AGE_MAGIC):
+            data = (core.trace_cipher or TraceCipher(())).open(data, name=oid)
         traces.append(Trace.decode(data, name=oid))
     return traces
 

@@ -130,6 +130,9 @@ class DiskObjectStore:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        #: opaque to the store: returns the cipher a trace recorder writing here encrypts
+        #: with (set by the core from config; see strata.providers.trace.Recorder)
+        self.trace_cipher: object = None
         self._tmp = root / "tmp"
         self._known_dirs: set[str] = set()
         self._written: list[Path] = []

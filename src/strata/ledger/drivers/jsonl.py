@@ -33,7 +33,7 @@ rebuild).
 Header page::
 
     0     8s   magic b"STRATAIX"
-    8     u32  version (1)
+    8     u32  version (2; version 1 posted every file of a big event)
     12    u32  state: 0 clean (fsynced at close), 1 a writer session is or was open
     16    16s  boot: BLAKE2b-128 of the Linux boot id of that session (zeros if unknown)
     32    u64  records: N, the records 1..N are indexed
@@ -73,7 +73,10 @@ Posting keys (UTF-8)::
     k:<kind>          every record, by kind (scan(kind=...), last_of_kind)
     b:<branch>  o:<operation_id>  a:<author name>  ak:<author kind>  t:<action_type>
     p:<path>          each changed path, and each folder above it ("src/a/b.py"
-                      also files under "p:src/a" and "p:src")
+                      also files under "p:src/a" and "p:src"); an event of more
+                      than 256 files posts its folders instead ("p:src/a/", "/"
+                      for the root, and the folders above): a path filter reads
+                      "p:<path>" and "p:<its folder>/" and checks each line
     i2:<id[:2]>  i4:<id[:4]>          event id prefix buckets
     s2:<ref[:2]> s4:<ref[:4]>         snapshot id prefix buckets (also newest_with_snapshot)
     T:                events whose ts is later than every earlier event's ts; both
@@ -134,6 +137,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import heapq
 import json
 import mmap
 import os
@@ -147,7 +151,7 @@ from typing import Any
 
 from strata.atomic import atomic_write, fsync_dir
 from strata.errors import CorruptRepository, UnsupportedFormat, UsageError
-from strata.ledger.driver import EventFilter, EventKeys, path_matches
+from strata.ledger.driver import EventFilter, EventKeys, indexed_paths, parent_row, path_matches
 from strata.ledger.records import RECORD_KINDS, Record, canonical
 
 FORMAT = 2
@@ -156,7 +160,7 @@ DATA_NAME = "events.jsonl"
 INDEX_NAME = "events.idx"
 
 INDEX_MAGIC = b"STRATAIX"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 PAGE = 4096
 ROWS0 = 1024  # rows in extent 0; extent k holds ROWS0 << k
 MAX_SEQ = 2**32 - 1
@@ -286,7 +290,7 @@ def _event_keys(keys: EventKeys) -> list[bytes]:
     ref = _snapshot(keys)
     if ref is not None:
         out += ("s2:" + ref[:2], "s4:" + ref[:4])
-    for path in keys.files:
+    for path in indexed_paths(keys.files):  # a big event's folders (the rows end in "/")
         out.append("p:" + path)
         cut = path.find("/", 1)
         while cut > 0:
@@ -308,9 +312,18 @@ def _filter_keys(where: EventFilter) -> list[bytes]:
         )
         if value is not None
     ]
-    if where.path is not None and where.path.strip("/"):
-        keys.append(b"p:" + _enc(where.path.strip("/")))
     return keys
+
+
+def _path_keys(where: EventFilter) -> list[bytes]:
+    """The posting keys whose lists together hold every event that passes the path filter.
+
+    The path's own list and its folder's row of big events (``indexed_paths``);
+    the candidates are checked against the record.
+    """
+    if where.path is None or not where.path.strip("/"):
+        return []
+    return [b"p:" + _enc(where.path.strip("/")), b"p:" + _enc(parent_row(where.path))]
 
 
 def _prefix_key(kind: str, prefix: str) -> bytes | None:
@@ -324,7 +337,8 @@ def _prefix_key(kind: str, prefix: str) -> bytes | None:
 
 #: the envelope after a record's body: its kind, read without parsing the body
 _KIND_AT_END = re.compile(
-    rb',"hash":"[0-9a-f]*","kind":"([a-z_]+)","prev":"[0-9a-f]*","seq":[0-9]+\}$'
+    rb',"hash":"[0-9a-f]*","kind":"([a-z_]+)"(?:,"lane":"(?:[^"\\]|\\.)*")?'
+    rb',"prev":"[0-9a-f]*","seq":[0-9]+\}$'
 )
 
 
@@ -1447,8 +1461,16 @@ class JsonlDriver:
         if side is not None:
             keys = _filter_keys(where) or [b"k:event"]
             key = min(keys, key=side.count)
-            seqs = (
-                side.desc(key, below=n + 1) if newest_first else side.asc(key, start=1, below=n + 1)
+            lists = [key]
+            by_path = _path_keys(where)
+            if by_path and sum(map(side.count, by_path)) <= side.count(key):
+                lists = by_path
+            streams = [
+                side.desc(k, below=n + 1) if newest_first else side.asc(k, start=1, below=n + 1)
+                for k in lists
+            ]
+            seqs: Iterator[int] = (
+                streams[0] if len(streams) == 1 else _merged(streams, reverse=newest_first)
             )
             indexed = (r for r in self._by_seq(side, seqs, 0) if _matches(EventKeys.of(r), where))
         found = (
@@ -1529,6 +1551,15 @@ class JsonlDriver:
                 older += fill
         for key in sorted(postings):
             problems.append(f"index: no list for {key.decode('utf-8', 'replace')!r}")
+
+
+def _merged(streams: list[Iterator[int]], *, reverse: bool) -> Iterator[int]:
+    """Sorted streams of seqs merged into one, each seq once."""
+    last = None
+    for seq in heapq.merge(*streams, reverse=reverse):
+        if seq != last:
+            yield seq
+            last = seq
 
 
 def _first_true(size: int, test: Callable[[int], bool]) -> int:

@@ -3,7 +3,9 @@
 Tables, in the schema ``strata`` of the database the ledger URL names::
 
     meta(key, value)                 format, driver
-    records(seq PRIMARY KEY, kind, line)      the canonical JSON of each record, append-only
+    records(seq PRIMARY KEY, kind, lane, line)  the canonical JSON of each record, append-only
+    refs(name PRIMARY KEY, value, seq)  where each branch, bookmark and workspace HEAD
+                                     points now (derived from the ref and bookmark records)
     events(seq PRIMARY KEY, id UNIQUE, ts, branch, operation_id,
            author, author_kind, action_type, snapshot_ref)   the event index (derived)
     event_files(seq, path)           the changed-path index (derived)
@@ -13,13 +15,20 @@ ledger converts between them losslessly. Text columns use the ``"C"``
 collation: prefix and folder ranges compare bytes, whatever the database's
 locale.
 
-Writers: an append takes the transaction-level advisory lock
-:data:`APPEND_LOCK` (never a table lock: readers and ``pg_dump`` go on), checks
-that its first record follows the ledger's last one and refuses it otherwise
-(:class:`LedgerConflict`, naming how many records it missed), and commits all
-its records or none. A command that writes holds :meth:`PostgresDriver.admission`,
-a session-level advisory lock, from reading the view to appending, so writers
-of every workspace sharing the ledger queue instead of conflicting.
+Writers, per branch: records are chained per branch (each record's ``lane``,
+see :mod:`strata.ledger.records`). A command that writes holds
+:meth:`PostgresDriver.admission` for its workspace's branch, a session-level
+advisory lock keyed by the branch name, from reading the view to appending:
+writers of one branch queue, writers of different branches go on side by
+side. :meth:`PostgresDriver.append_lane` accepts a proposal only when its
+first record follows its lane's newest record and every ref it moves still
+points where the proposal saw it (compare and swap on ``refs``); otherwise it
+refuses it with :class:`LedgerConflict`, naming the events the proposal
+missed. Accepted records get the next ``seq`` under the transaction-level
+advisory lock :data:`APPEND_LOCK`, held for the insert only, so that ``seq``
+order is commit order for readers paging by ``seq``. Never a table lock:
+readers and ``pg_dump`` go on. Records without a lane (a converted ledger's)
+are appended in the one chain by :meth:`PostgresDriver.append`.
 
 Reads are paged by ``seq`` (keyset pagination): a scan of millions of records
 holds one page in memory, and another query may run between two pages.
@@ -28,6 +37,9 @@ holds one page in memory, and another query may run between two pages.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
+import itertools
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -35,16 +47,28 @@ import psycopg
 from psycopg import errors as pg_errors
 
 from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
-from strata.ledger.driver import EventFilter, EventKeys, path_range
-from strata.ledger.records import Record
+from strata.ledger.driver import (
+    EventFilter,
+    EventKeys,
+    index_agrees,
+    indexed_paths,
+    parent_row,
+    path_matches,
+    path_range,
+)
+from strata.ledger.records import Record, canonical
 
-FORMAT = 2
+FORMAT = 3
 #: the advisory lock an append holds for its transaction (``pg_advisory_xact_lock``)
 APPEND_LOCK = 0x5354524154410001
-#: the advisory lock a writing command holds for its session (``pg_advisory_lock``)
+#: the advisory lock a writing command holds for its session (``pg_advisory_lock``) when
+#: the ledger has lanes no more (the key of a branch's lock: :func:`admission_key`)
 ADMISSION_LOCK = 0x5354524154410002
 #: records read per round trip
 PAGE = 500
+#: a path filter matching at most this many index rows collects them first; one matching
+#: more (a big folder) walks the events newest first (see ``find_events``)
+FEW_PATH_ROWS = 2000
 #: seconds to wait for the server when connecting
 CONNECT_TIMEOUT = 10
 
@@ -56,7 +80,14 @@ CREATE TABLE IF NOT EXISTS strata.records (
     kind TEXT COLLATE "C" NOT NULL,
     line BYTEA NOT NULL
 );
+ALTER TABLE strata.records ADD COLUMN IF NOT EXISTS lane TEXT COLLATE "C";
 CREATE INDEX IF NOT EXISTS records_kind ON strata.records(kind, seq);
+CREATE INDEX IF NOT EXISTS records_lane ON strata.records(lane, seq) WHERE lane IS NOT NULL;
+CREATE TABLE IF NOT EXISTS strata.refs (
+    name TEXT COLLATE "C" PRIMARY KEY,
+    value TEXT NOT NULL,
+    seq BIGINT NOT NULL
+);
 CREATE OR REPLACE FUNCTION strata.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN RAISE EXCEPTION 'ledger records are append-only'; END $$;
 DROP TRIGGER IF EXISTS records_no_change ON strata.records;
@@ -82,6 +113,7 @@ CREATE INDEX IF NOT EXISTS events_action ON strata.events(action_type, seq);
 CREATE INDEX IF NOT EXISTS events_snapshot ON strata.events(snapshot_ref, seq);
 CREATE TABLE IF NOT EXISTS strata.event_files (seq BIGINT NOT NULL, path TEXT COLLATE "C" NOT NULL);
 CREATE INDEX IF NOT EXISTS event_files_path ON strata.event_files(path, seq);
+CREATE INDEX IF NOT EXISTS event_files_seq ON strata.event_files(seq, path);
 """
 
 
@@ -89,12 +121,53 @@ class LedgerUnreachable(RepositoryError):
     """The PostgreSQL server of a shared ledger cannot be reached (or went away)."""
 
 
-class LedgerConflict(CorruptRepository):
+class LedgerConflict(RepositoryError):
     """Another writer appended first: this operation was built on an older ledger.
 
     An append out of order, as every driver refuses one, but one a writer that
-    skipped :meth:`PostgresDriver.admission` can meet on a healthy ledger.
+    skipped :meth:`PostgresDriver.admission` (or wrote to a branch other than
+    the one it queued for) can meet on a healthy ledger. ``missed``: the ids of
+    the events accepted meanwhile that the refused proposal did not see.
     """
+
+    def __init__(self, message: str, *, missed: Sequence[str] = (), hint: str = "") -> None:
+        self.missed = tuple(missed)
+        if self.missed:
+            shown_ids = ", ".join(self.missed[:5]) + (" ..." if len(self.missed) > 5 else "")
+            message += f" (missed {len(self.missed)} event(s): {shown_ids})"
+        super().__init__(message, hint=hint or None)
+
+
+class AppendOutOfOrder(LedgerConflict, CorruptRepository):
+    """A record without a lane that does not follow the ledger's last record.
+
+    Refused as every driver refuses an append out of order (a
+    :class:`CorruptRepository`), and named as a conflict when the record
+    follows an earlier one: another writer appended first.
+    """
+
+
+def admission_key(branch: str) -> int:
+    """The advisory lock key of ``branch``'s admission queue (a signed 64-bit integer)."""
+    digest = hashlib.blake2b(f"strata admission {branch}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def ref_key(record: Record) -> str | None:
+    """The ``refs`` row a ref or bookmark record moves (``HEAD@<workspace>`` for a HEAD)."""
+    body = record.body
+    if record.kind == "bookmark":
+        return "bookmark/" + str(body["name"])
+    if record.kind != "ref":
+        return None
+    name = str(body["name"])
+    if name == "HEAD" and body.get("workspace"):
+        return f"HEAD@{body['workspace']}"
+    return name
+
+
+def _ref_value(value: Any) -> str | None:
+    return None if value is None else canonical(value).decode()
 
 
 def is_url(text: str) -> bool:
@@ -166,9 +239,44 @@ class PostgresDriver:
             self._db.close()
             raise
         found = int(row[0]) if row else None
+        if found == 2:  # before lanes: the same records, without the refs table
+            try:
+                self._upgrade()
+            except psycopg.OperationalError as exc:
+                self._db.close()
+                raise _unreachable(url, exc) from None
+            found = FORMAT
         if found != FORMAT:
             self._db.close()
             raise UnsupportedFormat("the ledger", found, FORMAT)
+
+    def _upgrade(self) -> None:
+        """Format 2 to 3: the ``lane`` column, the ``refs`` table filled from the records."""
+        db = self._db
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+            row = db.execute("SELECT value FROM strata.meta WHERE key = 'format'").fetchone()
+            if row and int(row[0]) == FORMAT:
+                return  # another workspace upgraded it meanwhile
+            db.execute(SCHEMA)
+            db.execute("DELETE FROM strata.refs")
+            current: dict[str, tuple[str | None, int]] = {}
+            for record in self._paged(
+                "SELECT seq, line FROM strata.records",
+                ["kind IN ('ref', 'bookmark')"],
+                [],
+                seq="seq",
+                reverse=False,
+            ):
+                key = ref_key(record)
+                if key is not None:
+                    current[key] = (_ref_value(record.body.get("new")), record.seq)
+            with db.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO strata.refs VALUES (%s, %s, %s)",
+                    [(k, v, q) for k, (v, q) in current.items() if v is not None],
+                )
+            db.execute("UPDATE strata.meta SET value = %s WHERE key = 'format'", (str(FORMAT),))
 
     def _connect(self) -> psycopg.Connection[Any]:
         try:
@@ -205,23 +313,124 @@ class PostgresDriver:
 
     # -- writing -----------------------------------------------------------------
 
+    #: the ledger chains records per branch: :class:`~strata.ledger.ledger.Ledger` seals
+    #: an operation in its branch's lane and appends it with :meth:`append_lane`
+    lanes = True
+
     @contextlib.contextmanager
-    def admission(self) -> Iterator[None]:
-        """Hold the ledger's admission lock: the writers of every workspace take turns."""
-        self._run("SELECT pg_advisory_lock(%s)", (ADMISSION_LOCK,))
+    def admission(self, branch: str) -> Iterator[None]:
+        """Queue for ``branch``: its writers take turns, other branches' writers do not wait."""
+        key = admission_key(branch)
+        self._run("SELECT pg_advisory_lock(%s)", (key,))
         try:
             yield
         finally:
             if not self._db.broken and not self._db.closed:
                 with contextlib.suppress(psycopg.Error):
-                    self._db.execute("SELECT pg_advisory_unlock(%s)", (ADMISSION_LOCK,))
+                    self._db.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def lane_head(self, lane: str) -> str:
+        """The hash a new record of ``lane`` chains after (see :mod:`strata.ledger.records`)."""
+        found = self._one(
+            "SELECT line FROM strata.records WHERE lane = %s ORDER BY seq DESC LIMIT 1", (lane,)
+        ) or self._one(
+            "SELECT line FROM strata.records WHERE lane IS NULL ORDER BY seq DESC LIMIT 1"
+        )
+        return found.hash if found else ""
+
+    def refs(self) -> dict[str, Any]:
+        """Where every ref and bookmark points now: ``{name: value}`` (``HEAD@<workspace>``)."""
+        import json
+
+        return {str(n): json.loads(v) for n, v in self._run("SELECT name, value FROM strata.refs")}
+
+    def append_lane(self, records: Sequence[Record]) -> list[Record]:
+        """Accept a proposal sealed in one lane; the records as stored (their ``seq`` given).
+
+        Refused with :class:`LedgerConflict`, nothing written, when another
+        proposal was accepted in the lane since this one was sealed, or moved
+        a ref this one moves.
+        """
+        if not records:
+            return []
+        lane = records[0].lane
+        if lane is None or any(r.lane != lane for r in records):
+            raise CorruptRepository("append refused: a proposal's records are of one lane")
+        db = self._conn
+        try:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                head = self.lane_head(lane)
+                if records[0].prev != head:
+                    raise LedgerConflict(
+                        f"refused: another writer recorded on branch {lane} first; "
+                        "nothing was written",
+                        missed=self._missed_in_lane(lane, records[0].prev),
+                        hint="run the command again: it starts from the branch as it is now",
+                    )
+                current: dict[str, str | None] = {
+                    str(n): str(v) for n, v in db.execute("SELECT name, value FROM strata.refs")
+                }
+                for record in records:
+                    key = ref_key(record)
+                    if key is None or key.startswith("HEAD"):
+                        continue  # a HEAD is one workspace's, whose own write lock guards it
+                    now = current.get(key)
+                    if now != _ref_value(record.body.get("old")):
+                        what = key.replace("/", " ", 1)
+                        raise LedgerConflict(
+                            f"refused: another writer moved {what} since this command read it; "
+                            "nothing was written",
+                            missed=self._missed_since(record),
+                            hint="run the command again: it starts from the ledger as it is now",
+                        )
+                    current[key] = _ref_value(record.body.get("new"))
+                row = db.execute("SELECT MAX(seq) FROM strata.records").fetchone()
+                last = int(row[0]) if row and row[0] is not None else 0
+                placed = [dataclasses.replace(r, seq=last + 1 + i) for i, r in enumerate(records)]
+                self._insert(db, placed)
+        except pg_errors.UniqueViolation:
+            raise CorruptRepository(
+                "append refused: an event id in this batch is already in the ledger"
+            ) from None
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
+        return placed
+
+    def _missed_in_lane(self, lane: str, prev: str) -> list[str]:
+        """Ids of the events of ``lane`` after its record whose hash is ``prev``."""
+        missed: list[str] = []
+        for record in self._paged(
+            "SELECT seq, line FROM strata.records", ["lane = %s"], [lane], seq="seq", reverse=True
+        ):
+            if record.hash == prev:
+                break
+            if record.kind == "event":
+                missed.append(str(record.body.get("id")))
+        return missed[::-1]
+
+    def _missed_since(self, record: Record) -> list[str]:
+        """Ids of the events on the branch a refused ref record moves, after its ``old`` tip."""
+        name = str(record.body.get("name", ""))
+        if not name.startswith("branch/"):
+            return []
+        old = record.body.get("old")
+        rows = self._run(
+            "SELECT id FROM strata.events WHERE branch = %s AND seq > "
+            "COALESCE((SELECT seq FROM strata.events WHERE id = %s), 0) ORDER BY seq",
+            (name.removeprefix("branch/"), old),
+        )
+        return [str(r[0]) for r in rows]
 
     def append(self, records: Sequence[Record]) -> None:
-        """Append records in one transaction, after every record already there."""
+        """Append records in one chain, in one transaction, after every record already there.
+
+        Records without a lane (a conversion copies a ledger's records so); an
+        operation of a workspace is appended by :meth:`append_lane`.
+        """
         if not records:
             return
-        lines = [(r.seq, r.kind, r.to_line()) for r in records]  # before touching the server
-        keys = [EventKeys.of(r) for r in records if r.kind == "event"]
+        lines = [r.to_line() for r in records]  # before touching the server
         db = self._conn
         try:
             with db.transaction():
@@ -234,7 +443,7 @@ class PostgresDriver:
                     and last
                     and records[0].prev == self._hash_at(records[0].seq - 1)
                 ):
-                    raise LedgerConflict(
+                    raise AppendOutOfOrder(
                         f"append out of order: another writer appended {expected - records[0].seq}"
                         " record(s) to the shared ledger first; nothing was written",
                         hint="run the command again: it starts from the ledger as it is now",
@@ -245,26 +454,49 @@ class PostgresDriver:
                             f"append out of order: record {record.seq} in place of "
                             f"{expected + offset}"
                         )
-                with db.cursor() as cur:
-                    with cur.copy("COPY strata.records (seq, kind, line) FROM STDIN") as copy:
-                        for line in lines:
-                            copy.write_row(line)
-                    if keys:
-                        cur.executemany(
-                            "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [_event_row(k) for k in keys],
-                        )
-                        files = [(k.seq, p) for k in keys for p in k.files]
-                        if files:
-                            with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
-                                for item in files:
-                                    copy.write_row(item)
+                self._insert(db, records, lines)
         except pg_errors.UniqueViolation:
             raise CorruptRepository(
                 "append refused: an event id in this batch is already in the ledger"
             ) from None
         except psycopg.OperationalError as exc:
             raise _unreachable(self.url, exc) from None
+
+    def _insert(
+        self,
+        db: psycopg.Connection[Any],
+        records: Sequence[Record],
+        lines: Sequence[bytes] | None = None,
+    ) -> None:
+        """Write records, their index rows and the refs they move (in the caller's transaction)."""
+        keys = [EventKeys.of(r) for r in records if r.kind == "event"]
+        with db.cursor() as cur:
+            with cur.copy("COPY strata.records (seq, kind, lane, line) FROM STDIN") as copy:
+                for n, r in enumerate(records):
+                    copy.write_row((r.seq, r.kind, r.lane, lines[n] if lines else r.to_line()))
+            if keys:
+                cur.executemany(
+                    "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [_event_row(k) for k in keys],
+                )
+                files = [(k.seq, p) for k in keys for p in indexed_paths(k.files)]
+                if files:
+                    with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
+                        for item in files:
+                            copy.write_row(item)
+            for r in records:
+                key = ref_key(r)
+                if key is None:
+                    continue
+                value = _ref_value(r.body.get("new"))
+                if value is None:
+                    cur.execute("DELETE FROM strata.refs WHERE name = %s", (key,))
+                else:
+                    cur.execute(
+                        "INSERT INTO strata.refs VALUES (%s, %s, %s) ON CONFLICT (name) "
+                        "DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
+                        (key, value, r.seq),
+                    )
 
     def _hash_at(self, seq: int) -> str | None:
         rows = self._conn.execute("SELECT line FROM strata.records WHERE seq = %s", (seq,))
@@ -282,6 +514,7 @@ class PostgresDriver:
         seq: str,
         reverse: bool,
         limit: int | None = None,
+        page: int = 0,
     ) -> Iterator[Record]:
         """Records of ``sql`` (selecting ``seq``, ``line``) in ``seq`` order, a page at a time."""
         after: int | None = None
@@ -292,7 +525,7 @@ class PostgresDriver:
             if after is not None:
                 where.append(f"{seq} {'<' if reverse else '>'} %s")
                 page_args.append(after)
-            size = PAGE if left is None else min(PAGE, left)
+            size = (page or PAGE) if left is None else min(PAGE, left)
             query = sql + (" WHERE " + " AND ".join(where) if where else "")
             query += f" ORDER BY {seq} {'DESC' if reverse else 'ASC'} LIMIT {size}"
             rows = self._run(query, page_args)
@@ -396,16 +629,25 @@ class PostgresDriver:
         clauses: list[str] = []
         args: list[Any] = []
         sql = "SELECT e.seq, r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq"
-        if where.path is not None:
-            # the events naming the path first, from its index (a rare file among a million
-            # events: walking the events newest first would read them all)
+        path = where.path.strip("/") if where.path is not None else ""
+        rows = "(path = %s OR (path >= %s AND path < %s) OR path = %s)"
+        row_args = [*path_range(path), parent_row(path)] if path else []
+        if path and self._rows_at_most(rows, row_args, FEW_PATH_ROWS):
+            # a rare path (a file among a million events): the events naming it first,
+            # from its index; walking the events newest first would read them all
             sql = (
                 "WITH m AS MATERIALIZED (SELECT DISTINCT seq FROM strata.event_files "
-                "WHERE path = %s OR (path >= %s AND path < %s)) "
+                f"WHERE {rows}) "
                 "SELECT e.seq, r.line FROM m JOIN strata.events e ON e.seq = m.seq "
                 "JOIN strata.records r ON r.seq = e.seq"
             )
-            args += list(path_range(where.path))
+            args += row_args
+        elif path:
+            # a big folder: the events newest first, each looked up in the path index
+            clauses.append(
+                f"EXISTS (SELECT 1 FROM strata.event_files f WHERE f.seq = e.seq AND {rows})"
+            )
+            args += row_args
         for column, value in (
             ("e.branch", where.branch),
             ("e.operation_id", where.operation_id),
@@ -416,14 +658,31 @@ class PostgresDriver:
             if value is not None:
                 clauses.append(f"{column} = %s")
                 args.append(value)
-        return self._paged(
-            sql,
-            clauses,
-            args,
-            seq="e.seq",
-            reverse=newest_first,
-            limit=limit,
+        if not path:
+            return self._paged(sql, clauses, args, seq="e.seq", reverse=newest_first, limit=limit)
+        # the candidates of a folder row (a big event's, or an empty folder) are checked
+        found = (
+            r
+            for r in self._paged(
+                sql,
+                clauses,
+                args,
+                seq="e.seq",
+                reverse=newest_first,
+                page=min(PAGE, limit) if limit else PAGE,
+            )
+            if path_matches(r.body.get("files") or (), path)
         )
+        return found if limit is None else itertools.islice(found, limit)
+
+    def _rows_at_most(self, rows: str, args: Sequence[Any], most: int) -> bool:
+        """Whether the path index holds at most ``most`` rows matching ``rows``."""
+        found = self._run(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM strata.event_files WHERE {rows} "
+            f"LIMIT {most + 1}) t",
+            args,
+        )
+        return int(found[0][0]) <= most
 
     def count(self) -> int:
         """How many records there are."""
@@ -448,7 +707,7 @@ class PostgresDriver:
                         )
                     with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
                         for k in keys:
-                            for p in k.files:
+                            for p in indexed_paths(k.files):
                                 copy.write_row((k.seq, p))
         except psycopg.OperationalError as exc:
             raise _unreachable(self.url, exc) from None
@@ -469,7 +728,7 @@ class PostgresDriver:
         for record in self.scan(kind="event"):
             k = EventKeys.of(record)
             row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
+            if row != _event_row(k) or not index_agrees(files.pop(k.seq, []), k.files):
                 problems.append(f"index: event record {k.seq} is indexed wrongly")
         for seq in sorted(indexed):
             problems.append(f"index: names record {seq}, which is not an event")

@@ -16,6 +16,7 @@ append survives a power cut.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sqlite3
 import threading
@@ -25,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
-from strata.ledger.driver import EventFilter, EventKeys, path_range
+from strata.ledger.driver import (
+    EventFilter,
+    EventKeys,
+    index_agrees,
+    indexed_paths,
+    parent_row,
+    path_matches,
+    path_range,
+)
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -83,6 +92,10 @@ def _event_row(k: EventKeys) -> tuple[Any, ...]:
     )
 
 
+def _files(record: Record) -> list[str]:
+    return [str(f) for f in record.body.get("files") or ()]
+
+
 def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Record]) -> None:
     """Add event records to the index tables (inside the caller's transaction)."""
     keys = [EventKeys.of(r) for r in records]
@@ -91,7 +104,8 @@ def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Re
         [_event_row(k) for k in keys],
     )
     db.executemany(
-        "INSERT INTO event_files VALUES (?, ?)", ((k.seq, p) for k in keys for p in k.files)
+        "INSERT INTO event_files VALUES (?, ?)",
+        ((k.seq, p) for k in keys for p in indexed_paths(k.files)),
     )
 
 
@@ -380,19 +394,26 @@ class SqliteDriver:
             if value is not None:
                 clauses.append(f"{column} = ?")
                 args.append(value)
-        if where.path is not None:
+        path = where.path
+        if path is not None:
+            # candidates: the path, everything below it, and its folder's row of a big
+            # event (indexed_paths); their files are checked below
             clauses.append(
-                "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path >= ? AND path < ?))"
+                "e.seq IN (SELECT seq FROM event_files "
+                "WHERE path = ? OR (path >= ? AND path < ?) OR path = ?)"
             )
-            args += list(path_range(where.path))
+            args += [*path_range(path), parent_row(path)]
         sql = "SELECT r.line FROM events e JOIN records r ON r.seq = e.seq"
         if clauses:
             sql += " WHERE " + " AND ".join(clauses)
         sql += " ORDER BY e.seq " + ("DESC" if newest_first else "ASC")
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
-        return self._records(sql, args)
+        if path is None or not path.strip("/"):
+            if limit is not None:
+                sql += " LIMIT ?"
+                args.append(limit)
+            return self._records(sql, args)
+        found = (r for r in self._records(sql, args) if path_matches(_files(r), path))
+        return found if limit is None else itertools.islice(found, limit)
 
     def count(self) -> int:
         """How many records there are."""
@@ -433,7 +454,7 @@ class SqliteDriver:
         for record in self.scan(kind="event"):
             k = EventKeys.of(record)
             row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
+            if row != _event_row(k) or not index_agrees(files.pop(k.seq, []), k.files):
                 problems.append(f"index: event record {k.seq} is indexed wrongly")
         for seq in sorted(indexed):
             problems.append(f"index: names record {seq}, which is not an event")
