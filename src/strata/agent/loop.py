@@ -28,7 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.agent.step import LoopDetector, StepOutcome, step_data, step_title, take_step
+from strata.agent.step import (
+    STEP,
+    LoopDetector,
+    StepOutcome,
+    step_data,
+    step_title,
+    take_step,
+)
 from strata.agent.tools import TOOLS, ToolResult, call_tool
 from strata.errors import UsageError
 from strata.ledger.events import Author
@@ -267,17 +274,15 @@ def run_agent(
                 step_title(f"agent step {n + 1}", response),
                 author=author,
                 data={
-                    "agent": {
-                        **step_data(
-                            provider,
-                            response,
-                            step=n,
-                            session=session,
-                            agent_id=agent_id,
-                            clock_ms=clock_ms,
-                        ),
-                        "tool_calls": len(calls),
-                    },
+                    STEP: step_data(
+                        provider,
+                        response,
+                        loop="agent",
+                        step=n,
+                        session=session,
+                        agent_id=agent_id,
+                        clock_ms=clock_ms,
+                    ),
                     **(data or {}),
                 },
                 always=True,

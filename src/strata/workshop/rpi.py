@@ -93,7 +93,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from strata.agent.loop import AgentResult, StepRecord, open_session
-from strata.agent.step import LoopDetector, step_data, step_title, take_step
+from strata.agent.step import STEP, LoopDetector, step_data, step_title, take_step
 from strata.agent.tools import ToolResult, call_tool
 from strata.atomic import atomic_write
 from strata.errors import (
@@ -790,19 +790,17 @@ def run_rpi_agent(
             step_title(f"rpi {phase}", response),
             author=author,
             data={
-                "rpi": {
-                    **step_data(
-                        provider,
-                        response,
-                        step=current["step"],
-                        session=session,
-                        agent_id=agent_id,
-                        clock_ms=current["clock_ms"],
-                    ),
-                    "phase": step.phase,
-                    "item": step.item,
-                    "tool_calls": len(calls),
-                },
+                STEP: step_data(
+                    provider,
+                    response,
+                    loop="rpi",
+                    step=current["step"],
+                    session=session,
+                    agent_id=agent_id,
+                    clock_ms=current["clock_ms"],
+                    phase=step.phase,
+                    item=step.item,
+                ),
                 **(data or {}),
             },
             always=True,
