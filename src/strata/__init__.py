@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         DiffError,
         DigestError,  # the workspace digest
         DiskFull,
+        DocumentsNotInstalled,  # documents
+        DocumentTooLarge,
         DraftChanged,
         DraftExists,
         DraftOpen,
@@ -206,6 +208,8 @@ _ERRORS = (
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
+    "DocumentTooLarge",  # documents
+    "DocumentsNotInstalled",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -339,6 +343,8 @@ __all__ = [
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
+    "DocumentTooLarge",  # documents
+    "DocumentsNotInstalled",
 ]
 
 
