@@ -36,6 +36,15 @@ from psycopg import errors as pg_errors
 
 from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
 from strata.ledger.driver import EventFilter, EventKeys, path_range
+from strata.ledger.drivers.sql import (
+    EVENT_COLUMNS,
+    event_row,
+    filter_clauses,
+    index_problems,
+    prefix_args,
+    prefix_query,
+    scan_clauses,
+)
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -116,20 +125,6 @@ def _unreachable(url: str, exc: BaseException) -> LedgerUnreachable:
     return LedgerUnreachable(
         f"the shared ledger {shown(url)} cannot be reached: {reason[:200]}",
         hint="nothing was written; run the command again once PostgreSQL is back",
-    )
-
-
-def _event_row(k: EventKeys) -> tuple[Any, ...]:
-    return (
-        k.seq,
-        k.id,
-        k.ts,
-        k.branch,
-        k.operation_id,
-        k.author,
-        k.author_kind,
-        k.action_type,
-        k.snapshot_ref,
     )
 
 
@@ -252,7 +247,7 @@ class PostgresDriver:
                     if keys:
                         cur.executemany(
                             "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [_event_row(k) for k in keys],
+                            [event_row(k) for k in keys],
                         )
                         files = [(k.seq, p) for k in keys for p in k.files]
                         if files:
@@ -328,14 +323,7 @@ class PostgresDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        clauses = ["seq >= %s"]
-        args: list[Any] = [start]
-        if stop is not None:
-            clauses.append("seq < %s")
-            args.append(stop)
-        if kind is not None:
-            clauses.append("kind = %s")
-            args.append(kind)
+        clauses, args = scan_clauses("%s", start=start, stop=stop, kind=kind)
         return self._paged(
             "SELECT seq, line FROM strata.records", clauses, args, seq="seq", reverse=reverse
         )
@@ -366,20 +354,13 @@ class PostgresDriver:
 
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
-        rows = self._run(
-            "SELECT id FROM strata.events WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
-            (prefix, prefix + "\uffff", limit),
-        )
+        rows = self._run(prefix_query("id", "strata.events", "%s"), prefix_args(prefix, limit))
         return [str(r[0]) for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        rows = self._run(
-            "SELECT DISTINCT snapshot_ref FROM strata.events "
-            "WHERE snapshot_ref >= %s AND snapshot_ref < %s ORDER BY snapshot_ref LIMIT %s",
-            (prefix, prefix + "\uffff", limit),
-        )
-        return [str(r[0]) for r in rows]
+        query = prefix_query("snapshot_ref", "strata.events", "%s")
+        return [str(r[0]) for r in self._run(query, prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -393,7 +374,6 @@ class PostgresDriver:
         self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
     ) -> Iterator[Record]:
         """Event records passing every filter."""
-        clauses: list[str] = []
         args: list[Any] = []
         sql = "SELECT e.seq, r.line FROM strata.events e JOIN strata.records r ON r.seq = e.seq"
         if where.path is not None:
@@ -406,16 +386,8 @@ class PostgresDriver:
                 "JOIN strata.records r ON r.seq = e.seq"
             )
             args += list(path_range(where.path))
-        for column, value in (
-            ("e.branch", where.branch),
-            ("e.operation_id", where.operation_id),
-            ("e.author", where.author),
-            ("e.author_kind", where.author_kind),
-            ("e.action_type", where.action_type),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                args.append(value)
+        clauses, equal = filter_clauses("%s", where)
+        args += equal
         return self._paged(
             sql,
             clauses,
@@ -444,7 +416,7 @@ class PostgresDriver:
                     if keys:
                         cur.executemany(
                             "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [_event_row(k) for k in keys],
+                            [event_row(k) for k in keys],
                         )
                     with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
                         for k in keys:
@@ -455,22 +427,8 @@ class PostgresDriver:
 
     def verify_index(self) -> list[str]:
         """Where the event index disagrees with the records."""
-        problems: list[str] = []
         indexed = {
-            row[0]: tuple(row)
-            for row in self._run(
-                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
-                "snapshot_ref FROM strata.events"
-            )
+            row[0]: tuple(row) for row in self._run(f"SELECT {EVENT_COLUMNS} FROM strata.events")
         }
-        files: dict[int, list[str]] = {}
-        for seq, path in self._run("SELECT seq, path FROM strata.event_files"):
-            files.setdefault(seq, []).append(path)
-        for record in self.scan(kind="event"):
-            k = EventKeys.of(record)
-            row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
-                problems.append(f"index: event record {k.seq} is indexed wrongly")
-        for seq in sorted(indexed):
-            problems.append(f"index: names record {seq}, which is not an event")
-        return problems
+        files = self._run("SELECT seq, path FROM strata.event_files")
+        return index_problems(self.scan(kind="event"), indexed, [(s, p) for s, p in files])

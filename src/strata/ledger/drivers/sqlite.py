@@ -26,6 +26,15 @@ from typing import Any
 
 from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
 from strata.ledger.driver import EventFilter, EventKeys, path_range
+from strata.ledger.drivers.sql import (
+    EVENT_COLUMNS,
+    event_row,
+    filter_clauses,
+    index_problems,
+    prefix_args,
+    prefix_query,
+    scan_clauses,
+)
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -68,27 +77,12 @@ CREATE INDEX IF NOT EXISTS event_files_path ON event_files(path, seq);
 """
 
 
-def _event_row(k: EventKeys) -> tuple[Any, ...]:
-    """One row of the ``events`` index table."""
-    return (
-        k.seq,
-        k.id,
-        k.ts,
-        k.branch,
-        k.operation_id,
-        k.author,
-        k.author_kind,
-        k.action_type,
-        k.snapshot_ref,
-    )
-
-
 def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Record]) -> None:
     """Add event records to the index tables (inside the caller's transaction)."""
     keys = [EventKeys.of(r) for r in records]
     db.executemany(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [_event_row(k) for k in keys],
+        [event_row(k) for k in keys],
     )
     db.executemany(
         "INSERT INTO event_files VALUES (?, ?)", ((k.seq, p) for k in keys for p in k.files)
@@ -294,16 +288,9 @@ class SqliteDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        sql = "SELECT line FROM records WHERE seq >= ?"
-        args: list[Any] = [start]
-        if stop is not None:
-            sql += " AND seq < ?"
-            args.append(stop)
-        if kind is not None:
-            sql += " AND kind = ?"
-            args.append(kind)
-        sql += " ORDER BY seq " + ("DESC" if reverse else "ASC")
-        return self._records(sql, args)
+        clauses, args = scan_clauses("?", start=start, stop=stop, kind=kind)
+        sql = "SELECT line FROM records WHERE " + " AND ".join(clauses)
+        return self._records(sql + " ORDER BY seq " + ("DESC" if reverse else "ASC"), args)
 
     def last_of_kind(self, kind: str) -> Record | None:
         """The newest record of one kind."""
@@ -338,20 +325,13 @@ class SqliteDriver:
 
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
-        rows = self._db.execute(
-            "SELECT id FROM events WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-            (prefix, prefix + "\uffff", limit),
-        ).fetchall()
+        rows = self._db.execute(prefix_query("id", "events", "?"), prefix_args(prefix, limit))
         return [r[0] for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        rows = self._db.execute(
-            "SELECT DISTINCT snapshot_ref FROM events WHERE snapshot_ref >= ? AND snapshot_ref < ? "
-            "ORDER BY snapshot_ref LIMIT ?",
-            (prefix, prefix + "\uffff", limit),
-        ).fetchall()
-        return [r[0] for r in rows]
+        query = prefix_query("snapshot_ref", "events", "?")
+        return [r[0] for r in self._db.execute(query, prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -368,18 +348,7 @@ class SqliteDriver:
         self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
     ) -> Iterator[Record]:
         """Event records passing every filter."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column, value in (
-            ("e.branch", where.branch),
-            ("e.operation_id", where.operation_id),
-            ("e.author", where.author),
-            ("e.author_kind", where.author_kind),
-            ("e.action_type", where.action_type),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                args.append(value)
+        clauses, args = filter_clauses("?", where)
         if where.path is not None:
             clauses.append(
                 "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path >= ? AND path < ?))"
@@ -420,24 +389,9 @@ class SqliteDriver:
             for r in self._db.execute("PRAGMA integrity_check").fetchall()
             if r != ("ok",)
         ]
-        indexed = {
-            row[0]: row
-            for row in self._db.execute(
-                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
-                "snapshot_ref FROM events"
-            )
-        }
-        files: dict[int, list[str]] = {}
-        for seq, path in self._db.execute("SELECT seq, path FROM event_files"):
-            files.setdefault(seq, []).append(path)
-        for record in self.scan(kind="event"):
-            k = EventKeys.of(record)
-            row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or sorted(files.pop(k.seq, [])) != sorted(k.files):
-                problems.append(f"index: event record {k.seq} is indexed wrongly")
-        for seq in sorted(indexed):
-            problems.append(f"index: names record {seq}, which is not an event")
-        return problems
+        indexed = {row[0]: row for row in self._db.execute(f"SELECT {EVENT_COLUMNS} FROM events")}
+        files = self._db.execute("SELECT seq, path FROM event_files")
+        return problems + index_problems(self.scan(kind="event"), indexed, files)
 
 
 def _abort(db: sqlite3.Connection, exc: BaseException, path: Path) -> None:
