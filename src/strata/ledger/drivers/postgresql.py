@@ -36,15 +36,7 @@ from psycopg import errors as pg_errors
 
 from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
 from strata.ledger.driver import EventFilter, EventKeys, path_range
-from strata.ledger.drivers.sql import (
-    EVENT_COLUMNS,
-    event_row,
-    filter_clauses,
-    index_problems,
-    prefix_args,
-    prefix_query,
-    scan_clauses,
-)
+from strata.ledger.drivers import sqlindex
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -247,7 +239,7 @@ class PostgresDriver:
                     if keys:
                         cur.executemany(
                             "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [event_row(k) for k in keys],
+                            [sqlindex.event_row(k) for k in keys],
                         )
                         files = [(k.seq, p) for k in keys for p in k.files]
                         if files:
@@ -323,7 +315,7 @@ class PostgresDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        clauses, args = scan_clauses("%s", start=start, stop=stop, kind=kind)
+        clauses, args = sqlindex.scan_clauses("%s", start=start, stop=stop, kind=kind)
         return self._paged(
             "SELECT seq, line FROM strata.records", clauses, args, seq="seq", reverse=reverse
         )
@@ -354,13 +346,15 @@ class PostgresDriver:
 
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
-        rows = self._run(prefix_query("id", "strata.events", "%s"), prefix_args(prefix, limit))
+        rows = self._run(
+            sqlindex.prefix_query("id", "strata.events", "%s"), sqlindex.prefix_args(prefix, limit)
+        )
         return [str(r[0]) for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        query = prefix_query("snapshot_ref", "strata.events", "%s")
-        return [str(r[0]) for r in self._run(query, prefix_args(prefix, limit))]
+        query = sqlindex.prefix_query("snapshot_ref", "strata.events", "%s")
+        return [str(r[0]) for r in self._run(query, sqlindex.prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -386,7 +380,7 @@ class PostgresDriver:
                 "JOIN strata.records r ON r.seq = e.seq"
             )
             args += list(path_range(where.path))
-        clauses, equal = filter_clauses("%s", where)
+        clauses, equal = sqlindex.filter_clauses("%s", where)
         args += equal
         return self._paged(
             sql,
@@ -416,7 +410,7 @@ class PostgresDriver:
                     if keys:
                         cur.executemany(
                             "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [event_row(k) for k in keys],
+                            [sqlindex.event_row(k) for k in keys],
                         )
                     with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
                         for k in keys:
@@ -428,7 +422,8 @@ class PostgresDriver:
     def verify_index(self) -> list[str]:
         """Where the event index disagrees with the records."""
         indexed = {
-            row[0]: tuple(row) for row in self._run(f"SELECT {EVENT_COLUMNS} FROM strata.events")
+            row[0]: tuple(row)
+            for row in self._run(f"SELECT {sqlindex.EVENT_COLUMNS} FROM strata.events")
         }
         files = self._run("SELECT seq, path FROM strata.event_files")
-        return index_problems(self.scan(kind="event"), indexed, [(s, p) for s, p in files])
+        return sqlindex.index_problems(self.scan(kind="event"), indexed, [(s, p) for s, p in files])

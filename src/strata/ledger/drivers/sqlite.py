@@ -26,15 +26,7 @@ from typing import Any
 
 from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
 from strata.ledger.driver import EventFilter, EventKeys, path_range
-from strata.ledger.drivers.sql import (
-    EVENT_COLUMNS,
-    event_row,
-    filter_clauses,
-    index_problems,
-    prefix_args,
-    prefix_query,
-    scan_clauses,
-)
+from strata.ledger.drivers import sqlindex
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -82,7 +74,7 @@ def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Re
     keys = [EventKeys.of(r) for r in records]
     db.executemany(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [event_row(k) for k in keys],
+        [sqlindex.event_row(k) for k in keys],
     )
     db.executemany(
         "INSERT INTO event_files VALUES (?, ?)", ((k.seq, p) for k in keys for p in k.files)
@@ -288,7 +280,7 @@ class SqliteDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        clauses, args = scan_clauses("?", start=start, stop=stop, kind=kind)
+        clauses, args = sqlindex.scan_clauses("?", start=start, stop=stop, kind=kind)
         sql = "SELECT line FROM records WHERE " + " AND ".join(clauses)
         return self._records(sql + " ORDER BY seq " + ("DESC" if reverse else "ASC"), args)
 
@@ -325,13 +317,15 @@ class SqliteDriver:
 
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
-        rows = self._db.execute(prefix_query("id", "events", "?"), prefix_args(prefix, limit))
+        rows = self._db.execute(
+            sqlindex.prefix_query("id", "events", "?"), sqlindex.prefix_args(prefix, limit)
+        )
         return [r[0] for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        query = prefix_query("snapshot_ref", "events", "?")
-        return [r[0] for r in self._db.execute(query, prefix_args(prefix, limit))]
+        query = sqlindex.prefix_query("snapshot_ref", "events", "?")
+        return [r[0] for r in self._db.execute(query, sqlindex.prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -348,7 +342,7 @@ class SqliteDriver:
         self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
     ) -> Iterator[Record]:
         """Event records passing every filter."""
-        clauses, args = filter_clauses("?", where)
+        clauses, args = sqlindex.filter_clauses("?", where)
         if where.path is not None:
             clauses.append(
                 "e.seq IN (SELECT seq FROM event_files WHERE path = ? OR (path >= ? AND path < ?))"
@@ -389,9 +383,11 @@ class SqliteDriver:
             for r in self._db.execute("PRAGMA integrity_check").fetchall()
             if r != ("ok",)
         ]
-        indexed = {row[0]: row for row in self._db.execute(f"SELECT {EVENT_COLUMNS} FROM events")}
+        indexed = {
+            row[0]: row for row in self._db.execute(f"SELECT {sqlindex.EVENT_COLUMNS} FROM events")
+        }
         files = self._db.execute("SELECT seq, path FROM event_files")
-        return problems + index_problems(self.scan(kind="event"), indexed, files)
+        return problems + sqlindex.index_problems(self.scan(kind="event"), indexed, files)
 
 
 def _abort(db: sqlite3.Connection, exc: BaseException, path: Path) -> None:
