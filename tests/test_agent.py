@@ -80,7 +80,7 @@ def test_an_agent_edits_the_draft_step_by_step_and_records_every_call(run_cli, w
             assert event["action_type"] == "draft_revision"
             assert event["author"] == {"name": "agent", "kind": "agent", "version": "scripted"}
             assert event["artifacts"] == step["traces"]
-            assert event["data"]["agent"]["step"] == step["step"]
+            assert event["data"]["step"]["step"] == step["step"]
             traces = [Trace.decode(repo.objects.get(t), name=t) for t in step["traces"]]
             assert [t.event_type for t in traces] == ["llm_call"] + ["tool_call"] * len(
                 step["tool_calls"]

@@ -274,12 +274,12 @@ def test_branch_names_follow_gits_rules(run_cli: CliRunner, ws: Path, name: str)
 def test_a_rewind_writes_each_file_its_own_bytes_read_once(
     repo: Repository, ws: Path, monkeypatch: pytest.MonkeyPatch, room: int
 ) -> None:
-    from strata.core import restore
+    from strata.core import journals
     from strata.store.objects import DiskObjectStore
 
-    monkeypatch.setattr(restore, "KEPT_OBJECTS", room)
+    monkeypatch.setattr(journals, "KEPT_OBJECTS", room)
     old = {f"f{i}.txt": f"file {i} v1\n" * (40 * i + 1) for i in range(8)}
-    old["big.bin"] = "".join(chr(65 + i % 26) for i in range(restore.KEPT_OBJECT + 10))
+    old["big.bin"] = "".join(chr(65 + i % 26) for i in range(journals.KEPT_OBJECT + 10))
     for name, text in old.items():
         (ws / name).write_text(text)
     first = repo.snapshot("v1").event
@@ -299,7 +299,7 @@ def test_a_rewind_writes_each_file_its_own_bytes_read_once(
     assert len(set(reads)) == len(old)
     # each object is read (and checked) once; one too big to keep, or past the room
     # for kept objects, is read again as it is written
-    if room > restore.KEPT_OBJECT:
+    if room > journals.KEPT_OBJECT:
         assert len(reads) == len(old) + 1
     else:
         assert len(old) + 1 < len(reads) < 2 * len(old)

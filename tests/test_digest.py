@@ -366,7 +366,7 @@ def test_a_damaged_session_file_is_a_clear_error(demo):
 def test_optimize_sends_the_seed_prompt_and_records_the_call(demo):
     result = demo.digest().optimize(_scripted("the digest"), focus="the CLI")
     event = demo.event(result.event_id)
-    assert event.action_type == "digest_optimize" and event.artifacts == result.traces
+    assert event.action_type == "agent_step" and event.artifacts == result.traces
     assert event.anchor_event_id == result.anchor_event_id
     assert demo.event(result.anchor_event_id).action_type == "auto_save"  # the files recorded
     trace = Trace.decode(demo.objects.get(result.traces[0]), name="t")
@@ -389,13 +389,13 @@ def test_an_empty_answer_persists_nothing(demo):
     with pytest.raises(ProviderProtocolError, match="empty digest"):
         demo.digest().optimize(_scripted("   \n"))
     assert demo.digest().show().source == "placeholder"
-    assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+    assert not any(e.action_type == "agent_step" for e in _events(demo))
 
 
 def test_a_failing_provider_records_no_optimize_event(demo):
     with pytest.raises(ProviderError):
         demo.digest().optimize(Scripted([], name="empty"))
-    assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+    assert not any(e.action_type == "agent_step" for e in _events(demo))
 
 
 def test_optimize_replays_offline_and_a_changed_scan_is_a_divergence(demo, monkeypatch):
@@ -507,7 +507,7 @@ def test_an_optimize_that_never_stops_asking_for_tools_persists_nothing(demo):
     with pytest.raises(ProviderProtocolError, match="no digest after 8 model calls"):
         demo.digest().optimize(Scripted(endless, name="demo"))
     assert demo.digest().show().source == "placeholder"
-    assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+    assert not any(e.action_type == "agent_step" for e in _events(demo))
 
 
 def test_an_optimize_that_repeats_one_tool_call_is_stopped(demo):
@@ -519,7 +519,7 @@ def test_an_optimize_that_repeats_one_tool_call_is_stopped(demo):
     # the fifth identical call was not run, and the model was not asked again
     assert provider.served == 5
     assert demo.digest().show().source == "placeholder"
-    assert not any(e.action_type == "digest_optimize" for e in _events(demo))
+    assert not any(e.action_type == "agent_step" for e in _events(demo))
 
 
 CONFIG_NAMES = (

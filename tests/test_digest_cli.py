@@ -102,5 +102,5 @@ def test_optimize_is_recorded_and_replays_offline(run_cli, ws):
     base = next(e["id"] for e in events if e["rationale"] == "base")
     code, out, err = run_cli("replay", f"{base}..HEAD", cwd=ws)
     assert code == 0, err
-    assert "digest_optimize: same" in out and "1 digest optimizations" in out
+    assert "agent_step: same" in out and "1 digest optimizations" in out
     ok(run_cli("check", cwd=ws))

@@ -76,9 +76,9 @@ def test_an_answer_from_retrieval_alone_cites_its_passages(ws: Path) -> None:
         assert "8421" in cited.text and cited.citation.startswith("guide.md:1-3@")
         assert actions(repo) == [
             "host_run_started",
-            "host_step",
-            "host_step",
-            "host_step",
+            "agent_step",
+            "agent_step",
+            "agent_step",
             "host_run_finished",
         ]
         # every model call and the retrieval are traces linked from the steps' events
@@ -126,12 +126,12 @@ def test_a_plan_runs_a_command_that_changes_a_file_and_undo_reverts_it(ws: Path)
         assert done.result["changes"][0]["path"] == "notes.txt" and done.run_id
         assert actions(repo) == [
             "host_run_started",
-            "host_step",
-            "host_step",
+            "agent_step",
+            "agent_step",
             "plan_created",
             "task_started",
             "task_finished",
-            "host_step",
+            "agent_step",
             "host_run_finished",
         ]
         # the gateway's own events for the step, approval included (echo > file is medium)

@@ -57,12 +57,12 @@ def test_host_plans_runs_and_prints_the_answer_and_its_sources(
     code, out, _ = run_cli("history", "--action", "host", "--json", cwd=ws)
     assert [e["action_type"] for e in json.loads(out)][::-1] == [
         "host_run_started",
-        "host_step",
-        "host_step",
+        "agent_step",
+        "agent_step",
         "plan_created",
         "task_started",
         "task_finished",
-        "host_step",
+        "agent_step",
         "host_run_finished",
     ]
     assert run_cli("undo", cwd=ws)[0] == 0

@@ -118,3 +118,64 @@ def test_digest_optimize_stops_a_model_repeating_a_tool_call(run_cli, ws: Path) 
     _stopped(run_cli("digest", "optimize", "--model", "bot", cwd=ws), "list_files")
     shown = as_json(run_cli("digest", "show", "--json", cwd=ws))
     assert shown["source"] == "placeholder"
+
+
+# -- one vocabulary for a step ------------------------------------------------------------
+
+#: the fields every recorded step carries in ``data.step``, whichever loop took it
+STEP_FIELDS = {"loop", "step", "provider", "adapter", "model", "finish_reason", "tool_calls"}
+
+
+def test_every_loop_records_its_steps_in_one_vocabulary(run_cli, ws: Path) -> None:
+    read = {"tool_calls": [{"name": "read_file", "arguments": {"path": "a.txt"}}]}
+    retrieve = {"tool_calls": [{"name": "local_kb_retrieval", "arguments": {"query": "a"}}]}
+    listing = {"tool_calls": [{"name": "list_files", "arguments": {}}]}
+    _workspace(run_cli, ws, [read, {"text": "done"}])
+    ok(run_cli("agent", "--model", "bot", "read a.txt", cwd=ws))
+    (ws / "bot.yaml").write_text(yaml.safe_dump({"responses": [retrieve, {"text": "a"}]}))
+    ok(run_cli("host", "what is in a?", "--model", "bot", "--yes", cwd=ws))
+    (ws / "bot.yaml").write_text(yaml.safe_dump({"responses": [listing, {"text": "# Digest"}]}))
+    ok(run_cli("digest", "optimize", "--model", "bot", cwd=ws))
+    history = as_json(run_cli("history", "--json", "--limit", "100", cwd=ws))
+    events = list(reversed(history["events"] if isinstance(history, dict) else history))
+    steps = [e for e in events if "step" in e["data"]]
+    by_loop: dict[str, list[dict[str, Any]]] = {}
+    for event in steps:
+        by_loop.setdefault(event["data"]["step"]["loop"], []).append(event)
+    assert sorted(by_loop) == ["agent", "digest", "host"]
+    for loop, recorded in by_loop.items():
+        for event in recorded:
+            assert set(event["data"]["step"]) >= STEP_FIELDS, (loop, event["data"])
+            assert event["action_type"] == ("draft_revision" if loop == "agent" else "agent_step")
+    assert [e["data"]["step"]["tool_calls"] for e in by_loop["host"]] == [
+        ["local_kb_retrieval"],
+        [],
+    ]
+    assert not any(e["action_type"] in ("host_step", "digest_optimize") for e in events)
+
+
+def test_steps_recorded_by_earlier_versions_are_read_alike() -> None:
+    from strata.agent.step import recorded_step
+    from strata.digest.optimize import is_optimize
+    from strata.ids import EventId
+    from strata.ledger.events import Author, Event
+
+    def old(action: str, data: dict[str, Any]) -> Event:
+        bot = Author("bot", "agent")
+        return Event(EventId("evt_1"), "2026-01-01T00:00:00.000Z", bot, action, data=data)
+
+    fields = {"step": 2, "provider": "bot", "adapter": "scripted", "model": "m"}
+    revision = old("draft_revision", {"agent": {**fields, "tool_calls": 1}})
+    phase = old("draft_revision", {"rpi": {**fields, "phase": "plan", "item": None}})
+    host = old("host_step", {"host": {"run": "host_1", **fields, "tool_calls": ["x"]}})
+    digest = old("digest_optimize", {"digest": {"key": "k", "scan": "s", "digest": "d"}})
+    assert [recorded_step(e)["loop"] for e in (revision, phase, host, digest)] == [  # type: ignore[index]
+        "agent",
+        "rpi",
+        "host",
+        "digest",
+    ]
+    assert recorded_step(phase)["phase"] == "plan"  # type: ignore[index]
+    assert recorded_step(old("draft_revision", {"workshop": {}})) is None
+    assert not is_optimize(digest)  # no traces
+    assert is_optimize(Event(**{**digest.__dict__, "artifacts": ("t",)}))

@@ -515,7 +515,7 @@ def test_on_a_repository_each_step_is_a_draft_revision_and_the_summary_is_the_an
         assert (ws / "notes.txt").read_text() == "one\nteh two\n"  # Published is untouched
         events = [repo.event(s.event_id) for s in result.steps if s.event_id]
         assert len(events) == 9
-        phases = [(e.data["rpi"]["phase"], e.data["rpi"]["item"]) for e in events]
+        phases = [(e.data["step"]["phase"], e.data["step"]["item"]) for e in events]
         assert phases[3:] == [
             ("plan", None),
             ("implement", 1),

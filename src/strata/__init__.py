@@ -32,6 +32,8 @@ if TYPE_CHECKING:
         DiffError,
         DigestError,  # the workspace digest
         DiskFull,
+        DocumentsNotInstalled,  # documents
+        DocumentTooLarge,
         DraftChanged,
         DraftExists,
         DraftOpen,
@@ -208,6 +210,8 @@ _ERRORS = (
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
+    "DocumentTooLarge",  # documents
+    "DocumentsNotInstalled",
 )
 """Every error class of :mod:`strata.errors`, all public."""
 
@@ -342,6 +346,8 @@ __all__ = [
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
+    "DocumentTooLarge",  # documents
+    "DocumentsNotInstalled",
 ]
 
 

@@ -94,8 +94,11 @@ The tree::
     │   ├── WorkshopLoopDetected   the same, in a Workshop turn (also an AgentLoopDetected)
     │   ├── WorkshopStepLimit      a turn used all its steps before the model finished
     │   └── WorkshopPlanMissing    an RPI turn's plan phase answered without a checklist
+    ├── DocumentTooLarge           an Office document that unpacks past what its reader reads
     └── ExtraNotInstalled          a framework integration whose extra is not installed (also
-                                   an ImportError: raised when its module is imported)
+        │                          an ImportError: raised when its module is imported)
+        └── DocumentsNotInstalled  a DOCX, PDF, XLSX or PPTX read or written without the
+                                   'documents' extra
 
 Under ``strata run``, every error but a :class:`RunError` exits 125 too, so that
 Strata's own failures never pass for the command's exit code.
@@ -975,3 +978,31 @@ class ExtraNotInstalled(StrataError, ImportError):
         self.integration = integration
         self.extra = extra
         self.missing = missing
+
+
+# -- documents (strata.documents) ----------------------------------------------------------
+
+
+class DocumentTooLarge(StrataError):
+    """An Office document whose parts unpack to more than its reader reads (a zip bomb, say).
+
+    Refused before it is parsed: the libraries hold a document's whole XML in memory.
+    """
+
+    def __init__(self, kind: str, unpacked: int, limit: int) -> None:
+        super().__init__(
+            f"the {kind} document's XML unpacks to {unpacked // (1 << 20)} MiB, past the "
+            f"{limit // (1 << 20)} MiB that is read of one",
+            hint="split it, or read it with the application that made it",
+        )
+        self.kind = kind
+        self.unpacked = unpacked
+        self.limit = limit
+
+
+class DocumentsNotInstalled(ExtraNotInstalled):
+    """A DOCX, PDF, XLSX or PPTX file read or written without the ``documents`` extra."""
+
+    def __init__(self, kind: str, missing: str) -> None:
+        super().__init__(f"reading and writing {kind} files", "documents", missing)
+        self.kind = kind

@@ -115,7 +115,7 @@ def test_a_forced_tool_call_edits_the_draft_is_recorded_and_replays_with_the_ser
     events = history["events"] if isinstance(history, dict) else history
     step = next(e for e in events if e["id"] == first["event_id"])
     assert step["artifacts"] == first["traces"]
-    assert step["data"]["agent"]["provider"] == "local"
+    assert step["data"]["step"]["provider"] == "local"
 
     base = next(e for e in events if e["rationale"] == "base")["id"]
     tip = result["steps"][-1]["event_id"]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.agent.step import LoopDetector, StepOutcome, step_data, step_title, take_step
+from strata.agent.step import STEP, LoopDetector, StepOutcome, step_data, step_title, take_step
 from strata.agent.tools import (
     TOOLS,
     Folder,
@@ -384,17 +384,15 @@ def run_agent(
             event = drafting.record(
                 step_title(f"agent step {n + 1}", response),
                 data={
-                    "agent": {
-                        **step_data(
-                            provider,
-                            response,
-                            step=n,
-                            session=session,
-                            agent_id=agent_id,
-                            clock_ms=clock_ms,
-                        ),
-                        "tool_calls": len(calls),
-                    },
+                    STEP: step_data(
+                        provider,
+                        response,
+                        loop="agent",
+                        step=n,
+                        session=session,
+                        agent_id=agent_id,
+                        clock_ms=clock_ms,
+                    ),
                     **(data or {}),
                 },
                 artifacts=tuple(recorder.ids),

@@ -3,9 +3,13 @@
 ``strata agent`` (:mod:`strata.agent.loop`), a Workshop turn and each RPI
 phase (:mod:`strata.workshop.rpi`), the host loop (:mod:`strata.host.loop`) and
 the digest's optimizer (:mod:`strata.digest.optimize`) are configurations of
-:func:`take_step`: they choose the tools, the prompt and the limits, and
-record the step their way (a Draft revision, a ``host_step`` annotation, a
-``digest_optimize`` annotation), with the fields of :func:`step_data`.
+:func:`take_step`: they choose the tools, the prompt and the limits. Each
+records a step in one vocabulary: a step that changed the Draft's files is
+its ``draft_revision`` (a state event), any other an ``agent_step``
+annotation (a host step, the digest's optimization), and either keeps the
+step's fields, :func:`step_data`, in ``data.step``. :func:`recorded_step`
+reads them back, from the ``data.agent``/``data.rpi``/``data.host`` and the
+``host_step``/``digest_optimize`` events earlier versions wrote too.
 
 What every step does, in order:
 
@@ -37,6 +41,7 @@ from typing import Any
 
 from strata.agent.tools import ToolResult
 from strata.errors import AgentLoopDetected, ProviderProtocolError, StrataError
+from strata.ledger.events import Event, EventType
 from strata.providers.base import (
     CancelToken,
     Finished,
@@ -178,21 +183,34 @@ def take_step(
     return StepOutcome(response, tuple(results), tuple(warnings))
 
 
+#: the key of ``data`` that holds a recorded step's fields (:func:`step_data`)
+STEP = "step"
+#: where earlier versions kept them, by the loop that recorded the step
+OLD_STEP_KEYS = {"agent": "agent", "rpi": "rpi", "host": "host"}
+#: the event types of a recorded step (the older ones are read, never written)
+STEP_EVENTS = frozenset({EventType.DRAFT_REVISION, EventType.AGENT_STEP, EventType.HOST_STEP})
+
+
 def step_data(
     provider: Provider,
     response: Response,
     *,
+    loop: str,
     step: int,
     session: str | None = None,
     agent_id: str | None = None,
     clock_ms: int | None = None,
+    **extra: Any,
 ) -> dict[str, Any]:
-    """The fields every recorded step carries (``data.agent``, ``data.rpi``, ``data.host``).
+    """The fields every recorded step carries in ``data.step``, whichever loop took it.
 
-    ``session``, ``agent_id`` and ``clock_ms`` are left out when None (a host
-    step names its run instead of a session).
+    ``loop`` names the configuration (``agent``: ``strata agent`` and a
+    Workshop turn, ``rpi``, ``host``, ``digest``); ``extra`` adds its own
+    fields (an RPI phase and item). ``session``, ``agent_id`` and
+    ``clock_ms`` are left out when None (a host step names its run instead of
+    a session).
     """
-    data: dict[str, Any] = {"step": step}
+    data: dict[str, Any] = {"loop": loop, "step": step}
     if session is not None:
         data["session"] = session
     if agent_id is not None:
@@ -205,7 +223,33 @@ def step_data(
     if clock_ms is not None:
         data["clock_ms"] = clock_ms
     data["finish_reason"] = response.finish_reason
+    data["tool_calls"] = [c.name for c in response.tool_calls]
+    data.update(extra)
     return data
+
+
+def recorded_step(event: Event) -> dict[str, Any] | None:
+    """The step fields ``event`` records (see :func:`step_data`); None if it is no step.
+
+    Reads ledgers of earlier versions too: a Draft revision's ``data.agent``
+    or ``data.rpi``, a ``host_step``'s ``data.host`` (their ``tool_calls`` a
+    count, or names), a ``digest_optimize`` annotation's ``data.digest``.
+    """
+    fields = event.data.get(STEP)
+    if event.action_type in STEP_EVENTS and isinstance(fields, dict):
+        return fields
+    if event.action_type == EventType.DIGEST_OPTIMIZE:
+        digest = event.data.get("digest")
+        if isinstance(digest, dict):
+            return {"loop": "digest", "step": 0, **digest}
+        return None
+    if event.action_type not in STEP_EVENTS:
+        return None
+    for loop, key in OLD_STEP_KEYS.items():
+        old = event.data.get(key)
+        if isinstance(old, dict) and "step" in old and "provider" in old:
+            return {"loop": loop, **old}
+    return None
 
 
 def step_title(prefix: str, response: Response) -> str:

@@ -288,7 +288,9 @@ def fail_for(
         if isinstance(exc, CorruptRepository) and _command_of(args) != "check":
             message, hint = damaged(exc)
             fail(type(exc).__name__, message, hint, exc.exit_code)
-        fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
+        # a missing extra is the command line's to fix, as a missing package is (below)
+        code = 2 if isinstance(exc, ExtraNotInstalled) else exc.exit_code
+        fail(type(exc).__name__, exc.message, exc.hint, code)
     if isinstance(exc, ModuleNotFoundError) and not state.debug:
         missing = extra_not_installed(exc, args)
         if missing is not None:
@@ -320,7 +322,10 @@ EXTRA_OF_PACKAGE = {
     "openai": "providers",
     "anthropic": "providers",
     "duckdb": "workshop",
-    "pptx": "workshop",
+    "openpyxl": "documents",
+    "docx": "documents",
+    "pptx": "documents",
+    "pypdf": "documents",
     "charset_normalizer": "workshop",
     "prompt_toolkit": "workshop",
     "rich": "workshop",
@@ -330,8 +335,6 @@ EXTRA_OF_PACKAGE = {
     "starlette": "studio",
     "uvicorn": "studio",
 }
-#: packages two extras share: the extra the command's own group needs
-_SHARED = {"openpyxl", "docx", "pypdf"}
 
 
 def extra_not_installed(exc: ModuleNotFoundError, args: list[str]) -> ExtraNotInstalled | None:
@@ -339,8 +342,6 @@ def extra_not_installed(exc: ModuleNotFoundError, args: list[str]) -> ExtraNotIn
     package = (exc.name or "").split(".")[0]
     command = _command_of(args) or "this command"
     extra = EXTRA_OF_PACKAGE.get(package)
-    if extra is None and package in _SHARED:
-        extra = "kb" if command == "kb" else "workshop"
     if extra is None:
         return None
     return ExtraNotInstalled(f"strata {command}", extra, package)

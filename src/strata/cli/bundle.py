@@ -10,6 +10,15 @@ import click
 from strata.cli.common import emit_json, json_option, open_repo, short
 from strata.diff.display import printable
 
+#: ``--identity FILE`` (repeatable): the keys that open an encrypted bundle
+identity_option = click.option(
+    "--identity",
+    "identities",
+    multiple=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="A key file that opens an encrypted bundle (age or SSH; repeatable).",
+)
+
 
 @click.group()
 def bundle() -> None:
@@ -60,13 +69,7 @@ def bundle_export(file: Path, span: str | None, recipients: tuple[str, ...], as_
 
 @bundle.command("verify")
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--identity",
-    "identities",
-    multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A key file that opens an encrypted bundle (age or SSH; repeatable).",
-)
+@identity_option
 @json_option
 def bundle_verify(file: Path, identities: tuple[Path, ...], as_json: bool) -> None:
     """Check a bundle's hash chain, head, objects and snapshots; exit 1 on the first problem.
@@ -95,13 +98,7 @@ def bundle_verify(file: Path, identities: tuple[Path, ...], as_json: bool) -> No
 @click.argument("file", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--event", "event", help="The state event to rebuild (default: the last).")
-@click.option(
-    "--identity",
-    "identities",
-    multiple=True,
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="A key file that opens an encrypted bundle (age or SSH; repeatable).",
-)
+@identity_option
 @json_option
 def bundle_replay(
     file: Path, dest: Path, event: str | None, identities: tuple[Path, ...], as_json: bool

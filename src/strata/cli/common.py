@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,6 +268,31 @@ def rel_path(repo: Repository, arg: str) -> str:
 def emit_json(value: Any) -> None:
     """Print ``value`` as JSON on stdout; an object carries ``"schema": 1``."""
     sys.stdout.write(json.dumps(versioned(value), indent=2, ensure_ascii=False) + "\n")
+
+
+def emit_list(
+    items: Sequence[Any], *, as_json: bool, empty: str, line: Callable[[Any], str]
+) -> None:
+    """A list command's answer: each item's ``to_json()``, or a ``line`` each (``empty``: none)."""
+    import click
+
+    if as_json:
+        emit_json([item.to_json() for item in items])
+        return
+    if not items:
+        click.echo(empty)
+    for item in items:
+        click.echo(line(item))
+
+
+def emit_one(data: Any, *, as_json: bool, text: Callable[[], str]) -> None:
+    """A command's answer of one thing: ``data`` as JSON, or the lines ``text()`` makes."""
+    import click
+
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(text())
 
 
 def emit_json_line(value: dict[str, Any]) -> None:

@@ -263,7 +263,7 @@ def optimize(
     """Ask a model to condense the scan into the digest, and keep it.
 
     Unrecorded work is auto-saved first, so the scan is of a recorded tree;
-    the model call is recorded as a trace linked from a digest_optimize
+    the model call is recorded as a trace linked from an agent_step
     event, so 'strata replay' runs it again with no network. The digest is
     stored in the session, and with --scope global also as the tag's
     override. A global scope without a tag is refused before any model call.

@@ -20,6 +20,7 @@ from strata.cli.common import (
     author_options,
     command_output_to_stderr,
     emit_json,
+    emit_list,
     json_option,
     make_author,
     open_repo,
@@ -676,15 +677,14 @@ def checkpoint_list(as_json: bool) -> None:
     """
     with open_repo() as repo:
         found = repo.checkpoints.list()
-    if as_json:
-        emit_json([c.to_json() for c in found])
-        return
-    if not found:
-        click.echo("No checkpoints yet.")
-    for c in found:
-        click.echo(
+    emit_list(
+        found,
+        as_json=as_json,
+        empty="No checkpoints yet.",
+        line=lambda c: (
             f"{short(c.id)}  {c.ts[:19].replace('T', ' ')}  {c.kind:<11}  {printable(c.message)}"
-        )
+        ),
+    )
 
 
 @checkpoint.command("create")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short
+from strata.cli.common import emit_list, emit_one, json_option, open_repo, short
 from strata.diff.display import printable
 
 if TYPE_CHECKING:
@@ -95,13 +95,7 @@ def list_(between: str | None, name: str | None, as_json: bool) -> None:
     """
     with open_repo() as repo:
         found = repo.results(between=between, name=name)
-    if as_json:
-        emit_json([r.to_json() for r in found])
-        return
-    if not found:
-        click.echo("No results recorded.")
-    for r in found:
-        click.echo(_line(r))
+    emit_list(found, as_json=as_json, empty="No results recorded.", line=_line)
 
 
 @results.command()
@@ -117,15 +111,13 @@ def show(result_id: str, as_json: bool) -> None:
     with open_repo() as repo:
         record = repo.result(result_id)
     data = record.to_json()
-    if as_json:
-        emit_json(data)
-        return
-    click.echo(_line(record))
-    click.echo(f"  command: {printable(' '.join(data['command']))}")
-    for key, value in sorted(data["metrics"].items()):
-        click.echo(f"  {key}: {value}")
-    if data["run_id"]:
-        click.echo(f"  run: {data['run_id']}")
+
+    def text() -> str:
+        lines = [_line(record), f"  command: {printable(' '.join(data['command']))}"]
+        lines += [f"  {key}: {value}" for key, value in sorted(data["metrics"].items())]
+        return "\n".join(lines + ([f"  run: {data['run_id']}"] if data["run_id"] else []))
+
+    emit_one(data, as_json=as_json, text=text)
 
 
 COMMANDS = [results]

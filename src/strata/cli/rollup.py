@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
-from strata.cli.common import emit_json, json_option, open_repo, short
+from strata.cli.common import emit_list, emit_one, json_option, open_repo, short
 from strata.diff.display import printable
 
 
@@ -33,17 +35,15 @@ def propose(min_events: int, idle_minutes: int, as_json: bool) -> None:
     """
     with open_repo() as repo:
         found = repo.rollup_candidates(min_events=min_events, idle_ms=idle_minutes * 60_000)
-    if as_json:
-        emit_json([c.to_json() for c in found])
-        return
-    if not found:
-        click.echo("No operation to roll up.")
-    for c in found:
-        data = c.to_json()
-        click.echo(
-            f"{data['operation_id']}  {data['event_count']} events, {len(data['files'])} files"
-            f"  {printable(c.reason)}"
-        )
+    emit_list(found, as_json=as_json, empty="No operation to roll up.", line=_candidate)
+
+
+def _candidate(c: Any) -> str:
+    data = c.to_json()
+    return (
+        f"{data['operation_id']}  {data['event_count']} events, {len(data['files'])} files"
+        f"  {printable(c.reason)}"
+    )
 
 
 @rollup.command()
@@ -58,11 +58,9 @@ def apply(operation_id: str, as_json: bool) -> None:
     """
     with open_repo() as repo:
         event = repo.rollup(operation_id)
-    if as_json:
-        emit_json(event.to_json())
-        return
-    info = event.data["rollup"]
-    click.echo(f"Rolled up {info['event_count']} events of {operation_id}: event {short(event.id)}")
+    count = event.data["rollup"]["event_count"]
+    text = f"Rolled up {count} events of {operation_id}: event {short(event.id)}"
+    emit_one(event.to_json(), as_json=as_json, text=lambda: text)
 
 
 @rollup.command()
@@ -77,10 +75,8 @@ def revert(rollup_id: str, as_json: bool) -> None:
     """
     with open_repo() as repo:
         event = repo.rollup_revert(rollup_id)
-    if as_json:
-        emit_json(event.to_json())
-        return
-    click.echo(f"Withdrew rollup {short(str(event.data['rollup_event_id']))}")
+    text = f"Withdrew rollup {short(str(event.data['rollup_event_id']))}"
+    emit_one(event.to_json(), as_json=as_json, text=lambda: text)
 
 
 COMMANDS = [rollup]

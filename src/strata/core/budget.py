@@ -122,12 +122,12 @@ def usage(core: Core) -> BudgetUsage:
 
 def candidates(core: Core, keep_last: int) -> list[str]:
     """Snapshot ids the budget may give up, oldest first (bookmarks and such are kept anyway)."""
-    from strata.core.storage import pruned_snapshots, state_events
+    from strata.core.pruning import pruned_snapshots, state_events
 
-    events = list(state_events(core))
+    events = list(state_events(core.ledger))
     if keep_last:
         events = events[:-keep_last]
-    already = pruned_snapshots(core)
+    already = pruned_snapshots(core.ledger)
     view = core.view()
     marked = {m.target for m in view.bookmarks.values()} | set(view.branches.values())
     seen: set[str] = set()

@@ -80,11 +80,11 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
             return False
         return True
 
-    from strata.core.storage import pruned_snapshots
+    from strata.core.pruning import pruned_snapshots
     from strata.ledger.schemas import problems as schema_problems
 
     # snapshots 'strata gc' removed on purpose (retention): recorded before they went
-    pruned = pruned_snapshots(core)
+    pruned = pruned_snapshots(core.ledger)
     gone: dict[str, str] = {}  # event id -> its pruned snapshot
     ids: set[str] = set()
     for record in core.ledger.driver.scan(kind="event"):

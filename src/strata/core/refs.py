@@ -10,24 +10,44 @@ more than one thing is refused with :class:`AmbiguousRef`, never guessed.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
+from strata.core.results import Point
 from strata.errors import AmbiguousRef, UnknownRef
-from strata.ids import EVENT_PREFIX, HEX_PREFIX
+from strata.ids import EVENT_PREFIX, HEX_PREFIX, ObjectId
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Event
+from strata.ledger.ledger import Ledger, View
 
-if TYPE_CHECKING:
-    from strata.core.core import Core
-    from strata.core.results import Point
+
+class History(Protocol):
+    """What resolving a ref reads of an open repository (a :class:`~strata.core.core.Core`)."""
+
+    ledger: Ledger
+
+    @property
+    def ref_schemes(self) -> Mapping[str, Callable[[Any, str], ObjectId]]:
+        """``SCHEME:VALUE`` refs a feature package resolves (each is given the repository)."""
+
+    def event(self, event_id: str) -> Event:
+        """The event with this full id."""
+
+    def head(self) -> Event | None:
+        """The event HEAD points at."""
+
+    def view(self) -> View:
+        """Where HEAD, every branch and every bookmark point."""
+
+    def point(self, event: Event, label: str = "") -> Point:
+        """The point of a state event."""
+
 
 _ANCESTOR_RE = re.compile(r"(?P<base>.+?)~(?P<n>\d*)")
 
 
-def resolve_ref(core: Core, ref: str) -> Point:
+def resolve_ref(core: History, ref: str) -> Point:
     """Resolve ``ref`` (see the module docs) to a point of history."""
-    from strata.core.results import Point
-
     ref = ref.strip()
     if not ref:
         raise UnknownRef(ref)
@@ -71,7 +91,7 @@ def resolve_ref(core: Core, ref: str) -> Point:
     raise UnknownRef(ref)
 
 
-def _event_or_run(core: Core, ref: str) -> Event | None:
+def _event_or_run(core: History, ref: str) -> Event | None:
     """The state event an event id, or a run id, (or unique prefix) names; None if none."""
     driver = core.ledger.driver
     ids = list(driver.event_ids_with_prefix(ref))
@@ -98,7 +118,7 @@ def _event_or_run(core: Core, ref: str) -> Event | None:
     return run_after_event(core, runs[0])
 
 
-def run_span(core: Core, ref: str) -> tuple[Point, Point] | None:
+def run_span(core: History, ref: str) -> tuple[Point, Point] | None:
     """The points before and after the run that ``ref`` (a run id or a unique prefix) names.
 
     None when ``ref`` names no run (or names an event: event ids come first).
@@ -129,7 +149,7 @@ def run_span(core: Core, ref: str) -> tuple[Point, Point] | None:
     return before, core.point(after, ref)
 
 
-def run_after_event(core: Core, run_id: str) -> Event:
+def run_after_event(core: History, run_id: str) -> Event:
     """The state event holding the files a run left (its ``after`` snapshot)."""
     found = next(
         iter(

@@ -9,38 +9,29 @@ and applies the plan through the transaction's journal.
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import stat
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strata.atomic import atomic_write, fsync_dir
+# (their home is journals.py, below core.py; named here too, where callers know them)
+from strata.core.journals import Recovery as Recovery
+from strata.core.journals import check_before_writing as check_before_writing
+from strata.core.journals import recover as recover
+from strata.core.journals import unwritable_folders as unwritable_folders
 from strata.core.results import Point
 from strata.core.results_ops import RewindResult
 from strata.diff.tree import diff_trees
 from strata.errors import (
-    CorruptRepository,
-    DiskFull,
-    FolderNotWritable,
-    JournalError,
     StrataError,
 )
 from strata.ids import ObjectId
 from strata.ledger.events import EventType
-from strata.ledger.ledger import Operation, View, moved
+from strata.ledger.ledger import View, moved
 from strata.sandbox.paths import display_path
-from strata.store.fsops import empty_trash
-from strata.store.materialize import Action, Journal, actions_from_record
-from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.tree import lookup
 from strata.watch import served
 
 if TYPE_CHECKING:
-    from strata.core.core import Core
-    from strata.core.transaction import Transaction
+    from strata.core.core import Core, Transaction
 
 
 def branch_at(view: View, event_id: str) -> str:
@@ -192,215 +183,6 @@ def _refuse_external_symlinks(
     if bad:
         command = "rewind" if event_type == EventType.REWIND else event_type.replace("_", " ")
         raise ExternalSymlink([display_path(p) for p in bad], command=command)
-
-
-#: objects up to this size that a plan writes are kept in memory once read and checked
-KEPT_OBJECT = 1 << 20
-#: and up to this many bytes of them in all (a rewind of 5,000 files of 20 KB: 100 MB, all
-#: kept; with 64 MiB a third of them were read and checked twice)
-KEPT_OBJECTS = 128 << 20
-
-
-def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) -> dict[str, bytes]:
-    """Refuse a plan that could stop half-done, before its first write.
-
-    Every object the plan writes must be in the store and read back whole
-    (:class:`~strata.errors.ObjectMissing` or
-    :class:`~strata.errors.CorruptRepository` otherwise), and every folder it
-    writes into must be writable by this user (:class:`FolderNotWritable`).
-
-    Returns the small objects read (object id -> bytes, checked against the
-    id), for the apply to write without reading them again.
-    """
-    verified: dict[str, bytes] = {}
-    room = KEPT_OBJECTS
-    for oid in sorted({a.oid for a in actions if a.op in ("write", "symlink")}):
-        chunks: list[bytes] | None = []
-        size = 0
-        for chunk in verified_chunks(store, ObjectId(oid)):
-            size += len(chunk)
-            if chunks is not None:
-                chunks.append(chunk)
-                if size > KEPT_OBJECT or size > room:
-                    chunks = None  # written from the store
-        if chunks is not None:  # reached only once the bytes matched the id
-            verified[oid] = b"".join(chunks)
-            room -= size
-    blocked = unwritable_folders(root, actions)
-    if blocked:
-        raise FolderNotWritable(sorted(set(blocked.values())))
-    return verified
-
-
-def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
-    """Action path -> the (display) folder it writes into that this user cannot write."""
-    blocked: dict[str, str] = {}
-    #: folder an action writes into -> the folder that must be writable, and whether it is not
-    seen: dict[str, tuple[str, bool]] = {}
-    for act in actions:
-        if act.op == "chmod":
-            continue
-        parent = act.path.rpartition("/")[0]
-        found = seen.get(parent)
-        if found is None:
-            folder = parent
-            while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
-                # made (or replaced) by the plan: the folder above must be writable
-                folder = folder.rpartition("/")[0]
-            target = root / folder if folder else root
-            denied = not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
-                os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
-            )
-            found = seen[parent] = (folder, denied)
-        folder, denied = found
-        if denied:
-            blocked[act.path] = display_path(folder) if folder else "."
-    return blocked
-
-
-@dataclass
-class Recovery:
-    """What :func:`recover` did with one journal."""
-
-    journal: str
-    command: str
-    finished: bool
-    #: why it could not finish (abandoned), "" when it finished
-    problem: str = ""
-    #: paths left as they were (changed meanwhile, or not reached before it stopped)
-    skipped: list[str] = field(default_factory=list)
-    #: where the abandoned journal was kept
-    kept: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        """The shape ``strata recover --json`` prints for one journal."""
-        return {
-            "journal": self.journal,
-            "command": self.command,
-            "finished": self.finished,
-            "problem": self.problem or None,
-            "skipped_paths": self.skipped,
-            "kept": self.kept or None,
-        }
-
-
-def _problem(exc: BaseException) -> str:
-    if isinstance(exc, OSError):
-        where = f" ({exc.filename})" if exc.filename else ""
-        return f"{exc.strerror or exc}{where}"
-    return str(exc)
-
-
-def recover(core: Core, *, abandon: bool = False) -> list[Recovery]:
-    """Finish every journal an interrupted command left (the write lock is held).
-
-    A journal that cannot be finished (unreadable, malformed, a missing
-    object, a folder that cannot be written) raises :class:`JournalError`,
-    or with ``abandon`` is given up: its operation is recorded with the paths
-    it did not reach (``skipped_paths``, ``abandoned``), the files are left as
-    they are, and the journal is kept under ``journal/abandoned/``. A full
-    disk raises :class:`DiskFull` either way: the journal finishes once
-    space returns.
-    """
-    done: list[Recovery] = []
-    folder = core.layout.journal
-    while True:
-        try:
-            item = next(iter(Journal.pending(folder)), None)
-        except JournalError as exc:
-            if not abandon:
-                raise
-            bad = Path(exc.path)
-            done.append(Recovery(bad.name, "?", False, exc.problem, kept=_keep(bad, exc.problem)))
-            bad.unlink(missing_ok=True)
-            continue
-        if item is None:
-            if done:  # what the interrupted restores moved to the trash: nobody else empties it
-                empty_trash(core.layout.trash)
-            return done
-        path, record = item
-        try:
-            actions = actions_from_record(record)
-            op = Operation.from_json(record["operation"])
-            if not isinstance(op.events, list) or not all(isinstance(e, dict) for e in op.events):
-                raise ValueError("its events are not objects")
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            problem = f"is malformed ({exc})" if isinstance(exc, ValueError) else "is malformed"
-            if not abandon:
-                raise JournalError(str(path), problem) from None
-            done.append(Recovery(path.name, "?", False, problem, kept=_keep(path, problem)))
-            path.unlink(missing_ok=True)
-            continue
-        problem = ""
-        try:
-            verified = check_before_writing(core.objects, core.root, actions)
-            skipped = core.workspace.apply(actions, recovering=True, verified=verified).skipped
-        except (CorruptRepository, FolderNotWritable, OSError) as exc:
-            if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFull(exc.filename) from None
-            problem = _problem(exc)
-            if not abandon:
-                raise JournalError(str(path), f"cannot be finished: {problem}") from None
-            skipped = [a.path for a in actions if not _holds(core.root, a)]
-        committed = bool(op.events) and core.ledger.driver.seek_event(op.events[0]["id"])
-        if not committed and (op.events or op.after != op.before or op.details):
-            for body in op.events:
-                body.setdefault("data", {}).update(
-                    recovered=True,
-                    skipped_paths=[display_path(p) for p in skipped],
-                    **({"abandoned": problem} if problem else {}),
-                )
-            core.ledger.commit(op)
-        if record.get("ends_draft"):  # an interrupted publish: its Draft ends with it
-            state = core.layout.draft_state
-            if state.exists():
-                state.unlink()
-                fsync_dir(state.parent)
-        kept = _keep(path, problem) if problem else ""
-        path.unlink(missing_ok=True)
-        done.append(
-            Recovery(
-                path.name,
-                op.command,
-                not problem,
-                problem,
-                [display_path(p) for p in skipped],
-                kept,
-            )
-        )
-
-
-def _keep(path: Path, problem: str) -> str:
-    """Copy an abandoned journal to ``journal/abandoned/`` (with why); return where."""
-    target = path.parent / "abandoned" / path.name
-    target.parent.mkdir(exist_ok=True)
-    try:
-        raw: Any = json.loads(path.read_bytes())
-    except (OSError, ValueError):
-        raw = None
-    atomic_write(target, json.dumps({"problem": problem, "journal": raw}, indent=2).encode())
-    return str(target)
-
-
-def _holds(root: Path, act: Action) -> bool:
-    """True when ``act``'s path already holds what the action puts there (read only)."""
-    disk = root / act.path
-    try:
-        st = os.lstat(disk)
-    except OSError:
-        return act.op in ("remove", "rmdir")
-    try:
-        if act.op == "write":
-            return stat.S_ISREG(st.st_mode) and hash_bytes(disk.read_bytes()) == act.oid
-        if act.op == "symlink":
-            return stat.S_ISLNK(st.st_mode) and (
-                hash_bytes(os.fsencode(os.readlink(disk))) == act.oid
-            )
-    except OSError:
-        return False
-    if act.op == "mkdir":
-        return stat.S_ISDIR(st.st_mode)
-    return act.op == "chmod"
 
 
 def changed_paths(core: Core, before: ObjectId, after: ObjectId) -> list[str]:

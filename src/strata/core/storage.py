@@ -35,20 +35,21 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.atomic import fsync_dir
+from strata.core.pruning import GC_COMMAND, pruned_snapshots, state_events
+from strata.core.pruning import ts_ms as ts_ms  # (named here too, where callers know it)
 from strata.errors import (
     CorruptRepository,
     ObjectMissing,
     RepositoryError,
-    SnapshotPruned,
     StrataError,
 )
-from strata.ids import ObjectId, short
+from strata.ids import ObjectId
 from strata.layout import Layout, bad_config, retention_settings
 from strata.ledger.events import Event
 from strata.store.objects import DiskObjectStore
@@ -60,7 +61,6 @@ if TYPE_CHECKING:
 
 HOUR_MS = 3_600_000
 DAY_MS = 24 * HOUR_MS
-GC_COMMAND = "gc"
 #: a 64-hex string in a file that names objects (it is one only if the store has it)
 _OBJECT_ID = re.compile(rb"[0-9a-f]{64}")
 
@@ -182,16 +182,6 @@ class GcResult:
 
 
 # -- what is kept ---------------------------------------------------------------------------
-
-
-def state_events(core: Core) -> Iterator[Event]:
-    """Every state event (one with a snapshot), in ledger order."""
-    for record in core.ledger.driver.scan(kind="event"):
-        if record.body.get("snapshot_ref"):
-            try:
-                yield Event.from_json(record.body, seq=record.seq)
-            except (StrataError, KeyError, TypeError, ValueError):
-                continue  # check reports it; gc keeps what it cannot read (see below)
 
 
 def thin(events: Iterable[Event], retention: Retention, now_ms: int) -> set[str]:
@@ -319,7 +309,7 @@ def plan_gc(
     if not isinstance(store, DiskObjectStore):
         return plan
     grace = retention.prune_grace_minutes * 60 if grace_s is None else grace_s
-    events = list(state_events(core))
+    events = list(state_events(core.ledger))
     by_id: dict[str, Event] = {e.id: e for e in events}
     kept = thin(events, retention, now_ms) - drop
     protected, trees, undone = _protected_events(core, retention, now_ms)
@@ -379,7 +369,7 @@ def plan_gc(
     gone: set[str] = set(plan.dead_loose)
     for dead in plan.dead_packed.values():
         gone |= dead
-    already = pruned_snapshots(core)
+    already = pruned_snapshots(core.ledger)
     plan.pruned = sorted(
         {e.snapshot_ref for e in events if e.snapshot_ref in gone and e.snapshot_ref not in already}
         - kept
@@ -510,7 +500,7 @@ def collect(core: Core, plan: GcPlan, *, dry_run: bool) -> GcResult:
     # gone is plainly pruned, while one whose manifest outlives its blobs reads as
     # damaged. Then the packs (the new one durable before an old one goes), then the
     # rest. A kill at any point leaves objects the next gc deletes; nothing kept goes.
-    pruned = set(plan.pruned) | set(pruned_snapshots(core))
+    pruned = set(plan.pruned) | set(pruned_snapshots(core.ledger))
     manifests = sorted(oid for oid in plan.dead_loose if oid in pruned)
     _delete_loose(store, manifests)
     if plan.dead_packed:
@@ -533,49 +523,6 @@ def _delete_loose(store: DiskObjectStore, oids: list[str]) -> None:
             folders.add(store.loose_path(ObjectId(oid)).parent)
     for folder in sorted(folders):
         fsync_dir(folder)
-
-
-def pruned_snapshots(core: Core) -> dict[str, str]:
-    """Snapshot id -> when gc removed it (the ``gc`` operations' ``details.pruned``)."""
-    found: dict[str, str] = {}
-    for record in core.ledger.driver.scan(kind="operation"):
-        body = record.body
-        if body.get("command") != GC_COMMAND:
-            continue
-        for snapshot in (body.get("details") or {}).get("pruned") or ():
-            found.setdefault(str(snapshot), str(body.get("ts", "")))
-    return found
-
-
-def pruned_error(core: Core, snapshot_id: str) -> SnapshotPruned | None:
-    """The error for reading a snapshot gc removed (None: gc did not remove it)."""
-    when = pruned_snapshots(core).get(snapshot_id)
-    if when is None:
-        return None
-    pruned = pruned_snapshots(core)
-    mine: Event | None = None
-    events = list(state_events(core))
-    for event in events:
-        if event.snapshot_ref == snapshot_id:
-            mine = event
-            break
-    nearest: Event | None = None
-    if mine is not None:
-        ts = ts_ms(mine.ts)
-        candidates = [
-            e
-            for e in events
-            if e.snapshot_ref not in pruned and core.objects.has(ObjectId(str(e.snapshot_ref)))
-        ]
-        same = [e for e in candidates if e.branch == mine.branch] or candidates
-        if same:
-            nearest = min(same, key=lambda e: (abs(ts_ms(e.ts) - ts), e.seq))
-    return SnapshotPruned(
-        snapshot_id,
-        removed=when,
-        event_id=mine.id if mine else None,
-        nearest=f"{short(nearest.id)} ({nearest.ts})" if nearest else None,
-    )
 
 
 # -- repack and du ------------------------------------------------------------------------
@@ -749,7 +696,7 @@ def disk_usage(core: Core, plan: GcPlan) -> DiskUsage:
     by_kind = {"manifests": 0, "trees": 0, "blobs": 0, "unreferenced": 0}
     counts = dict.fromkeys(by_kind, 0)
     kind_of: dict[str, str] = {}
-    for event in state_events(core):
+    for event in state_events(core.ledger):
         _classify(store, ObjectId(str(event.snapshot_ref)), kind_of)
     for oid in store.ids():
         kind = kind_of.get(oid, "unreferenced")
@@ -831,10 +778,3 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return raw if isinstance(raw, dict) else None
-
-
-def ts_ms(text: str) -> int:
-    """Milliseconds since the epoch of an RFC 3339 UTC time (``...Z``); ValueError if not one."""
-    from datetime import datetime
-
-    return round(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)

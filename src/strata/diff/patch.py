@@ -329,6 +329,17 @@ def render_big(
     return b"".join(out)
 
 
+def _mode_lines(old_mode: str | None, new_mode: str | None) -> list[bytes]:
+    """A git diff header's mode lines: a new or deleted file's, or a mode change."""
+    if old_mode is None:
+        return [f"new file mode {new_mode}\n".encode()]
+    if new_mode is None:
+        return [f"deleted file mode {old_mode}\n".encode()]
+    if old_mode != new_mode:
+        return [f"old mode {old_mode}\nnew mode {new_mode}\n".encode()]
+    return []
+
+
 def _header(
     old: FileSide | None, new: FileSide | None, old_path: str, new_path: str, same_content: bool
 ) -> tuple[list[bytes], bytes | None]:
@@ -340,12 +351,7 @@ def _header(
     if same_content and not renamed and old_mode == new_mode:
         return [], b""
     out = [b"diff --git " + _quote("a/" + old_path) + b" " + _quote("b/" + new_path) + b"\n"]
-    if old_mode is None:
-        out.append(f"new file mode {new_mode}\n".encode())
-    elif new_mode is None:
-        out.append(f"deleted file mode {old_mode}\n".encode())
-    elif old_mode != new_mode:
-        out.append(f"old mode {old_mode}\nnew mode {new_mode}\n".encode())
+    out += _mode_lines(old_mode, new_mode)
     if renamed:
         out.append(b"similarity index 100%\n" if same_content else b"similarity index 0%\n")
         out.append(b"rename from " + _quote(old_path) + b"\n")
@@ -413,12 +419,7 @@ def _render(
     a_label = _quote("a/" + old_path)
     b_label = _quote("b/" + new_path)
     out = [note, b"diff --git " + a_label + b" " + b_label + b"\n"]
-    if old_mode is None:
-        out.append(f"new file mode {new_mode}\n".encode())
-    elif new_mode is None:
-        out.append(f"deleted file mode {old_mode}\n".encode())
-    elif old_mode != new_mode:
-        out.append(f"old mode {old_mode}\nnew mode {new_mode}\n".encode())
+    out += _mode_lines(old_mode, new_mode)
     if renamed:
         score = 100 if same_content else _similarity(old_data, new_data)
         out.append(b"similarity index %d%%\n" % score)

@@ -21,11 +21,13 @@ scanned, recorded or asked of a model.
 
 Recording follows every model call of Strata (:mod:`strata.providers.trace`):
 Published's unrecorded work is auto-saved first (so the scanned tree is a
-recorded one), the call's trace is stored, and a ``digest_optimize``
+recorded one), the call's trace is stored, and an ``agent_step``
 annotation anchored at that state event links it (``artifacts``) with what
-the replay needs in ``data.digest``. :func:`replay_optimize` runs it again
-from a rebuilt tree: the same scan, the same prompt, the recorded answer (no
-network), the same digest, or the first difference.
+the replay needs in ``data.digest`` (the step's own fields in ``data.step``;
+earlier versions wrote a ``digest_optimize`` annotation, read alike).
+:func:`replay_optimize` runs it again from a rebuilt tree: the same scan, the
+same prompt, the recorded answer (no network), the same digest, or the first
+difference.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import blake3
 
-from strata.agent.step import LoopDetector, take_step
+from strata.agent.step import STEP, LoopDetector, step_data, take_step
 from strata.digest.scan import WorkspaceScan, scan_tree
 from strata.digest.store import (
     DEFAULT_KEY,
@@ -284,7 +286,7 @@ def optimize(
         raise ProviderProtocolError(provider.name, "the model answered with an empty digest")
     with core.transaction("digest optimize", author) as tx:
         event = tx.annotate(
-            EventType.DIGEST_OPTIMIZE,
+            EventType.AGENT_STEP,
             anchor=anchor.id,
             author=author,
             rationale=f"digest optimize: {key} ({scope.value})",
@@ -299,10 +301,13 @@ def optimize(
                     "tree": str(tree),
                     "scan": _digest_hash(scan.to_bytes().decode()),
                     "digest": _digest_hash(digest),
-                    "provider": provider.name,
-                    "adapter": provider.adapter,
-                    "model": provider.model,
-                }
+                },
+                STEP: step_data(
+                    provider,
+                    response,
+                    loop="digest",
+                    step=sum(1 for t in recorder.traces if t.event_type == LLM_CALL) - 1,
+                ),
             },
         )
     # the call and the event are recorded: now its effects (seed 003: persisted inside optimize)
@@ -333,22 +338,26 @@ def optimize(
 # -- replay ------------------------------------------------------------------------------
 
 
+#: the event types of an optimization: an ``agent_step`` (``digest_optimize`` before)
+OPTIMIZE_EVENTS = (EventType.AGENT_STEP, EventType.DIGEST_OPTIMIZE)
+
+
 def is_optimize(event: Event) -> bool:
-    """True for a ``digest_optimize`` annotation with its traces."""
+    """True for an optimization's ``agent_step`` (or older ``digest_optimize``) with traces."""
     return (
-        event.action_type == EventType.DIGEST_OPTIMIZE
+        event.action_type in OPTIMIZE_EVENTS
         and isinstance(event.data.get("digest"), dict)
         and bool(event.artifacts)
     )
 
 
 def optimize_annotations(core: Core, anchors: Sequence[str]) -> dict[str, list[Event]]:
-    """The ``digest_optimize`` events anchored at each of ``anchors``, oldest first."""
+    """The optimizations' events anchored at each of ``anchors``, oldest first."""
     wanted = set(anchors)
     found: dict[str, list[Event]] = {}
     for record in core.ledger.driver.scan(kind="event"):
         body = record.body
-        if body.get("action_type") != EventType.DIGEST_OPTIMIZE:
+        if body.get("action_type") not in OPTIMIZE_EVENTS:
             continue
         anchor = body.get("anchor_event_id")
         if anchor in wanted:

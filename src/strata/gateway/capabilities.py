@@ -112,15 +112,14 @@ def _recorded(core: Core, rel: str, label: str, write: Callable[[], None]) -> di
 
 
 def _docx(core: Core, args: Mapping[str, Any], gateway: Gateway | None) -> dict[str, Any]:
-    import docx
+    from strata.documents.writers import docx_add, docx_read
 
     action = args.get("action")
     rel, path = _path(core, args, (".docx",))
     if action == "read":
         if not path.is_file():
             raise UsageError(f"{rel} does not exist")
-        document = docx.Document(str(path))
-        paragraphs = [p.text for p in document.paragraphs]
+        paragraphs = docx_read(path)
         return {"path": rel, "paragraphs": paragraphs, "text": "\n".join(paragraphs)}
     paragraphs = args.get("paragraphs", [])
     if not isinstance(paragraphs, list) or not all(isinstance(p, str) for p in paragraphs):
@@ -128,31 +127,16 @@ def _docx(core: Core, args: Mapping[str, Any], gateway: Gateway | None) -> dict[
     if action == "create":
         if path.exists():
             raise UsageError(f"{rel} exists already (append to it, or choose another path)")
-
-        def create() -> None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            document = docx.Document()
-            for p in paragraphs:
-                document.add_paragraph(p)
-            document.save(str(path))
-
-        return _recorded(core, rel, f"docx create {rel}", create)
-    if action == "append":
+    elif action == "append":
         if not path.is_file():
             raise UsageError(f"{rel} does not exist (create it first)")
-
-        def append() -> None:
-            document = docx.Document(str(path))
-            for p in paragraphs:
-                document.add_paragraph(p)
-            document.save(str(path))
-
-        return _recorded(core, rel, f"docx append {rel}", append)
-    raise UsageError(f"unknown docx action {action!r}; use create, append or read")
+    else:
+        raise UsageError(f"unknown docx action {action!r}; use create, append or read")
+    return _recorded(core, rel, f"docx {action} {rel}", lambda: docx_add(path, paragraphs))
 
 
 def _excel(core: Core, args: Mapping[str, Any], gateway: Gateway | None) -> dict[str, Any]:
-    import openpyxl
+    from strata.documents.writers import xlsx_cells, xlsx_set
 
     action = args.get("action")
     rel, path = _path(core, args, (".xlsx", ".xlsm"))
@@ -162,28 +146,16 @@ def _excel(core: Core, args: Mapping[str, Any], gateway: Gateway | None) -> dict
     if action == "read":
         if not path.is_file():
             raise UsageError(f"{rel} does not exist")
-        book = openpyxl.load_workbook(str(path), data_only=False)
+        wanted = args.get("cells")
+        if wanted is not None and not (
+            isinstance(wanted, list) and all(isinstance(c, str) for c in wanted)
+        ):
+            raise UsageError('"cells" must be a list of cell names such as "A1"')
         try:
-            if sheet is not None and sheet not in book.sheetnames:
-                raise UsageError(
-                    f"{rel} has no sheet {sheet!r} (it has {', '.join(book.sheetnames)})"
-                )
-            ws = book[sheet] if sheet is not None else book.active
-            wanted = args.get("cells")
-            if wanted is None:
-                cells = {
-                    c.coordinate: c.value
-                    for row in ws.iter_rows()
-                    for c in row
-                    if c.value is not None
-                }
-            elif isinstance(wanted, list) and all(isinstance(c, str) for c in wanted):
-                cells = {c: ws[c].value for c in wanted}
-            else:
-                raise UsageError('"cells" must be a list of cell names such as "A1"')
-            return {"path": rel, "sheet": ws.title, "cells": _jsonable(cells)}
-        finally:
-            book.close()
+            title, cells = xlsx_cells(path, sheet, wanted)
+        except ValueError as exc:
+            raise UsageError(f"{rel} {exc}") from None
+        return {"path": rel, "sheet": title, "cells": _jsonable(cells)}
     if action == "write":
         values = args.get("cells")
         if not isinstance(values, Mapping) or not values:
@@ -191,23 +163,7 @@ def _excel(core: Core, args: Mapping[str, Any], gateway: Gateway | None) -> dict
         for name, value in values.items():
             if not isinstance(value, str | int | float | bool) and value is not None:
                 raise UsageError(f"cell {name}: {type(value).__name__} is not a cell value")
-
-        def write() -> None:
-            if path.is_file():
-                book = openpyxl.load_workbook(str(path))
-            else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                book = openpyxl.Workbook()
-                if sheet is not None:
-                    book.active.title = sheet
-            if sheet is not None and sheet not in book.sheetnames:
-                book.create_sheet(sheet)
-            ws = book[sheet] if sheet is not None else book.active
-            for name, value in values.items():
-                ws[name] = value
-            book.save(str(path))
-
-        return _recorded(core, rel, f"excel write {rel}", write)
+        return _recorded(core, rel, f"excel write {rel}", lambda: xlsx_set(path, values, sheet))
     raise UsageError(f"unknown excel action {action!r}; use write or read")
 
 

@@ -42,7 +42,7 @@ from __future__ import annotations
 import os
 import posixpath
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -217,6 +217,15 @@ class RiskDecision:
 def riskier(a: str, b: str) -> bool:
     """True when risk class ``a`` is riskier than ``b``."""
     return _RANK[a] > _RANK[b]
+
+
+def _adder(out: list[Finding], text: str) -> Callable[[Risk, str, str], None]:
+    """``add(risk, rule, reason)``: append a finding about ``text`` to ``out``."""
+
+    def add(risk: Risk, rule: str, reason: str) -> None:
+        out.append(Finding(risk, rule, reason, text))
+
+    return add
 
 
 def classify(
@@ -464,9 +473,7 @@ class _Walker:
 
     def judge(self, words: list[_Word], text: str, depth: int, out: list[Finding]) -> None:
         """Add what the rules find in the simple command ``words`` to ``out``."""
-
-        def add(risk: Risk, rule: str, reason: str) -> None:
-            out.append(Finding(risk, rule, reason, text))
+        add = _adder(out, text)
 
         if not words:
             return
@@ -535,8 +542,7 @@ class _Walker:
     def shell(
         self, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
     ) -> None:
-        def add(risk: Risk, rule: str, reason: str) -> None:
-            out.append(Finding(risk, rule, reason, text))
+        add = _adder(out, text)
 
         for w in args:
             if self.downloaded_code(w, add):
@@ -777,8 +783,7 @@ def _split(args: Sequence[_Word]) -> tuple[set[str], list[str], list[_Word]]:
 def _rm(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     short, long, operands = _split(args)
     if name in ("rm",) and ({"r", "R"} & short or "--recursive" in long):
@@ -798,8 +803,7 @@ def _rm(
 def _mv_cp(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     _, _, operands = _split(args)
     targets: list[_Word] = []
@@ -821,8 +825,7 @@ def _mv_cp(
 def _writer(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     short, long, operands = _split(args)
     recursive = "R" in short or "--recursive" in long
@@ -854,8 +857,7 @@ def _writer(
 def _sort(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     for i, a in enumerate(args):
         if a.text in ("-o", "--output") and i + 1 < len(args):
@@ -869,8 +871,7 @@ def _sort(
 def _sed(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     short, long, operands = _split(args)
     in_place = "i" in short or "--in-place" in long
@@ -887,8 +888,7 @@ def _sed(
 def _awk(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     texts = [a.text for a in args]
     if "inplace" in texts or any("system" in t or ">" in t or "|" in t for t in texts):
@@ -898,8 +898,7 @@ def _awk(
 def _find(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     roots: list[_Word] = []
     i = 0
@@ -946,8 +945,7 @@ def _find(
 def _git(
     w: _Walker, name: str, args: list[_Word], text: str, depth: int, out: list[Finding]
 ) -> None:
-    def add(risk: Risk, rule: str, reason: str) -> None:
-        out.append(Finding(risk, rule, reason, text))
+    add = _adder(out, text)
 
     i = 0
     while i < len(args) and args[i].text.startswith("-"):

@@ -6,7 +6,7 @@ until its context suffices, then answers (citing passages) or emits a plan
 of capability tasks (``terminal_exec`` through the gateway's policy and
 approval gate, ``docx``, ``excel``) that are dispatched in order. The run,
 its model steps, plans and tasks are ledger events (``host_run_started``,
-``host_step``, ``plan_created``, ``task_started``, ``task_finished``,
+``agent_step``, ``plan_created``, ``task_started``, ``task_finished``,
 ``host_run_finished``; ``strata history --action host``) that link their
 traces. See :mod:`strata.host.loop` and :mod:`strata.host.tools`.
 ``Repository.host(...)`` is the facade's.

@@ -9,7 +9,7 @@ One *host run* answers one request:
    numbered, with citations), calls ``create_plan`` (see
    :mod:`strata.host.tools`), or answers without a tool call, which ends the
    run. Each model call is recorded as a trace (:mod:`strata.providers.trace`)
-   and linked, with the step's retrieval calls, from a ``host_step`` event;
+   and linked, with the step's retrieval calls, from an ``agent_step`` event;
 3. a plan: ``plan_created``, then for each task ``task_started``, the
    capability through the gateway's registry
    (:func:`strata.gateway.run_capability`: ``terminal_exec`` through the
@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strata.agent.loop import StepRecord
-from strata.agent.step import LoopDetector, StepOutcome, step_data, take_step
+from strata.agent.step import STEP, LoopDetector, StepOutcome, step_data, take_step
 from strata.agent.tools import Tool, ToolResult, ToolSet
 from strata.errors import StrataError, UsageError
 from strata.host.tools import (
@@ -304,8 +304,12 @@ class HostRun:
         rationale: str,
         *,
         artifacts: Sequence[str] = (),
+        step: dict[str, Any] | None = None,
     ) -> str:
-        """Record one host event (in the newest task run's operation, when there is one)."""
+        """Record one host event (in the newest task run's operation, when there is one).
+
+        ``step``: the fields of a model step (its ``agent_step`` event's ``data.step``).
+        """
         core = self.core
         # alone, a run's later events join its task run's operation, so that one undo
         # reverts the task; in the run's group, undo reverts the whole group anyway
@@ -317,7 +321,10 @@ class HostRun:
             event = tx.annotate(
                 action,
                 anchor=head.id if head else None,
-                data={"host": {"run": self.result.host_run, **data}},
+                data={
+                    "host": {"run": self.result.host_run, **data},
+                    **({STEP: step} if step is not None else {}),
+                },
                 rationale=rationale[:300],
                 author=self.author,
                 # in the run's group its events take the group's id; alone, the run's
@@ -362,7 +369,7 @@ class HostRun:
         return result
 
     def loop(self) -> None:
-        """The steps: a model call, its retrievals, its ``host_step`` event, its plans."""
+        """The steps: a model call, its retrievals, its ``agent_step`` event, its plans."""
         result = self.result
         messages: list[Message] = [
             Message("system", SYSTEM_PROMPT),
@@ -385,10 +392,11 @@ class HostRun:
             names = tuple(c.name for c in response.tool_calls)
             traces = tuple(recorder.ids)
             event_id = self.note(
-                EventType.HOST_STEP,
-                {**step_data(self.provider, response, step=n), "tool_calls": list(names)},
+                EventType.AGENT_STEP,
+                {},
                 f"host step {n + 1}: {', '.join(names) or 'answer'}",
                 artifacts=traces,
+                step=step_data(self.provider, response, loop="host", step=n),
             )
             step = HostStep(n, event_id, response.text, names, response.finish_reason, traces)
             result.steps.append(step)

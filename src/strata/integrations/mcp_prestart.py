@@ -34,6 +34,7 @@ import sys
 TYPE_CHECKING = False  # (not typing's: the asker's side imports nothing it does not use)
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Callable
 
 SOCKET = "mcp.sock"
 KEYFILE = "mcp.key"
@@ -205,7 +206,7 @@ def start_later(repo_folder: str, root: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
         subprocess.Popen(
-            [sys.executable, "-m", "strata.integrations.mcp_prestart", root, repo_folder],
+            [sys.executable, "-m", "strata.cli.mcp_serve", root, repo_folder],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -232,8 +233,20 @@ def _locked(path: str) -> bool:
         os.close(fd)
 
 
-def serve(root: str, repo_folder: str, *, idle_timeout: float = IDLE_TIMEOUT) -> None:
-    """Run the prestarted server of the repository in ``repo_folder`` until it is idle."""
+def serve(
+    root: str,
+    repo_folder: str,
+    *,
+    warm: Callable[[], object],
+    run: Callable[[list[str]], object],
+    idle_timeout: float = IDLE_TIMEOUT,
+) -> None:
+    """Run the prestarted server of the repository in ``repo_folder`` until it is idle.
+
+    ``warm`` loads what a session needs (the command line, the MCP server), once;
+    ``run`` runs one session's command line in a forked child
+    (:mod:`strata.cli.mcp_serve` gives both).
+    """
     import fcntl
     import importlib
     import secrets
@@ -251,12 +264,7 @@ def serve(root: str, repo_folder: str, *, idle_timeout: float = IDLE_TIMEOUT) ->
     os.ftruncate(pid_fd, 0)
     os.write(pid_fd, f"{os.getpid()}\n".encode())
     # what a session needs, loaded once (before the socket exists: a session never waits)
-    import strata.cli
-    import strata.cli.mcp
-    import strata.integrations.mcp_server
-    import strata.repo
-
-    strata.cli.root()  # the click group, built
+    warm()
     for name in WARM:
         with contextlib.suppress(ImportError):  # (not installed: the session does without)
             importlib.import_module(name)
@@ -298,7 +306,7 @@ def serve(root: str, repo_folder: str, *, idle_timeout: float = IDLE_TIMEOUT) ->
             ready, _, _ = select.select(watched, [], [], 0.2)
             for conn in ready:
                 if conn is listener:
-                    taken = _accept(listener, key, version, root)
+                    taken = _accept(listener, key, version, root, run)
                     if taken is not None:
                         sessions[taken[0]] = taken[1]
                         last = time.monotonic()
@@ -325,7 +333,11 @@ def _send(conn: object, body: dict[str, object]) -> None:
 
 
 def _accept(
-    listener: socket.socket, key: str, version: str, root: str
+    listener: socket.socket,
+    key: str,
+    version: str,
+    root: str,
+    run: Callable[[list[str]], object],
 ) -> tuple[int, socket.socket] | None:
     """Take one asker's session: fork a child that runs it; (pid, connection), or None."""
     import json
@@ -352,7 +364,7 @@ def _accept(
             raise ValueError(refusal)
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child runs the session and exits
-            _run_session(request, fds, listener, conn)
+            _run_session(request, fds, listener, conn, run)
         _send(conn, {"ok": True, "pid": pid})
         conn.settimeout(None)
         return pid, conn
@@ -406,7 +418,11 @@ def _refusal(
 
 
 def _run_session(
-    request: dict[str, object], fds: list[int], listener: object, conn: object
+    request: dict[str, object],
+    fds: list[int],
+    listener: object,
+    conn: object,
+    run: Callable[[list[str]], object],
 ) -> None:
     """In the forked child: become the asker's ``strata mcp`` and run it (never returns)."""
     import signal
@@ -431,9 +447,7 @@ def _run_session(
         os.umask(umask if isinstance(umask, int) else 0o22)
         argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
         sys.argv = ["strata", *argv]
-        from strata.cli import main
-
-        main(argv)
+        run(argv)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -446,7 +460,3 @@ def _run_session(
             with contextlib.suppress(OSError, ValueError):
                 stream.flush()
         os._exit(code)
-
-
-if __name__ == "__main__":  # started by start_later
-    serve(os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2]))

@@ -18,14 +18,14 @@ one-line reason; the index reports it and goes on.
 
 from __future__ import annotations
 
-import io
 import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePosixPath
 from typing import ClassVar
 
-from strata.documents.readers import heading_level
+from strata.documents.readers import docx_paragraphs, open_docx, open_pdf
+from strata.errors import DocumentsNotInstalled, DocumentTooLarge
 
 #: extensions read as plain text (code and configuration included)
 TEXT_EXTENSIONS = frozenset(
@@ -255,10 +255,6 @@ def _html(text: str, n_lines: int) -> Document:
 
 
 def _pdf(data: bytes) -> Document:
-    try:
-        import pypdf
-    except ImportError:  # pragma: no cover - a dependency
-        raise Unreadable("pypdf is not installed") from None
     import logging
 
     logging.getLogger("pypdf").setLevel(logging.ERROR)  # a damaged file: our warning says it
@@ -266,7 +262,7 @@ def _pdf(data: bytes) -> Document:
     pages: list[int] = []
     headings: dict[int, int] = {}
     try:
-        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        reader = open_pdf(data)
         if reader.is_encrypted:
             raise Unreadable("the PDF is encrypted")
         for number, page in enumerate(reader.pages, start=1):
@@ -276,7 +272,7 @@ def _pdf(data: bytes) -> Document:
                 headings[len(lines)] = 1  # each page starts a section
             lines.extend(page_lines)
             pages.extend([number] * len(page_lines))
-    except Unreadable:
+    except (Unreadable, DocumentsNotInstalled):
         raise
     except Exception as exc:  # pypdf raises many kinds on a damaged file
         raise Unreadable(f"not a readable PDF ({type(exc).__name__}: {exc})"[:200]) from None
@@ -287,20 +283,16 @@ def _pdf(data: bytes) -> Document:
 
 def _docx(data: bytes) -> Document:
     try:
-        import docx
-    except ImportError:  # pragma: no cover - a dependency
-        raise Unreadable("python-docx is not installed") from None
-    try:
-        document = docx.Document(io.BytesIO(data))
         lines: list[str] = []
         headings: dict[int, int] = {}
-        for paragraph in document.paragraphs:
-            level = heading_level(
-                (paragraph.style.name if paragraph.style is not None else "") or ""
-            )
+        for level, text in docx_paragraphs(open_docx(data)):
             if level is not None:
                 headings[len(lines)] = level
-            lines.append(paragraph.text.replace("\n", " "))
+            lines.append(text.replace("\n", " "))
+    except DocumentsNotInstalled:
+        raise  # (the command says which extra to install)
+    except DocumentTooLarge as exc:
+        raise Unreadable(exc.message) from None
     except Exception as exc:  # a damaged or foreign zip
         raise Unreadable(f"not a readable DOCX ({type(exc).__name__}: {exc})"[:200]) from None
     return Document("docx", lines, headings)

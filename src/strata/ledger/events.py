@@ -68,7 +68,12 @@ class EventType(StrEnum):
     WORKSPACE_DIFF_COMPUTED = "workspace_diff_computed"
     PREFLIGHT = "preflight"
     REPLAY = "replay"
-    # the workspace digest (strata.digest): an optimize call, its traces in ``artifacts``
+    # one step of an agent-like loop that changed no file (a host step, the digest's
+    # optimizer); a step that changed the Draft's files is its draft_revision. Both carry
+    # the step's fields in ``data.step`` (strata.agent.step.step_data)
+    AGENT_STEP = "agent_step"
+    # written by earlier versions for what is now an agent_step (read, never written):
+    # the workspace digest's optimize call, and a host step
     DIGEST_OPTIMIZE = "digest_optimize"
     # the tool gateway (gateway/): terminal_exec, its approvals and what it changed
     TOOL_CALL_STARTED = "tool_call_started"
@@ -89,7 +94,7 @@ class EventType(StrEnum):
     SUMMARY_MESSAGE = "summary_message"
     # the host loop (strata.host, seed 001): a run, its model steps, its plans and tasks
     HOST_RUN_STARTED = "host_run_started"
-    HOST_STEP = "host_step"
+    HOST_STEP = "host_step"  # (an agent_step now: read, never written)
     PLAN_CREATED = "plan_created"
     TASK_STARTED = "task_started"
     TASK_FINISHED = "task_finished"
@@ -119,6 +124,7 @@ ACTION_FAMILIES: dict[str, tuple[EventType, ...]] = {
     # the host loop: a run's lifecycle, its steps, plans and tasks
     "host": (
         EventType.HOST_RUN_STARTED,
+        EventType.AGENT_STEP,
         EventType.HOST_STEP,
         EventType.PLAN_CREATED,
         EventType.TASK_STARTED,

@@ -525,6 +525,7 @@ RECORD_ONLY = frozenset(
         "kb_ask",
         "model_calls",
         "host_run_started",
+        "agent_step",
         "host_step",
         "plan_created",
         "task_started",

@@ -48,6 +48,7 @@ from strata.providers.base import (
     Finished,
     Provider,
     Request,
+    Response,
     StreamEvent,
     event_to_json,
 )
@@ -339,30 +340,26 @@ class RecordingProvider:
         wire_body: dict[str, Any] | None = wire(request) if callable(wire) else None
         chunks: list[dict[str, Any]] = []
         started = self.recorder.clock()
+
+        def record(response: Response | None, error: dict[str, str] | None = None) -> None:
+            self.recorder.llm_call(
+                adapter=self.adapter,
+                provider=self.name,
+                request=request.to_json(),
+                wire_request=wire_body,
+                chunks=chunks,
+                response=response.to_json() if response is not None else None,
+                error=error,
+                duration_ms=int((self.recorder.clock() - started) * 1000),
+            )
+
         try:
             for event in self.inner.stream(request, cancel=cancel):
                 chunks.append(event_to_json(event))
                 if isinstance(event, Finished):
-                    self.recorder.llm_call(
-                        adapter=self.adapter,
-                        provider=self.name,
-                        request=request.to_json(),
-                        wire_request=wire_body,
-                        chunks=chunks,
-                        response=event.response.to_json(),
-                        duration_ms=int((self.recorder.clock() - started) * 1000),
-                    )
+                    record(event.response)
                 yield event
         except (ProviderError, StrataError) as exc:
             if not chunks or chunks[-1].get("kind") != "finished":
-                self.recorder.llm_call(
-                    adapter=self.adapter,
-                    provider=self.name,
-                    request=request.to_json(),
-                    wire_request=wire_body,
-                    chunks=chunks,
-                    response=None,
-                    error={"type": type(exc).__name__, "message": str(exc)},
-                    duration_ms=int((self.recorder.clock() - started) * 1000),
-                )
+                record(None, {"type": type(exc).__name__, "message": str(exc)})
             raise

@@ -24,7 +24,7 @@ rebuild (its tree must be A's). Then, event by event:
   folders (``.venv``…) are shown read-only, as to a Draft's commands;
 - any other state event (a person's snapshot) is taken as recorded: the
   scratch folder is moved to its tree;
-- a **digest optimization** (a ``digest_optimize`` annotation anchored at
+- a **digest optimization** (an ``agent_step`` annotation anchored at
   one of the range's state events, see :mod:`strata.digest.optimize`) runs
   again once its anchor's files are rebuilt: the same scan, the same prompt,
   the recorded answer (no network), and the digest must be the recorded one.
@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import blake3
 
 from strata.agent.loop import ToolTable, run_step
-from strata.agent.step import StepOutcome
+from strata.agent.step import StepOutcome, recorded_step
 from strata.core.refs import run_span
 from strata.core.storage import ts_ms
 from strata.digest.optimize import optimize_annotations, replay_optimize
@@ -207,8 +207,9 @@ def load_traces(core: Core, event: Event) -> list[Trace]:
 
 
 def is_agent_step(event: Event) -> bool:
-    """True for a state event an agent step recorded (one with traces to replay)."""
-    return isinstance(event.data.get("agent"), dict) and bool(event.artifacts)
+    """True for a state event a ``strata agent`` step recorded (one with traces to replay)."""
+    step = recorded_step(event)
+    return step is not None and step["loop"] == "agent" and bool(event.artifacts)
 
 
 class ModelServer(Protocol):
@@ -440,7 +441,7 @@ def _run(
             step = StepReplay(event.id, event.action_type, "recorded", "applied")
             carried = None
         else:
-            info = event.data["agent"]
+            info = recorded_step(event) or {}
             traces = load_traces(core, event)
             redacted = sum(t.redactions for t in traces)
             note = (

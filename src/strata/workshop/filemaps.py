@@ -25,7 +25,6 @@ when a map of their type is made.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import tempfile
 import threading
@@ -49,7 +48,16 @@ from strata.documents.kinds import (
     sniff,
     type_of,
 )
-from strata.documents.readers import heading_level, slide_title
+from strata.documents.readers import (
+    docx_paragraphs,
+    open_docx,
+    open_pdf,
+    open_pptx,
+    open_workbook,
+    sheet_rows,
+    sheet_size,
+    slide_title,
+)
 
 __all__ = [
     "DOCUMENTS",
@@ -217,22 +225,15 @@ def _csv_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
 
 
 def _xlsx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
-    import openpyxl
-
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    book = open_workbook(data)
     try:
         names = list(book.sheetnames)
         lines = [f"sheets: {len(names)}"]
         for name in names[:MAP_MAX_ITEMS]:
             sheet = book[name]
-            rows, cols = sheet.max_row, sheet.max_column
-            if rows is None or cols is None:
-                sheet.calculate_dimension(force=True)
-                rows, cols = sheet.max_row, sheet.max_column
-            header: list[str] = []
-            for row in sheet.iter_rows(min_row=1, max_row=1, values_only=True):
-                header = [_cell(v) for v in row[:30]]
-            dims = f"{rows or 0} rows x {cols or 0} columns"
+            header = [_cell(v) for v in next(sheet_rows(sheet, max_row=1), [])[:30]]
+            rows, cols = sheet_size(sheet)
+            dims = f"{rows} rows x {cols} columns"
             lines.append(f"sheet {name!r}: {dims}")
             if header and any(header):
                 lines.append("  header: " + " | ".join(header))
@@ -247,18 +248,13 @@ def _xlsx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
 
 
 def _docx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
-    import docx
-
-    document = docx.Document(io.BytesIO(data))
-    paragraphs = document.paragraphs
+    document = open_docx(data)
+    paragraphs = docx_paragraphs(document)
     outline: list[str] = []
-    for paragraph in paragraphs:
-        style = paragraph.style.name if paragraph.style is not None else ""
-        style = style or ""
-        level = heading_level(style)
-        if level is not None and paragraph.text.strip():
-            outline.append("  " * max(level - 1, 0) + "- " + _cell(paragraph.text.strip()))
-    words = sum(len(p.text.split()) for p in paragraphs)
+    for level, text in paragraphs:
+        if level is not None and text.strip():
+            outline.append("  " * max(level - 1, 0) + "- " + _cell(text.strip()))
+    words = sum(len(text.split()) for _, text in paragraphs)
     lines = [
         f"paragraphs: {len(paragraphs)}",
         f"tables: {len(document.tables)}",
@@ -277,10 +273,7 @@ def _docx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
 
 
 def _pptx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
-    import pptx
-
-    deck = pptx.Presentation(io.BytesIO(data))
-    slides = list(deck.slides)
+    slides = list(open_pptx(data).slides)
     lines = [f"slides: {len(slides)}"]
     for number, slide in enumerate(slides[:MAP_MAX_ITEMS], 1):
         lines.append(f"  {number}. {_cell(slide_title(slide)) or '(untitled)'}")
@@ -293,9 +286,7 @@ def _pptx_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
 
 
 def _pdf_map(kind: str, data: bytes, encoding: str | None) -> FileMap:
-    from pypdf import PdfReader
-
-    reader = PdfReader(io.BytesIO(data), strict=False)
+    reader = open_pdf(data)
     if reader.is_encrypted:
         return FileMap(kind, (), error="encrypted pdf (no text can be extracted)")
     pages = len(reader.pages)

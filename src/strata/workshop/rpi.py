@@ -93,7 +93,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from strata.agent.loop import AgentResult, StepRecord, open_session
-from strata.agent.step import LoopDetector, step_data, step_title, take_step
+from strata.agent.step import STEP, LoopDetector, step_data, step_title, take_step
 from strata.agent.tools import Folder, ToolResult, WriteLimits, bounded, call_tool
 from strata.atomic import atomic_write
 from strata.errors import (
@@ -803,19 +803,17 @@ def run_rpi_agent(
         event = drafting.record(
             step_title(f"rpi {phase}", response),
             data={
-                "rpi": {
-                    **step_data(
-                        provider,
-                        response,
-                        step=current["step"],
-                        session=session,
-                        agent_id=agent_id,
-                        clock_ms=current["clock_ms"],
-                    ),
-                    "phase": step.phase,
-                    "item": step.item,
-                    "tool_calls": len(calls),
-                },
+                STEP: step_data(
+                    provider,
+                    response,
+                    loop="rpi",
+                    step=current["step"],
+                    session=session,
+                    agent_id=agent_id,
+                    clock_ms=current["clock_ms"],
+                    phase=step.phase,
+                    item=step.item,
+                ),
                 **(data or {}),
             },
             artifacts=step.traces,

@@ -32,6 +32,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from strata.documents.readers import NoSheet, sheet_csv
+from strata.errors import StrataError
 from strata.workshop.filemaps import decode, spooled, type_of
 
 if TYPE_CHECKING:
@@ -103,24 +105,14 @@ def open_table(
 
 def sheet_as_csv(data: bytes, sheet: str | None) -> bytes:
     """One sheet of an xlsx workbook (the first when ``sheet`` is None) as CSV bytes."""
-    import openpyxl
-
     try:
-        book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        return sheet_csv(data, sheet)[1]
+    except (StrataError, NoSheet) as exc:
+        if isinstance(exc, NoSheet):
+            raise TableError(str(exc)) from None
+        raise
     except Exception as exc:
         raise TableError(f"the workbook cannot be read: {_first_line(exc)}") from None
-    try:
-        names = list(book.sheetnames)
-        name = sheet if sheet is not None else (names[0] if names else None)
-        if name is None or name not in names:
-            raise TableError(f"no sheet {sheet!r}; the sheets are: {', '.join(names)}")
-        out = io.StringIO()
-        writer = csv.writer(out, lineterminator="\n")
-        for row in book[name].iter_rows(values_only=True):
-            writer.writerow(["" if v is None else v for v in row])
-        return out.getvalue().encode()
-    finally:
-        book.close()
 
 
 def _first_line(exc: BaseException) -> str:

@@ -52,7 +52,14 @@ from strata.agent.tools import (
     write_bytes,
     write_file,
 )
-from strata.documents.readers import docx_text, pdf_text, pptx_text
+from strata.documents.readers import (
+    docx_text,
+    open_workbook,
+    pdf_text,
+    pptx_text,
+    sheet_rows,
+    sheet_size,
+)
 from strata.providers.base import ToolSpec
 from strata.providers.profile import strict_schema
 from strata.store.fsops import WorkspaceWriter
@@ -387,11 +394,9 @@ def _line_window(path: str, text: str, what: str, args: dict[str, Any]) -> str:
 
 
 def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
-    import openpyxl
-
     if args.get("pages") is not None:
         raise ValueError("'pages' is for pdf files; use sheet and range for xlsx")
-    book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+    book = open_workbook(data)
     try:
         names = list(book.sheetnames)
         name = _opt(args, "sheet", names[0] if names else "")
@@ -400,7 +405,7 @@ def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
         sheet = book[name]
         cells = args.get("range")
         if cells is None:
-            rows = sheet.iter_rows(min_row=1, max_row=READ_LINES, values_only=True)
+            rows = sheet_rows(sheet, max_row=READ_LINES)
             cells = f"rows 1-{READ_LINES}"
         else:
             from openpyxl.utils.cell import range_boundaries
@@ -409,18 +414,19 @@ def _read_sheet(path: str, data: bytes, args: dict[str, Any]) -> ToolResult:
                 min_col, min_row, max_col, max_row = range_boundaries(str(cells).upper())
             except ValueError:
                 raise ValueError(f"'range' {cells!r} is not a cell range like 'A1:D50'") from None
-            rows = sheet.iter_rows(
+            rows = sheet_rows(
+                sheet,
                 min_row=min_row,
                 max_row=min(max_row or min_row + READ_LINES - 1, min_row + MAX_READ_LINES - 1),
                 min_col=min_col,
                 max_col=max_col,
-                values_only=True,
             )
         out = io.StringIO()
         writer = csv.writer(out, lineterminator="\n")
         for row in rows:
             writer.writerow(["" if v is None else v for v in row])
-        dims = f"{sheet.max_row or 0} rows x {sheet.max_column or 0} columns"
+        size = sheet_size(sheet)
+        dims = f"{size[0]} rows x {size[1]} columns"
         return ToolResult(
             f"{path} sheet {name!r} {cells} (sheet is {dims}), as CSV\n" + out.getvalue()
         )

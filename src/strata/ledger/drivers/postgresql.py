@@ -50,12 +50,12 @@ from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
 from strata.ledger.driver import (
     EventFilter,
     EventKeys,
-    index_agrees,
     indexed_paths,
     parent_row,
     path_matches,
     path_range,
 )
+from strata.ledger.drivers import sqlindex
 from strata.ledger.records import Record, canonical
 
 FORMAT = 3
@@ -189,20 +189,6 @@ def _unreachable(url: str, exc: BaseException) -> LedgerUnreachable:
     return LedgerUnreachable(
         f"the shared ledger {shown(url)} cannot be reached: {reason[:200]}",
         hint="nothing was written; run the command again once PostgreSQL is back",
-    )
-
-
-def _event_row(k: EventKeys) -> tuple[Any, ...]:
-    return (
-        k.seq,
-        k.id,
-        k.ts,
-        k.branch,
-        k.operation_id,
-        k.author,
-        k.author_kind,
-        k.action_type,
-        k.snapshot_ref,
     )
 
 
@@ -477,7 +463,7 @@ class PostgresDriver:
             if keys:
                 cur.executemany(
                     "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [_event_row(k) for k in keys],
+                    [sqlindex.event_row(k) for k in keys],
                 )
                 files = [(k.seq, p) for k in keys for p in indexed_paths(k.files)]
                 if files:
@@ -561,14 +547,7 @@ class PostgresDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        clauses = ["seq >= %s"]
-        args: list[Any] = [start]
-        if stop is not None:
-            clauses.append("seq < %s")
-            args.append(stop)
-        if kind is not None:
-            clauses.append("kind = %s")
-            args.append(kind)
+        clauses, args = sqlindex.scan_clauses("%s", start=start, stop=stop, kind=kind)
         return self._paged(
             "SELECT seq, line FROM strata.records", clauses, args, seq="seq", reverse=reverse
         )
@@ -600,19 +579,14 @@ class PostgresDriver:
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
         rows = self._run(
-            "SELECT id FROM strata.events WHERE id >= %s AND id < %s ORDER BY id LIMIT %s",
-            (prefix, prefix + "\uffff", limit),
+            sqlindex.prefix_query("id", "strata.events", "%s"), sqlindex.prefix_args(prefix, limit)
         )
         return [str(r[0]) for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        rows = self._run(
-            "SELECT DISTINCT snapshot_ref FROM strata.events "
-            "WHERE snapshot_ref >= %s AND snapshot_ref < %s ORDER BY snapshot_ref LIMIT %s",
-            (prefix, prefix + "\uffff", limit),
-        )
-        return [str(r[0]) for r in rows]
+        query = sqlindex.prefix_query("snapshot_ref", "strata.events", "%s")
+        return [str(r[0]) for r in self._run(query, sqlindex.prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -648,16 +622,9 @@ class PostgresDriver:
                 f"EXISTS (SELECT 1 FROM strata.event_files f WHERE f.seq = e.seq AND {rows})"
             )
             args += row_args
-        for column, value in (
-            ("e.branch", where.branch),
-            ("e.operation_id", where.operation_id),
-            ("e.author", where.author),
-            ("e.author_kind", where.author_kind),
-            ("e.action_type", where.action_type),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = %s")
-                args.append(value)
+        more, equal = sqlindex.filter_clauses("%s", where)
+        clauses += more
+        args += equal
         if not path:
             return self._paged(sql, clauses, args, seq="e.seq", reverse=newest_first, limit=limit)
         # the candidates of a folder row (a big event's, or an empty folder) are checked
@@ -703,7 +670,7 @@ class PostgresDriver:
                     if keys:
                         cur.executemany(
                             "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                            [_event_row(k) for k in keys],
+                            [sqlindex.event_row(k) for k in keys],
                         )
                     with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
                         for k in keys:
@@ -714,22 +681,9 @@ class PostgresDriver:
 
     def verify_index(self) -> list[str]:
         """Where the event index disagrees with the records."""
-        problems: list[str] = []
         indexed = {
             row[0]: tuple(row)
-            for row in self._run(
-                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
-                "snapshot_ref FROM strata.events"
-            )
+            for row in self._run(f"SELECT {sqlindex.EVENT_COLUMNS} FROM strata.events")
         }
-        files: dict[int, list[str]] = {}
-        for seq, path in self._run("SELECT seq, path FROM strata.event_files"):
-            files.setdefault(seq, []).append(path)
-        for record in self.scan(kind="event"):
-            k = EventKeys.of(record)
-            row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or not index_agrees(files.pop(k.seq, []), k.files):
-                problems.append(f"index: event record {k.seq} is indexed wrongly")
-        for seq in sorted(indexed):
-            problems.append(f"index: names record {seq}, which is not an event")
-        return problems
+        files = self._run("SELECT seq, path FROM strata.event_files")
+        return sqlindex.index_problems(self.scan(kind="event"), indexed, [(s, p) for s, p in files])

@@ -29,12 +29,12 @@ from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
 from strata.ledger.driver import (
     EventFilter,
     EventKeys,
-    index_agrees,
     indexed_paths,
     parent_row,
     path_matches,
     path_range,
 )
+from strata.ledger.drivers import sqlindex
 from strata.ledger.records import Record
 
 FORMAT = 2
@@ -77,21 +77,6 @@ CREATE INDEX IF NOT EXISTS event_files_path ON event_files(path, seq);
 """
 
 
-def _event_row(k: EventKeys) -> tuple[Any, ...]:
-    """One row of the ``events`` index table."""
-    return (
-        k.seq,
-        k.id,
-        k.ts,
-        k.branch,
-        k.operation_id,
-        k.author,
-        k.author_kind,
-        k.action_type,
-        k.snapshot_ref,
-    )
-
-
 def _files(record: Record) -> list[str]:
     return [str(f) for f in record.body.get("files") or ()]
 
@@ -101,7 +86,7 @@ def index_events(db: sqlite3.Connection, records: Iterator[Record] | Sequence[Re
     keys = [EventKeys.of(r) for r in records]
     db.executemany(
         "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [_event_row(k) for k in keys],
+        [sqlindex.event_row(k) for k in keys],
     )
     db.executemany(
         "INSERT INTO event_files VALUES (?, ?)",
@@ -308,16 +293,9 @@ class SqliteDriver:
         reverse: bool = False,
     ) -> Iterator[Record]:
         """Records in a seq range, optionally of one kind."""
-        sql = "SELECT line FROM records WHERE seq >= ?"
-        args: list[Any] = [start]
-        if stop is not None:
-            sql += " AND seq < ?"
-            args.append(stop)
-        if kind is not None:
-            sql += " AND kind = ?"
-            args.append(kind)
-        sql += " ORDER BY seq " + ("DESC" if reverse else "ASC")
-        return self._records(sql, args)
+        clauses, args = sqlindex.scan_clauses("?", start=start, stop=stop, kind=kind)
+        sql = "SELECT line FROM records WHERE " + " AND ".join(clauses)
+        return self._records(sql + " ORDER BY seq " + ("DESC" if reverse else "ASC"), args)
 
     def last_of_kind(self, kind: str) -> Record | None:
         """The newest record of one kind."""
@@ -353,19 +331,14 @@ class SqliteDriver:
     def event_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Event ids starting with ``prefix``."""
         rows = self._db.execute(
-            "SELECT id FROM events WHERE id >= ? AND id < ? ORDER BY id LIMIT ?",
-            (prefix, prefix + "\uffff", limit),
-        ).fetchall()
+            sqlindex.prefix_query("id", "events", "?"), sqlindex.prefix_args(prefix, limit)
+        )
         return [r[0] for r in rows]
 
     def snapshot_ids_with_prefix(self, prefix: str, limit: int = 6) -> list[str]:
         """Distinct snapshot ids starting with ``prefix``."""
-        rows = self._db.execute(
-            "SELECT DISTINCT snapshot_ref FROM events WHERE snapshot_ref >= ? AND snapshot_ref < ? "
-            "ORDER BY snapshot_ref LIMIT ?",
-            (prefix, prefix + "\uffff", limit),
-        ).fetchall()
-        return [r[0] for r in rows]
+        query = sqlindex.prefix_query("snapshot_ref", "events", "?")
+        return [r[0] for r in self._db.execute(query, sqlindex.prefix_args(prefix, limit))]
 
     def newest_with_snapshot(self, snapshot_id: str) -> Record | None:
         """The newest event carrying this snapshot."""
@@ -382,18 +355,7 @@ class SqliteDriver:
         self, where: EventFilter, *, limit: int | None = None, newest_first: bool = True
     ) -> Iterator[Record]:
         """Event records passing every filter."""
-        clauses: list[str] = []
-        args: list[Any] = []
-        for column, value in (
-            ("e.branch", where.branch),
-            ("e.operation_id", where.operation_id),
-            ("e.author", where.author),
-            ("e.author_kind", where.author_kind),
-            ("e.action_type", where.action_type),
-        ):
-            if value is not None:
-                clauses.append(f"{column} = ?")
-                args.append(value)
+        clauses, args = sqlindex.filter_clauses("?", where)
         path = where.path
         if path is not None:
             # candidates: the path, everything below it, and its folder's row of a big
@@ -442,23 +404,10 @@ class SqliteDriver:
             if r != ("ok",)
         ]
         indexed = {
-            row[0]: row
-            for row in self._db.execute(
-                "SELECT seq, id, ts, branch, operation_id, author, author_kind, action_type, "
-                "snapshot_ref FROM events"
-            )
+            row[0]: row for row in self._db.execute(f"SELECT {sqlindex.EVENT_COLUMNS} FROM events")
         }
-        files: dict[int, list[str]] = {}
-        for seq, path in self._db.execute("SELECT seq, path FROM event_files"):
-            files.setdefault(seq, []).append(path)
-        for record in self.scan(kind="event"):
-            k = EventKeys.of(record)
-            row = indexed.pop(k.seq, None)
-            if row != _event_row(k) or not index_agrees(files.pop(k.seq, []), k.files):
-                problems.append(f"index: event record {k.seq} is indexed wrongly")
-        for seq in sorted(indexed):
-            problems.append(f"index: names record {seq}, which is not an event")
-        return problems
+        files = self._db.execute("SELECT seq, path FROM event_files")
+        return problems + sqlindex.index_problems(self.scan(kind="event"), indexed, files)
 
 
 def _abort(db: sqlite3.Connection, exc: BaseException, path: Path) -> None:
