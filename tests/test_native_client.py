@@ -124,6 +124,13 @@ class ScriptedWatcher:
         return [r for r in self.requests if r.get("op") == "run"]
 
     def close(self) -> None:
+        if self.server.fileno() == -1:
+            return  # closed already
+        # shutdown wakes the thread blocked in accept, which then ends; closing first would
+        # free the descriptor's number while the thread may still be about to accept on it,
+        # and a socket opened later by another test could get that number and its clients
+        self.server.shutdown(socket.SHUT_RDWR)
+        self.thread.join(10)
         self.server.close()
         self.path.unlink(missing_ok=True)
 
