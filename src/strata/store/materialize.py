@@ -39,7 +39,7 @@ from strata.store.fsops import AsScanned, TrashIndex, WorkspaceWriter
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged
-from strata.store.tree import TreeEntry, read_tree
+from strata.store.tree import Nested, TreeEntry, read_tree, unnest
 
 Op = Literal["write", "symlink", "mkdir", "remove", "rmdir", "chmod"]
 JOURNAL_VERSION = 1
@@ -108,25 +108,26 @@ def plan_restore(
         st: FileStat | None = stat_of(path)
         return list(st) if st is not None else None
 
-    def remove(path: str, entry: TreeEntry) -> None:
+    # each function below yields its calls to itself (store.tree.unnest): no recursion
+    def remove(path: str, entry: TreeEntry) -> Nested[None]:
         if entry.kind == "dir":
             for name, child in sorted(_index(store, entry.oid).items()):
-                remove(f"{path}/{name}", child)
+                yield remove(f"{path}/{name}", child)
             actions.append(Action("rmdir", path))
         else:
             actions.append(Action("remove", path, before=before(path)))
 
-    def create(path: str, entry: TreeEntry) -> None:
+    def create(path: str, entry: TreeEntry) -> Nested[None]:
         if entry.kind == "dir":
             actions.append(Action("mkdir", path, mode=entry.mode))
             for name, child in sorted(_index(store, entry.oid).items()):
-                create(f"{path}/{name}", child)
+                yield create(f"{path}/{name}", child)
         elif entry.kind == "symlink":
             actions.append(Action("symlink", path, oid=entry.oid))
         else:
             actions.append(Action("write", path, oid=entry.oid, mode=entry.mode))
 
-    def walk(a: ObjectId | None, b: ObjectId | None, prefix: str) -> None:
+    def walk(a: ObjectId | None, b: ObjectId | None, prefix: str) -> Nested[None]:
         left, right = _index(store, a), _index(store, b)
         for name in sorted(left.keys() | right.keys()):
             path = prefix + name
@@ -135,7 +136,7 @@ def plan_restore(
             old, new = left.get(name), right.get(name)
             if old is not None and new is not None and old.kind == new.kind == "dir":
                 if old.oid != new.oid:
-                    walk(old.oid, new.oid, path + "/")
+                    yield walk(old.oid, new.oid, path + "/")
                 if old.mode != new.mode and inside(path):
                     actions.append(Action("chmod", path, mode=new.mode))
                 continue
@@ -153,18 +154,18 @@ def plan_restore(
                 actions.append(Action("symlink", path, oid=new.oid, before=before(path)))
                 continue
             if old is not None and (inside(path) or old.kind != "dir"):
-                remove(path, old)
+                yield remove(path, old)
             elif old is not None:
                 # a folder above the requested paths: only descend
-                walk(old.oid, None, path + "/")
+                yield walk(old.oid, None, path + "/")
             if new is not None:
                 if new.kind == "dir" and not inside(path):
                     actions.append(Action("mkdir", path, mode=new.mode))
-                    walk(None, new.oid, path + "/")
+                    yield walk(None, new.oid, path + "/")
                 elif inside(path):  # a file above the requested paths is not theirs to create
-                    create(path, new)
+                    yield create(path, new)
 
-    walk(current, target, "")
+    unnest(walk(current, target, ""))
     return actions
 
 
@@ -521,19 +522,19 @@ def export_tree(
     jobs: list[tuple[str, int, int, ObjectId]] = []
     dirs: list[tuple[str, int]] = []
 
-    def walk(oid: ObjectId, folder: str) -> None:
+    def walk(oid: ObjectId, folder: str) -> Nested[None]:
         for entry in read_tree(store, oid):
             path = f"{folder}/{entry.name}"
             if entry.kind == "dir":
                 os.mkdir(path, 0o700)
                 dirs.append((path, entry.mode))
-                walk(entry.oid, path)
+                yield walk(entry.oid, path)
             elif entry.kind == "symlink":
                 os.symlink(os.fsdecode(store.get(entry.oid)), path)
             else:
                 jobs.append((path, entry.mode, entry.size, entry.oid))
 
-    walk(tree, str(target))
+    unnest(walk(tree, str(target)))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
     def write(job: tuple[str, int, int, ObjectId]) -> None:

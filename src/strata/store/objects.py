@@ -29,6 +29,7 @@ import zstandard
 
 from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
+from strata.store.longpath import open_path
 from strata.store.pack import PackIndex, PackWriter, remove_pack
 
 COMPRESSION_LEVEL = 1
@@ -36,6 +37,8 @@ LOOSE_LIMIT = 64  # past this many new objects in one batch, the rest go to a pa
 SYNC_ONE_BY_ONE = 8  # past this many loose objects in one flush, one syncfs syncs them all
 STREAM_THRESHOLD = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
+#: how a file hashed but not stored is read back (its path may pass PATH_MAX)
+_SOURCE_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
 def hash_bytes(data: bytes) -> ObjectId:
@@ -713,7 +716,7 @@ class OverlayStore:
         source = self.sources.get(oid)
         if source is not None and not self.base.has(oid):
             try:
-                with open(source, "rb") as f:
+                with open(open_path(source, _SOURCE_FLAGS), "rb") as f:
                     data = f.read()
             except OSError:
                 raise ObjectMissing(oid) from None
@@ -746,7 +749,7 @@ class OverlayStore:
             return
         hasher = blake3.blake3()
         try:
-            with open(source, "rb") as f:
+            with open(open_path(source, _SOURCE_FLAGS), "rb") as f:
                 while chunk := f.read(CHUNK):
                     hasher.update(chunk)
                     yield chunk
