@@ -225,3 +225,23 @@ def test_run_rollback_brings_back_a_tree_deeper_than_the_recursion_limit(
     assert code == 3, err
     assert _read_at(ws, ["a"] * DEPTH, "leaf.txt") == b"deep\n"
     assert "Working tree matches HEAD" in ok(run_cli("status", cwd=ws))
+
+
+def test_a_draft_holds_and_publishes_a_path_past_path_max(
+    tmp_path: Path, run_cli: CliRunner
+) -> None:
+    """The Draft's copy of Published reaches a long path through folder descriptors too."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    parts = _long_parts(ws)
+    _make_chain(ws, parts, "f.txt", b"long\n")
+    ok(run_cli("init", cwd=ws))
+    ok(run_cli("draft", "start", cwd=ws))
+    assert _read_at(ws / ".strata" / "draft" / "files", parts, "f.txt") == b"long\n"
+    ok(run_cli("draft", "run", "--", "sh", "-c", f"rm -r {parts[0]}; echo new > new.txt", cwd=ws))
+    review = ok(run_cli("review", cwd=ws))
+    assert "new.txt" in review and "f.txt" in review, review
+    ok(run_cli("publish", cwd=ws))
+    assert _read_at(ws, parts, "f.txt") is None and (ws / "new.txt").exists()
+    ok(run_cli("undo", cwd=ws))
+    assert _read_at(ws, parts, "f.txt") == b"long\n"

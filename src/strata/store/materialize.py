@@ -36,6 +36,7 @@ from strata.atomic import TEMP_PREFIX, atomic_write, fsync_dir, sync_filesystem
 from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
 from strata.store.fsops import AsScanned, TrashIndex, WorkspaceWriter
+from strata.store.longpath import open_path, parent_of
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged
@@ -526,11 +527,13 @@ def export_tree(
         for entry in read_tree(store, oid):
             path = f"{folder}/{entry.name}"
             if entry.kind == "dir":
-                os.mkdir(path, 0o700)
+                with parent_of(path) as (dir_fd, name):  # (a path may pass PATH_MAX)
+                    os.mkdir(name, 0o700, dir_fd=dir_fd)
                 dirs.append((path, entry.mode))
                 yield walk(entry.oid, path)
             elif entry.kind == "symlink":
-                os.symlink(os.fsdecode(store.get(entry.oid)), path)
+                with parent_of(path) as (dir_fd, name):
+                    os.symlink(os.fsdecode(store.get(entry.oid)), name, dir_fd=dir_fd)
             else:
                 jobs.append((path, entry.mode, entry.size, entry.oid))
 
@@ -539,7 +542,7 @@ def export_tree(
 
     def write(job: tuple[str, int, int, ObjectId]) -> None:
         path, mode, size, oid = job
-        fd = os.open(path, flags, 0o600)
+        fd = open_path(path, flags, 0o600)
         try:
             if size >= LARGE:
                 for chunk in verified_chunks(store, oid):
@@ -567,7 +570,8 @@ def export_tree(
         for job in jobs:
             write(job)
     for path, mode in reversed(dirs):
-        os.chmod(path, mode)
+        with parent_of(path) as (dir_fd, name):
+            os.chmod(name, mode, dir_fd=dir_fd)  # (a folder this call made: no symlink)
     return len(jobs)
 
 
