@@ -377,22 +377,23 @@ def _long_chain(ws: Path, last: str) -> str:
     return "/".join(parts)
 
 
-def test_a_folder_past_path_max_is_reported_and_never_recorded_empty(
-    ws: Path, repo: Repository
-) -> None:
-    """Its lstat by path fails: it is named in a warning and left out of the tree.
+def test_a_folder_past_path_max_is_recorded_with_its_files(ws: Path, repo: Repository) -> None:
+    """A folder whose path passes PATH_MAX is opened folder by folder: recorded whole.
 
-    Listing its parent through a descriptor would let its ``fstatat`` succeed,
-    then the folder itself fail to list, and record it as an empty folder (a
-    snapshot claiming its file was deleted).
+    Its file is in the tree with its content (neither left out with a
+    warning nor recorded as an empty folder, which would be a snapshot
+    claiming the file was deleted), and the next scan, from the stat cache,
+    finds it unchanged.
     """
     (ws / "a.txt").write_text("a\n")
     last = "x" * 250
     chain = _long_chain(ws, last)
-    for attempt in range(2):  # a first scan, then one with the stat cache
-        result = repo.snapshot(f"try {attempt}")
-        assert any("could not read" in w and last in w for w in result.warnings), result
-        head = repo.resolve("HEAD").tree
-        assert lookup(repo.objects, head, chain) is not None
-        assert lookup(repo.objects, head, f"{chain}/{last}") is None
-        assert lookup(repo.objects, head, "a.txt") is not None
+    first = repo.snapshot("first")
+    assert first.warnings == [], first
+    head = repo.resolve("HEAD").tree
+    entry = lookup(repo.objects, head, f"{chain}/{last}/f.txt")
+    assert entry is not None
+    assert repo.objects.get(entry.oid) == b"past PATH_MAX\n"
+    assert lookup(repo.objects, head, "a.txt") is not None
+    again = repo.snapshot("again")
+    assert again.unchanged and again.warnings == []

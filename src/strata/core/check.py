@@ -9,7 +9,7 @@ from strata.errors import StrataError
 from strata.ids import ObjectId, SnapshotId, short
 from strata.ledger.events import Event
 from strata.store.objects import DiskObjectStore
-from strata.store.tree import read_tree
+from strata.store.tree import Nested, read_tree, unnest
 
 if TYPE_CHECKING:
     from strata.core.core import Core
@@ -41,7 +41,7 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
             return False
         return True
 
-    def walk(tree: str, where: str) -> None:
+    def walk(tree: str, where: str) -> Nested[None]:
         if tree in seen:
             return
         seen.add(tree)
@@ -56,7 +56,7 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
             if e.name in ("", ".", "..") or "/" in e.name or "\0" in e.name:
                 problems.append(f"tree {tree}: invalid name {e.name!r}")
             if e.kind == "dir":
-                walk(e.oid, f"{where}/{e.name}")
+                yield walk(e.oid, f"{where}/{e.name}")  # (store.tree.unnest: any depth)
             elif e.oid not in seen:
                 seen.add(e.oid)
                 need(e.oid, f"{where}/{e.name}")
@@ -119,7 +119,7 @@ def check(core: Core, *, progress: Callable[[str], None] | None = None) -> list[
             except StrataError as exc:
                 problems.append(f"event {event.id}: {exc}")
                 continue
-            walk(tree, f"event {short(event.id)}")
+            unnest(walk(tree, f"event {short(event.id)}"))
     view = core.view()
     named = (
         [("HEAD", view.head_event)]

@@ -525,6 +525,27 @@ class Core:
         impacts: list[dict[str, Any]] = []
         insertions = deletions = 0
         for change in changes:
+            new = change.new
+            if change.old is None and new is not None and new.kind == "file" and new.oid in known:
+                # an added file the scan read (a first snapshot's every file): what
+                # _file_diff would say, without building it
+                count = known[new.oid]
+                path = display_path(change.path)
+                paths.append(path)
+                if count is not None:
+                    insertions += count
+                    continue
+                impacts.append(
+                    {
+                        "path": path,
+                        "kind": "binary",
+                        "bytes_changed": new.size,
+                        "hash_before": None,
+                        "hash_after": new.oid,
+                        "summary": f"added, {new.size} bytes changed",
+                    }
+                )
+                continue
             f = _file_diff(store, change, known, True)
             paths.append(f.path)
             insertions += f.insertions

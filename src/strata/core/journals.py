@@ -30,6 +30,7 @@ from strata.layout import Layout
 from strata.ledger.ledger import Ledger, Operation
 from strata.sandbox.paths import display_path
 from strata.store.fsops import empty_trash
+from strata.store.longpath import lstat_path, open_path, parent_of, readlink_path
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 
 if TYPE_CHECKING:
@@ -90,29 +91,64 @@ def check_before_writing(store: ObjectStore, root: Path, actions: list[Action]) 
 
 
 def unwritable_folders(root: Path, actions: list[Action]) -> dict[str, str]:
-    """Action path -> the (display) folder it writes into that this user cannot write."""
+    """Action path -> the (display) folder it writes into that this user cannot write.
+
+    Each folder is looked at once (a deep chain of folders the plan makes
+    costs one ``lstat`` each, not one per folder above it), by descriptors
+    where its path passes PATH_MAX (:mod:`strata.store.longpath`).
+    """
     blocked: dict[str, str] = {}
+    base = str(root)
+    #: folder -> whether it is a real folder on disk now (not a symlink)
+    real: dict[str, bool] = {"": True}
     #: folder an action writes into -> the folder that must be writable, and whether it is not
     seen: dict[str, tuple[str, bool]] = {}
+
+    def is_real(folder: str) -> bool:
+        known = real.get(folder)
+        if known is None:
+            try:
+                known = stat.S_ISDIR(lstat_path(f"{base}/{folder}").st_mode)
+            except OSError:
+                known = False
+            real[folder] = known
+        return known
+
     for act in actions:
         if act.op == "chmod":
             continue
         parent = act.path.rpartition("/")[0]
         found = seen.get(parent)
         if found is None:
+            # made (or replaced) by the plan: the nearest real folder above must be writable
+            chain = []
             folder = parent
-            while folder and (not os.path.isdir(root / folder) or os.path.islink(root / folder)):
-                # made (or replaced) by the plan: the folder above must be writable
+            while folder not in seen and not is_real(folder):
+                chain.append(folder)
                 folder = folder.rpartition("/")[0]
-            target = root / folder if folder else root
-            denied = not os.access(target, os.W_OK | os.X_OK, follow_symlinks=False) and (
-                os.path.isdir(target) and not os.path.islink(target)  # not gone meanwhile
-            )
-            found = seen[parent] = (folder, denied)
+            if folder in seen:
+                found = seen[folder]
+            else:
+                found = (folder, not _writable(f"{base}/{folder}" if folder else base))
+            for made in chain:
+                seen[made] = found
+            seen[parent] = found
         folder, denied = found
         if denied:
             blocked[act.path] = display_path(folder) if folder else "."
     return blocked
+
+
+def _writable(path: str) -> bool:
+    """Whether this user may make entries in the folder ``path`` (True if it is gone)."""
+    try:
+        with parent_of(path) as (dir_fd, name):
+            if os.access(name, os.W_OK | os.X_OK, dir_fd=dir_fd, follow_symlinks=False):
+                return True
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except OSError:
+        return True  # gone meanwhile: the apply reports it
+    return not stat.S_ISDIR(st.st_mode)
 
 
 @dataclass
@@ -243,18 +279,21 @@ def _keep(path: Path, problem: str) -> str:
 
 def _holds(root: Path, act: Action) -> bool:
     """True when ``act``'s path already holds what the action puts there (read only)."""
-    disk = root / act.path
+    disk = f"{root}/{act.path}"  # (its path may pass PATH_MAX: store.longpath)
     try:
-        st = os.lstat(disk)
-    except OSError:
+        st = lstat_path(disk)
+    except (FileNotFoundError, NotADirectoryError):
         return act.op in ("remove", "rmdir")
+    except OSError:
+        return False
     try:
         if act.op == "write":
-            return stat.S_ISREG(st.st_mode) and hash_bytes(disk.read_bytes()) == act.oid
+            if not stat.S_ISREG(st.st_mode):
+                return False
+            with open(open_path(disk, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
+                return hash_bytes(f.read()) == act.oid
         if act.op == "symlink":
-            return stat.S_ISLNK(st.st_mode) and (
-                hash_bytes(os.fsencode(os.readlink(disk))) == act.oid
-            )
+            return stat.S_ISLNK(st.st_mode) and hash_bytes(readlink_path(disk)) == act.oid
     except OSError:
         return False
     if act.op == "mkdir":

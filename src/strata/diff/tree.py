@@ -47,9 +47,33 @@ def _leaves(store: ObjectStore, entry: TreeEntry, path: str) -> Iterator[tuple[s
             yield sub, child
 
 
+@dataclass(frozen=True)
+class _Descend:
+    """What :func:`_level` yields for a folder to compare next (before its later siblings)."""
+
+    a: ObjectId
+    b: ObjectId
+    prefix: str
+
+
 def _walk(
     store: ObjectStore, a: ObjectId | None, b: ObjectId | None, prefix: str
 ) -> Iterator[tuple[str, TreeEntry | None, TreeEntry | None]]:
+    """Every changed path from ``a`` to ``b``, depth first (a stack, not recursion)."""
+    stack = [_level(store, a, b, prefix)]
+    while stack:
+        item = next(stack[-1], None)
+        if item is None:
+            stack.pop()
+        elif isinstance(item, _Descend):
+            stack.append(_level(store, item.a, item.b, item.prefix))
+        else:
+            yield item
+
+
+def _level(
+    store: ObjectStore, a: ObjectId | None, b: ObjectId | None, prefix: str
+) -> Iterator[tuple[str, TreeEntry | None, TreeEntry | None] | _Descend]:
     left = {e.name: e for e in read_tree(store, a)} if a else {}
     right = {e.name: e for e in read_tree(store, b)} if b else {}
     for name in sorted(left.keys() | right.keys()):
@@ -63,7 +87,7 @@ def _walk(
             if old.mode != new.mode:
                 yield path, old, new
             if old.oid != new.oid:
-                yield from _walk(store, old.oid, new.oid, path + "/")
+                yield _Descend(old.oid, new.oid, path + "/")
             continue
         if old is not None and old.kind == "dir":
             for sub, leaf in _leaves(store, old, path):
@@ -86,19 +110,32 @@ def added_leaves(store: ObjectStore, tree: ObjectId, prefix: str = "") -> Iterat
     folders on the way down: a first snapshot of any size costs the memory of
     its deepest path, not of its every file. Siblings are visited by name, a
     folder's as ``name/`` (its paths sort there among its siblings' paths).
+    The folders on the way are a stack, not recursion: any depth is walked.
     """
     if tree == EMPTY_TREE:
         return
+    stack = [(_added_items(store, tree), prefix)]
+    while stack:
+        items, base = stack[-1]
+        item = next(items, None)
+        if item is None:
+            stack.pop()
+            continue
+        key, entry = item
+        if key.endswith("/"):
+            stack.append((_added_items(store, entry.oid), base + key))
+        else:
+            yield Change(base + key, "added", None, entry)
+
+
+def _added_items(store: ObjectStore, tree: ObjectId) -> Iterator[tuple[str, TreeEntry]]:
+    """A tree's entries by sort key (a non-empty folder's name with a "/")."""
     items = [
         (e.name + "/" if e.kind == "dir" and e.oid != EMPTY_TREE else e.name, e)
         for e in read_tree(store, tree, cached=False)  # each is read once: not kept
     ]
     items.sort(key=lambda item: item[0])
-    for key, entry in items:
-        if key.endswith("/"):
-            yield from added_leaves(store, entry.oid, prefix + key)
-        else:
-            yield Change(prefix + key, "added", None, entry)
+    return iter(items)
 
 
 def diff_trees(

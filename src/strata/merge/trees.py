@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from strata.ids import ObjectId
 from strata.store.objects import ObjectStore
-from strata.store.tree import TreeEntry, read_tree, write_tree
+from strata.store.tree import Nested, TreeEntry, read_tree, unnest, write_tree
 
 
 def flatten_tree(store: ObjectStore, oid: ObjectId) -> tuple[dict[str, TreeEntry], dict[str, int]]:
@@ -16,16 +16,16 @@ def flatten_tree(store: ObjectStore, oid: ObjectId) -> tuple[dict[str, TreeEntry
     leaves: dict[str, TreeEntry] = {}
     dirs: dict[str, int] = {}
 
-    def walk(tree: ObjectId, prefix: str) -> None:
+    def walk(tree: ObjectId, prefix: str) -> Nested[None]:
         for e in read_tree(store, tree):
             path = prefix + e.name
             if e.kind == "dir":
                 dirs[path] = e.mode
-                walk(e.oid, path + "/")
+                yield walk(e.oid, path + "/")
             else:
                 leaves[path] = e
 
-    walk(oid, "")
+    unnest(walk(oid, ""))  # any depth: no recursion
     return leaves, dirs
 
 
@@ -44,10 +44,11 @@ def build_tree(store: ObjectStore, leaves: dict[str, TreeEntry], dirs: dict[str,
     for d in dirs:
         subdirs.setdefault(d.rpartition("/")[0], []).append(d)
 
-    def build(folder: str) -> ObjectId:
+    def build(folder: str) -> Nested[ObjectId]:
         entries = list(children.get(folder, []))
         for d in subdirs.get(folder, []):
-            entries.append(TreeEntry(d.rpartition("/")[2], "dir", dirs[d], 0, build(d)))
+            sub = yield build(d)
+            entries.append(TreeEntry(d.rpartition("/")[2], "dir", dirs[d], 0, sub))
         return write_tree(store, entries)
 
-    return build("")
+    return unnest(build(""))

@@ -68,6 +68,49 @@ def _spec(lines: Sequence[str]) -> tuple[pathspec.GitIgnoreSpec, pathspec.PathSp
     return spec
 
 
+#: spec -> one regex matching where any of its patterns matches (None: not made)
+_ANY: dict[int, tuple[object, re.Pattern[str] | None]] = {}
+#: a named group of a pattern's regex (each pattern names its own: they clash when joined)
+_NAMED_GROUP = re.compile(r"\(\?P<[A-Za-z_][A-Za-z0-9_]*>")
+
+
+def _any_match(spec: pathspec.PathSpec[Any]) -> re.Pattern[str] | None:
+    """A regex that finds a match wherever one of ``spec``'s patterns would.
+
+    A spec decides nothing for a path none of its patterns matches, and
+    most paths match none: one search of the patterns joined costs much
+    less than asking each (the per-file cost of a first snapshot's walk).
+    None where the patterns cannot be joined safely (then each is asked).
+    """
+    known = _ANY.get(id(spec))
+    if known is not None and known[0] is spec:
+        return known[1]
+    parts = []
+    joined: re.Pattern[str] | None = None
+    try:
+        for pattern in spec.patterns:
+            regex = getattr(pattern, "regex", None)
+            if getattr(pattern, "include", None) is None or regex is None:
+                continue
+            if not isinstance(regex.pattern, str) or regex.flags & ~re.UNICODE:
+                raise ValueError("a pattern with flags of its own")
+            if "(?P=" in regex.pattern:
+                raise ValueError("a pattern that refers to a named group")
+            parts.append("(?:" + _NAMED_GROUP.sub("(?:", regex.pattern) + ")")
+        joined = re.compile("|".join(parts)) if parts else re.compile(r"(?!)")
+    except (ValueError, re.error):
+        joined = None
+    _ANY[id(spec)] = (spec, joined)
+    return joined
+
+
+def _normalize(path: str) -> str:
+    """The path as pathspec matches it (``normalize_file``)."""
+    from pathspec.util import normalize_file
+
+    return normalize_file(path)
+
+
 class IgnoreRules:
     """The ignore rules that apply inside one folder of the workspace."""
 
@@ -127,7 +170,13 @@ class IgnoreRules:
             if spec is None:
                 spec = self._specs[index] = _spec(lines)
             rel = path[len(prefix) :]
-            result = spec[1].check_file(rel + "/") if is_dir else spec[0].check_file(rel)
+            which = 1 if is_dir else 0
+            if is_dir:
+                rel += "/"
+            quick = _any_match(spec[which])
+            if quick is not None and quick.search(_normalize(rel)) is None:
+                continue  # no line of this layer matches: it decides nothing
+            result = spec[which].check_file(rel)
             if result.include is not None:
                 return bool(result.include)
         return False

@@ -36,10 +36,11 @@ from strata.atomic import TEMP_PREFIX, atomic_write, fsync_dir, sync_filesystem
 from strata.errors import CorruptRepository, JournalError, StrataError, TargetNotEmpty
 from strata.ids import ObjectId
 from strata.store.fsops import AsScanned, TrashIndex, WorkspaceWriter
+from strata.store.longpath import open_path, parent_of
 from strata.store.objects import ObjectStore, hash_bytes, verified_chunks
 from strata.store.scan import available_cpus
 from strata.store.statcache import FileStat, unchanged
-from strata.store.tree import TreeEntry, read_tree
+from strata.store.tree import Nested, TreeEntry, read_tree, unnest
 
 Op = Literal["write", "symlink", "mkdir", "remove", "rmdir", "chmod"]
 JOURNAL_VERSION = 1
@@ -108,25 +109,26 @@ def plan_restore(
         st: FileStat | None = stat_of(path)
         return list(st) if st is not None else None
 
-    def remove(path: str, entry: TreeEntry) -> None:
+    # each function below yields its calls to itself (store.tree.unnest): no recursion
+    def remove(path: str, entry: TreeEntry) -> Nested[None]:
         if entry.kind == "dir":
             for name, child in sorted(_index(store, entry.oid).items()):
-                remove(f"{path}/{name}", child)
+                yield remove(f"{path}/{name}", child)
             actions.append(Action("rmdir", path))
         else:
             actions.append(Action("remove", path, before=before(path)))
 
-    def create(path: str, entry: TreeEntry) -> None:
+    def create(path: str, entry: TreeEntry) -> Nested[None]:
         if entry.kind == "dir":
             actions.append(Action("mkdir", path, mode=entry.mode))
             for name, child in sorted(_index(store, entry.oid).items()):
-                create(f"{path}/{name}", child)
+                yield create(f"{path}/{name}", child)
         elif entry.kind == "symlink":
             actions.append(Action("symlink", path, oid=entry.oid))
         else:
             actions.append(Action("write", path, oid=entry.oid, mode=entry.mode))
 
-    def walk(a: ObjectId | None, b: ObjectId | None, prefix: str) -> None:
+    def walk(a: ObjectId | None, b: ObjectId | None, prefix: str) -> Nested[None]:
         left, right = _index(store, a), _index(store, b)
         for name in sorted(left.keys() | right.keys()):
             path = prefix + name
@@ -135,7 +137,7 @@ def plan_restore(
             old, new = left.get(name), right.get(name)
             if old is not None and new is not None and old.kind == new.kind == "dir":
                 if old.oid != new.oid:
-                    walk(old.oid, new.oid, path + "/")
+                    yield walk(old.oid, new.oid, path + "/")
                 if old.mode != new.mode and inside(path):
                     actions.append(Action("chmod", path, mode=new.mode))
                 continue
@@ -153,18 +155,18 @@ def plan_restore(
                 actions.append(Action("symlink", path, oid=new.oid, before=before(path)))
                 continue
             if old is not None and (inside(path) or old.kind != "dir"):
-                remove(path, old)
+                yield remove(path, old)
             elif old is not None:
                 # a folder above the requested paths: only descend
-                walk(old.oid, None, path + "/")
+                yield walk(old.oid, None, path + "/")
             if new is not None:
                 if new.kind == "dir" and not inside(path):
                     actions.append(Action("mkdir", path, mode=new.mode))
-                    walk(None, new.oid, path + "/")
+                    yield walk(None, new.oid, path + "/")
                 elif inside(path):  # a file above the requested paths is not theirs to create
-                    create(path, new)
+                    yield create(path, new)
 
-    walk(current, target, "")
+    unnest(walk(current, target, ""))
     return actions
 
 
@@ -521,24 +523,26 @@ def export_tree(
     jobs: list[tuple[str, int, int, ObjectId]] = []
     dirs: list[tuple[str, int]] = []
 
-    def walk(oid: ObjectId, folder: str) -> None:
+    def walk(oid: ObjectId, folder: str) -> Nested[None]:
         for entry in read_tree(store, oid):
             path = f"{folder}/{entry.name}"
             if entry.kind == "dir":
-                os.mkdir(path, 0o700)
+                with parent_of(path) as (dir_fd, name):  # (a path may pass PATH_MAX)
+                    os.mkdir(name, 0o700, dir_fd=dir_fd)
                 dirs.append((path, entry.mode))
-                walk(entry.oid, path)
+                yield walk(entry.oid, path)
             elif entry.kind == "symlink":
-                os.symlink(os.fsdecode(store.get(entry.oid)), path)
+                with parent_of(path) as (dir_fd, name):
+                    os.symlink(os.fsdecode(store.get(entry.oid)), name, dir_fd=dir_fd)
             else:
                 jobs.append((path, entry.mode, entry.size, entry.oid))
 
-    walk(tree, str(target))
+    unnest(walk(tree, str(target)))
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
     def write(job: tuple[str, int, int, ObjectId]) -> None:
         path, mode, size, oid = job
-        fd = os.open(path, flags, 0o600)
+        fd = open_path(path, flags, 0o600)
         try:
             if size >= LARGE:
                 for chunk in verified_chunks(store, oid):
@@ -566,7 +570,8 @@ def export_tree(
         for job in jobs:
             write(job)
     for path, mode in reversed(dirs):
-        os.chmod(path, mode)
+        with parent_of(path) as (dir_fd, name):
+            os.chmod(name, mode, dir_fd=dir_fd)  # (a folder this call made: no symlink)
     return len(jobs)
 
 

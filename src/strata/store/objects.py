@@ -29,6 +29,7 @@ import zstandard
 
 from strata.errors import CorruptRepository, ObjectMissing
 from strata.ids import ObjectId, is_object_id
+from strata.store.longpath import open_path
 from strata.store.pack import PackIndex, PackWriter, remove_pack
 
 COMPRESSION_LEVEL = 1
@@ -36,6 +37,8 @@ LOOSE_LIMIT = 64  # past this many new objects in one batch, the rest go to a pa
 SYNC_ONE_BY_ONE = 8  # past this many loose objects in one flush, one syncfs syncs them all
 STREAM_THRESHOLD = 16 * 1024 * 1024
 CHUNK = 1024 * 1024
+#: how a file hashed but not stored is read back (its path may pass PATH_MAX)
+_SOURCE_FLAGS = os.O_RDONLY | os.O_CLOEXEC
 
 
 def hash_bytes(data: bytes) -> ObjectId:
@@ -141,7 +144,12 @@ class DiskObjectStore:
         self._packs: dict[str, PackIndex] | None = None
         self._packs_stamp = 0
         self._root_str = str(root)
+        self._pack_dir_str = f"{root}/packs"
         self._pack_fds: dict[Path, int] = {}
+        #: while a batch goes to a pack: the loose-object folders (``ab/``) that existed when
+        #: it began, and those made since. A loose object can only be in one of them, so a
+        #: new object of a first snapshot costs no ``stat`` (None: not listed)
+        self._prefixes: set[str] | None = None
 
     def _path(self, oid: str) -> Path:
         return self.root / oid[:2] / oid[2:]
@@ -157,7 +165,7 @@ class DiskObjectStore:
     def _load_packs(self) -> dict[str, PackIndex]:
         """The pack indexes, re-listed only when the packs folder changed."""
         try:
-            stamp = os.stat(self._pack_dir).st_mtime_ns
+            stamp = os.stat(self._pack_dir_str).st_mtime_ns
         except FileNotFoundError:
             stamp = 0
         if self._packs is not None and stamp == self._packs_stamp:
@@ -353,6 +361,7 @@ class DiskObjectStore:
         if prefix not in self._known_dirs:
             os.makedirs(self.root / prefix, exist_ok=True)
             self._known_dirs.add(prefix)
+        self._made_prefix(prefix)
         # the temp file sits beside its final name: one folder per rename, no shared hot folder
         tmp = self.root / prefix / f".tmp-{oid[2:]}.{os.getpid()}.{threading.get_ident()}"
         try:
@@ -365,6 +374,14 @@ class DiskObjectStore:
             raise
         self._note_written(oid)
 
+    def _made_prefix(self, prefix: str) -> None:
+        """A loose-object folder exists now (see ``_prefixes``)."""
+        prefixes = self._prefixes
+        if prefixes is not None and prefix not in prefixes:
+            with self._lock:
+                if self._prefixes is not None:
+                    self._prefixes.add(prefix)
+
     def _note_written(self, oid: str) -> None:
         with self._lock:
             self._written.append(self._path(oid))
@@ -373,18 +390,36 @@ class DiskObjectStore:
         """Store ``data`` unless an object with its id exists; return the id."""
         if oid is None:
             oid = hash_bytes(data)
-        if self.has(oid):
+        if self._stored(oid):
             return oid
         frame = compress(data)
         with self._lock:
             pack = self._pack
             if pack is None and len(self._written) >= LOOSE_LIMIT:
                 pack = self._pack = PackWriter(self._pack_dir)
+                self._prefixes = {n for n in os.listdir(self._root_str) if len(n) == 2}
         if pack is not None:
             pack.add(oid, frame)
         else:
             self._install(oid, (frame,))
         return oid
+
+    def _stored(self, oid: ObjectId) -> bool:
+        """:meth:`has` as :meth:`put` asks it: cheap for an object that is new.
+
+        The packs are not listed again (a pack another process wrote since
+        they were only costs a duplicate, which is harmless), and, while a
+        batch goes to a pack, a loose object is looked for only in a folder
+        known to exist.
+        """
+        pack = self._pack
+        if pack is not None and oid in pack.entries:
+            return True
+        prefixes = self._prefixes
+        if (prefixes is None or oid[:2] in prefixes) and os.path.exists(self._loose(oid)):
+            return True
+        packs = self._packs if self._packs is not None else self._load_packs()
+        return any(index.find(oid) is not None for index in packs.values())
 
     def writer(self) -> ObjectWriter:
         """A streaming writer: compresses to a temp file while hashing."""
@@ -543,6 +578,7 @@ class DiskObjectStore:
         with self._lock:
             written, self._written = self._written, []
             pack, self._pack = self._pack, None
+            self._prefixes = None
         if pack is not None:
             idx = pack.finish(sync=True)
             self._load_packs()
@@ -601,6 +637,7 @@ class _DiskWriter:
         prefix = oid[:2]
         os.makedirs(store.root / prefix, exist_ok=True)
         store._known_dirs.add(prefix)
+        store._made_prefix(prefix)
         os.replace(self._tmp, store._path(oid))
         store._note_written(oid)
         return oid
@@ -716,7 +753,7 @@ class OverlayStore:
         source = self.sources.get(oid)
         if source is not None and not self.base.has(oid):
             try:
-                with open(source, "rb") as f:
+                with open(open_path(source, _SOURCE_FLAGS), "rb") as f:
                     data = f.read()
             except OSError:
                 raise ObjectMissing(oid) from None
@@ -749,7 +786,7 @@ class OverlayStore:
             return
         hasher = blake3.blake3()
         try:
-            with open(source, "rb") as f:
+            with open(open_path(source, _SOURCE_FLAGS), "rb") as f:
                 while chunk := f.read(CHUNK):
                     hasher.update(chunk)
                     yield chunk

@@ -25,10 +25,16 @@ Files are opened with ``O_NOFOLLOW | O_NONBLOCK`` and re-checked with
 so a torn write is never recorded. Sockets, FIFOs and devices are skipped with
 a warning and never opened.
 
+Every folder is listed through a descriptor, opened folder by folder where its
+path passes ``PATH_MAX`` (:mod:`strata.store.longpath`), and its entries are
+read by name relative to it: a path of any length is recorded. Names need not
+be UTF-8 (they are kept with ``surrogateescape``), and the walk is a queue, so
+no depth is too deep.
+
 Nothing is dropped silently. A path the scan cannot read (a folder that cannot
 be listed, an entry whose ``lstat`` fails because its folder is readable but
-not searchable, a file that cannot be opened, a path longer than the system
-allows) is named in :attr:`ScanResult.errors` and in a warning. What the scan
+not searchable, a file that cannot be opened) is named in
+:attr:`ScanResult.errors` and in a warning. What the scan
 records for it is what the previous scan recorded (the stat cache's row): the
 snapshot neither claims the path was deleted nor invents content for it, and
 a restore that compares the disk with that kept stat leaves the path alone.
@@ -72,6 +78,7 @@ import blake3
 
 from strata.ids import ObjectId
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
+from strata.store.longpath import lstat_path, open_path, readlink_path
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes, hash_fd
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
 from strata.store.tree import EMPTY_TREE, encode_rows
@@ -97,9 +104,6 @@ _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _FILE_TYPE = 0o170000
 #: a folder is opened as ``os.scandir(path)`` opens it (a symlink to a folder is followed)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
-#: a folder whose path is shorter than this (in bytes) is listed through a descriptor: no
-#: entry's path in it (a name is at most 255 bytes) reaches PATH_MAX (4,096 with the NUL)
-_BY_DESCRIPTOR = 4096 - 1 - 255
 
 
 @dataclass
@@ -799,7 +803,7 @@ class Scanner:
         for name in sorted(named.union(racy)):
             path = folder.abs + "/" + name
             try:
-                st = os.lstat(path)
+                st = lstat_path(path)
             except FileNotFoundError:
                 if name in names:
                     names.discard(name)
@@ -847,7 +851,7 @@ class Scanner:
                     clean = False
             elif stat.S_ISLNK(mode):
                 try:
-                    target = os.readlink(os.fsencode(path))
+                    target = readlink_path(path)
                 except OSError:
                     return False
                 oid = self.store.put(target)
@@ -869,29 +873,24 @@ class Scanner:
     def _list(self, folder: _Folder, folders: list[_Folder], warnings: list[str]) -> None:
         # listed through a descriptor of the folder: each entry's lstat is then an fstatat
         # of its name alone, not a walk of its whole path from the root (16% of a no-op
-        # walk). Not where an entry's whole path may pass PATH_MAX: its lstat fails there,
-        # and the entry is reported and kept as recorded (see the module doc)
-        fd = -1
+        # walk), and an entry whose whole path passes PATH_MAX is read all the same (a
+        # folder that deep is itself opened folder by folder: store.longpath)
         try:
-            path = folder.abs
-            # (a character is at most 4 bytes: most paths need no encoding to tell)
-            if len(path) * 4 < _BY_DESCRIPTOR or len(os.fsencode(path)) < _BY_DESCRIPTOR:
-                fd = os.open(path, _DIR_FLAGS)
-                with os.scandir(fd) as it:
-                    listed = list(it)
-            else:
-                with os.scandir(path) as by_path:
-                    listed = list(by_path)
+            fd = open_path(folder.abs, _DIR_FLAGS)
         except OSError as exc:
-            if fd >= 0:
-                os.close(fd)
             self._unlistable(folder, exc, warnings)
             return
         try:
-            self._compare(folder, folders, listed, warnings)
+            with os.scandir(fd) as it:
+                listed = list(it)
+        except OSError as exc:
+            os.close(fd)
+            self._unlistable(folder, exc, warnings)
+            return
+        try:
+            self._compare(folder, folders, listed, warnings, fd)
         finally:
-            if fd >= 0:
-                os.close(fd)
+            os.close(fd)
 
     def _unlistable(self, folder: _Folder, exc: OSError, warnings: list[str]) -> None:
         self._unreadable(folder.key, exc, warnings, folder=True)
@@ -910,8 +909,9 @@ class Scanner:
         folders: list[_Folder],
         listed: list[os.DirEntry[str]],
         warnings: list[str],
+        fd: int,
     ) -> None:
-        """Compare a folder's listing (its descriptor still open) with the cache."""
+        """Compare a folder's listing (its descriptor ``fd`` still open) with the cache."""
         order = "/".join([e.name for e in listed])
         folder.order = order
         if self._fast:
@@ -920,7 +920,7 @@ class Scanner:
                 quick is not None
                 and quick[0] == order
                 and quick[3]
-                and self._matches(folder, folders, listed, quick)
+                and self._matches(folder, folders, listed, quick, fd)
             ):
                 return
         listing = {e.name: e for e in listed}
@@ -930,7 +930,7 @@ class Scanner:
         folder.names = names
         rules = folder.rules
         found = [
-            self._read_small(folder.abs + "/" + n)
+            self._read_small(n, fd)
             for n in IGNORE_FILES
             if n in listing and listing[n].is_file(follow_symlinks=False)
         ]
@@ -988,7 +988,7 @@ class Scanner:
                     clean = False
             elif stat.S_ISLNK(mode):
                 try:
-                    target = os.readlink(os.fsencode(folder.abs + "/" + name))
+                    target = os.readlink(os.fsencode(name), dir_fd=fd)
                 except FileNotFoundError:
                     clean = False
                     continue
@@ -1017,7 +1017,12 @@ class Scanner:
         folder.clean = clean
 
     def _matches(
-        self, folder: _Folder, folders: list[_Folder], listed: list[os.DirEntry[str]], quick: Quick
+        self,
+        folder: _Folder,
+        folders: list[_Folder],
+        listed: list[os.DirEntry[str]],
+        quick: Quick,
+        fd: int,
     ) -> bool:
         """True (and the subfolders queued) when ``listed`` is what the cache recorded.
 
@@ -1025,10 +1030,9 @@ class Scanner:
         special file) returns False and the folder is compared row by row.
         """
         rules = folder.rules
-        base = folder.abs + "/"
         if _holds_ignore_file(quick[0]):
             found = [
-                self._read_small(base + n)
+                self._read_small(n, fd)
                 for n in IGNORE_FILES
                 for e in listed
                 if e.name == n and e.is_file(follow_symlinks=False)
@@ -1060,7 +1064,7 @@ class Scanner:
                     add(mode & 0o777)
                     subfolders.append(entry.name)
                 elif kind == symlink:
-                    target = hash_bytes(os.readlink(os.fsencode(base + entry.name)))
+                    target = hash_bytes(os.readlink(os.fsencode(entry.name), dir_fd=fd))
                     add(
                         (
                             mode & 0o777,
@@ -1114,9 +1118,14 @@ class Scanner:
             return
 
     @staticmethod
-    def _read_small(path: str) -> bytes | None:
+    def _read_small(path: str, dir_fd: int | None = None) -> bytes | None:
+        """The first MiB of a file (an ignore file): ``path`` is relative to ``dir_fd`` if given."""
         try:
-            fd = os.open(path, _OPEN_FLAGS)
+            fd = (
+                os.open(path, _OPEN_FLAGS, dir_fd=dir_fd)
+                if dir_fd is not None
+                else open_path(path, _OPEN_FLAGS)
+            )
         except OSError:
             return None
         with os.fdopen(fd, "rb") as f:
@@ -1192,7 +1201,7 @@ class Scanner:
         rel = job.folder.prefix + job.name
         for _ in range(READ_ATTEMPTS):
             try:
-                fd = os.open(job.path, _OPEN_FLAGS)
+                fd = open_path(job.path, _OPEN_FLAGS)
             except FileNotFoundError:
                 return f"skipped {rel}: it was deleted while scanning (not recorded)"
             except OSError as exc:

@@ -18,15 +18,19 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, TypeVar
 
 from strata.errors import CorruptRepository
 from strata.ids import ObjectId
 from strata.store.objects import DiskObjectStore, ObjectStore, OverlayStore, hash_bytes
 
 Kind = Literal["file", "symlink", "dir"]
+T = TypeVar("T")
+#: a function over a tree written as a generator that yields its calls to itself (see
+#: :func:`unnest`): its depth is that of the tree, never limited by Python's recursion
+Nested = Generator["Nested[Any]", Any, T]
 TREE_MAGIC = b"strata-tree 1\n"
 _KIND_CHAR: dict[str, bytes] = {"file": b"f", "symlink": b"l", "dir": b"d"}
 _CHAR_KIND: dict[bytes, Kind] = {b"f": "file", b"l": "symlink", b"d": "dir"}
@@ -164,15 +168,48 @@ def rows_to_entries(rows: Iterable[tuple[str, int, int, str, str]]) -> list[Tree
     ]
 
 
+def unnest(top: Nested[T]) -> T:
+    """Run ``top``, a generator that yields generators as calls, with no Python recursion.
+
+    A yielded generator runs to its end before its caller resumes, and the
+    caller receives what it returned: ``tree = yield build(sub)`` is
+    ``tree = build(sub)``. A tree of any depth (deeper than the interpreter's
+    recursion limit, paths longer than PATH_MAX) is walked in constant
+    stack.
+    """
+    stack: list[Nested[Any]] = [top]
+    value: Any = None
+    while True:
+        try:
+            call = stack[-1].send(value)
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return done.value  # type: ignore[no-any-return]
+            value = done.value
+            continue
+        stack.append(call)
+        value = None
+
+
 def walk_tree(
     store: ObjectStore, oid: ObjectId, prefix: str = ""
 ) -> Iterator[tuple[str, TreeEntry]]:
-    """Every entry below a tree, depth first, as (workspace path, entry); directories included."""
-    for entry in read_tree(store, oid):
-        path = f"{prefix}{entry.name}"
+    """Every entry below a tree, depth first, as (workspace path, entry); directories included.
+
+    Iterative: a tree deeper than Python's recursion limit is walked all the same.
+    """
+    stack: list[tuple[Iterator[TreeEntry], str]] = [(iter(read_tree(store, oid)), prefix)]
+    while stack:
+        entries, base = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        path = f"{base}{entry.name}"
         yield path, entry
         if entry.kind == "dir":
-            yield from walk_tree(store, entry.oid, path + "/")
+            stack.append((iter(read_tree(store, entry.oid)), path + "/"))
 
 
 def lookup(store: ObjectStore, root: ObjectId, path: str) -> TreeEntry | None:

@@ -70,9 +70,10 @@ from strata.errors import (
 from strata.ids import EventId, ObjectId, new_event_id
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType, format_ts
+from strata.store.longpath import open_path, parent_of
 from strata.store.objects import verified_chunks
 from strata.store.statcache import DirCache, StatCache, unchanged
-from strata.store.tree import read_tree
+from strata.store.tree import Nested, read_tree, unnest
 from strata.watch import served
 from strata.workbench.state import DraftState
 
@@ -1075,25 +1076,30 @@ def _clone_tree(core: Core, scan: Scan, *, head_tree: ObjectId, target: Path) ->
     dirs: list[tuple[Path, int]] = []
     jobs: list[tuple[str, ObjectId, int, Path]] = []
 
-    def walk(oid: ObjectId, prefix: str, folder: Path) -> None:
+    # a walk of any depth (store.tree.unnest), each path reached through folder
+    # descriptors where it passes PATH_MAX (store.longpath)
+    def walk(oid: ObjectId, prefix: str, folder: Path) -> Nested[None]:
         for entry in read_tree(core.objects, oid):
             path = f"{prefix}{entry.name}"
             dest = folder / entry.name
             if entry.kind == "dir":
-                os.mkdir(dest, 0o700)
+                with parent_of(str(dest)) as (dir_fd, name):
+                    os.mkdir(name, 0o700, dir_fd=dir_fd)
                 dirs.append((dest, entry.mode))
-                walk(entry.oid, path + "/", dest)
+                yield walk(entry.oid, path + "/", dest)
             elif entry.kind == "symlink":
-                os.symlink(os.fsdecode(core.objects.get(entry.oid)), dest)
+                with parent_of(str(dest)) as (dir_fd, name):
+                    os.symlink(os.fsdecode(core.objects.get(entry.oid)), name, dir_fd=dir_fd)
             else:
                 jobs.append((path, entry.oid, entry.mode, dest))
 
-    walk(head_tree, "", target)
+    unnest(walk(head_tree, "", target))
     reflinks = _Reflinks()
     for job in jobs:  # threads measured no faster: creating files is the cost
         _copy_file(core, scan, *job, reflinks=reflinks)
     for path, mode in reversed(dirs):
-        os.chmod(path, mode)
+        with parent_of(str(path)) as (dir_fd, name):
+            os.chmod(name, mode, dir_fd=dir_fd)  # (a folder made above: no symlink)
 
 
 class _Reflinks:
@@ -1114,7 +1120,7 @@ def _copy_file(
     reflinks: _Reflinks,
 ) -> None:
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-    fd = os.open(dest, flags, 0o600)
+    fd = open_path(str(dest), flags, 0o600)
     try:
         if not (reflinks.supported and _clone_from_published(core, scan, path, fd, reflinks)):
             os.ftruncate(fd, 0)
@@ -1133,7 +1139,7 @@ def _clone_from_published(
     if expected is None:
         return False
     try:
-        src = os.open(core.root / path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        src = open_path(f"{core.root}/{path}", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     try:
