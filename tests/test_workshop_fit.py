@@ -57,9 +57,10 @@ def test_a_prompt_longer_than_the_context_fails_the_turn_when_the_context_is_unk
     wire.n_ctx, wire.reports_n_ctx = N_CTX, False
     wire.queue(text("Eight files of notes."))
     w = repo.workshop(provider=local(wire))
-    with pytest.raises(ProviderError, match="does not fit the model's context window"):
+    with pytest.raises(ProviderError, match="does not fit the model's context window") as caught:
         w.send("what is in the notes?")
     assert prompt_tokens(wire.bodies[0]) >= N_CTX
+    assert "context_window of [providers.local]" in (caught.value.hint or "")
 
 
 def test_the_prompt_fits_the_context_the_server_reports_and_notes_what_was_cut(
@@ -136,3 +137,8 @@ def test_a_conversation_past_its_budget_is_compressed_into_a_summary(
     assert w.messages()[0].text.startswith("First:")  # still in the transcript and the log
     notes = turn.assistant_message.data["context_notes"]
     assert any("compressed into a summary" in n for n in notes)
+    repo.undo()  # the second turn, its summary with it
+    assert [m.kind for m in w.messages() if m.kind != "system_event"] == [
+        "user_message",
+        "assistant_message",
+    ]

@@ -341,16 +341,17 @@ class Workshop:
             marker = _last_seq(self.core)
             group = self._group(text, lease)
             with self.core.grouped(group):
+                if summary is not None:  # a step of the turn: its undo takes the summary back
+                    with self.core.transaction("chat summary", self.author) as tx:
+                        _record_compression(tx, self.conversation_id, log.head, *summary)
+                    log = self.log()
                 with self.core.transaction("chat message", self.author) as tx:
-                    parent = log.head
-                    if summary is not None:
-                        parent = _record_compression(tx, self.conversation_id, parent, *summary)
                     event = append(
                         tx,
                         EventType.USER_MESSAGE,
                         self.conversation_id,
                         text=text,
-                        parent=parent,
+                        parent=log.head,
                     )
                 user = ChatMessage.from_event(event)
                 lease.update(user_message=user.id, state_before=state, marker=marker)
