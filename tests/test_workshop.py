@@ -594,7 +594,7 @@ def test_a_prompt_hook_assembles_the_system_text_and_the_history(ws_repo: Reposi
     )
     seen: list[tuple[Path, list[str], str, str | None]] = []
 
-    def prompt(folder: Path, history: list[Any], text: str) -> tuple[str, list[Any]]:
+    def prompt(folder: Path, history: list[Any], text: str, _: Any) -> tuple[str, list[Any]]:
         a = folder / "a.txt"
         seen.append((folder, [m.content for m in history], text, a.read_text()))
         return f"files of {folder.name}", history[-1:]  # only the last message

@@ -397,6 +397,15 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        """``/props`` as llama.cpp's server reports it, when :attr:`WireServer.n_ctx` is set."""
+        wire = self.server.wire
+        path = self.path.split("?")[0]
+        if path == "/props" and wire.n_ctx is not None and wire.reports_n_ctx:
+            self._json(200, {"default_generation_settings": {"n_ctx": wire.n_ctx}})
+        else:
+            self._json(404, {"error": {"message": f"no route {path}", "type": "not_found"}})
+
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length)
@@ -407,6 +416,11 @@ class _Handler(BaseHTTPRequestHandler):
         wire = self.server.wire
         path = self.path.split("?")[0]
         wire.record(Received(path, {k.lower(): v for k, v in self.headers.items()}, body))
+        if wire.n_ctx is not None and prompt_tokens(body) >= wire.n_ctx:
+            # refused before any generation, as llama.cpp does: the queued reply stays queued
+            said = "the request exceeds the available context size, try increasing it"
+            self._json(400, {"error": {"code": 400, "message": said, "type": "exceed_context"}})
+            return
         reply = wire.next_reply()
         try:
             self._answer(path, body, reply)
@@ -492,10 +506,23 @@ class _Server(ThreadingHTTPServer):
             super().handle_error(request, client_address)
 
 
+def prompt_tokens(body: dict[str, Any]) -> int:
+    """The tokens of a request's prompt as this server counts them: 4 characters a token.
+
+    The messages' and tools' JSON (what a chat template puts in the prompt, near enough).
+    """
+    prompt = json.dumps(body.get("messages") or body.get("input") or [])
+    return (len(prompt) + len(json.dumps(body.get("tools") or [])) + 3) // 4
+
+
 class WireServer:
     """The server: start it (a context manager), queue replies, read what it received."""
 
     def __init__(self) -> None:
+        #: a model context: a request whose prompt has this many tokens or more is refused
+        #: (HTTP 400, llama.cpp's message); ``GET /props`` reports it when ``reports_n_ctx``
+        self.n_ctx: int | None = None
+        self.reports_n_ctx = True
         self.requests: list[Received] = []
         self.disconnects = 0
         self.stopping = threading.Event()

@@ -72,6 +72,10 @@ def how_it_ended(code: int) -> str:
     return f"exit {code}"
 
 
+#: the model's context (the server's --n_ctx)
+N_CTX = 4096
+
+
 class ModelServer:
     """llama.cpp's OpenAI-compatible server in a child process."""
 
@@ -99,7 +103,7 @@ class ModelServer:
                     "--chat_format",
                     "chatml-function-calling",
                     "--n_ctx",
-                    "4096",
+                    str(N_CTX),
                     "--seed",
                     "7",
                 ],
@@ -171,4 +175,6 @@ def local_config(url: str, *, stream: bool = False) -> str:
         "tool_choice_required = false\n"
         f"stream = {str(stream).lower()}\n"
         "timeout = 120\n"
+        # llama-cpp-python's server does not report its n_ctx: the Workshop's prompts fit this
+        f"context_window = {N_CTX}\n"
     )

@@ -16,7 +16,9 @@ Settings of a ``[providers.NAME]`` table: ``adapter``, ``model``,
 workspace), ``reasoning_effort`` (the default of requests that set none),
 ``max_tokens`` (the output limit of requests that set none: Anthropic's
 default 4096; the OpenAI adapters' 1024 for a server on this machine, none for
-another) and ``stream`` (false asks for whole JSON answers). Any other key is
+another), ``context_window`` (the model's context in tokens, for the OpenAI
+adapters: the Workshop fits its prompts to it; without it a server that
+reports its ``n_ctx`` is asked) and ``stream`` (false asks for whole JSON answers). Any other key is
 refused, as a misspelt one would otherwise be ignored.
 
 Two providers exist without configuration: ``openai`` (Responses API, key in
@@ -56,6 +58,7 @@ SETTINGS: tuple[str, ...] = (
     "stream",
     "tool_choice_required",
     "retry_delays",
+    "context_window",
 )
 
 #: the keys of the ``[model]`` table
@@ -94,6 +97,8 @@ class ProviderSettings:
     max_tokens: int | None = None
     stream: bool = True
     tool_choice_required: bool = True
+    context_window: int | None = None
+    """The model's context in tokens (None: asked of the server, else unknown)."""
     retry_delays: tuple[float, ...] | None = None
     """Seconds between attempts (default 1, 2, 4, 8, 16, jittered); ``[]`` tries once."""
     source: str = "config"
@@ -205,6 +210,13 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
     max_tokens = raw.get("max_tokens")
     if max_tokens is not None and (type(max_tokens) is not int or max_tokens < 1):
         raise _not_configured(name, f"max_tokens of {where} is not a whole number above 0")
+    window = raw.get("context_window")
+    if window is not None and (type(window) is not int or window < 256):
+        raise _not_configured(
+            name, f"context_window of {where} is not a whole number of tokens of 256 or more"
+        )
+    if window is not None and not adapter.startswith("openai"):
+        raise _not_configured(name, f"context_window of {where} is only for the openai adapters")
     effort = raw.get("reasoning_effort")
     if effort is not None and effort not in EFFORTS:
         raise _not_configured(
@@ -262,6 +274,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         script=script,
         reasoning_effort=effort,
         max_tokens=max_tokens,
+        context_window=window,
         stream=stream,
         tool_choice_required=required,
         retry_delays=tuple(float(d) for d in delays) if delays is not None else None,
@@ -394,4 +407,5 @@ def build(
         reasoning_effort=settings.reasoning_effort,
         tool_choice_required=settings.tool_choice_required,
         max_tokens=settings.max_tokens,
+        context_window=settings.context_window,
     )

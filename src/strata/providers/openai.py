@@ -75,6 +75,7 @@ class _OpenAIAdapter(SdkAdapter):
         stream: bool = True,
         tool_choice_required: bool = True,
         max_tokens: int | None = None,
+        context_window: int | None = None,
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (OpenAI's by default).
 
@@ -84,7 +85,9 @@ class _OpenAIAdapter(SdkAdapter):
         ``max_tokens`` is the output limit of requests that set none; a server
         on this machine gets :data:`DEFAULT_LOCAL_MAX_TOKENS` when it is None
         (a small local model can otherwise write until its context is full,
-        minutes on a CPU), OpenAI's own API no limit.
+        minutes on a CPU), OpenAI's own API no limit. ``context_window`` is
+        the model's context in tokens when known from configuration (else
+        :func:`strata.providers.window.context_window` asks the server).
         """
         super().__init__(
             name=name,
@@ -101,6 +104,7 @@ class _OpenAIAdapter(SdkAdapter):
         if max_tokens is None and is_local(self.base_url):
             max_tokens = DEFAULT_LOCAL_MAX_TOKENS
         self.max_tokens = max_tokens
+        self.context_window = context_window
 
     def _sdk(self) -> ModuleType:
         import openai

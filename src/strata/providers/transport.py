@@ -305,8 +305,9 @@ def classify(
                 provider,
                 f"the prompt does not fit the model's context window (HTTP {status} from "
                 f"{where}: {said})",
-                hint="start a new conversation, or run the model with a larger context "
-                "(llama.cpp: --ctx-size)",
+                hint=f"set context_window of [providers.{provider}] to the model's context "
+                "(the Workshop then fits its prompts to it), start a new conversation, or run "
+                "the model with a larger context (llama.cpp: --ctx-size)",
             )
         if status in (408, 409, 429) or status >= 500 or status < 400:
             # below 400: an error the server sent inside an accepted stream

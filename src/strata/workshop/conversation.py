@@ -58,6 +58,7 @@ SYSTEM_KINDS = (
     "rewind",
     "regenerate",
     "undo",
+    "context_compressed",
 )
 
 

@@ -41,7 +41,7 @@ import fcntl
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,9 +76,14 @@ if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.providers.base import CancelToken, Message, Provider
     from strata.workbench.publish import PublishResult, ReviewResult
+    from strata.workshop.fit import Assembled
 
-#: ``prompt(folder, history, user_text) -> (system text, messages before the user's)``
-PromptHook = Callable[[Path, "list[Message]", str], "tuple[str, Sequence[Message]]"]
+#: ``prompt(folder, history, user_text, provider) -> (system text, messages before the user's)``
+#: or an :class:`~strata.workshop.fit.Assembled` (with what was cut, and older messages to
+#: compress)
+PromptHook = Callable[
+    [Path, "list[Message]", str, "Provider"], "tuple[str, Sequence[Message]] | Assembled"
+]
 #: a conversation id (``conv_`` and 12 letters)
 _NEW_ID = re.compile(r"conv_[a-z0-9]{12}")
 #: the ``kind`` of the lease a turn holds
@@ -166,9 +171,13 @@ class Workshop:
     ``prompt`` (:data:`PromptHook`), when
     given, assembles both the system text and the history sent: it gets the
     folder the agent works on (the Draft's, else the workspace's), the
-    conversation so far as messages and the user's text, and returns the
-    system text and the messages to send before the user's (e.g. the last
-    eight, from ``strata.workshop.context.build_prompt``).
+    conversation so far as messages, the user's text and the turn's provider,
+    and returns the system text and the messages to send before the user's
+    (e.g. the last eight, from ``strata.workshop.context.build_prompt``), or
+    an :class:`~strata.workshop.fit.Assembled`: its notes are recorded with
+    the answer, and its ``dropped`` messages are compressed into a
+    ``summary_message`` (with a ``context_compressed`` card) before the
+    user's message is recorded.
     """
 
     def __init__(
@@ -314,11 +323,32 @@ class Workshop:
             self._limits()  # as does a bad [edits] setting
             log = self.log()
             # a prompt that cannot be assembled (no manifest) fails before anything is recorded
-            assembled = self._assemble(_history(log.transcript()), text)
+            history = _history(log.transcript())
+            assembled = self._assemble(history, text, provider)
+            summary: tuple[str, bool, int] | None = None
+            if assembled.dropped:  # the history passed its budget: compressed into a summary
+                from strata.providers.base import Message
+                from strata.workshop.fit import summarize
+
+                made, by_model = summarize(
+                    provider, assembled.dropped, window=assembled.window, cancel=cancel
+                )
+                summary = (made, by_model, len(assembled.dropped))
+                kept = [Message("user", SUMMARY_PREFIX + made), *assembled.messages]
+                again = self._assemble(kept, text, provider)
+                notes = (
+                    *again.notes,
+                    f"history: {len(assembled.dropped)} older messages compressed into a summary",
+                )
+                assembled = replace(again, notes=notes, dropped=())
             state = self._state(log)
             marker = _last_seq(self.core)
             group = self._group(text, lease)
             with self.core.grouped(group):
+                if summary is not None:  # a step of the turn: its undo takes the summary back
+                    with self.core.transaction("chat summary", self.author) as tx:
+                        _record_compression(tx, self.conversation_id, log.head, *summary)
+                    log = self.log()
                 with self.core.transaction("chat message", self.author) as tx:
                     drafted = state["draft"]
                     event = append(
@@ -445,7 +475,7 @@ class Workshop:
         marker: int,
         *,
         provider: Provider,
-        assembled: tuple[str, list[Message]] | None,
+        assembled: Assembled | None,
         on_event: Callable[[object], None] | None,
         cancel: CancelToken | None,
         replaced: str | None = None,
@@ -492,8 +522,10 @@ class Workshop:
         result: AgentResult | None = None
         try:
             if assembled is None:
-                assembled = self._assemble(_history(log.transcript(user.parent)), user.text)
-            system, history = assembled
+                assembled = self._assemble(
+                    _history(log.transcript(user.parent)), user.text, provider
+                )
+            system, history = assembled.system, list(assembled.messages)
             tools = self.tools() if callable(self.tools) else self.tools
             common: dict[str, Any] = {
                 "system": system,
@@ -548,6 +580,8 @@ class Workshop:
             "steps": [s.event_id for s in steps],
             "traces": [t for s in steps for t in s.traces],
         }
+        if assembled is not None and assembled.notes:  # what was cut to fit the prompt
+            data["context_notes"] = list(assembled.notes)
         if error is not None:
             data["error"] = {"type": type(error).__name__, "message": str(error)}
             data["interrupted"] = isinstance(error, ProviderCancelled | KeyboardInterrupt)
@@ -602,16 +636,21 @@ class Workshop:
             raise error
         return Turn(user, ChatMessage.from_event(event), revision)
 
-    def _assemble(self, history: list[Message], text: str) -> tuple[str, list[Message]]:
+    def _assemble(self, history: list[Message], text: str, provider: Provider) -> Assembled:
         """The system text and the history a turn sends (the ``prompt`` hook's, if any)."""
+        from strata.workshop.fit import Assembled
+
         if self.prompt is not None:
             from strata.workbench.draft import open_draft
 
             draft = open_draft(self.core)
             folder = draft.path if draft is not None else self.core.root
-            system, messages = self.prompt(folder, history, text)
-            return system, list(messages)
-        return (self.system() if callable(self.system) else self.system), history
+            made = self.prompt(folder, history, text, provider)
+            if isinstance(made, Assembled):
+                return made
+            return Assembled(made[0], tuple(made[1]))
+        system = self.system() if callable(self.system) else self.system
+        return Assembled(system, tuple(history))
 
     def _limits(self) -> WriteLimits:
         """The bounds on one turn's writes (``[edits]`` of ``config.toml``)."""
@@ -930,23 +969,26 @@ def workshop(
     def open_model(spec: str | None) -> Provider:
         return open_provider(spec, config=core.config.raw, environ=env, root=core.root)
 
-    def prompt(folder: Path, history: list[Message], text: str) -> tuple[str, list[Message]]:
+    def prompt(folder: Path, history: list[Message], text: str, provider: Provider) -> Assembled:
         # the files the agent works on (manifest, maps, small files inlined), the workspace
-        # digest as a context item, the last messages; see strata.workshop.context
+        # digest as a context item, the last messages, within the model's context; see
+        # strata.workshop.context and strata.workshop.fit
         from strata.digest import digest_context_item
-        from strata.workshop.context import build_prompt
+        from strata.providers.window import context_window
+        from strata.workshop.fit import fit_prompt, output_room
 
         item = digest_context_item(core)
-        assembled = build_prompt(
+        window = context_window(provider)
+        return fit_prompt(
             folder,
             history,
-            user_text=text,
+            text,
+            window=window,
+            output=output_room(provider, window) if window is not None else 0,
+            tool_specs=[spec for spec, _ in tools().values()],
             context_items=[item] if item is not None else [],
             rules=core.rules(),
         )
-        # build_prompt's messages: the system message, the history kept, the user's text
-        kept = [m for m in assembled.messages[:-1] if m.role != "system"]
-        return assembled.system, kept
 
     def tools() -> ToolTable:
         from strata.workshop.tools import workshop_tools
@@ -1073,6 +1115,33 @@ def _newest_pre_restore(core: Core) -> str | None:
     return next((c.id for c in Checkpoints(core).list() if c.kind == "pre_restore"), None)
 
 
+#: how a summary is put to the model
+SUMMARY_PREFIX = "Summary of the conversation so far:\n"
+
+
+def _record_compression(
+    tx: Transaction, conversation: str, parent: str | None, text: str, by_model: bool, count: int
+) -> str:
+    """Record a ``summary_message`` and its ``context_compressed`` card; the card's id."""
+    made = append(
+        tx,
+        EventType.SUMMARY_MESSAGE,
+        conversation,
+        text=text,
+        parent=parent,
+        data={"automatic": True, "messages": count, "by_model": by_model},
+    )
+    card = append(
+        tx,
+        EventType.SYSTEM_EVENT,
+        conversation,
+        text=f"context compressed: {count} earlier messages summarised to fit the model",
+        parent=made.id,
+        data={"kind": "context_compressed", "summary_id": made.id, "messages": count},
+    )
+    return card.id
+
+
 def _history(chain: list[ChatMessage]) -> list[Message]:
     """The transcript as the model reads it: user and assistant messages, summaries.
 
@@ -1103,7 +1172,7 @@ def _history(chain: list[ChatMessage]) -> list[Message]:
         elif record.kind == EventType.ASSISTANT_MESSAGE and record.text:
             out.append(Message("assistant", record.text))
         elif record.kind == EventType.SUMMARY_MESSAGE:
-            out.append(Message("user", "Summary of the conversation so far:\n" + record.text))
+            out.append(Message("user", SUMMARY_PREFIX + record.text))
     return out
 
 
