@@ -233,6 +233,7 @@ def outputs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[Any]]:
     s("chat rewind", log["messages"][0]["id"])
     s("chat new", "another")
     s("chat list")
+    s("stats")  # the turns, Drafts, rewinds and model switches above, counted (seed 000)
     # the host loop (seed 001): a retrieval, a plan with one task, a summary
     (ws / "host.yaml").write_text(
         "responses:\n"

@@ -201,6 +201,7 @@ COMMAND_MODULES = {
     "rollup": "rollup",  # rollups of oversized operations (seed 004 §7.1)
     "studio": "studio",  # the local web view (issue 27)
     "metrics": "metrics",  # the metrics of seed 004 §10, computed locally
+    "stats": "stats",  # the Workshop's local usage statistics (seed 000)
 }
 
 
