@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
 from conftest import CliRunner, as_json, ok
 from strata import Repository
 
@@ -175,3 +177,14 @@ def test_the_studio_review_page_lists_the_summaries(tmp_path: Path) -> None:
         page = c.get("/w/0/draft")
     assert page.status_code == 200
     assert "<li>Sheet1: B2 changed 3 -&gt; 4</li>" in page.text
+
+
+def test_a_revision_spends_a_bounded_time_on_summaries(
+    repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from strata.workbench import summaries
+
+    monkeypatch.setattr(summaries, "BUDGET", -1.0)  # spent before the first file
+    revision = repo.event(_draft_editing_office_files(repo))
+    lines = [s["lines"] for s in revision.data["file_summaries"]]
+    assert lines and all(x[0].startswith("not summarised: the revision's") for x in lines)

@@ -12,8 +12,8 @@ the stored lines; a pair no revision stored is summarised on the spot, by the
 same readers. No model is ever called.
 
 Bounded: at most :data:`MAX_FILES` files a revision, :data:`MAX_LINES` lines a
-file, :data:`TIMEOUT` seconds a file (the semantic registry's own time-out and
-size limits apply to docx and xlsx).
+file, :data:`TIMEOUT` seconds a file and :data:`BUDGET` seconds a revision (the
+semantic registry's own time-out and size limits apply to docx and xlsx).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from __future__ import annotations
 import difflib
 import io
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +49,8 @@ MAX_FILES = 20
 MAX_LINES = 12
 #: seconds one file's readers may take
 TIMEOUT = 5.0
+#: seconds all the files of one revision may take together (the rest say so)
+BUDGET = 15.0
 #: pages of a PDF compared
 MAX_PAGES = 50
 #: files larger than this are not read
@@ -231,18 +234,23 @@ def _side(store: ObjectStore, oid: str | None) -> bytes | None:
 def file_summaries(diff: DiffResult) -> list[dict[str, Any]]:
     """Summaries of ``diff``'s office files, as a revision's ``file_summaries`` stores them."""
     out: list[dict[str, Any]] = []
+    deadline = time.monotonic() + BUDGET
     for f in diff.files:
         if len(out) >= MAX_FILES:
             break
         if not is_office(f.path) or (f.hash_before is None and f.hash_after is None):
             continue
-        before, after = _side(diff.store, f.hash_before), _side(diff.store, f.hash_after)
+        if time.monotonic() > deadline:
+            lines = [f"not summarised: the revision's {BUDGET:g} s for summaries ran out"]
+        else:
+            before, after = _side(diff.store, f.hash_before), _side(diff.store, f.hash_after)
+            lines = summarise(f.path, before, after)
         out.append(
             {
                 "path": f.path,
                 "hash_before": f.hash_before,
                 "hash_after": f.hash_after,
-                "lines": summarise(f.path, before, after),
+                "lines": lines,
             }
         )
     return out
