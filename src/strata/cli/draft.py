@@ -466,7 +466,9 @@ def review(as_json: bool) -> None:
     """Record the Draft and show its changes against the point it started from.
 
     Per file: A/M/D with insertions and deletions (binary files: bytes
-    changed and hashes), then the unified diff. Publish exactly what you
+    changed and hashes; docx, xlsx, pptx and pdf files: the sheets and
+    cells, headings and paragraphs, slides or pages that changed, read
+    when the Draft recorded them, no model called), then the unified diff. Publish exactly what you
     reviewed with 'strata publish --expect SNAPSHOT_ID'.
 
     \b
@@ -496,6 +498,8 @@ def review(as_json: bool) -> None:
             else:
                 detail = f"+{f.insertions} -{f.deletions}"
             click.echo(f"  {_LETTER.get(f.status, '?')} {printable(f.path)}  {detail}")
+            for line in result.summaries.get(f.path, ()):
+                click.echo(f"      {printable(line)}")
         for path in result.ignored_paths:
             click.echo(f"  I {printable(path)}  now ignored in the Draft (kept, not deleted)")
         # a reader's patch: control characters written out, a text file gone binary as text

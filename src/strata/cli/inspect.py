@@ -22,7 +22,9 @@ from strata.diff.display import printable, printable_patch
 from strata.sandbox.paths import display_path
 
 if TYPE_CHECKING:
+    from strata.core.results import DiffResult
     from strata.ledger.events import Event
+    from strata.repo import Repository
 
 _LETTER = {
     "added": "A",
@@ -398,9 +400,10 @@ def diff(
             elif not (name_only or stat):
                 print_semantic(result, semantic, fmt, side_by_side=side_by_side)
                 return
+        summaries = _office_summaries(repo, result, a, b)
         if as_json:
             if fmt == "unified":
-                emit_json(result.to_json())
+                emit_json({**result.to_json(), "file_summaries": summaries})
             return
         # on a terminal, names and lines are shown, never obeyed (control characters
         # written out; a text file gone binary as text); to a file or pipe, exact bytes
@@ -416,15 +419,41 @@ def diff(
                 )
                 sys.stdout.buffer.flush()
         elif stat:
-            _print_stat(result.files)
+            _print_stat(result.files, summaries)
         else:
+            if terminal:  # what changed inside office files, above their binary patch
+                for path, lines in summaries.items():
+                    click.echo(f"{printable(path)}:")
+                    for line in lines:
+                        click.echo(f"    {printable(line)}")
             sys.stdout.flush()
             for section in result.iter_patch(readable=terminal):
                 sys.stdout.buffer.write(printable_patch(section) if terminal else section)
             sys.stdout.buffer.flush()
 
 
-def _print_stat(files: list) -> None:  # type: ignore[type-arg]
+def _office_summaries(
+    repo: Repository, result: DiffResult, a: str, b: str | None
+) -> dict[str, list[str]]:
+    """Office files' summary lines: those the Draft revisions at A or B stored, else made now."""
+    from strata.errors import StrataError
+    from strata.workbench.summaries import is_office, summaries_for
+
+    if not any(is_office(f.path) for f in result.files):
+        return {}
+    events: list[Event] = []
+    for ref in (b, a):
+        if ref is not None:
+            try:
+                event = repo.resolve(ref).event
+            except StrataError:  # a run id: its span has no revision to look in
+                continue
+            if event is not None:
+                events.append(event)
+    return summaries_for(result, events)
+
+
+def _print_stat(files: list, summaries: dict[str, list[str]]) -> None:  # type: ignore[type-arg]
     if not files:
         return
     width = max(len(_label(f)) for f in files)
@@ -438,6 +467,8 @@ def _print_stat(files: list) -> None:  # type: ignore[type-arg]
                 + click.style("-" * min(f.deletions, 40), fg="red")
             )
         click.echo(f" {_label(f):<{width}} | {detail}")
+        for line in summaries.get(f.path, ()):
+            click.echo(f" {'':<{width}} |   {printable(line)}")
     ins = sum(f.insertions for f in files)
     dels = sum(f.deletions for f in files)
     n = len(files)

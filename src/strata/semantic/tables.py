@@ -35,6 +35,12 @@ def cell_name(row: int, col: int) -> str:
     return f"{letters}{row + 1}"
 
 
+def _short(value: str) -> str:
+    """A cell's value as a change's detail shows it (empty cells as '')."""
+    value = " ".join(value.split())
+    return (value if len(value) <= 30 else value[:29] + "…") if value else "''"
+
+
 def _rows_diff(path: str, sheet: str, old: Sequence[Row], new: Sequence[Row]) -> list[Block]:
     prefix = f"{path}::{sheet}!" if sheet else f"{path}::"
     blocks: list[Block] = []
@@ -50,7 +56,9 @@ def _rows_diff(path: str, sheet: str, old: Sequence[Row], new: Sequence[Row]) ->
                     va = ra[c] if c < len(ra) else ""
                     vb = rb[c] if c < len(rb) else ""
                     if va != vb:
-                        blocks.append(Block("cell", prefix + cell_name(b0 + i, c), "changed"))
+                        name = prefix + cell_name(b0 + i, c)
+                        detail = f"{_short(va)} -> {_short(vb)}"
+                        blocks.append(Block("cell", name, "changed", detail=detail))
             a0, b0 = a0 + paired, b0 + paired
         blocks.extend(Block("row", f"{prefix}{i + 1}:{i + 1}", "removed") for i in range(a0, a1))
         blocks.extend(Block("row", f"{prefix}{i + 1}:{i + 1}", "added") for i in range(b0, b1))

@@ -30,8 +30,11 @@ def draft_page(ctx: Ctx) -> Response:
     base, tip = draft.base, draft.tip()
     diff = repo.diff_trees(repo.tree_of(base), repo.tree_of(tip))
     revisions = list(reversed(draft.revisions()))
+    from strata.workbench.summaries import summaries_for
+
     return ctx.render(
         "draft.html",
+        summaries=summaries_for(diff, revisions),
         draft=draft,
         base=base,
         tip=tip,

@@ -310,6 +310,7 @@ class Draft:
         if scan.tree == tip_tree and not always:
             return None
         diff = core.diff_trees(tip_tree, scan.tree, lines=scan.lines)
+        summaries = self._office_summaries([f.path for f in diff.files], scan)
         return tx.state_event(
             EventType.DRAFT_REVISION,
             scan.tree,
@@ -321,6 +322,7 @@ class Draft:
                 "files_changed": diff.files_changed,
                 "insertions": diff.insertions,
                 "deletions": diff.deletions,
+                **({"file_summaries": summaries} if summaries else {}),
                 **(data or {}),
             },
             parent=tip,
@@ -328,6 +330,20 @@ class Draft:
             move_head=False,
             artifacts=artifacts,
         )
+
+    def _office_summaries(self, changed: list[str], scan: Scan) -> list[dict[str, Any]]:
+        """Summaries of the changed office files against the Draft's base (no model call).
+
+        See :mod:`strata.workbench.summaries`: what review shows for a docx,
+        xlsx, pptx or pdf file instead of "binary, N bytes changed".
+        """
+        from strata.workbench.summaries import file_summaries, is_office
+
+        office = [p for p in changed if is_office(p)]
+        if not office:
+            return []
+        core = self.core
+        return file_summaries(core.diff_trees(core.tree_of(self.base), scan.tree, paths=office))
 
     # -- time travel (issue 13) -------------------------------------------------------
 

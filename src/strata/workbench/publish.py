@@ -71,6 +71,8 @@ class ReviewResult:
     ignored_paths: list[str] = field(default_factory=list)
     #: what the Draft's scan could not record (a FIFO, an unreadable folder): never silent
     warnings: list[str] = field(default_factory=list)
+    #: office files' summary lines by path (see :mod:`strata.workbench.summaries`)
+    summaries: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def draft_snapshot_id(self) -> SnapshotId:
@@ -87,6 +89,7 @@ class ReviewResult:
             **self.diff.to_json(),
             "ignored_paths": [display_path(p) for p in self.ignored_paths],
             "warnings": self.warnings,
+            "file_summaries": self.summaries,
         }
 
 
@@ -128,7 +131,10 @@ def review(draft: OpenDraft, *, author: Author | None = None) -> ReviewResult:
         base_tree = core.tree_of(base)
         shown, hidden = keep_ignored(core.objects, draft.path, base_tree, core.tree_of(tip))
         diff = core.diff_trees(base_tree, shown)
-        return ReviewResult(tip, base, diff, hidden, list(scan.warnings))
+        from strata.workbench.summaries import summaries_for
+
+        summaries = summaries_for(diff, draft.revisions())
+        return ReviewResult(tip, base, diff, hidden, list(scan.warnings), summaries)
 
 
 def keep_ignored(

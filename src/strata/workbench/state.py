@@ -155,6 +155,9 @@ class OpenDraft(Protocol):
     def tip(self) -> Event:
         """The newest draft revision (the base until the first one)."""
 
+    def revisions(self) -> list[Event]:
+        """The Draft's revisions, newest first."""
+
     def record(
         self,
         message: str = "",
