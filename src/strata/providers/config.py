@@ -16,7 +16,10 @@ Settings of a ``[providers.NAME]`` table: ``adapter``, ``model``,
 workspace), ``reasoning_effort`` (the default of requests that set none),
 ``max_tokens`` (the output limit of requests that set none: Anthropic's
 default 4096; the OpenAI adapters' 1024 for a server on this machine, none for
-another) and ``stream`` (false asks for whole JSON answers). Any other key is
+another), ``stream`` (false asks for whole JSON answers) and ``tools``
+(``native``, the default; ``none`` for a model without tool calling, which
+then answers through the compatibility flow of :mod:`strata.providers.compat`;
+``auto`` to switch to that flow when the server refuses tools). Any other key is
 refused, as a misspelt one would otherwise be ignored.
 
 Two providers exist without configuration: ``openai`` (Responses API, key in
@@ -39,6 +42,7 @@ from typing import Any
 
 from strata.errors import ProviderNotConfigured
 from strata.providers.base import EFFORTS, Provider
+from strata.providers.compat import TOOL_MODES
 from strata.providers.transport import DEFAULT_TIMEOUT, Retry
 
 ADAPTERS: tuple[str, ...] = ("openai-responses", "openai-chat", "anthropic", "scripted")
@@ -56,6 +60,7 @@ SETTINGS: tuple[str, ...] = (
     "stream",
     "tool_choice_required",
     "retry_delays",
+    "tools",
 )
 
 #: the keys of the ``[model]`` table
@@ -96,6 +101,8 @@ class ProviderSettings:
     tool_choice_required: bool = True
     retry_delays: tuple[float, ...] | None = None
     """Seconds between attempts (default 1, 2, 4, 8, 16, jittered); ``[]`` tries once."""
+    tools: str = "native"
+    """``native`` (tool calls), ``none`` (the compatibility flow), ``auto`` (detect)."""
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 
@@ -225,6 +232,11 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         raise _not_configured(
             name, f"retry_delays of {where} is not a list of at most 10 numbers of seconds >= 0"
         )
+    tools = raw.get("tools", "native")
+    if tools not in TOOL_MODES:
+        raise _not_configured(
+            name, f"tools of {where} is {tools!r}, not one of {', '.join(TOOL_MODES)}"
+        )
     if "tool_choice_required" in raw and not adapter.startswith("openai"):
         raise _not_configured(
             name, f"tool_choice_required of {where} is only for the openai adapters"
@@ -265,6 +277,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         stream=stream,
         tool_choice_required=required,
         retry_delays=tuple(float(d) for d in delays) if delays is not None else None,
+        tools=tools,
         source=source,
     )
 
@@ -352,7 +365,23 @@ def build(
     root: Path | None = None,
     retry: Retry | None = None,
 ) -> Provider:
-    """The adapter for ``settings`` (its key read from ``environ``)."""
+    """The adapter for ``settings`` (its key read from ``environ``).
+
+    With ``tools = "none"`` or ``"auto"`` it answers through the compatibility
+    flow (:class:`strata.providers.compat.CompatProvider`).
+    """
+    from strata.providers.compat import wrap
+
+    return wrap(_adapter(settings, environ=environ, root=root, retry=retry), settings.tools)
+
+
+def _adapter(
+    settings: ProviderSettings,
+    *,
+    environ: Mapping[str, str],
+    root: Path | None = None,
+    retry: Retry | None = None,
+) -> Provider:
     key: str | None = None
     if settings.api_key_env is not None:
         key = environ.get(settings.api_key_env)
