@@ -158,3 +158,28 @@ def test_the_same_proposal_parses_the_same_and_a_bare_answer_proposes_nothing() 
     assert parse_proposal("Just an answer.").no_changes
     with pytest.raises(ProposalRefused, match="twice"):
         parse_proposal(proposal(("a", "1"), ("./a", "2")))
+
+
+# -- a provider that stays down offers a model switch ------------------------------------------
+
+
+def test_a_provider_that_fails_after_its_retries_offers_the_configured_models(
+    run_cli, compat_ws: Path, wire: WireServer, tmp_path: Path
+) -> None:
+    configure(compat_ws, wire.openai_url, "native")
+    (tmp_path / "backup.yaml").write_text("- text: Answered by the backup.\n")
+    with open(compat_ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'[providers.backup]\nadapter = "scripted"\nscript = "{tmp_path / "backup.yaml"}"\n'
+        )
+    wire.queue(*[status(503, "overloaded")] * 4)
+    code, _, err = run_cli("ask", "--json", "hello", cwd=compat_ws)
+    assert code == 1
+    error = json.loads(err.strip().splitlines()[-1])["error"]
+    assert error["type"] == "ProviderUnavailable"
+    assert "backup:scripted" in error["alternatives"] and "local:m" not in error["alternatives"]
+    code, _, err = run_cli("ask", "hello again", cwd=compat_ws)
+    assert code == 1 and "switch model: strata ask --model" in err and "backup:scripted" in err
+    # the switch it offers works
+    code, out, err = run_cli("ask", "--model", "backup", "hello", cwd=compat_ws)
+    assert code == 0 and "Answered by the backup." in out

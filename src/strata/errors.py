@@ -672,6 +672,8 @@ class ProviderUnavailable(ProviderError):
     ) -> None:
         super().__init__(provider, message, hint=hint)
         self.attempts = attempts
+        self.alternatives: tuple[str, ...] = ()
+        """Configured models to switch to (``NAME:MODEL``), when a command offers them."""
 
 
 class ProviderAuthFailed(ProviderError):

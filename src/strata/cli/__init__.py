@@ -259,8 +259,14 @@ def fail_for(
     """
     import click
 
-    def fail(error_type: str, message: str, hint: str | None, code: int) -> NoReturn:
-        report_error(error_type, message, hint, as_json=_json_requested(args, state))
+    def fail(
+        error_type: str,
+        message: str,
+        hint: str | None,
+        code: int,
+        extra: dict[str, Any] | None = None,
+    ) -> NoReturn:
+        report_error(error_type, message, hint, as_json=_json_requested(args, state), extra=extra)
         sys.exit(code)
 
     def internal(exc: BaseException) -> NoReturn:
@@ -288,7 +294,9 @@ def fail_for(
         if isinstance(exc, CorruptRepository) and _command_of(args) != "check":
             message, hint = damaged(exc)
             fail(type(exc).__name__, message, hint, exc.exit_code)
-        fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code)
+        offered = getattr(exc, "alternatives", ())
+        extra = {"alternatives": list(offered)} if offered else None
+        fail(type(exc).__name__, exc.message, exc.hint, exc.exit_code, extra)
     if isinstance(exc, ModuleNotFoundError) and not state.debug:
         missing = extra_not_installed(exc, args)
         if missing is not None:

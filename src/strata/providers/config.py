@@ -424,3 +424,23 @@ def _adapter(
         tool_choice_required=settings.tool_choice_required,
         max_tokens=settings.max_tokens,
     )
+
+
+def alternatives(
+    current: str, *, config: Mapping[str, Any], environ: Mapping[str, str]
+) -> list[str]:
+    """The providers one may switch to from ``current`` (a name or ``NAME:MODEL``).
+
+    Those configured (or built in) other than ``current``'s, whose key is
+    present or not needed, each as ``NAME:MODEL``; a bad table yields none.
+    """
+    name = parse_spec(current)[0]
+    try:
+        known = providers(config)
+    except ProviderNotConfigured:
+        return []
+    return [
+        f"{s.name}:{s.model}"
+        for s in known.values()
+        if s.name != name and s.key_state(environ) != "missing"
+    ]
