@@ -183,3 +183,10 @@ def test_a_provider_that_fails_after_its_retries_offers_the_configured_models(
     # the switch it offers works
     code, out, err = run_cli("ask", "--model", "backup", "hello", cwd=compat_ws)
     assert code == 0 and "Answered by the backup." in out
+
+
+def test_models_shows_how_each_provider_edits_files(run_cli, compat_ws: Path) -> None:
+    configure(compat_ws, "http://127.0.0.1:9/v1", "none")
+    listed = as_json(run_cli("models", "--json", cwd=compat_ws))["providers"]
+    tools = {p["name"]: p["tools"] for p in listed}
+    assert tools["local"] == "none" and tools["openai"] == "native"

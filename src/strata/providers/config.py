@@ -134,6 +134,7 @@ class ProviderSettings:
             "key": self.key_state(environ),
             "timeout": self.timeout,
             "script": self.script,
+            "tools": self.tools,
             "source": self.source,
         }
 
