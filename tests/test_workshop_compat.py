@@ -190,3 +190,18 @@ def test_models_shows_how_each_provider_edits_files(run_cli, compat_ws: Path) ->
     listed = as_json(run_cli("models", "--json", cwd=compat_ws))["providers"]
     tools = {p["name"]: p["tools"] for p in listed}
     assert tools["local"] == "none" and tools["openai"] == "native"
+
+
+def test_tools_auto_switches_to_the_flow_when_the_server_refuses_tools(
+    run_cli, compat_ws: Path, wire: WireServer
+) -> None:
+    configure(compat_ws, wire.openai_url, "auto")
+    wire.queue(
+        status(400, "tools param requires --jinja flag"),
+        text(proposal(("c.txt", "auto\n"), reply="Wrote c.txt.")),
+    )
+    code, out, err = run_cli("ask", "write c.txt", cwd=compat_ws)
+    assert code == 0, err
+    assert "tools" in wire.requests[0].body and "tools" not in wire.requests[1].body
+    folder = Path(as_json(run_cli("draft", "status", "--json", cwd=compat_ws))["path"])
+    assert (folder / "c.txt").read_bytes() == b"auto\n"
