@@ -205,3 +205,17 @@ def test_tools_auto_switches_to_the_flow_when_the_server_refuses_tools(
     assert "tools" in wire.requests[0].body and "tools" not in wire.requests[1].body
     folder = Path(as_json(run_cli("draft", "status", "--json", cwd=compat_ws))["path"])
     assert (folder / "c.txt").read_bytes() == b"auto\n"
+
+
+def test_a_write_the_edit_bounds_refuse_is_named_in_the_answer(
+    run_cli, compat_ws: Path, wire: WireServer
+) -> None:
+    configure(compat_ws, wire.openai_url, "none")
+    with open(compat_ws / ".strata" / "config.toml", "a") as config:
+        config.write("[edits]\nmax_file_bytes = 16\n")
+    wire.queue(text(proposal(("small.txt", "ok\n"), ("big.txt", "x" * 100), reply="Two files.")))
+    code, out, err = run_cli("ask", "write two files", cwd=compat_ws)
+    assert code == 0, err
+    assert "Two files." in out and "Not written:" in out and "big.txt" in out
+    folder = Path(as_json(run_cli("draft", "status", "--json", cwd=compat_ws))["path"])
+    assert (folder / "small.txt").read_bytes() == b"ok\n" and not (folder / "big.txt").exists()

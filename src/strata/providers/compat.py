@@ -277,15 +277,19 @@ class CompatProvider:
                     raise
                 self.active = True
         if request.has_tool_result():
-            # the proposal's writes are done: the reply that proposed them is the answer
-            said = next((m.content for m in reversed(request.messages) if m.tool_calls), "")
-            errors = [
+            # the proposal's writes are done: the reply that proposed them is the answer, with
+            # the writes the tools refused (a write bound), which a successful write never is
+            last = max(i for i, m in enumerate(request.messages) if m.tool_calls or i == 0)
+            said = request.messages[last].content if request.messages[last].tool_calls else ""
+            refused = [
                 m.content
-                for m in request.messages
-                if m.role == "tool" and "error" in m.content.lower()
+                for m in request.messages[last + 1 :]
+                if m.role == "tool" and not m.content.startswith("wrote ")
             ]
-            text = said if not errors else said + "\n\n" + "\n".join(errors)
-            yield Finished(Response(text=text, model=self.model))
+            note = "\n\nNot written:\n" + "\n".join(refused) if refused else ""
+            if note:
+                yield TextDelta(note)  # the reply itself streamed with the proposal
+            yield Finished(Response(text=said + note, model=self.model))
             return
         yield from self._propose(request, cancel=cancel, writes=writes)
 
