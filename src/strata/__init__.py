@@ -62,6 +62,7 @@ if TYPE_CHECKING:
         PathOutsideWorkspace,
         PolicyInvalid,  # gateway
         PreflightFailed,
+        ProposalRefused,
         ProtectedPath,
         ProviderAuthFailed,
         ProviderCancelled,
@@ -153,6 +154,7 @@ _ERRORS = (
     "PathNotFound",
     "PathOutsideWorkspace",
     "PreflightFailed",
+    "ProposalRefused",
     "ProtectedPath",
     "ProviderAuthFailed",
     "ProviderCancelled",
@@ -278,6 +280,7 @@ __all__ = [
     "Point",
     "PreflightFailed",
     "PreflightResult",
+    "ProposalRefused",
     "ProtectedPath",
     "ProviderAuthFailed",
     "ProviderCancelled",
