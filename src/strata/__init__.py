@@ -99,6 +99,7 @@ if TYPE_CHECKING:
         WorkshopError,  # issue 13
         WorkshopLoopDetected,
         WorkshopPlanMissing,
+        WorkshopStepLimit,
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
@@ -207,6 +208,7 @@ _ERRORS = (
     "WorkshopLoopDetected",
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
+    "WorkshopStepLimit",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 )
 """Every error class of :mod:`strata.errors`, all public."""
@@ -341,6 +343,7 @@ __all__ = [
     "WorkshopLoopDetected",
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
+    "WorkshopStepLimit",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
 ]
 
