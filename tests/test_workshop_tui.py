@@ -471,3 +471,30 @@ def test_a_day_old_draft_is_reminded_with_review_discard_dismiss(tmp_path: Path)
     now[0] += 120_000
     _code, screen = session(shop(), "\x04")
     assert "You have an open Draft" in screen  # and back after it
+
+
+def test_a_model_that_stays_down_offers_the_configured_models(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    for key in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):  # the built-ins: not offered keyless
+        monkeypatch.delenv(key, raising=False)
+
+    ws = open_workspace(tmp_path)
+    with socket.socket() as s:  # a port nothing listens on: the connection is refused
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.down]\nadapter = "openai-chat"\nmodel = "m"\n'
+            f'base_url = "http://127.0.0.1:{port}/v1"\nretry_delays = []\n'
+        )
+    with Repository.open(ws) as repo:
+        workshop = repo.workshop(model="down")
+        code, screen = session(workshop, "hello\r2\r\x12\x04")
+        assert workshop.model == "other:scripted"
+    assert code == 0
+    assert "Switch model?" in screen and "1) bot:scripted" in screen
+    assert "2) other:scripted" in screen and "Model switched to other:scripted" in screen
+    assert "I wrote todo.txt." in screen  # Ctrl-R asked the model switched to

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         PathOutsideWorkspace,
         PolicyInvalid,  # gateway
         PreflightFailed,
+        ProposalRefused,
         ProtectedPath,
         ProviderAuthFailed,
         ProviderCancelled,
@@ -101,6 +102,7 @@ if TYPE_CHECKING:
         WorkshopError,  # issue 13
         WorkshopLoopDetected,
         WorkshopPlanMissing,
+        WorkshopStepLimit,
         WorkspaceBusy,
         WorkspaceChanged,
         WorkspaceError,
@@ -156,6 +158,7 @@ _ERRORS = (
     "PathNotFound",
     "PathOutsideWorkspace",
     "PreflightFailed",
+    "ProposalRefused",
     "ProtectedPath",
     "ProviderAuthFailed",
     "ProviderCancelled",
@@ -209,6 +212,7 @@ _ERRORS = (
     "WorkshopLoopDetected",
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
+    "WorkshopStepLimit",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
     "DocumentTooLarge",  # documents
     "DocumentsNotInstalled",
@@ -284,6 +288,7 @@ __all__ = [
     "Point",
     "PreflightFailed",
     "PreflightResult",
+    "ProposalRefused",
     "ProtectedPath",
     "ProviderAuthFailed",
     "ProviderCancelled",
@@ -345,6 +350,7 @@ __all__ = [
     "WorkshopLoopDetected",
     "AgentLoopDetected",  # the step loop
     "WorkshopPlanMissing",
+    "WorkshopStepLimit",
     "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
     "DocumentTooLarge",  # documents
     "DocumentsNotInstalled",

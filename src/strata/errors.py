@@ -73,7 +73,8 @@ The tree::
     │   ├── ProviderAuthFailed     the provider refused the credentials (401, 403)
     │   ├── ProviderProtocolError  a malformed response or stream
     │   ├── ProviderCancelled      the call was cancelled
-    │   └── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
+    │   ├── ToolArgumentsInvalid   a tool call whose arguments are not a JSON object
+    │   └── ProposalRefused        a compatibility-flow proposal refused whole (nothing applied)
     ├── ReplayError
     │   ├── TraceCorrupt           a trace artifact whose hash or format does not match
     │   ├── TraceLocked            a trace encrypted at rest with no key (or the wrong one)
@@ -675,6 +676,8 @@ class ProviderUnavailable(ProviderError):
     ) -> None:
         super().__init__(provider, message, hint=hint)
         self.attempts = attempts
+        self.alternatives: tuple[str, ...] = ()
+        """Configured models to switch to (``NAME:MODEL``), when a command offers them."""
 
 
 class ProviderAuthFailed(ProviderError):
@@ -701,6 +704,22 @@ class ToolArgumentsInvalid(ProviderError):
         )
         self.tool = tool
         self.arguments = arguments
+
+
+class ProposalRefused(ProviderError):
+    """A proposal of the compatibility flow that is refused whole: nothing of it is applied.
+
+    ``problem`` is the first thing wrong with it (a schema violation, a path
+    outside the workspace or into ``.strata``...).
+    """
+
+    def __init__(self, problem: str, *, provider: str = "model") -> None:
+        super().__init__(
+            provider,
+            f"its proposal was refused, nothing was applied: {problem}",
+            hint="ask again ('strata chat regenerate'), or use a model that supports tool calls",
+        )
+        self.problem = problem
 
 
 class ReplayError(StrataError):

@@ -259,8 +259,14 @@ def fail_for(
     """
     import click
 
-    def fail(error_type: str, message: str, hint: str | None, code: int) -> NoReturn:
-        report_error(error_type, message, hint, as_json=_json_requested(args, state))
+    def fail(
+        error_type: str,
+        message: str,
+        hint: str | None,
+        code: int,
+        extra: dict[str, Any] | None = None,
+    ) -> NoReturn:
+        report_error(error_type, message, hint, as_json=_json_requested(args, state), extra=extra)
         sys.exit(code)
 
     def internal(exc: BaseException) -> NoReturn:
@@ -290,7 +296,9 @@ def fail_for(
             fail(type(exc).__name__, message, hint, exc.exit_code)
         # a missing extra is the command line's to fix, as a missing package is (below)
         code = 2 if isinstance(exc, ExtraNotInstalled) else exc.exit_code
-        fail(type(exc).__name__, exc.message, exc.hint, code)
+        offered = getattr(exc, "alternatives", ())
+        extra = {"alternatives": list(offered)} if offered else None
+        fail(type(exc).__name__, exc.message, exc.hint, code, extra)
     if isinstance(exc, ModuleNotFoundError) and not state.debug:
         missing = extra_not_installed(exc, args)
         if missing is not None:

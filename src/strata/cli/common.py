@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -301,16 +301,24 @@ def emit_json_line(value: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def report_error(error_type: str, message: str, hint: str | None, *, as_json: bool) -> None:
+def report_error(
+    error_type: str,
+    message: str,
+    hint: str | None,
+    *,
+    as_json: bool,
+    extra: Mapping[str, Any] | None = None,
+) -> None:
     """Print an error on stderr: ``error:``/``hint:`` lines, or with ``as_json`` one JSON line.
 
     The JSON is ``{"schema": 1, "error": {"type": ..., "message": ..., "hint": ... or null}}``;
-    ``type`` is the error's class name (see :mod:`strata.errors`).
+    ``type`` is the error's class name (see :mod:`strata.errors`); ``extra`` adds
+    keys to ``error`` (``alternatives``: the models a failed provider may be switched to).
     """
     import click
 
     if as_json:
-        body = {"type": error_type, "message": message, "hint": hint}
+        body = {"type": error_type, "message": message, "hint": hint, **(extra or {})}
         sys.stderr.write(json.dumps(versioned({"error": body}), ensure_ascii=False) + "\n")
         sys.stderr.flush()
         return

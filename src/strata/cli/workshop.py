@@ -23,6 +23,7 @@ from strata.cli.common import (
     short,
 )
 from strata.diff.display import printable, printable_lines
+from strata.errors import ProviderUnavailable
 
 if TYPE_CHECKING:
     from strata.repo import Repository
@@ -112,6 +113,19 @@ def _echo_turn(turn: Turn) -> None:
     )
 
 
+def _offer_switch(repo: Repository, exc: ProviderUnavailable, current: str) -> None:
+    """Name, in ``exc``, the configured models a turn that failed after its retries may use."""
+    from strata.providers.config import alternatives
+
+    offered = alternatives(current, config=repo.config.raw, environ=os.environ)
+    if not offered:
+        return
+    exc.alternatives = tuple(offered)
+    switch = f"switch model: strata ask --model {offered[0].split(':')[0]} ... (configured: "
+    switch += ", ".join(offered) + ")"
+    exc.hint = f"{exc.hint}; {switch}" if exc.hint else switch
+
+
 # -- strata ask ---------------------------------------------------------------------------
 
 
@@ -153,7 +167,11 @@ def ask(
         workshop.max_steps = max_steps
         if not as_json:
             _echo_draft(repo)  # on start: a Draft already open, and how old
-        turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
+        try:
+            turn = workshop.send(message, rpi=rpi, on_event=_streamer(as_json))
+        except ProviderUnavailable as exc:
+            _offer_switch(repo, exc, model or workshop.model or exc.provider)
+            raise
         if as_json:
             emit_json(turn.to_json())
             return

@@ -18,7 +18,10 @@ workspace), ``reasoning_effort`` (the default of requests that set none),
 default 4096; the OpenAI adapters' 1024 for a server on this machine, none for
 another), ``context_window`` (the model's context in tokens, for the OpenAI
 adapters: the Workshop fits its prompts to it; without it a server that
-reports its ``n_ctx`` is asked) and ``stream`` (false asks for whole JSON answers). Any other key is
+reports its ``n_ctx`` is asked), ``stream`` (false asks for whole JSON answers) and ``tools``
+(``native``, the default; ``none`` for a model without tool calling, which
+then answers through the compatibility flow of :mod:`strata.providers.compat`;
+``auto`` to switch to that flow when the server refuses tools). Any other key is
 refused, as a misspelt one would otherwise be ignored.
 
 Two providers exist without configuration: ``openai`` (Responses API, key in
@@ -41,6 +44,7 @@ from typing import Any
 
 from strata.errors import ProviderNotConfigured
 from strata.providers.base import EFFORTS, Provider
+from strata.providers.compat import TOOL_MODES
 from strata.providers.transport import DEFAULT_TIMEOUT, Retry
 
 ADAPTERS: tuple[str, ...] = ("openai-responses", "openai-chat", "anthropic", "scripted")
@@ -59,6 +63,7 @@ SETTINGS: tuple[str, ...] = (
     "tool_choice_required",
     "retry_delays",
     "context_window",
+    "tools",
 )
 
 #: the keys of the ``[model]`` table
@@ -101,6 +106,8 @@ class ProviderSettings:
     """The model's context in tokens (None: asked of the server, else unknown)."""
     retry_delays: tuple[float, ...] | None = None
     """Seconds between attempts (default 1, 2, 4, 8, 16, jittered); ``[]`` tries once."""
+    tools: str = "native"
+    """``native`` (tool calls), ``none`` (the compatibility flow), ``auto`` (detect)."""
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 
@@ -132,6 +139,7 @@ class ProviderSettings:
             "key": self.key_state(environ),
             "timeout": self.timeout,
             "script": self.script,
+            "tools": self.tools,
             "source": self.source,
         }
 
@@ -237,6 +245,11 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         raise _not_configured(
             name, f"retry_delays of {where} is not a list of at most 10 numbers of seconds >= 0"
         )
+    tools = raw.get("tools", "native")
+    if tools not in TOOL_MODES:
+        raise _not_configured(
+            name, f"tools of {where} is {tools!r}, not one of {', '.join(TOOL_MODES)}"
+        )
     if "tool_choice_required" in raw and not adapter.startswith("openai"):
         raise _not_configured(
             name, f"tool_choice_required of {where} is only for the openai adapters"
@@ -278,6 +291,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         stream=stream,
         tool_choice_required=required,
         retry_delays=tuple(float(d) for d in delays) if delays is not None else None,
+        tools=tools,
         source=source,
     )
 
@@ -365,7 +379,23 @@ def build(
     root: Path | None = None,
     retry: Retry | None = None,
 ) -> Provider:
-    """The adapter for ``settings`` (its key read from ``environ``)."""
+    """The adapter for ``settings`` (its key read from ``environ``).
+
+    With ``tools = "none"`` or ``"auto"`` it answers through the compatibility
+    flow (:class:`strata.providers.compat.CompatProvider`).
+    """
+    from strata.providers.compat import wrap
+
+    return wrap(_adapter(settings, environ=environ, root=root, retry=retry), settings.tools)
+
+
+def _adapter(
+    settings: ProviderSettings,
+    *,
+    environ: Mapping[str, str],
+    root: Path | None = None,
+    retry: Retry | None = None,
+) -> Provider:
     key: str | None = None
     if settings.api_key_env is not None:
         key = environ.get(settings.api_key_env)
@@ -409,3 +439,23 @@ def build(
         max_tokens=settings.max_tokens,
         context_window=settings.context_window,
     )
+
+
+def alternatives(
+    current: str, *, config: Mapping[str, Any], environ: Mapping[str, str]
+) -> list[str]:
+    """The providers one may switch to from ``current`` (a name or ``NAME:MODEL``).
+
+    Those configured (or built in) other than ``current``'s, whose key is
+    present or not needed, each as ``NAME:MODEL``; a bad table yields none.
+    """
+    name = parse_spec(current)[0]
+    try:
+        known = providers(config)
+    except ProviderNotConfigured:
+        return []
+    return [
+        f"{s.name}:{s.model}"
+        for s in known.values()
+        if s.name != name and s.key_state(environ) != "missing"
+    ]

@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from strata.core.lease import Lease, active_leases, stale_leases
 from strata.errors import (
     ProviderCancelled,
+    ProviderError,
     StrataError,
     UnknownRef,
     UsageError,
@@ -489,6 +490,7 @@ class Workshop:
         """
         from strata.agent.loop import AgentResult, StepRecord, run_agent
         from strata.providers.base import TextDelta
+        from strata.providers.compat import CompatProvider, fallback, proposal_data
         from strata.workbench.draft import open_draft
         from strata.workshop.events import StepFinished, StepStarted, ToolResultEvent
 
@@ -560,7 +562,14 @@ class Workshop:
             else:
                 from strata.workshop.rpi import loop_detector
 
-                result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+                try:
+                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+                except ProviderError as exc:
+                    compat = fallback(provider, exc) if not steps else None
+                    if compat is None:
+                        raise
+                    provider = compat  # the server refuses tools: the compatibility flow
+                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
             if result.stopped == "max_steps":
                 raise WorkshopStepLimit(result.max_steps)
         except (StrataError, KeyboardInterrupt) as exc:
@@ -582,6 +591,8 @@ class Workshop:
         }
         if assembled is not None and assembled.notes:  # what was cut to fit the prompt
             data["context_notes"] = list(assembled.notes)
+        if isinstance(provider, CompatProvider):
+            data["compat"] = proposal_data(provider)
         if error is not None:
             data["error"] = {"type": type(error).__name__, "message": str(error)}
             data["interrupted"] = isinstance(error, ProviderCancelled | KeyboardInterrupt)

@@ -47,7 +47,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
-from strata.errors import ProviderCancelled, StrataError
+from strata.errors import ProviderCancelled, ProviderUnavailable, StrataError
 from strata.providers.base import CancelToken
 
 if TYPE_CHECKING:
@@ -470,10 +470,41 @@ class Chat:
             renderer.card("Turn cancelled", "Cancelled: what the turn recorded so far is kept.")
         elif isinstance(error, StrataError):
             self.error(error)
+            if isinstance(error, ProviderUnavailable):
+                self.offer_switch()
         elif error is not None:
             raise error
         else:
             renderer.finish(outcome.get("turn"))
+
+    def offer_switch(self) -> None:
+        """After a provider that stayed down: list the configured models, switch to the chosen."""
+        import os
+
+        from strata.providers.config import alternatives
+
+        core = getattr(self.workshop, "core", None)
+        if core is None:
+            return
+        current = self.workshop.model or self._model().split(" ")[0]
+        offered = alternatives(current, config=core.config.raw, environ=os.environ)
+        if not offered:
+            return
+        listed = "\n".join(f"  {n}) {spec}" for n, spec in enumerate(offered, 1))
+        self.out.card("Switch model?", f"The model stayed down. Configured models:\n{listed}")
+        try:
+            answer = self.session.prompt(f"Switch to [1-{len(offered)}, Enter keeps it] ")
+        except (KeyboardInterrupt, EOFError):
+            answer = ""
+        choice = answer.strip()
+        if not choice.isdigit() or not 1 <= int(choice) <= len(offered):
+            self.out.line("(model kept)", style="dim")
+            return
+        self.workshop.set_model(offered[int(choice) - 1])
+        self.out.card(
+            "Model switched",
+            f"Model switched to {self.workshop.model}. Ctrl-R or /regenerate asks it again.",
+        )
 
     def error(self, error: StrataError) -> None:
         """Show an error card (message and hint)."""
