@@ -436,21 +436,9 @@ def _office_summaries(
     repo: Repository, result: DiffResult, a: str, b: str | None
 ) -> dict[str, list[str]]:
     """Office files' summary lines: those the Draft revisions at A or B stored, else made now."""
-    from strata.errors import StrataError
-    from strata.workbench.summaries import is_office, summaries_for
+    from strata.workbench.summaries import summaries_between
 
-    if not any(is_office(f.path) for f in result.files):
-        return {}
-    events: list[Event] = []
-    for ref in (b, a):
-        if ref is not None:
-            try:
-                event = repo.resolve(ref).event
-            except StrataError:  # a run id: its span has no revision to look in
-                continue
-            if event is not None:
-                events.append(event)
-    return summaries_for(result, events)
+    return summaries_between(repo.resolve, result, a, b)
 
 
 def _print_stat(files: list, summaries: dict[str, list[str]]) -> None:  # type: ignore[type-arg]

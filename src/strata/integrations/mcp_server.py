@@ -128,7 +128,15 @@ class StrataTools:
 
     def diff(self, a: str = "HEAD", b: str | None = None, paths: list[str] | None = None) -> str:
         """What changed from ref ``a`` to ref ``b`` (default: the working tree)."""
-        return self.call(lambda: self.repo.diff(a, b, paths=paths or None).to_json())
+
+        def run() -> dict[str, Any]:
+            from strata.workbench.summaries import summaries_between
+
+            result = self.repo.diff(a, b, paths=paths or None)
+            summaries = summaries_between(self.repo.resolve, result, a, b)
+            return {**result.to_json(), "file_summaries": summaries}
+
+        return self.call(run)
 
     def history(
         self,

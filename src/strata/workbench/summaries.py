@@ -22,7 +22,7 @@ import difflib
 import io
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strata.semantic.base import Block
@@ -277,3 +277,27 @@ def summaries_for(diff: DiffResult, events: Iterable[Event] = ()) -> dict[str, l
             )
         out[f.path] = found
     return out
+
+
+def summaries_between(
+    resolve: Callable[[str], Any], result: DiffResult, a: str, b: str | None
+) -> dict[str, list[str]]:
+    """Office files' summary lines of a diff from ``a`` to ``b``.
+
+    Those a Draft revision at B or A stored, else made now (``resolve``: a
+    ref -> its point, with its ``event``).
+    """
+    from strata.errors import StrataError
+
+    if not any(is_office(f.path) for f in result.files):
+        return {}
+    events: list[Event] = []
+    for ref in (b, a):
+        if ref is not None:
+            try:
+                event = resolve(ref).event
+            except StrataError:  # a run id: its span has no revision to look in
+                continue
+            if event is not None:
+                events.append(event)
+    return summaries_for(result, events)
