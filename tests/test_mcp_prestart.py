@@ -30,8 +30,10 @@ from mcp.client.stdio import stdio_client
 
 @pytest.fixture
 def workspace(tmp_path: Path, run_cli: CliRunner) -> Iterator[Path]:
-    root = tmp_path / "ws"
-    root.mkdir()
+    # a folder whose socket path is past sun_path's 108 bytes, wherever the tests run
+    root = tmp_path / ("long-folder-name-" * 6) / "ws"
+    root.mkdir(parents=True)
+    assert len(os.fsencode(root / ".strata" / "watch" / "mcp.sock")) > 108
     (root / "app.py").write_text("print('v1')\n")
     ok(run_cli("init", cwd=root))
     yield root

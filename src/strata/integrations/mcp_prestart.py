@@ -102,6 +102,19 @@ def where(argv: list[str], cwd: str) -> str | None:
     return None
 
 
+def _sun_path(path: str) -> tuple[str, int | None]:
+    """An address for ``bind``/``connect`` that fits ``sun_path`` (108 bytes), and the fd it holds.
+
+    A longer path goes through its folder's descriptor (``/proc/self/fd/N/NAME``);
+    the caller closes the descriptor once bound or connected.
+    """
+    if len(os.fsencode(path)) < 100:
+        return path, None
+    folder, name = os.path.split(path)
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    return f"/proc/self/fd/{fd}/{name}", fd
+
+
 def try_prestarted(argv: list[str]) -> None:
     """Run ``strata ARGV`` (``mcp ...``) in the workspace's prestarted server; return when none.
 
@@ -120,7 +133,7 @@ def try_prestarted(argv: list[str]) -> None:
         if folder is None:
             return
         place = _place(folder)
-        if place is None or len(os.fsencode(place[0])) >= 100 or not os.path.exists(place[0]):
+        if place is None or not os.path.exists(place[0]):
             return
         with open(place[1], encoding="ascii") as f:
             key = f.read().strip()
@@ -129,7 +142,12 @@ def try_prestarted(argv: list[str]) -> None:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(READY_TIMEOUT)
-        sock.connect(place[0])
+        address, held = _sun_path(place[0])
+        try:
+            sock.connect(address)
+        finally:
+            if held is not None:
+                os.close(held)
         body = {
             "v": 1,
             "key": key,
@@ -201,7 +219,7 @@ def start_later(repo_folder: str, root: str) -> None:
     if _turned_off():
         return
     folder = os.path.join(repo_folder, "watch")
-    if _locked(os.path.join(folder, PIDFILE)) or len(os.fsencode(folder)) > 80:
+    if _locked(os.path.join(folder, PIDFILE)):
         return
     try:
         os.makedirs(folder, exist_ok=True)
@@ -281,7 +299,12 @@ def serve(
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(sock_path)
-        listener.bind(sock_path)
+        address, held = _sun_path(sock_path)
+        try:
+            listener.bind(address)
+        finally:
+            if held is not None:
+                os.close(held)
     finally:
         os.umask(old)
     listener.listen(16)
