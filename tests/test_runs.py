@@ -413,9 +413,36 @@ def test_exit_codes(ws: Path, run_cli: Any) -> None:
 CHILD = (
     "import pathlib, time\n"
     "pathlib.Path('made.txt').write_text('made\\n')\n"
-    "pathlib.Path('ready').write_text('')\n"
+    "import os\n"
+    "pathlib.Path('ready').write_text(str(os.getpid()))\n"
     "time.sleep(60)\n"
 )
+
+
+def _killed_with_strata_only(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL strata (its own group); its command, in a group of its own, lives on."""
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()  # (the command still holds the pipes: nothing waits for it)
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` runs now (not gone, not a zombie nobody reaped yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _ended(pid: int) -> bool:
+    """Whether ``pid`` ends within 10 s."""
+    deadline = time.monotonic() + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _running(pid)
 
 
 def test_sigint_gives_an_after_snapshot_and_no_rollback(ws: Path, run_cli: Any) -> None:
@@ -449,11 +476,13 @@ def test_a_killed_run_is_recorded_as_interrupted(ws: Path, run_cli: Any) -> None
         wait_for(ws / "ready")
         assert len(active_leases(ws / ".strata" / "runs")) == 1
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # strata and its command die together
-        proc.communicate()
+        _killed_with_strata_only(proc)
+    child = int((ws / "ready").read_text())
+    assert _running(child)  # an orphan, until the next command that writes
     assert len(stale_leases(ws / ".strata" / "runs")) == 1
     code, out, err = run_cli("snapshot", "-m", "next", cwd=ws)  # the next command that writes
     assert code == 0, err
+    assert _ended(child)  # it ended the orphaned command before recording the run
     runs = events(run_cli, ws, "run")
     assert len(runs) == 1
     data = runs[0]["data"]
@@ -514,12 +543,13 @@ def test_a_killed_git_backed_run_is_recorded(gitws: Path, git: Git, run_cli: Any
     try:
         wait_for(gitws / "ready")
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+        _killed_with_strata_only(proc)
+    child = int((gitws / "ready").read_text())
     runs_folder = gitws / ".git" / "strata" / "repo" / "runs"
     assert len(stale_leases(runs_folder)) == 1
     code, _, err = run_cli("snapshot", cwd=gitws)
     assert code == 0, err
+    assert _ended(child)
     run = events(run_cli, gitws, "run")[0]
     assert run["data"]["recovered"] is True
     assert run["data"]["workspace"]["backend"] == "git"
