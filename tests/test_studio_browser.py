@@ -58,17 +58,20 @@ def test_timeline_filter_play_head_and_live_events(page: Any, served: Any, tmp_p
     assert page.locator(".flag", has_text="v1").count() == 1  # the bookmark as a flag
     # the agent's changes only
     page.select_option("select[name=kind]", "agent")
-    page.click("#apply")
+    with page.expect_navigation():
+        page.click("#apply")
     assert page.locator(".ev").count() == 1
     assert "fix the answer" in page.locator(".ev").inner_text()
-    page.click("text=clear")
+    with page.expect_navigation():  # (the play head's handler is attached once the page loads)
+        page.click("text=clear")
     # the play head to the first point: notes.md did not exist yet
     tree = page.locator("#tree")
     assert "notes.md" in tree.inner_text()
     page.locator("#playhead").fill("0")
     expect(tree).not_to_contain_text("notes.md")
     assert "app.py" in tree.inner_text()
-    page.click("#tree a.file:has-text('app.py')")
+    with page.expect_navigation():
+        page.click("#tree a.file:has-text('app.py')")
     assert "return 41" in page.locator("table.code").inner_text()
     page.go_back()
     # a new event appears without a reload
@@ -86,14 +89,17 @@ def test_rewind_and_undo_from_the_timeline(page: Any, served: Any, tmp_path: Pat
     (root / "app.py").write_text("unrecorded edit\n")
     page.goto(served.url)
     oldest = page.locator(".ev").last
-    oldest.locator("button", has_text="rewind").click()
+    with page.expect_navigation():
+        oldest.locator("button", has_text="rewind").click()
     result = page.locator("#result").inner_text()
     assert "Auto-saved unrecorded work as" in result  # what was saved, shown first
     assert "Rewound to" in result
     assert (root / "app.py").read_text() == "def answer():\n    return 41\n"
     assert not (root / "notes.md").exists()
-    page.click("#back")
-    page.click("#undo")
+    with page.expect_navigation():
+        page.click("#back")
+    with page.expect_navigation():
+        page.click("#undo")
     assert "Undid rewind" in page.locator("#result").inner_text()
     assert (root / "app.py").read_text() == "unrecorded edit\n"
     page.screenshot(path=str(tmp_path / "undo.png"))
@@ -106,9 +112,11 @@ def test_compare_two_points_side_by_side(page: Any, served: Any, tmp_path: Path)
     boxes = page.locator("input[name=pick]")
     boxes.nth(0).check()
     boxes.nth(2).check()
-    page.click("#compare-btn")
-    assert page.locator("section.file").count() == 3
-    page.click("#mode-split")
+    with page.expect_navigation():
+        page.click("#compare-btn")
+    expect(page.locator("section.file")).to_have_count(3)
+    with page.expect_navigation():
+        page.click("#mode-split")
     sbs = page.locator("table.sbs").first
     assert "return 41" in sbs.locator("td.del").inner_text()
     assert "return 42" in sbs.locator("td.add").inner_text()
@@ -165,10 +173,12 @@ def test_a_large_diff_pages(page: Any, served: Any, tmp_path: Path) -> None:
     with Repository.open(root) as repo:
         repo.snapshot("a big file")
     page.goto(served.url)
-    page.locator(".ev").first.locator("a", has_text="diff").click()
+    with page.expect_navigation():
+        page.locator(".ev").first.locator("a", has_text="diff").click()
     shown = page.locator("table.code tr").count()
     assert 1000 <= shown <= 2000
-    page.click("#next-page")
+    with page.expect_navigation():
+        page.click("#next-page")
     assert "value_1500 = 1500" in page.locator("table.code").first.inner_text()
 
 
@@ -179,18 +189,22 @@ def test_review_and_publish_a_draft(page: Any, served: Any, tmp_path: Path) -> N
         (draft.path / "app.py").write_text("def answer():\n    return 43\n")
         draft.record("the agent's better answer", author=BOT)
     page.goto(served.url)
-    page.click("text=Draft")
+    with page.expect_navigation():
+        page.click("text=Draft")
     assert "the agent's better answer" in page.locator("ol.revs").inner_text()
     assert "app.py" in page.locator("ul.changed").inner_text()
     page.screenshot(path=str(tmp_path / "draft.png"))
     page.fill("input[name=message]", "ship it")
-    page.click("#publish")
+    with page.expect_navigation():
+        page.click("#publish")
     assert "Published" in page.locator("#result").inner_text()
     assert (root / "app.py").read_text() == "def answer():\n    return 43\n"
-    page.click("#back")
+    with page.expect_navigation():
+        page.click("#back")
     assert "No Draft is open" in page.content()
     # the checkpoint the publish took puts the files back as they were before it
-    page.locator("table.list button", has_text="restore").first.click()
+    with page.expect_navigation():
+        page.locator("table.list button", has_text="restore").first.click()
     assert "Restored checkpoint" in page.locator("#result").inner_text()
     assert (root / "app.py").read_text() == "def answer():\n    return 42\n"
 
@@ -295,7 +309,8 @@ def test_workshop_send_and_rewind_to_a_message(page: Any, shop: Any, tmp_path: P
         assert (draft.path / "app.py").read_text() == "ANSWER = 2\n"
     # the files beside the conversation are the Draft's; one opens as it is there
     assert page.locator("#tree form").count() == 0  # no restore buttons here
-    page.click("#tree a.file:has-text('app.py')")
+    with page.expect_navigation():
+        page.click("#tree a.file:has-text('app.py')")
     assert "ANSWER = 2" in page.locator("table.code").inner_text()
     page.go_back()
     # back to the first answer: the conversation and the Draft's files
