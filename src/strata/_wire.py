@@ -12,6 +12,10 @@ accelerator is missing (another Python implementation), :mod:`json` is used.
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 try:
     import _json
 except ImportError:  # pragma: no cover - CPython always has it
@@ -104,3 +108,21 @@ def _write(value: object, parts: list[str], string: object) -> None:
         parts.append("}")
     else:
         raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+@contextlib.contextmanager
+def short_socket_path(path: str | os.PathLike[str]) -> Iterator[str]:
+    """A path for ``bind``/``connect`` short enough for ``sun_path`` (108 bytes).
+
+    A longer one goes through its folder's descriptor (``/proc/self/fd/N/NAME``),
+    held open while the block runs.
+    """
+    if len(os.fsencode(path)) < 100:
+        yield os.fspath(path)
+        return
+    folder, name = os.path.split(os.fspath(path))
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)

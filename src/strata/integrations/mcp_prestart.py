@@ -102,19 +102,6 @@ def where(argv: list[str], cwd: str) -> str | None:
     return None
 
 
-def _sun_path(path: str) -> tuple[str, int | None]:
-    """An address for ``bind``/``connect`` that fits ``sun_path`` (108 bytes), and the fd it holds.
-
-    A longer path goes through its folder's descriptor (``/proc/self/fd/N/NAME``);
-    the caller closes the descriptor once bound or connected.
-    """
-    if len(os.fsencode(path)) < 100:
-        return path, None
-    folder, name = os.path.split(path)
-    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    return f"/proc/self/fd/{fd}/{name}", fd
-
-
 def try_prestarted(argv: list[str]) -> None:
     """Run ``strata ARGV`` (``mcp ...``) in the workspace's prestarted server; return when none.
 
@@ -142,12 +129,8 @@ def try_prestarted(argv: list[str]) -> None:
     sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(READY_TIMEOUT)
-        address, held = _sun_path(place[0])
-        try:
+        with _wire.short_socket_path(place[0]) as address:
             sock.connect(address)
-        finally:
-            if held is not None:
-                os.close(held)
         body = {
             "v": 1,
             "key": key,
@@ -299,12 +282,10 @@ def serve(
     try:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(sock_path)
-        address, held = _sun_path(sock_path)
-        try:
+        from strata._wire import short_socket_path
+
+        with short_socket_path(sock_path) as address:
             listener.bind(address)
-        finally:
-            if held is not None:
-                os.close(held)
     finally:
         os.umask(old)
     listener.listen(16)

@@ -89,11 +89,12 @@ import struct
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from strata._wire import short_socket_path
 from strata.atomic import TEMP_PREFIX
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, IgnoreRules
@@ -586,19 +587,6 @@ class IgnoreFilter:
 # -- the socket ----------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _short_path(path: Path) -> Iterator[str]:
-    """A path for ``bind``/``connect`` short enough for ``sun_path`` (108 bytes)."""
-    if len(os.fsencode(path)) < 100:
-        yield str(path)
-        return
-    fd = os.open(path.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
-
-
 class MonitorServer:
     """Serves a :class:`ChangeMonitor` on ``FOLDER/watch.sock``; one server per repository.
 
@@ -657,7 +645,7 @@ class MonitorServer:
         sock_path = self.folder / SOCKET
         sock_path.unlink(missing_ok=True)  # left by a watcher that was killed
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with _short_path(sock_path) as short:
+        with short_socket_path(sock_path) as short:
             sock.bind(short)
             with contextlib.suppress(OSError):  # the owner only, whatever the umask
                 os.chmod(short, 0o600)
@@ -994,7 +982,7 @@ def request(folder: Path, body: dict[str, Any], *, timeout: float = ASK_TIMEOUT)
     sock_path = folder / SOCKET
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
-        with _short_path(sock_path) as short:
+        with short_socket_path(sock_path) as short:
             sock.connect(short)
         sock.sendall(json.dumps({"v": PROTOCOL, **body, "key": read_key(folder)}).encode() + b"\n")
         reply = json.loads(_read_line(sock) or b"null")
