@@ -11,9 +11,16 @@ each of those types once. Then:
    in-memory caches empty (every CSV read by DuckDB, every document parsed);
 2. **warm**: the same again, ``--repeat`` times (median): the target of issue
    13 is under 1 s;
-3. ``build_prompt`` (manifest + as many maps as fit in 24k characters), warm.
+3. ``build_prompt`` (manifest + as many maps as fit in 24k characters), warm;
+4. **a turn's context**, warm: what ``Repository.workshop()`` builds before each
+   model call: the manifest, the context items (a situation, ``--skills``
+   Agent Skills with a reference each, a Document Style merged into the
+   format style skills, :func:`strata.workshop.skills.plan_context`) and
+   ``build_prompt`` on that manifest. Run on a tree without
+   ``strata.workshop.skills`` (an older Strata, ``PYTHONPATH=OLD/src``), the
+   same step is the manifest and ``build_prompt`` alone: the figure to compare.
 
-Run:  .venv/bin/python benchmarks/workshop_context.py [--files 2000] [--repeat 5]
+Run:  .venv/bin/python benchmarks/workshop_context.py [--files 2000] [--repeat 5] [--skills 20]
 """
 
 from __future__ import annotations
@@ -81,6 +88,43 @@ def manifest_and_maps(root: Path) -> tuple[int, int]:
     return len(manifest.files), made
 
 
+def make_context(folder: Path, skills: int) -> None:
+    """A situation, ``skills`` Agent Skills (one reference each) and a Document Style."""
+    (folder / "skills").mkdir(parents=True)
+    (folder / "situation.md").write_text("Quarter close: the books close on Friday.\n" * 20)
+    topics = ["invoices", "sales", "budgets", "reports", "slides", "tables", "notes", "code"]
+    for i in range(skills):
+        name = f"skill-{i:02d}"
+        topic = topics[i % len(topics)]
+        where = folder / "skills" / name
+        (where / "references").mkdir(parents=True)
+        (where / "SKILL.md").write_text(
+            f"---\nname: {name}\ndescription: How to handle {topic} in this team\n---\n"
+            + f"Rule about {topic}.\n" * 30
+            + "See [the summary](references/summary.md).\n"
+        )
+        (where / "references" / "summary.md").write_text(f"Summary of {topic}.\n" * 20)
+    style = folder / "skills" / "document-style"
+    style.mkdir()
+    (style / "SKILL.md").write_text(
+        "---\nname: document-style\ndescription: The house style\n---\nUse the house font.\n"
+        "## Word documents\nHeadings in navy.\n## Slides\nOne chart a slide.\n"
+    )
+
+
+def turn_context(root: Path, context: Path, transcript: list[Message], text: str) -> object:
+    """What a Workshop turn builds before its model call (see step 4 of the docstring)."""
+    manifest = build_manifest(root)
+    try:
+        from strata.workshop.skills import plan_context
+    except ImportError:  # an older Strata: the manifest and the prompt alone
+        return build_prompt(root, transcript, user_text=text, manifest=manifest)
+    plan = plan_context(context, text, manifest)
+    return build_prompt(
+        root, transcript, user_text=text, context_items=plan.items, manifest=manifest
+    )
+
+
 def timed(fn: object) -> float:
     start = time.perf_counter()
     fn()  # type: ignore[operator]
@@ -91,6 +135,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skills", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="wsctx-bench-") as tmp:
         root = Path(tmp) / "ws"
@@ -106,6 +151,19 @@ def main() -> None:
             for _ in range(args.repeat)
         ]
         prompt = build_prompt(root, transcript, user_text="sum table-80.csv")
+        context = Path(tmp) / "context"
+        make_context(context, args.skills)
+        asked = "check the invoices in table-80.csv and make slides"
+        turn_times = [
+            timed(lambda: turn_context(root, context, transcript, asked))
+            for _ in range(args.repeat)
+        ]
+        try:
+            import strata.workshop.skills  # noqa: F401
+
+            with_skills = f"situation + {args.skills} skills + document style"
+        except ImportError:
+            with_skills = "no context items: this Strata has none"
     print(
         f"# Workshop file context ({datetime.date.today()}, {platform.platform()}, "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()})"
@@ -120,6 +178,7 @@ def main() -> None:
     print(f"| manifest + every map, cold (caches empty) | {cold:.2f} s |")
     print(f"| manifest + every map, warm (target < 1 s) | {statistics.median(warm):.3f} s |")
     print(f"| build_prompt, warm | {statistics.median(prompt_times):.3f} s |")
+    print(f"| a turn's context ({with_skills}), warm | {statistics.median(turn_times):.3f} s |")
     print()
     print(f"prompt: {len(prompt.system)} characters; cut: {'; '.join(prompt.truncated)}")
 

@@ -14,6 +14,9 @@ Settings of a ``[providers.NAME]`` table: ``adapter``, ``model``,
 ``base_url``, ``api_key_env`` (the variable holding its key), ``timeout``
 (seconds), ``script`` (the scripted adapter's file, relative to the
 workspace), ``reasoning_effort`` (the default of requests that set none),
+``research_effort``, ``plan_effort`` and ``implement_effort`` (the OpenAI
+adapters' reasoning effort in each phase of a Workshop RPI turn; the summary
+and other calls keep ``reasoning_effort``, else ``medium``),
 ``max_tokens`` (the output limit of requests that set none: Anthropic's
 default 4096; the OpenAI adapters' 1024 for a server on this machine, none for
 another), ``context_window`` (the model's context in tokens, for the OpenAI
@@ -64,7 +67,12 @@ SETTINGS: tuple[str, ...] = (
     "retry_delays",
     "context_window",
     "tools",
+    "research_effort",
+    "plan_effort",
+    "implement_effort",
 )
+#: the RPI phases that may have a reasoning effort of their own (``PHASE_effort``)
+EFFORT_PHASES: tuple[str, ...] = ("research", "plan", "implement")
 
 #: the keys of the ``[model]`` table
 MODEL_SETTINGS: tuple[str, ...] = ("default",)
@@ -108,6 +116,8 @@ class ProviderSettings:
     """Seconds between attempts (default 1, 2, 4, 8, 16, jittered); ``[]`` tries once."""
     tools: str = "native"
     """``native`` (tool calls), ``none`` (the compatibility flow), ``auto`` (detect)."""
+    phase_efforts: tuple[tuple[str, str], ...] = ()
+    """(phase, effort) of each RPI phase with its own reasoning effort (``research_effort``...)."""
     source: str = "config"
     """``built-in``, ``config``, or ``built-in+config`` (a built-in changed by a table)."""
 
@@ -230,6 +240,18 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         raise _not_configured(
             name, f"reasoning_effort of {where} is {effort!r}, not one of {', '.join(EFFORTS)}"
         )
+    phase_efforts: list[tuple[str, str]] = []
+    for phase in EFFORT_PHASES:
+        key = f"{phase}_effort"
+        if key not in raw:
+            continue
+        if raw[key] not in EFFORTS:
+            raise _not_configured(
+                name, f"{key} of {where} is {raw[key]!r}, not one of {', '.join(EFFORTS)}"
+            )
+        if not adapter.startswith("openai"):
+            raise _not_configured(name, f"{key} of {where} is only for the openai adapters")
+        phase_efforts.append((phase, raw[key]))
     stream = raw.get("stream", True)
     if not isinstance(stream, bool):
         raise _not_configured(name, f"stream of {where} is not true or false")
@@ -292,6 +314,7 @@ def _settings(name: str, table: dict[str, Any] | None) -> ProviderSettings:
         tool_choice_required=required,
         retry_delays=tuple(float(d) for d in delays) if delays is not None else None,
         tools=tools,
+        phase_efforts=tuple(phase_efforts),
         source=source,
     )
 
@@ -438,6 +461,7 @@ def _adapter(
         tool_choice_required=settings.tool_choice_required,
         max_tokens=settings.max_tokens,
         context_window=settings.context_window,
+        phase_efforts=dict(settings.phase_efforts),
     )
 
 

@@ -19,7 +19,7 @@ set (a server that sends nothing is given up after ``timeout`` seconds).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from types import ModuleType
 from typing import Any
@@ -76,10 +76,14 @@ class _OpenAIAdapter(SdkAdapter):
         tool_choice_required: bool = True,
         max_tokens: int | None = None,
         context_window: int | None = None,
+        phase_efforts: Mapping[str, str] | None = None,
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (OpenAI's by default).
 
-        ``reasoning_effort`` is the default for requests that set none.
+        ``reasoning_effort`` is the default for requests that set none;
+        ``phase_efforts`` the effort of each RPI phase (``research``,
+        ``plan``, ``implement``) that has its own, which the Workshop's RPI
+        loop sets on its requests (:func:`strata.workshop.rpi.phase_effort`).
         ``tool_choice_required`` false sends the profile's ``required`` as
         ``auto`` (for servers that refuse it, such as llama.cpp's).
         ``max_tokens`` is the output limit of requests that set none; a server
@@ -105,6 +109,7 @@ class _OpenAIAdapter(SdkAdapter):
             max_tokens = DEFAULT_LOCAL_MAX_TOKENS
         self.max_tokens = max_tokens
         self.context_window = context_window
+        self.phase_efforts: dict[str, str] = dict(phase_efforts or {})
 
     def _sdk(self) -> ModuleType:
         import openai

@@ -620,8 +620,15 @@ def tool_table(core: Core, recorded: tuple[ToolSpec, ...]) -> ToolTable:
     from strata.workshop.tools import workshop_tools
 
     wanted = [spec.to_json() for spec in recorded]
+    # the Workshop offers the style tools of the formats in play: those the call offered
+    styles = [
+        k for k in ("docx", "xlsx", "pptx") if any(s.name == f"{k}_get_styles" for s in recorded)
+    ]
     candidates: list[ToolTable] = [TOOLS]
-    candidates += [workshop_tools(phase=p, rules=core.rules()) for p in (None, "research", "plan")]
+    candidates += [
+        workshop_tools(phase=p, rules=core.rules(), styles=styles)
+        for p in (None, "research", "plan")
+    ]
     for table in candidates:
         if [spec.to_json() for spec, _ in table.values()] == wanted:
             return table

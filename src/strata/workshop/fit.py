@@ -30,7 +30,7 @@ from pathlib import Path
 from strata.errors import ProviderCancelled, ProviderError, WorkshopError
 from strata.providers.base import CancelToken, Message, Provider, Request, ToolSpec, complete
 from strata.store.ignore import IgnoreRules
-from strata.workshop.context import INSTRUCTIONS, LIMITS, Limits, build_prompt
+from strata.workshop.context import INSTRUCTIONS, LIMITS, Limits, Manifest, build_prompt
 
 #: characters counted as one token (on the safe side of every tokenizer's average)
 CHARS_PER_TOKEN = 3
@@ -66,6 +66,8 @@ class Assembled:
     dropped: tuple[Message, ...] = ()
     #: the model's context in tokens (None: unknown)
     window: int | None = None
+    #: context sources missing, unusable or cut (recorded as a ``context_notice`` card)
+    notices: tuple[str, ...] = ()
 
 
 def tokens(text: str) -> int:
@@ -92,10 +94,12 @@ def fit_prompt(
     context_items: Sequence[tuple[str, str]] = (),
     rules: IgnoreRules | None = None,
     limits: Limits = LIMITS,
+    manifest: Manifest | None = None,
 ) -> Assembled:
     """The prompt of a turn on ``folder`` within ``window`` tokens (see the module's docstring).
 
-    ``output`` is the answer's room in tokens. :class:`WorkshopError` when
+    ``output`` is the answer's room in tokens; ``manifest`` is the folder's,
+    when built already. :class:`WorkshopError` when
     the window cannot hold the instructions and the user's message.
     """
     specs = json.dumps([s.to_json() for s in tool_specs]) if tool_specs else ""
@@ -146,6 +150,7 @@ def fit_prompt(
         context_items=context_items,
         rules=rules,
         limits=limits,
+        manifest=manifest,
     )
     notes.extend(prompt.truncated)
     dropped = tuple(older) if budget_cut else ()

@@ -36,6 +36,12 @@ finished by running it again, and no finished phase is redone. A different
 request starts over. :func:`clear` removes the folder: the Workshop calls it
 on a new user message, on undo/rewind and on regenerate.
 
+Each phase's requests carry the provider's reasoning effort for that phase
+(:func:`phase_effort`: ``research_effort``, ``plan_effort``,
+``implement_effort`` of an OpenAI provider's table; the summary keeps the
+provider's default), and each recorded step names the effort sent
+(``data.step.reasoning_effort``, :func:`effort_sent`).
+
 Loop detection is the step loop's (:class:`strata.agent.step.LoopDetector`):
 the last ``LOOP_WINDOW`` tool calls of a tool loop are
 kept as (name, canonical arguments); a call that makes ``LOOP_WARN``
@@ -294,6 +300,31 @@ def checklist(text: str, *, numbered: bool = False) -> list[str]:
 # -- loop detection ------------------------------------------------------------------------
 
 
+def phase_effort(provider: Provider, phase: str) -> str | None:
+    """The reasoning effort ``provider`` is configured with for ``phase`` (None: its default).
+
+    ``research_effort``, ``plan_effort`` and ``implement_effort`` of a
+    ``[providers.NAME]`` table (the OpenAI adapters' ``phase_efforts``); the
+    summary phase has none of its own.
+    """
+    efforts = getattr(provider, "phase_efforts", None)
+    found = efforts.get(phase) if isinstance(efforts, Mapping) else None
+    return found if isinstance(found, str) else None
+
+
+def effort_sent(provider: Provider, phase: str) -> str | None:
+    """The reasoning effort a ``phase`` request of ``provider`` carries (None: not sent).
+
+    Seed 000's OpenAI profile: the phase's effort, else the provider's
+    default, else ``medium``, sent only to OpenAI models that reason.
+    """
+    from strata.providers.profile import effort, reasons
+
+    if not provider.adapter.startswith("openai") or not reasons(provider.model):
+        return None
+    return effort(phase_effort(provider, phase) or getattr(provider, "reasoning_effort", None))
+
+
 def loop_detector() -> LoopDetector:
     """The step loop's detector, raising :class:`~strata.errors.WorkshopLoopDetected`."""
     return LoopDetector(error=WorkshopLoopDetected)
@@ -486,6 +517,7 @@ class _Engine:
             messages=tuple(messages),
             tools=tuple(spec for spec, _ in tools.values()),
             tool_choice="auto" if phase == "plan" and tools else None,
+            reasoning_effort=phase_effort(self.provider, phase),
         )
         recorder = self.new_recorder()
         first = len(recorder.ids)
@@ -723,6 +755,11 @@ def _implement(engine: _Engine, run: _Run, research: str, plan: Plan) -> None:
 # -- on a repository's Draft ---------------------------------------------------------------
 
 
+def _effort_field(provider: Provider, phase: str) -> dict[str, str]:
+    sent = effort_sent(provider, phase)
+    return {"reasoning_effort": sent} if sent is not None else {}
+
+
 def run_rpi_agent(
     core: Core,
     provider: Provider,
@@ -813,6 +850,7 @@ def run_rpi_agent(
                     clock_ms=current["clock_ms"],
                     phase=step.phase,
                     item=step.item,
+                    **_effort_field(provider, step.phase),
                 ),
                 **(data or {}),
             },

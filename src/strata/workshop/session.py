@@ -600,6 +600,16 @@ class Workshop:
         command = "chat turn" if replaced is None else "chat regenerate"
         with core.transaction(command, self.author) as tx:
             parent = user.id
+            if assembled is not None and assembled.notices:  # seed 000's fallback notice
+                card = append(
+                    tx,
+                    EventType.SYSTEM_EVENT,
+                    self.conversation_id,
+                    text="context: " + "; ".join(assembled.notices),
+                    parent=parent,
+                    data={"kind": "context_notice", "notices": list(assembled.notices)},
+                )
+                parent = card.id
             if draft_before is None and draft is not None:
                 card = append(
                     tx,
@@ -982,29 +992,42 @@ def workshop(
 
     def prompt(folder: Path, history: list[Message], text: str, provider: Provider) -> Assembled:
         # the files the agent works on (manifest, maps, small files inlined), the workspace
-        # digest as a context item, the last messages, within the model's context; see
-        # strata.workshop.context and strata.workshop.fit
+        # digest, the situation and the skills as context items, the last messages, within
+        # the model's context; see strata.workshop.context, .skills and .fit
         from strata.digest import digest_context_item
         from strata.providers.window import context_window
+        from strata.workshop.context import build_manifest
         from strata.workshop.fit import fit_prompt, output_room
+        from strata.workshop.skills import context_folder, cut_notices, plan_context
 
+        rules = core.rules()
+        manifest = build_manifest(folder, rules=rules)
         item = digest_context_item(core)
+        plan = plan_context(context_folder(core.layout.repo), text, manifest)
+        formats[:] = plan.formats  # the *_get_styles tools of this turn
+        items = [*([item] if item is not None else []), *plan.items]
         window = context_window(provider)
-        return fit_prompt(
+        made = fit_prompt(
             folder,
             history,
             text,
             window=window,
             output=output_room(provider, window) if window is not None else 0,
             tool_specs=[spec for spec, _ in tools().values()],
-            context_items=[item] if item is not None else [],
-            rules=core.rules(),
+            context_items=items,
+            rules=rules,
+            manifest=manifest,
         )
+        notices = (*plan.notices, *cut_notices(made.notes, [t for t, _ in plan.items]))
+        return replace(made, notices=notices) if notices else made
+
+    formats: list[str] = []  # the Office formats of the last prompt (gating the style tools)
 
     def tools() -> ToolTable:
         from strata.workshop.tools import workshop_tools
 
-        return workshop_tools(rules=core.rules())  # one per turn: recall_tool_result's memory
+        # one per turn: recall_tool_result's memory
+        return workshop_tools(rules=core.rules(), styles=formats)
 
     return Workshop(
         core,

@@ -4,7 +4,8 @@
 :class:`strata.agent.tools.ToolSet` (the one executor of every tool call)
 composed of the groups of :data:`GROUPS` (``files``: the agent's
 ``write_file``/``edit_file`` with the Workshop's richer ``list_files`` and
-``read_file``; ``maps``; ``tables``) and ``recall_tool_result``: it keeps
+``read_file``; ``maps``; ``tables``; ``styles``: ``docx_get_styles``,
+``xlsx_get_styles``, ``pptx_get_styles``) and ``recall_tool_result``: it keeps
 the full text of every result of the turn, so ``recall_tool_result`` can
 page through a result that was cut. Use one ToolBox per turn (or per RPI
 phase)::
@@ -37,6 +38,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +114,9 @@ RESEARCH_TOOLS = (
     "table_read_rows",
     "table_query",
     "recall_tool_result",
+    "xlsx_get_styles",
+    "docx_get_styles",
+    "pptx_get_styles",
 )
 PLAN_TOOLS = ("read_file", "recall_tool_result")
 PHASES = ("research", "plan", "implement")
@@ -228,6 +233,25 @@ def _specs() -> dict[str, ToolSpec]:
                 ("path", "sql", "output"),
             ),
         ),
+        ToolSpec(
+            "docx_get_styles",
+            "A Word document's styles: theme fonts and colours, default font, page size and "
+            "margins, the paragraph/character/table styles it uses (font, size, weight, base "
+            "style) and the others it defines. Match them in what you write.",
+            _schema({"path": _PATH}, ("path",)),
+        ),
+        ToolSpec(
+            "xlsx_get_styles",
+            "A workbook's styles: theme fonts and colours, named cell styles, and per sheet the "
+            "distinct cell formats (font, fill, number format, alignment) with their cells.",
+            _schema({"path": _PATH, "sheet": _SHEET}, ("path",)),
+        ),
+        ToolSpec(
+            "pptx_get_styles",
+            "A deck's styles: theme fonts and colours, slide size, each master's layouts, and "
+            "per slide its layout and the fonts of its text.",
+            _schema({"path": _PATH}, ("path",)),
+        ),
     ]
     return {s.name: s for s in specs}
 
@@ -245,7 +269,12 @@ GROUPS = {
     "table_read_rows": "tables",
     "table_query": "tables",
     "table_export": "tables",
+    "docx_get_styles": "styles",
+    "xlsx_get_styles": "styles",
+    "pptx_get_styles": "styles",
 }
+#: the style tools, one per Office format (gated by format: :func:`workshop_tools`)
+STYLE_TOOLS = ("docx_get_styles", "xlsx_get_styles", "pptx_get_styles")
 #: the tools that change files (a Draft is opened for their first call)
 WRITERS = ("write_file", "edit_file", "table_export")
 _OWN: dict[str, ToolSpec] = _specs()
@@ -255,11 +284,20 @@ SPECS: dict[str, ToolSpec] = {**_OWN, RECALL: ToolSet([], recall=True)[RECALL][0
 class ToolBox(ToolSet):
     """A turn's tools (all, or one RPI phase's), keeping every result for recall_tool_result."""
 
-    def __init__(self, *, phase: str | None = None, rules: IgnoreRules | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        phase: str | None = None,
+        rules: IgnoreRules | None = None,
+        styles: Iterable[str] | None = None,
+    ) -> None:
         if phase is not None and phase not in PHASES:
             raise ValueError(f"unknown phase {phase!r}; use one of {', '.join(PHASES)}")
         self.phase = phase
         self.rules = rules
+        left_out = (
+            set() if styles is None else set(STYLE_TOOLS) - {f"{k}_get_styles" for k in styles}
+        )
 
         def listing(folder: Path, args: dict[str, Any]) -> ToolResult:
             return _list_files(folder, args, rules)
@@ -269,19 +307,28 @@ class ToolBox(ToolSet):
             (
                 Tool(spec, handlers[name], GROUPS[name], writes=name in WRITERS)
                 for name, spec in _OWN.items()
+                if name not in left_out
             ),
             recall=True,
             only={"research": RESEARCH_TOOLS, "plan": PLAN_TOOLS}.get(phase or ""),
         )
 
 
-def workshop_tools(*, phase: str | None = None, rules: IgnoreRules | None = None) -> ToolBox:
+def workshop_tools(
+    *,
+    phase: str | None = None,
+    rules: IgnoreRules | None = None,
+    styles: Iterable[str] | None = None,
+) -> ToolBox:
     """A new :class:`ToolBox`: every tool, or the ``research``/``plan`` phase's subset.
 
     ``rules`` are the repository's ignore rules (for ``list_files``; default:
-    Strata's defaults).
+    Strata's defaults). ``styles`` gates the ``*_get_styles`` tools by
+    format: only those of the formats given (``docx``, ``pptx``, ``xlsx``;
+    the Workshop passes those of the turn's style skills, so a workspace
+    without Office files spends no prompt on them); None keeps all three.
     """
-    return ToolBox(phase=phase, rules=rules)
+    return ToolBox(phase=phase, rules=rules, styles=styles)
 
 
 def _opt(args: dict[str, Any], key: str, default: Any) -> Any:
@@ -552,6 +599,40 @@ def table_export(folder: Path, args: dict[str, Any]) -> ToolResult:
     return ToolResult(f"wrote {len(result.rows)} rows ({len(content)} bytes) to {output}")
 
 
+def _styles_of(kind: str, folder: Path, args: dict[str, Any]) -> ToolResult:
+    """The styles of the ``kind`` document at ``args["path"]`` (an error result for others)."""
+    from strata.documents import styles
+
+    path = tool_path(args)
+    found = type_of(path)
+    if found != kind:
+        hint = f"; use {found}_get_styles" if found in ("docx", "xlsx", "pptx") else ""
+        return ToolResult(f"{kind}_get_styles: {path} is a {found} file, not {kind}{hint}", True)
+    data = _read(folder, path)
+    if kind == "docx":
+        text = styles.docx_styles(data)
+    elif kind == "xlsx":
+        text = styles.xlsx_styles(data, args.get("sheet"))
+    else:
+        text = styles.pptx_styles(data)
+    return ToolResult(f"{path}: {text}")
+
+
+def docx_get_styles(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """A Word document's styles (:func:`strata.documents.styles.docx_styles`)."""
+    return _styles_of("docx", folder, args)
+
+
+def xlsx_get_styles(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """A workbook's styles (:func:`strata.documents.styles.xlsx_styles`)."""
+    return _styles_of("xlsx", folder, args)
+
+
+def pptx_get_styles(folder: Path, args: dict[str, Any]) -> ToolResult:
+    """A deck's styles (:func:`strata.documents.styles.pptx_styles`)."""
+    return _styles_of("pptx", folder, args)
+
+
 _HANDLERS: dict[str, Handler] = {
     "get_file_info": get_file_info,
     "get_file_map": get_file_map,
@@ -563,4 +644,7 @@ _HANDLERS: dict[str, Handler] = {
     "table_read_rows": table_read_rows,
     "table_query": table_query,
     "table_export": table_export,
+    "docx_get_styles": docx_get_styles,
+    "xlsx_get_styles": xlsx_get_styles,
+    "pptx_get_styles": pptx_get_styles,
 }
