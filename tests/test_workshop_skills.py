@@ -302,3 +302,30 @@ def test_a_phase_effort_is_checked_in_the_config(wire: WireServer) -> None:
         open_provider(
             "y", config={"providers": {"y": anthropic}}, environ={"ANTHROPIC_API_KEY": "k"}
         )
+
+
+def test_strata_ask_shows_the_context_notice_and_chat_log_keeps_it(
+    run_cli: Any, ws: Path, tmp_path: Path
+) -> None:
+    from conftest import as_json, ok
+
+    (ws / "a.txt").write_text("alpha\n")
+    ok(run_cli("init", cwd=ws))
+    (tmp_path / "shop.yaml").write_text("- text: Done.\n")
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{tmp_path / "shop.yaml"}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    broken = ws / ".strata" / "context" / "skills" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "SKILL.md").write_text("---\nname: other\ndescription: x\n---\nbody\n")
+    code, out, err = run_cli("ask", "hello", cwd=ws)
+    assert code == 0 and out.startswith("Done.")
+    assert "note: skill broken not used: its name 'other' is not its folder's name 'broken'" in err
+    log = as_json(run_cli("chat", "log", "--json", cwd=ws))
+    [card] = [m for m in log["messages"] if m["system_kind"] == "context_notice"]
+    assert card["data"]["notices"] == [
+        "skill broken not used: its name 'other' is not its folder's name 'broken'"
+    ]
+    assert "context_notice: context: skill broken not used" in ok(run_cli("chat", "log", cwd=ws))

@@ -113,6 +113,15 @@ def _echo_turn(turn: Turn) -> None:
     )
 
 
+def _echo_notices(workshop: Workshop, turn: Turn) -> None:
+    """The turn's context notice (a skill not used, a style merge that fell back...), if any."""
+    parent = turn.assistant_message.parent
+    card = next((m for m in workshop.messages() if m.id == parent), None)
+    if card is not None and card.system_kind == "context_notice":
+        for notice in card.data.get("notices", []):
+            click.echo(f"note: {printable(str(notice))}", err=True)
+
+
 def _offer_switch(repo: Repository, exc: ProviderUnavailable, current: str) -> None:
     """Name, in ``exc``, the configured models a turn that failed after its retries may use."""
     from strata.providers.config import alternatives
@@ -176,6 +185,7 @@ def ask(
             emit_json(turn.to_json())
             return
         _echo_turn(turn)
+        _echo_notices(workshop, turn)
         _echo_draft(repo)
 
 
