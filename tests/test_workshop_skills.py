@@ -329,3 +329,41 @@ def test_strata_ask_shows_the_context_notice_and_chat_log_keeps_it(
         "skill broken not used: its name 'other' is not its folder's name 'broken'"
     ]
     assert "context_notice: context: skill broken not used" in ok(run_cli("chat", "log", cwd=ws))
+
+
+def test_a_skill_or_situation_the_user_cannot_read_is_a_notice_not_a_failure(
+    cli_as: Any, person: Any, home_of: Path, tmp_path: Path
+) -> None:
+    import os
+    import subprocess
+
+    from conftest import ok
+
+    ws = home_of / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("alpha\n")
+    script = home_of / "shop.yaml"
+    script.write_text("- text: Done.\n")
+    subprocess.run(["chown", "-R", f"{person.uid}:{person.gid}", str(home_of)], check=True)
+    ok(cli_as("init", cwd=ws))
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{script}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    context = ws / ".strata" / "context"
+    (context / "skills" / "secret").mkdir(parents=True)
+    (context / "skills" / "secret" / "SKILL.md").write_text(
+        "---\nname: secret\ndescription: hidden\n---\nThe secret rule.\n"
+    )
+    (context / "situation.md").write_text("Audit week.\n")
+    subprocess.run(["chown", "-R", f"{person.uid}:{person.gid}", str(context)], check=True)
+    os.chmod(context / "skills" / "secret" / "SKILL.md", 0)
+    os.chmod(context / "situation.md", 0)
+    code, out, err = cli_as("ask", "use $secret", cwd=ws)
+    assert code == 0 and out.startswith("Done."), err
+    if person.uid == 0:  # root reads everything: both are used
+        assert "note:" not in err
+    else:
+        assert "note: the situation was not used: situation.md cannot be read" in err
+        assert "note: skill secret not used: SKILL.md cannot be read" in err

@@ -51,6 +51,7 @@ a non-blocking ``context_notice`` system event before the turn's answer.
 from __future__ import annotations
 
 import functools
+import os
 import re
 import stat
 from collections.abc import Sequence
@@ -165,12 +166,22 @@ def _read_text(path: Path, what: str) -> str:
         st = path.lstat()
     except FileNotFoundError:
         raise SkillInvalid(f"{what} is missing") from None
+    except OSError as exc:
+        raise SkillInvalid(f"{what} cannot be read ({exc.strerror or exc})") from None
     if not stat.S_ISREG(st.st_mode):
         raise SkillInvalid(f"{what} is not a regular file")
     if st.st_size > MAX_FILE_BYTES:
         raise SkillInvalid(f"{what} is {st.st_size} bytes, past the {MAX_FILE_BYTES} read")
     try:
-        return path.read_bytes().decode("utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        with open(fd, "rb") as file:
+            data = file.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SkillInvalid(f"{what} cannot be read ({exc.strerror or exc})") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise SkillInvalid(f"{what} is past the {MAX_FILE_BYTES} bytes read")
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise SkillInvalid(f"{what} is not UTF-8 text") from None
 
@@ -207,6 +218,13 @@ def parse_skill(text: str, *, folder_name: str | None = None) -> tuple[str, str,
     return name, " ".join(description.split()), "\n".join(lines[end + 1 :]).strip()
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.lstat().st_mode)
+    except OSError:
+        return False
+
+
 def read_skill(folder: Path) -> tuple[Skill, list[str]]:
     """The skill in ``folder`` and a notice per reference that cannot be sent.
 
@@ -221,7 +239,7 @@ def read_skill(folder: Path) -> tuple[Skill, list[str]]:
         ref = next(g for g in match.groups() if g)
         if ref in seen or "://" in ref or ref.startswith(("/", "..")) or "/../" in ref:
             continue
-        if not (ref.startswith("references/") or (folder / ref).is_file()):
+        if not (ref.startswith("references/") or _is_file(folder / ref)):
             continue
         seen.add(ref)
         if len(references) >= MAX_REFERENCES:
@@ -242,8 +260,14 @@ def load_skills(folder: Path) -> tuple[dict[str, Skill], list[str]]:
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
     except (FileNotFoundError, NotADirectoryError):
         return skills, problems
+    except OSError as exc:
+        problems.append(f"no skill was read: {folder.name} cannot be listed ({exc.strerror})")
+        return skills, problems
     for path in entries[:MAX_SKILLS]:
-        if path.is_symlink() or not path.is_dir():
+        try:
+            if path.is_symlink() or not path.is_dir():
+                continue
+        except OSError:
             continue
         try:
             skill, notes = read_skill(path)
@@ -366,8 +390,12 @@ def _applies(first_line: str, kind: str) -> bool:
 def read_situation(folder: Path) -> str | None:
     """The situation's text (None when there is none or it is empty); SkillInvalid when unusable."""
     path = folder / SITUATION_FILE
-    if not path.exists() and not path.is_symlink():
+    try:
+        path.lstat()
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        raise SkillInvalid(f"{SITUATION_FILE} cannot be read ({exc.strerror or exc})") from None
     text = _read_text(path, SITUATION_FILE).strip()
     return text or None
 
