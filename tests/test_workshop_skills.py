@@ -10,16 +10,20 @@ cut to fit and the ``context_notice`` card saying what could not be used.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strata import Repository
 from strata.providers.base import Provider
 from strata.providers.config import open_provider
 from strata.providers.window import forget
+from strata.workshop.skills import SkillInvalid, parse_skill
 from wire_server import WireServer, text, tools
 from workshop_fixtures import docx_bytes, pptx_bytes, xlsx_bytes
 
@@ -260,6 +264,7 @@ def test_each_rpi_phase_sends_and_records_its_own_reasoning_effort(
     repo: Repository, wire: WireServer
 ) -> None:
     (repo.root / "a.txt").write_text("alpha\n")
+    (context(repo) / "situation.md").write_text("Audit week: the books close on Friday.\n")
     table = {
         "adapter": "openai-responses",
         "model": "gpt-5.2",
@@ -282,6 +287,8 @@ def test_each_rpi_phase_sends_and_records_its_own_reasoning_effort(
     assert turn.assistant_message.text == "I wrote b.txt."
     efforts = [b["reasoning"]["effort"] for b in wire.bodies]
     assert efforts == ["low", "high", "none", "none", "medium"]  # the summary keeps the default
+    # the context items reach research, plan and implement
+    assert all("Audit week: the books close" in json.dumps(b) for b in wire.bodies[:4])
     recorded = [repo.event(e).data["step"] for e in turn.assistant_message.data["steps"] if e]
     assert [(s["phase"], s["reasoning_effort"]) for s in recorded] == [
         ("implement", "none"),
@@ -367,3 +374,39 @@ def test_a_skill_or_situation_the_user_cannot_read_is_a_notice_not_a_failure(
     else:
         assert "note: the situation was not used: situation.md cannot be read" in err
         assert "note: skill secret not used: SKILL.md cannot be read" in err
+
+
+def test_a_turn_that_read_styles_replays_offline(run_cli: Any, ws: Path, tmp_path: Path) -> None:
+    """The tools a turn offered depend on its formats: a replay finds the same set."""
+    from conftest import as_json, ok
+
+    (ws / "report.docx").write_bytes(docx_bytes())
+    ok(run_cli("init", cwd=ws))
+    (tmp_path / "shop.yaml").write_text(
+        "- tool_calls: [{name: docx_get_styles, arguments: {path: report.docx}}]\n"
+        '- tool_calls: [{name: write_file, arguments: {path: notes.txt, content: "ok\\n"}}]\n'
+        "- text: Noted the styles.\n"
+    )
+    with open(ws / ".strata" / "config.toml", "a") as config:
+        config.write(
+            f'\n[providers.shop]\nadapter = "scripted"\nscript = "{tmp_path / "shop.yaml"}"\n'
+            '[model]\ndefault = "shop"\n'
+        )
+    ok(run_cli("ask", "note the report's styles", cwd=ws))
+    base = as_json(run_cli("draft", "status", "--json", cwd=ws))["base_event_id"]
+    steps = as_json(run_cli("history", "--json", "--action", "draft_revision", cwd=ws))
+    tip = (steps["events"] if isinstance(steps, dict) else steps)[0]["id"]
+    report = as_json(run_cli("replay", f"{base}..{tip}", "--json", cwd=ws))
+    assert report["ok"] is True and report["first_divergence"] is None
+
+
+@given(st.text(max_size=400))
+@settings(max_examples=200, deadline=None)
+def test_any_skill_md_is_parsed_or_refused_with_skill_invalid(text: str) -> None:
+    for candidate in (text, f"---\n{text}\n---\nbody", f"---\nname: a\ndescription: {text}\n---\n"):
+        try:
+            name, description, _ = parse_skill(candidate)
+        except SkillInvalid as exc:
+            assert str(exc)
+        else:
+            assert name and description.strip()
