@@ -87,7 +87,7 @@ def test_the_situation_is_sent_after_the_manifest_and_before_the_conversation(
     w.send("and now?")
     for body in wire.bodies:
         system = system_of(body)
-        assert system.index("## Workspace files") < system.index("<<<BEGIN Situation>>>")
+        assert system.index("## Workspace files") < system.index("<<<BEGIN Situation context>>>")
         assert "Audit week: the books close on Friday." in system
         assert body["messages"][0]["role"] == "system"  # the conversation comes after it
         # no Office file, none asked for: no style skill, no style tool

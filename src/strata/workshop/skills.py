@@ -14,7 +14,7 @@ Draft's edits cannot reach them)::
 **merge order**: an earlier item is the last one cut when the prompt's
 budget runs out, and where two disagree the text says which wins):
 
-1. the **situation** (``Situation``);
+1. the **situation context** (``Situation context``: seed 000's name);
 2. the skills the message **names** (``$NAME``, or a hyphenated name as it
    is written: ``house-rules``), in the order named;
 3. the **format style skills**: when the workspace holds, or the message
@@ -83,7 +83,7 @@ MAX_SKILLS = 200
 #: characters of a merged style skill (past it the merge fails: the generic skill is sent)
 MAX_MERGED_CHARS = 24_000
 
-SITUATION_TITLE = "Situation"
+SITUATION_TITLE = "Situation context"
 INDEX_TITLE = "Skills available"
 
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
