@@ -289,6 +289,14 @@ def test_each_rpi_phase_sends_and_records_its_own_reasoning_effort(
     assert efforts == ["low", "high", "none", "none", "medium"]  # the summary keeps the default
     # the context items reach research, plan and implement
     assert all("Audit week: the books close" in json.dumps(b) for b in wire.bodies[:4])
+    # every call's trace records the effort asked for (research and plan ran before the Draft)
+    from strata.providers.trace import Trace
+
+    traces = [
+        Trace.decode(repo.objects.get(t), name=t) for t in turn.assistant_message.data["traces"]
+    ]
+    traced = [t.request.get("reasoning_effort") for t in traces if t.event_type == "llm_call"]
+    assert traced == ["low", "high", "none", "none", None]  # the summary asks for no effort
     recorded = [repo.event(e).data["step"] for e in turn.assistant_message.data["steps"] if e]
     assert [(s["phase"], s["reasoning_effort"]) for s in recorded] == [
         ("implement", "none"),
