@@ -418,3 +418,22 @@ def test_any_skill_md_is_parsed_or_refused_with_skill_invalid(text: str) -> None
             assert str(exc)
         else:
             assert name and description.strip()
+
+
+def test_formats_are_read_as_words_and_a_general_heading_applies_to_every_format(
+    tmp_path: Path,
+) -> None:
+    from strata.workshop.context import build_manifest
+    from strata.workshop.skills import Skill, bundled_style, formats_of, merge_style
+
+    empty = build_manifest(tmp_path)
+    assert formats_of(empty, "a representation of the words") == []
+    assert formats_of(empty, "put it in a Word document and some slides") == ["docx", "pptx"]
+    assert formats_of(empty, "an Excel workbook") == ["xlsx"]
+    house = Skill(
+        "document-style",
+        "The house style",
+        "# Document Style\nUse Inter.\n\n## Spreadsheets\nNo fills.\n\n## Slides\nNavy titles.",
+    )
+    merged = merge_style(bundled_style("xlsx"), house, "xlsx")
+    assert "Use Inter." in merged and "No fills." in merged and "Navy titles." not in merged

@@ -89,16 +89,11 @@ INDEX_TITLE = "Skills available"
 _NAME = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 _ASKED = re.compile(r"(?<![\w$])\$([a-z][a-z0-9-]{0,63})(?![\w-])")
 _LINKED = re.compile(r"\]\(([^)\s#]+)\)|`([^`\s]+)`|(?<![\w/.-])(references/[^\s)`'\"]+)")
-#: words of a request that say which format it is to produce
+#: the words that name each format, in a request (a file to produce) or a style heading
 _FORMAT_WORDS = {
-    "docx": ("docx", "word document", "word file", ".doc "),
-    "pptx": ("pptx", "powerpoint", "slide deck", "slides", "presentation"),
-    "xlsx": ("xlsx", "excel", "spreadsheet", "workbook"),
-}
-_HEADING_FORMATS = {
-    "docx": ("docx", "word", "document"),
-    "pptx": ("pptx", "powerpoint", "slide", "deck", "presentation"),
-    "xlsx": ("xlsx", "excel", "spreadsheet", "workbook", "sheet"),
+    "docx": re.compile(r"\b(?:docx|word (?:documents?|files?|docs?))\b"),
+    "pptx": re.compile(r"\b(?:pptx|powerpoint|slides?|(?:slide )?decks?|presentations?)\b"),
+    "xlsx": re.compile(r"\b(?:xlsx|excel|spreadsheets?|workbooks?|sheets?)\b"),
 }
 #: words too common to tell one skill from another
 _COMMON = (
@@ -338,12 +333,8 @@ def named_in(request: str, names: set[str]) -> tuple[list[str], list[str]]:
 def formats_of(manifest: Manifest, request: str) -> list[str]:
     """The style formats a turn is about: those the workspace holds or the request asks for."""
     held = {entry.type for entry in manifest.files}
-    lowered = f" {request.lower()} "
-    out = []
-    for kind in STYLE_FORMATS:
-        if kind in held or any(word in lowered for word in _FORMAT_WORDS[kind]):
-            out.append(kind)
-    return out
+    lowered = request.lower()
+    return [k for k in STYLE_FORMATS if k in held or _FORMAT_WORDS[k].search(lowered)]
 
 
 def merge_style(generic: Skill, house: Skill, kind: str) -> str:
@@ -383,7 +374,7 @@ def _applies(first_line: str, kind: str) -> bool:
     if not re.match(r"#{1,2} ", first_line):
         return True  # the text before the first heading applies to every format
     heading = first_line.lower()
-    named = {k for k, words in _HEADING_FORMATS.items() if any(w in heading for w in words)}
+    named = {k for k, words in _FORMAT_WORDS.items() if words.search(heading)}
     return not named or kind in named
 
 
