@@ -29,13 +29,14 @@ from collections import Counter
 from typing import Any
 from xml.etree import ElementTree
 
-from strata.documents.readers import _W, open_docx, open_pptx, open_workbook
+from strata.documents.readers import open_docx, open_pptx, open_workbook
 
 #: cells of one sheet whose format is read (a sheet's formats repeat; the rest is not read)
 MAX_CELLS = 20_000
 #: styles listed per kind before the list is cut (the cut is said)
 MAX_LISTED = 40
 _A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _EMU_PER_CM = 360_000
 _THEMES = {"docx": "word/theme/theme1.xml", "xlsx": "xl/theme/theme1.xml"}
 
