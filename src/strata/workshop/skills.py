@@ -484,9 +484,14 @@ def plan_context(folder: Path, request: str, manifest: Manifest) -> ContextPlan:
 
 
 def cut_notices(notes: Sequence[str], titles: Sequence[str]) -> list[str]:
-    """A notice per context item of ``titles`` that the prompt's ``notes`` say was cut."""
+    """A notice per context item of ``titles`` that the prompt's ``notes`` say was cut.
+
+    The ``Skills available`` index is no source of its own: its cut is only a note.
+    """
     out = []
     for title in titles:
+        if title == INDEX_TITLE:
+            continue
         prefix = f"context {title}: "
         for note in notes:
             if not note.startswith(prefix):
