@@ -25,7 +25,7 @@ from strata.cli.common import (
     report_error,
     warn,
 )
-from strata.cli.draft import sandbox_options
+from strata.cli.draft import SandboxChoice, sandbox_options
 from strata.errors import RunError, StrataError, UsageError
 
 if TYPE_CHECKING:
@@ -177,11 +177,7 @@ def run(
     record_model: bool,
     result_name: str | None,
     junit_path: str | None,
-    sandbox: str,
-    net: str | None,
-    agents: tuple[str, ...],
-    bind_ro: tuple[str, ...],
-    env_names: tuple[str, ...],
+    box: SandboxChoice,
     author: str | None,
     author_kind: str | None,
     as_json: bool,
@@ -244,11 +240,7 @@ def run(
 
             code = run_in_draft(
                 list(argv),
-                sandbox=sandbox,
-                net=net,
-                agents=agents,
-                bind_ro=bind_ro,
-                env_names=env_names,
+                box=box,
                 as_json=as_json,
                 author_name=author,
                 author_kind=author_kind,
@@ -256,7 +248,7 @@ def run(
                 record_model=record_model,
             )
             ctx.exit(code)
-        if sandbox != "bwrap" or net is not None or agents or bind_ro or env_names:
+        if box != SandboxChoice():
             raise UsageError(
                 "--sandbox, --net, --agent, --bind-ro and --env apply to runs in the Draft",
                 hint="add --draft",
