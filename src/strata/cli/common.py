@@ -408,6 +408,20 @@ def profile_option(help_text: str) -> Callable[[F], F]:
     return click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help_text)
 
 
+def command_timeout_option(help_text: str) -> Callable[[F], F]:
+    """The shared ``--timeout`` of the commands that run commands through the gateway (120 s)."""
+    import click
+
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0, min_open=True),
+        default=120.0,
+        show_default=True,
+        help=help_text,
+    )
+
+
 # -- shell completion (click's shell_complete; see docs/completion.md) ----------------
 
 #: how many of the newest state events a completion offers
