@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from strata.atomic import file_identity
 from strata.cli.common import (
     author_options,
     emit_json,
@@ -281,7 +282,7 @@ class _Lifetime:
         self.workspace = repo.config.workspace
         self.idle = idle
         self.activity = activity
-        self._root_id = _identity(self.root)
+        self._root_id = file_identity(self.root)
         self._config_id = _stamp(self.config)
         self._code = _code_fingerprint()
         self._last = activity()
@@ -302,7 +303,7 @@ class _Lifetime:
             why = error.reason if isinstance(error, WatcherFailed) else repr(error)
             note_unavailable(self.folder, why)  # status says it; none restarts for a while
             return f"the change monitor stopped: {why}"
-        if _identity(self.root) != self._root_id:
+        if file_identity(self.root) != self._root_id:
             return "the workspace was moved or removed"
         config = _stamp(self.config)
         if config is None:
@@ -406,14 +407,6 @@ def _activity(monitor: Any, server: Any) -> object:
     """
     running = server.busy or _runs_executing()
     return monitor.token(), server.last_request, time.monotonic() if running else 0.0
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _stamp(path: Path) -> tuple[int, int, int, int] | None:
