@@ -181,6 +181,19 @@ class Divergence:
     expected: str
 
 
+@dataclass(frozen=True)
+class ProxiedCall:
+    """One call the proxy forwarded, as queued for the recording thread."""
+
+    api: str
+    request: dict[str, Any]
+    raw_body: Any
+    response: dict[str, Any] | None
+    error: dict[str, str] | None
+    secrets: tuple[str, ...]
+    duration_ms: int
+
+
 @dataclass
 class _Replay:
     traces: list[Trace]
@@ -224,7 +237,7 @@ class ModelProxy:
         self._lock = threading.Lock()
         self._pool = threading.local()
         self._opened: list[http.client.HTTPConnection] = []
-        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[ProxiedCall | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         #: traces that could not be stored (the store failed), as messages
         self.failures: list[str] = []
@@ -344,40 +357,23 @@ class ModelProxy:
         if conn is not None:
             conn.close()
 
-    def record(
-        self,
-        api: str,
-        request: dict[str, Any],
-        raw_body: Any,
-        response: dict[str, Any] | None,
-        error: dict[str, str] | None,
-        secrets: Sequence[str],
-        duration_ms: int,
-    ) -> None:
+    def record(self, call: ProxiedCall) -> None:
         """Queue one call's trace: the recording thread redacts and stores it.
 
         The connection is free for the agent's next call meanwhile; leaving
         the context manager waits until every queued trace is stored.
         """
-        self._queue.put((api, request, raw_body, response, error, tuple(secrets), duration_ms))
+        self._queue.put(call)
 
     def _recording(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (call := self._queue.get()) is not None:
             try:
-                self._store(*item)
+                self._store(call)
             except Exception as exc:  # a store that fails: the proxy goes on, the run says so
                 self.failures.append(f"{type(exc).__name__}: {exc}")
 
-    def _store(
-        self,
-        api: str,
-        request: dict[str, Any],
-        raw_body: Any,
-        response: dict[str, Any] | None,
-        error: dict[str, str] | None,
-        secrets: tuple[str, ...],
-        duration_ms: int,
-    ) -> None:
+    def _store(self, call: ProxiedCall) -> None:
+        response = call.response
         assert self.recorder is not None
         if self.root and response is not None:
             response = _swap(response, self.root, WORKSPACE_TOKEN)
@@ -385,17 +381,17 @@ class ModelProxy:
             response = _swap(response, self.home, HOME_TOKEN)
         with self._lock:
             before = self.recorder.secrets
-            self.recorder.secrets = (*before, *secrets)
+            self.recorder.secrets = (*before, *call.secrets)
             try:
                 self.recorder.llm_call(
-                    adapter=ADAPTERS[api],
-                    provider=urlsplit(self.upstreams[api]).netloc,
-                    request=request,
-                    wire_request={"body": raw_body},
+                    adapter=ADAPTERS[call.api],
+                    provider=urlsplit(self.upstreams[call.api]).netloc,
+                    request=call.request,
+                    wire_request={"body": call.raw_body},
                     chunks=[],
                     response=response,
-                    error=error,
-                    duration_ms=duration_ms,
+                    error=call.error,
+                    duration_ms=call.duration_ms,
                 )
             finally:
                 self.recorder.secrets = before
@@ -587,10 +583,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     continue
                 message = f"the model proxy could not reach {url}: {exc}"
                 ms = int((time.monotonic() - start) * 1000)
-                proxy.record(
-                    api, request, body, None, {"type": type(exc).__name__, "message": message},
-                    secrets, ms,
-                )  # fmt: skip
+                error = {"type": type(exc).__name__, "message": message}
+                proxy.record(ProxiedCall(api, request, body, None, error, tuple(secrets), ms))
                 self._send(502, "application/json", _error_body(api, message))
                 return
         assert upstream is not None
@@ -625,7 +619,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         text = b"".join(received).decode("utf-8", "replace")
         response = {"status": upstream.status, "content_type": kind, "body": text}
         ms = int((time.monotonic() - start) * 1000)
-        proxy.record(api, request, body, response, None, secrets, ms)
+        proxy.record(ProxiedCall(api, request, body, response, None, tuple(secrets), ms))
 
 
 def _where(expected: Any, observed: Any) -> str | None:
