@@ -360,6 +360,19 @@ def command_output_to_stderr(active: bool) -> Iterator[None]:
         os.close(saved)
 
 
+def debounce_option(help_text: str) -> Callable[[F], F]:
+    """The shared ``--debounce-ms`` of the commands that record a step when the files settle."""
+    import click
+
+    return click.option(
+        "--debounce-ms",
+        type=click.IntRange(min=0),
+        default=1000,
+        show_default=True,
+        help=help_text,
+    )
+
+
 def local_port_option(func: F) -> F:
     """The shared ``--port`` of the commands that serve on 127.0.0.1."""
     import click

@@ -18,6 +18,7 @@ from strata.cli.common import (
     State,
     author_options,
     command_output_to_stderr,
+    debounce_option,
     emit_json,
     injected,
     json_option,
@@ -115,13 +116,7 @@ def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: li
     is_flag=True,
     help="While the command runs, record a step each time the workspace settles (hash backend).",
 )
-@click.option(
-    "--debounce-ms",
-    type=click.IntRange(min=0),
-    default=1000,
-    show_default=True,
-    help="With --watch: how long the workspace must stay quiet before a step is recorded.",
-)
+@debounce_option("With --watch: how long the workspace must stay quiet before a step is recorded.")
 @click.option(
     "--ignore",
     "ignore",

@@ -20,6 +20,7 @@ import click
 from strata.atomic import file_identity
 from strata.cli.common import (
     author_options,
+    debounce_option,
     emit_json,
     emit_json_line,
     injected,
@@ -63,13 +64,7 @@ TRASH_CAP = 1 << 30
 
 
 @click.command()
-@click.option(
-    "--debounce-ms",
-    type=click.IntRange(min=0),
-    default=1000,
-    show_default=True,
-    help="Record a step once the workspace has been quiet this long.",
-)
+@debounce_option("Record a step once the workspace has been quiet this long.")
 @click.option("-m", "--message", default="live capture", help="The rationale of each step.")
 @click.option(
     "--no-capture",
