@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from strata.providers.replay import first_difference
+from strata.providers.replay import describe_difference, difference
 from strata.providers.trace import LLM_CALL, Recorder, Redactor, Trace, fingerprint
 from strata.sandbox.net import PROXY_PORT, SOCKET_NAME
 
@@ -624,12 +624,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 def _where(expected: Any, observed: Any) -> str | None:
     """The first field where two requests differ; for text, around the first differing character."""
-    found = first_difference(expected, observed)
+    found = difference(expected, observed)
     if found is None:
         return None
-    pair = _pair(expected, observed)
-    if pair is not None and isinstance(pair[1], str) and isinstance(pair[2], str):
-        where, old, new = pair
+    where, old, new = found
+    if isinstance(old, str) and isinstance(new, str):
         at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
         at = min(len(old), len(new)) if at is None else at
         lo = max(0, at - 30)
@@ -639,27 +638,7 @@ def _where(expected: Any, observed: Any) -> str | None:
             return json.dumps(("..." if lo else "") + part + ("..." if at + 40 < len(text) else ""))
 
         return f"{where}: {shown(new)} (expected {shown(old)}; from character {at})"
-    return found
-
-
-def _pair(expected: Any, observed: Any, path: str = "") -> tuple[str, Any, Any] | None:
-    """The path and both values of the first difference, as :func:`first_difference` finds it."""
-    if isinstance(expected, dict) and isinstance(observed, dict):
-        for key in sorted(set(expected) | set(observed)):
-            where = f"{path}.{key}" if path else str(key)
-            if key not in observed or key not in expected:
-                return where, expected.get(key), observed.get(key)
-            found = _pair(expected[key], observed[key], where)
-            if found:
-                return found
-        return None
-    if isinstance(expected, list) and isinstance(observed, list):
-        for i, (a, b) in enumerate(zip(expected, observed, strict=False)):
-            found = _pair(a, b, f"{path}[{i}]")
-            if found:
-                return found
-        return (path, expected, observed) if len(expected) != len(observed) else None
-    return None if expected == observed else (path or "request", expected, observed)
+    return describe_difference(found)
 
 
 def _error_body(api: str, message: str) -> bytes:
