@@ -126,102 +126,8 @@ if TYPE_CHECKING:
     from strata.workbench.draft import Draft, DraftRun
     from strata.workbench.publish import PublishResult, ReviewResult
 
-_ERRORS = (
-    "AmbiguousRef",
-    "BookmarkLocked",
-    "BranchInUse",
-    "CommandNotExecutable",
-    "CommandNotFound",
-    "CorruptRepository",
-    "DiffError",
-    "DiskFull",
-    "DraftChanged",
-    "DraftExists",
-    "DraftOpen",
-    "EntryInTheWay",
-    "ExportFailed",
-    "ExternalSymlink",
-    "FolderNotWritable",
-    "GitBackendError",
-    "JournalError",
-    "MergeConflict",
-    "NameTaken",
-    "NestedRepository",
-    "NoDraft",
-    "NotARepository",
-    "NothingToPublish",
-    "NothingToRedo",
-    "NothingToUndo",
-    "ObjectMissing",
-    "PatchDoesNotApply",
-    "PathError",
-    "PathNotFound",
-    "PathOutsideWorkspace",
-    "PreflightFailed",
-    "ProposalRefused",
-    "ProtectedPath",
-    "ProviderAuthFailed",
-    "ProviderCancelled",
-    "ProviderError",
-    "ProviderNotConfigured",
-    "ProviderProtocolError",
-    "ProviderUnavailable",
-    "RefError",
-    "ReplayError",
-    "RepositoryError",
-    "RepositoryLocked",
-    "RunError",
-    "SandboxError",
-    "SandboxPolicyError",
-    "SandboxUnavailable",
-    "SnapshotPruned",
-    "StoreOfAnotherWorkspace",
-    "StrataError",
-    "TargetNotEmpty",
-    "ToolArgumentsInvalid",
-    "TraceCorrupt",
-    "TraceLocked",
-    "UndoError",
-    "UnknownRef",
-    "UnrecordedCall",
-    "UnsafeWorkspacePath",
-    "UnsupportedFormat",
-    "UsageError",
-    "WatcherFailed",
-    "WatcherRunning",
-    "WorkspaceBusy",
-    "WorkspaceChanged",
-    "WorkspaceError",
-    "DigestError",  # the workspace digest
-    "SyncError",  # the Git sync (issue 29)
-    "SyncMismatch",
-    "ManifestUnavailable",  # the Workshop's file context (issue 13)
-    "ApprovalDenied",  # gateway
-    "CommandForbidden",  # gateway
-    "GatewayError",  # gateway
-    "PolicyInvalid",  # gateway
-    "UnsupportedCapability",  # gateway
-    "WorkspaceRequired",  # gateway
-    # the knowledge base (strata kb)
-    "KbDenseUnavailable",
-    "KbError",
-    "KbNotIndexed",
-    "WorkshopBusy",  # issue 13
-    "WorkshopError",  # issue 13
-    # the Workshop's RPI loop (ws-rpi)
-    "WorkshopLoopDetected",
-    "AgentLoopDetected",  # the step loop
-    "WorkshopPlanMissing",
-    "WorkshopStepLimit",
-    "ExtraNotInstalled",  # framework integrations (langgraph, openai_agents)
-    "DocumentTooLarge",  # documents
-    "DocumentsNotInstalled",
-)
-"""Every error class of :mod:`strata.errors`, all public."""
-
 _HOME = {
     "AsyncRepository": "strata.aio",
-    **dict.fromkeys(_ERRORS, "strata.errors"),
     "Author": "strata.ledger.events",
     "Checkpoint": "strata.workbench.checkpoints",
     "Checkpoints": "strata.workbench.checkpoints",
@@ -242,6 +148,8 @@ _HOME = {
     "StatusResult": "strata.repo",
     "WorkspaceOptions": "strata.runs.options",
 }
+"""Where each public name lives; every other name of ``__all__`` is an error class
+of :mod:`strata.errors`."""
 
 __all__ = [
     "__version__",
@@ -358,9 +266,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
+    if name not in __all__:
         raise AttributeError(f"module 'strata' has no attribute {name!r}")
+    home = _HOME.get(name, "strata.errors")
     import importlib
 
     value = getattr(importlib.import_module(home), name)

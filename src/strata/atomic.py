@@ -67,6 +67,19 @@ def atomic_write(
         fsync_dir(path.parent)
 
 
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """The (device, inode) of ``path``, None when it is gone.
+
+    A file replaced by an atomic write (or a folder swapped for another) has a
+    new identity, which is how a holder of an open handle learns it is stale.
+    """
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
 def sync_filesystem(path: Path) -> None:
     """Flush every write on the file system that holds ``path`` to disk.
 

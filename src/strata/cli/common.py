@@ -360,6 +360,52 @@ def command_output_to_stderr(active: bool) -> Iterator[None]:
         os.close(saved)
 
 
+def debounce_option(help_text: str) -> Callable[[F], F]:
+    """The shared ``--debounce-ms`` of the commands that record a step when the files settle."""
+    import click
+
+    return click.option(
+        "--debounce-ms",
+        type=click.IntRange(min=0),
+        default=1000,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def local_port_option(func: F) -> F:
+    """The shared ``--port`` of the commands that serve on 127.0.0.1."""
+    import click
+
+    return click.option(
+        "--port",
+        type=click.IntRange(0, 65535),
+        default=0,
+        show_default=True,
+        help="The port on 127.0.0.1 (0: any free one).",
+    )(func)
+
+
+def wait_for_interrupt() -> None:
+    """Block until Ctrl-C or SIGTERM (a server's foreground loop); the handlers are put back."""
+    import signal
+    import threading
+    from types import FrameType
+
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
 def model_option(help_text: str | None = None) -> Callable[[F], F]:
     """The shared ``--model PROVIDER[:MODEL]`` option of the commands that call a model."""
     import click
@@ -406,6 +452,20 @@ def profile_option(help_text: str) -> Callable[[F], F]:
     import click
 
     return click.option("--profile", type=click.Choice(PROFILE_NAMES), default=None, help=help_text)
+
+
+def command_timeout_option(help_text: str) -> Callable[[F], F]:
+    """The shared ``--timeout`` of the commands that run commands through the gateway (120 s)."""
+    import click
+
+    return click.option(
+        "--timeout",
+        "timeout_s",
+        type=click.FloatRange(min=0, min_open=True),
+        default=120.0,
+        show_default=True,
+        help=help_text,
+    )
 
 
 # -- shell completion (click's shell_complete; see docs/completion.md) ----------------

@@ -8,11 +8,13 @@ scope) is a user-level folder: ``--store DIR``, else
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -25,6 +27,10 @@ from strata.cli.common import (
     short,
     warn,
 )
+
+if TYPE_CHECKING:
+    from strata.digest import WorkspaceDigest
+    from strata.repo import Repository
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,6 +90,52 @@ def _scope_option(func: F) -> F:
 
 def _store(store: str | None) -> Path | None:
     return Path(store) if store else default_store()
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What ``set``, ``clear`` and ``optimize`` write: the session's digest or a tag's override."""
+
+    key: str
+    session: str
+    scope: str
+    tag: str | None
+    store: str | None
+
+    def digest(self, repo: Repository) -> WorkspaceDigest:
+        """The session's digest, with the overrides store when the scope is global."""
+        folder = _store(self.store) if self.scope == "global" else None
+        return repo.digest(session=self.session, overrides=folder)
+
+    def to_json(self) -> dict[str, Any]:
+        """The target as the commands' JSON reports it."""
+        return {
+            "key": self.key.strip().lower(),
+            "scope": self.scope,
+            "session": self.session,
+            "tag": self.tag,
+        }
+
+
+def _target_options(*, tag_help: str) -> Callable[[F], F]:
+    """The options naming a :class:`_Target`, handed to the command as its argument ``target``."""
+
+    def decorate(func: F) -> F:
+        @functools.wraps(func)
+        def command(
+            *args: Any,
+            key: str,
+            session: str,
+            scope: str,
+            tag: str | None,
+            store: str | None,
+            **kwargs: Any,
+        ) -> Any:
+            return func(*args, target=_Target(key, session, scope, tag, store), **kwargs)
+
+        return _key_options(_scope_option(_store_options(tag_help=tag_help)(command)))  # type: ignore[return-value]
+
+    return decorate
 
 
 @click.group("digest")
@@ -170,20 +222,9 @@ def _read_text(text: str | None, file: str | None) -> str:
 @digest.command("set")
 @click.argument("text", required=False)
 @click.option("--file", "file", default=None, metavar="PATH", help="Read the digest from PATH.")
-@_key_options
-@_scope_option
-@_store_options(tag_help="The override tag written (needed with --scope global).")
+@_target_options(tag_help="The override tag written (needed with --scope global).")
 @json_option
-def set_(
-    text: str | None,
-    file: str | None,
-    key: str,
-    session: str,
-    scope: str,
-    tag: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+def set_(text: str | None, file: str | None, target: _Target, as_json: bool) -> None:
     """Store a digest you wrote: in the session, or (--scope global) as the tag's override.
 
     The text is stored exactly as given (template tokens such as ${x} stay).
@@ -196,27 +237,24 @@ def set_(
     from strata.digest import Scope
 
     body = _read_text(text, file)
-    folder = _store(store) if scope == "global" else None
     with open_repo() as repo:
-        path = repo.digest(session=session, overrides=folder).set(
-            body, key=key, scope=Scope(scope), tag=tag
+        path = target.digest(repo).set(
+            body, key=target.key, scope=Scope(target.scope), tag=target.tag
         )
-    out = {"key": key.strip().lower(), "scope": scope, "session": session, "tag": tag}
+    out = target.to_json()
     if as_json:
         emit_json({**out, "path": str(path)})
         return
-    where = f"override {tag!r}" if scope == "global" else f"session {session!r}"
+    where = (
+        f"override {target.tag!r}" if target.scope == "global" else f"session {target.session!r}"
+    )
     click.echo(f"Digest {out['key']} stored in {where} ({path}).")
 
 
 @digest.command("clear")
-@_key_options
-@_scope_option
-@_store_options(tag_help="The override tag removed (needed with --scope global).")
+@_target_options(tag_help="The override tag removed (needed with --scope global).")
 @json_option
-def clear(
-    key: str, session: str, scope: str, tag: str | None, store: str | None, as_json: bool
-) -> None:
+def clear(target: _Target, as_json: bool) -> None:
     """Remove the session's digest (or, with --scope global, the tag's override).
 
     \b
@@ -226,12 +264,11 @@ def clear(
     """
     from strata.digest import Scope
 
-    folder = _store(store) if scope == "global" else None
     with open_repo() as repo:
-        removed = repo.digest(session=session, overrides=folder).clear(
-            key=key, scope=Scope(scope), tag=tag
+        removed = target.digest(repo).clear(
+            key=target.key, scope=Scope(target.scope), tag=target.tag
         )
-    out = {"key": key.strip().lower(), "scope": scope, "session": session, "tag": tag}
+    out = target.to_json()
     if as_json:
         emit_json({**out, "removed": removed})
         return
@@ -246,20 +283,9 @@ def clear(
     metavar="TEXT",
     help="Files, subsystems or workflows the digest should cover first.",
 )
-@_key_options
-@_scope_option
-@_store_options(tag_help="The override tag written (needed with --scope global).")
+@_target_options(tag_help="The override tag written (needed with --scope global).")
 @json_option
-def optimize(
-    model: str | None,
-    focus: str | None,
-    key: str,
-    session: str,
-    scope: str,
-    tag: str | None,
-    store: str | None,
-    as_json: bool,
-) -> None:
+def optimize(model: str | None, focus: str | None, target: _Target, as_json: bool) -> None:
     """Ask a model to condense the scan into the digest, and keep it.
 
     Unrecorded work is auto-saved first, so the scan is of a recorded tree;
@@ -275,16 +301,20 @@ def optimize(
     """
     from strata.digest import Scope
 
-    folder = _store(store) if scope == "global" else None
     with open_repo() as repo:
-        handle = repo.digest(session=session, overrides=folder)
-        if scope == "global":  # seed 003: fail before anything else when the scope cannot be met
+        handle = target.digest(repo)
+        if target.scope == "global":  # seed 003: fail first when the scope cannot be met
             from strata.digest.optimize import check_scope
 
-            check_scope(Scope.GLOBAL, handle.overrides, tag)
+            check_scope(Scope.GLOBAL, handle.overrides, target.tag)
         provider, secrets = open_model(repo, model)
         result = handle.optimize(
-            provider, key=key, scope=Scope(scope), tag=tag, focus=focus, secrets=secrets
+            provider,
+            key=target.key,
+            scope=Scope(target.scope),
+            tag=target.tag,
+            focus=focus,
+            secrets=secrets,
         )
     if as_json:
         emit_json(result.to_json())

@@ -7,10 +7,12 @@ Also ``checkpoint list|create|restore``.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -158,8 +160,36 @@ def draft_dismiss(as_json: bool) -> None:
     )
 
 
+@dataclass(frozen=True)
+class SandboxChoice:
+    """How a command run in the Draft is isolated: the options of :func:`sandbox_options`."""
+
+    sandbox: str = "bwrap"
+    net: str | None = None
+    agents: tuple[str, ...] = ()
+    bind_ro: tuple[str, ...] = ()
+    env_names: tuple[str, ...] = ()
+
+
 def sandbox_options(func: Any) -> Any:
-    """The options of a run in the Draft, shared with ``strata run --draft``."""
+    """The options of a run in the Draft, shared with ``strata run --draft``.
+
+    The command receives them as one :class:`SandboxChoice`, its argument ``box``.
+    """
+
+    @functools.wraps(func)
+    def command(
+        *args: Any,
+        sandbox: str,
+        net: str | None,
+        agents: tuple[str, ...],
+        bind_ro: tuple[str, ...],
+        env_names: tuple[str, ...],
+        **kwargs: Any,
+    ) -> Any:
+        box = SandboxChoice(sandbox, net, agents, bind_ro, env_names)
+        return func(*args, box=box, **kwargs)
+
     for option in reversed(
         [
             click.option(
@@ -202,29 +232,25 @@ def sandbox_options(func: Any) -> Any:
             ),
         ]
     ):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 def run_in_draft(
     argv: Sequence[str],
     *,
-    sandbox: str = "bwrap",
-    net: str | None = None,
-    bind_ro: Sequence[str] = (),
-    env_names: Sequence[str] = (),
+    box: SandboxChoice,
     as_json: bool = False,
     author_name: str | None = None,
     author_kind: str | None = None,
     message: str = "",
-    agents: Sequence[str] = (),
     record_model: bool = False,
     keep_failed: bool = True,
 ) -> int:
     """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
 
-    The shared body of ``strata draft run`` and ``strata run --draft``: options
-    are those of :func:`sandbox_options` (``net``: ``deny``, ``allow`` or
+    The shared body of ``strata draft run`` and ``strata run --draft``: ``box``
+    holds the options of :func:`sandbox_options` (``net``: ``deny``, ``allow`` or
     ``allow=HOSTS``; None is ``deny``, or the ``agents``' hosts).
     The command starts in the Draft's folder matching the current folder;
     every run records a draft revision. Prints a report (``as_json``: the
@@ -237,8 +263,9 @@ def run_in_draft(
     from strata.sandbox.net import NetPolicy
 
     who = make_author(author_name, author_kind)
-    policy = NetPolicy.parse(net) if net is not None else NetPolicy("deny")
-    if sandbox == "none" and (policy.mode == "list" or agents):
+    sandbox = box.sandbox
+    policy = NetPolicy.parse(box.net) if box.net is not None else NetPolicy("deny")
+    if sandbox == "none" and (policy.mode == "list" or box.agents):
         raise UsageError(
             "--net allow=HOSTS and --agent need the sandbox: without it nothing holds the "
             "command to the allow-list or keeps the agent's configuration a copy",
@@ -268,12 +295,12 @@ def run_in_draft(
                 environ=dict(os.environ),
                 sandbox=sandbox,
                 net=policy,
-                bind_ro=[Path(p) for p in bind_ro],
-                env_names=env_names,
+                bind_ro=[Path(p) for p in box.bind_ro],
+                env_names=box.env_names,
                 cwd=cwd,
                 author=who,
                 message=message,
-                agents=agents,
+                agents=box.agents,
                 on_net_refused=_tell_refused(policy),
                 model_calls=(lambda: _model_proxy(repo)) if record_model else None,
                 keep_failed=keep_failed,
@@ -378,11 +405,7 @@ def _warn_editable(published: Path) -> None:
 @json_option
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def draft_run(
-    sandbox: str,
-    net: str | None,
-    agents: tuple[str, ...],
-    bind_ro: tuple[str, ...],
-    env_names: tuple[str, ...],
+    box: SandboxChoice,
     author: str | None,
     author_kind: str | None,
     message: str,
@@ -410,11 +433,7 @@ def draft_run(
     """
     code = run_in_draft(
         command,
-        sandbox=sandbox,
-        net=net,
-        agents=agents,
-        bind_ro=bind_ro,
-        env_names=env_names,
+        box=box,
         as_json=as_json,
         author_name=author,
         author_kind=author_kind,

@@ -13,11 +13,13 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from strata.cli.common import (
     author_options,
+    command_timeout_option,
     emit_json,
     json_option,
     make_author,
@@ -57,14 +59,7 @@ _SHOWN = 64 * 1024
     metavar="SECONDS",
     help="Ask in 'strata studio' (Approvals) instead of the terminal; wait this long.",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=120.0,
-    show_default=True,
-    help="Seconds before the command's whole process group is killed.",
-)
+@command_timeout_option("Seconds before the command's whole process group is killed.")
 @click.option(
     "--max-output",
     type=click.IntRange(min=1),
@@ -88,18 +83,7 @@ _SHOWN = 64 * 1024
 @json_option
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def exec_(
-    shell_string: str | None,
-    yes: bool,
-    ask_studio: float | None,
-    timeout_s: float,
-    max_output: int,
-    profile: str | None,
-    cwd: str | None,
-    dry_run: bool,
-    author: str | None,
-    author_kind: str | None,
-    as_json: bool,
-    command: tuple[str, ...],
+    shell_string: str | None, command: tuple[str, ...], as_json: bool, **options: Any
 ) -> None:
     """Run a command in the workspace through the risk policy and the approval gate.
 
@@ -131,19 +115,7 @@ def exec_(
         raise UsageError("name the command to run after '--' (or give --shell \"COMMAND\")")
     target: str | list[str] = shell_string if shell_string is not None else list(command)
     try:
-        _exec(
-            target,
-            yes=yes,
-            ask_studio=ask_studio,
-            timeout_s=timeout_s,
-            max_output=max_output,
-            profile=profile,
-            cwd=cwd,
-            dry_run=dry_run,
-            author=author,
-            author_kind=author_kind,
-            as_json=as_json,
-        )
+        _exec(target, as_json=as_json, **options)
     except (GatewayError, WorkspaceRequired) as exc:
         if not as_json:
             raise

@@ -16,6 +16,7 @@ import sys
 import click
 
 from strata.cli.common import (
+    command_timeout_option,
     emit_json,
     json_option,
     make_author,
@@ -41,14 +42,7 @@ from strata.errors import NotARepository, WorkspaceRequired
     show_default=True,
     help="The most model calls of the run.",
 )
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=120.0,
-    show_default=True,
-    help="Seconds each terminal task may run before its process group is killed.",
-)
+@command_timeout_option("Seconds each terminal task may run before its process group is killed.")
 @profile_option("The gateway's policy profile (default: config.toml's [gateway] profile).")
 @click.option(
     "--no-index",

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import os
-import signal
-import threading
-from types import FrameType
 
 import click
 
-from strata.cli.common import open_repo
+from strata.cli.common import local_port_option, open_repo, wait_for_interrupt
 from strata.errors import UsageError
 
 #: the annotation that links a ``strata proxy`` session's traces
@@ -17,13 +14,7 @@ ACTION = "model_calls"
 
 
 @click.command("proxy")
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=0,
-    show_default=True,
-    help="The port on 127.0.0.1 (0: any free one).",
-)
+@local_port_option
 def proxy(port: int) -> None:
     """Record an agent's model calls until Ctrl-C: point its base URLs at the printed URL.
 
@@ -44,11 +35,6 @@ def proxy(port: int) -> None:
     from strata.integrations.model_proxy import recording
     from strata.redaction import known_secrets
 
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     with open_repo() as repo:
         try:
             serving = recording(
@@ -68,13 +54,7 @@ def proxy(port: int) -> None:
             for name, value in env.items():
                 click.echo(f"export {name}={value}")
             click.echo("strata: recording model calls; Ctrl-C stops", err=True)
-            previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-            try:
-                while not stop.wait(0.5):
-                    pass
-            finally:
-                for s, handler in previous.items():
-                    signal.signal(s, handler)
+            wait_for_interrupt()
         finally:
             serving.__exit__(None, None, None)
         ids = tuple(running.trace_ids)

@@ -158,16 +158,7 @@ class _SnapshotGroup(click.Group):
 @click.group(cls=_SnapshotGroup, invoke_without_command=True)
 @_snapshot_options
 @click.pass_context
-def snapshot(
-    ctx: click.Context,
-    message: str,
-    paths: tuple[str, ...],
-    operation: str | None,
-    scope: str,
-    author: str | None,
-    author_kind: str | None,
-    as_json: bool,
-) -> None:
+def snapshot(ctx: click.Context, /, **options: Any) -> None:
     """Record the workspace as it is now ('snapshot save NAME' also bookmarks it).
 
     Only files whose size or timestamps changed since the last snapshot are
@@ -183,33 +174,25 @@ def snapshot(
     """
     if ctx.invoked_subcommand is not None:
         return
-    _record(None, message, paths, operation, scope, author, author_kind, as_json)
+    _record(None, **options)
 
 
 @snapshot.command("save")
 @click.argument("name")
 @_snapshot_options
-def snapshot_save(
-    name: str,
-    message: str,
-    paths: tuple[str, ...],
-    operation: str | None,
-    scope: str,
-    author: str | None,
-    author_kind: str | None,
-    as_json: bool,
-) -> None:
+def snapshot_save(name: str, **options: Any) -> None:
     """Record the workspace and bookmark it as NAME in one step.
 
     \b
     Example:
       strata snapshot save before-upgrade -m "known good"
     """
-    _record(name, message, paths, operation, scope, author, author_kind, as_json)
+    _record(name, **options)
 
 
 def _record(
     bookmark: str | None,
+    *,
     message: str,
     paths: tuple[str, ...],
     operation: str | None,

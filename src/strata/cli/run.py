@@ -18,6 +18,7 @@ from strata.cli.common import (
     State,
     author_options,
     command_output_to_stderr,
+    debounce_option,
     emit_json,
     injected,
     json_option,
@@ -25,7 +26,7 @@ from strata.cli.common import (
     report_error,
     warn,
 )
-from strata.cli.draft import sandbox_options
+from strata.cli.draft import SandboxChoice, sandbox_options
 from strata.errors import RunError, StrataError, UsageError
 
 if TYPE_CHECKING:
@@ -115,13 +116,7 @@ def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: li
     is_flag=True,
     help="While the command runs, record a step each time the workspace settles (hash backend).",
 )
-@click.option(
-    "--debounce-ms",
-    type=click.IntRange(min=0),
-    default=1000,
-    show_default=True,
-    help="With --watch: how long the workspace must stay quiet before a step is recorded.",
-)
+@debounce_option("With --watch: how long the workspace must stay quiet before a step is recorded.")
 @click.option(
     "--ignore",
     "ignore",
@@ -177,11 +172,7 @@ def run(
     record_model: bool,
     result_name: str | None,
     junit_path: str | None,
-    sandbox: str,
-    net: str | None,
-    agents: tuple[str, ...],
-    bind_ro: tuple[str, ...],
-    env_names: tuple[str, ...],
+    box: SandboxChoice,
     author: str | None,
     author_kind: str | None,
     as_json: bool,
@@ -244,11 +235,7 @@ def run(
 
             code = run_in_draft(
                 list(argv),
-                sandbox=sandbox,
-                net=net,
-                agents=agents,
-                bind_ro=bind_ro,
-                env_names=env_names,
+                box=box,
                 as_json=as_json,
                 author_name=author,
                 author_kind=author_kind,
@@ -256,7 +243,7 @@ def run(
                 record_model=record_model,
             )
             ctx.exit(code)
-        if sandbox != "bwrap" or net is not None or agents or bind_ro or env_names:
+        if box != SandboxChoice():
             raise UsageError(
                 "--sandbox, --net, --agent, --bind-ro and --env apply to runs in the Draft",
                 hint="add --draft",

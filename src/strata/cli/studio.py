@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import os
-import signal
-import threading
 import webbrowser
 from pathlib import Path
-from types import FrameType
 
 import click
 
-from strata.cli.common import emit_json_line, json_option
+from strata.cli.common import emit_json_line, json_option, local_port_option, wait_for_interrupt
 
 
 @click.command("studio")
 @click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
-@click.option(
-    "--port",
-    type=click.IntRange(0, 65535),
-    default=0,
-    show_default=True,
-    help="The port on 127.0.0.1 (0: any free one).",
-)
+@local_port_option
 @click.option("--no-open", is_flag=True, help="Print the URL; do not open a browser.")
 @json_option
 def studio(paths: tuple[str, ...], port: int, no_open: bool, as_json: bool) -> None:
@@ -45,11 +36,6 @@ def studio(paths: tuple[str, ...], port: int, no_open: bool, as_json: bool) -> N
     from strata.studio import running
 
     roots = [Path(p) for p in paths] or [Path.cwd()]
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
     with running(roots, port=port) as served:
         if as_json:
             emit_json_line(
@@ -74,13 +60,7 @@ def studio(paths: tuple[str, ...], port: int, no_open: bool, as_json: bool) -> N
         click.echo("strata: serving until Ctrl-C", err=True)
         if not no_open:
             webbrowser.open(served.url)
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            while not stop.wait(0.5):
-                pass
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        wait_for_interrupt()
 
 
 COMMANDS = [studio]

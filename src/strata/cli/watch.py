@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from strata.atomic import file_identity
 from strata.cli.common import (
     author_options,
+    debounce_option,
     emit_json,
     emit_json_line,
     injected,
@@ -62,13 +64,7 @@ TRASH_CAP = 1 << 30
 
 
 @click.command()
-@click.option(
-    "--debounce-ms",
-    type=click.IntRange(min=0),
-    default=1000,
-    show_default=True,
-    help="Record a step once the workspace has been quiet this long.",
-)
+@debounce_option("Record a step once the workspace has been quiet this long.")
 @click.option("-m", "--message", default="live capture", help="The rationale of each step.")
 @click.option(
     "--no-capture",
@@ -281,7 +277,7 @@ class _Lifetime:
         self.workspace = repo.config.workspace
         self.idle = idle
         self.activity = activity
-        self._root_id = _identity(self.root)
+        self._root_id = file_identity(self.root)
         self._config_id = _stamp(self.config)
         self._code = _code_fingerprint()
         self._last = activity()
@@ -302,7 +298,7 @@ class _Lifetime:
             why = error.reason if isinstance(error, WatcherFailed) else repr(error)
             note_unavailable(self.folder, why)  # status says it; none restarts for a while
             return f"the change monitor stopped: {why}"
-        if _identity(self.root) != self._root_id:
+        if file_identity(self.root) != self._root_id:
             return "the workspace was moved or removed"
         config = _stamp(self.config)
         if config is None:
@@ -406,14 +402,6 @@ def _activity(monitor: Any, server: Any) -> object:
     """
     running = server.busy or _runs_executing()
     return monitor.token(), server.last_request, time.monotonic() if running else 0.0
-
-
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
 
 
 def _stamp(path: Path) -> tuple[int, int, int, int] | None:

@@ -52,6 +52,7 @@ from strata.errors import (
 from strata.ids import ObjectId
 from strata.layout import Layout, bad_config, retention_settings
 from strata.ledger.events import Event
+from strata.schemas import fields_json
 from strata.store.objects import DiskObjectStore
 from strata.store.statcache import StatCache
 from strata.store.tree import EMPTY_TREE, TREE_MAGIC, read_tree
@@ -99,17 +100,7 @@ class Retention:
 
     def to_json(self) -> dict[str, Any]:
         """As printed by ``strata gc --json``."""
-        return {
-            "keep_all_days": self.keep_all_days,
-            "hourly_days": self.hourly_days,
-            "daily_days": self.daily_days,
-            "keep_operations": self.keep_operations,
-            "prune_grace_minutes": self.prune_grace_minutes,
-            "git_refs_days": self.git_refs_days,
-            "max_size": self.max_size,
-            "keep_last": self.keep_last,
-            "auto_repack": self.auto_repack,
-        }
+        return fields_json(self)
 
 
 @dataclass
@@ -545,17 +536,7 @@ class RepackResult:
 
     def to_json(self) -> dict[str, Any]:
         """What ``strata repack --json`` prints."""
-        return {
-            "pack": self.pack,
-            "objects": self.objects,
-            "packs_before": self.packs_before,
-            "packs_removed": self.packs_removed,
-            "loose_packed": self.loose_packed,
-            "loose_kept": self.loose_kept,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-            "corrupt": self.corrupt,
-        }
+        return fields_json(self)
 
 
 #: objects stored bigger than this stay loose (a pack copy would hold them in memory)

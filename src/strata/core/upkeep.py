@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import RepositoryLocked
 from strata.ids import ObjectId
 from strata.layout import WriteLock
+from strata.schemas import fields_json
 from strata.store.objects import DiskObjectStore
 
 if TYPE_CHECKING:
@@ -63,12 +64,7 @@ class UpkeepResult:
 
     def to_json(self) -> dict[str, Any]:
         """As kept in the watcher's log and benchmark output."""
-        return {
-            "pack": self.pack,
-            "packs_merged": self.packs_merged,
-            "loose_packed": self.loose_packed,
-            "objects": self.objects,
-        }
+        return fields_json(self)
 
 
 def enabled(core: Core) -> bool:

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from strata.ids import ObjectId
+from strata.schemas import fields_json
 from strata.store.tree import walk_tree
 
 if TYPE_CHECKING:
@@ -146,12 +147,7 @@ class Command:
 
     def to_json(self) -> dict[str, str]:
         """The command as JSON."""
-        return {
-            "source": self.source,
-            "name": self.name,
-            "command": self.command,
-            "kind": self.kind,
-        }
+        return fields_json(self)
 
 
 @dataclass(frozen=True, order=True)
@@ -165,7 +161,7 @@ class EntryPoint:
 
     def to_json(self) -> dict[str, str]:
         """The entry point as JSON."""
-        return {"kind": self.kind, "name": self.name, "target": self.target, "source": self.source}
+        return fields_json(self)
 
 
 @dataclass

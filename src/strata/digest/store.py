@@ -39,6 +39,7 @@ import blake3
 
 from strata.atomic import atomic_write
 from strata.errors import DigestError, UsageError
+from strata.schemas import fields_json
 
 log = logging.getLogger("strata.digest")
 log.addHandler(logging.NullHandler())  # a library logs; the application decides what is shown
@@ -129,13 +130,7 @@ class DigestEntry:
 
     def to_json(self) -> dict[str, Any]:
         """The entry as JSON."""
-        return {
-            "key": self.key,
-            "text": self.text,
-            "origin": self.origin,
-            "ts_ms": self.ts_ms,
-            "event_id": self.event_id,
-        }
+        return fields_json(self)
 
     @classmethod
     def from_json(cls, raw: dict[str, Any]) -> DigestEntry:

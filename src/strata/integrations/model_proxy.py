@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from strata.providers.replay import first_difference
+from strata.providers.replay import describe_difference, difference
 from strata.providers.trace import LLM_CALL, Recorder, Redactor, Trace, fingerprint
 from strata.sandbox.net import PROXY_PORT, SOCKET_NAME
 
@@ -181,6 +181,19 @@ class Divergence:
     expected: str
 
 
+@dataclass(frozen=True)
+class ProxiedCall:
+    """One call the proxy forwarded, as queued for the recording thread."""
+
+    api: str
+    request: dict[str, Any]
+    raw_body: Any
+    response: dict[str, Any] | None
+    error: dict[str, str] | None
+    secrets: tuple[str, ...]
+    duration_ms: int
+
+
 @dataclass
 class _Replay:
     traces: list[Trace]
@@ -224,7 +237,7 @@ class ModelProxy:
         self._lock = threading.Lock()
         self._pool = threading.local()
         self._opened: list[http.client.HTTPConnection] = []
-        self._queue: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[ProxiedCall | None] = queue.SimpleQueue()
         self._worker: threading.Thread | None = None
         #: traces that could not be stored (the store failed), as messages
         self.failures: list[str] = []
@@ -344,40 +357,23 @@ class ModelProxy:
         if conn is not None:
             conn.close()
 
-    def record(
-        self,
-        api: str,
-        request: dict[str, Any],
-        raw_body: Any,
-        response: dict[str, Any] | None,
-        error: dict[str, str] | None,
-        secrets: Sequence[str],
-        duration_ms: int,
-    ) -> None:
+    def record(self, call: ProxiedCall) -> None:
         """Queue one call's trace: the recording thread redacts and stores it.
 
         The connection is free for the agent's next call meanwhile; leaving
         the context manager waits until every queued trace is stored.
         """
-        self._queue.put((api, request, raw_body, response, error, tuple(secrets), duration_ms))
+        self._queue.put(call)
 
     def _recording(self) -> None:
-        while (item := self._queue.get()) is not None:
+        while (call := self._queue.get()) is not None:
             try:
-                self._store(*item)
+                self._store(call)
             except Exception as exc:  # a store that fails: the proxy goes on, the run says so
                 self.failures.append(f"{type(exc).__name__}: {exc}")
 
-    def _store(
-        self,
-        api: str,
-        request: dict[str, Any],
-        raw_body: Any,
-        response: dict[str, Any] | None,
-        error: dict[str, str] | None,
-        secrets: tuple[str, ...],
-        duration_ms: int,
-    ) -> None:
+    def _store(self, call: ProxiedCall) -> None:
+        response = call.response
         assert self.recorder is not None
         if self.root and response is not None:
             response = _swap(response, self.root, WORKSPACE_TOKEN)
@@ -385,17 +381,17 @@ class ModelProxy:
             response = _swap(response, self.home, HOME_TOKEN)
         with self._lock:
             before = self.recorder.secrets
-            self.recorder.secrets = (*before, *secrets)
+            self.recorder.secrets = (*before, *call.secrets)
             try:
                 self.recorder.llm_call(
-                    adapter=ADAPTERS[api],
-                    provider=urlsplit(self.upstreams[api]).netloc,
-                    request=request,
-                    wire_request={"body": raw_body},
+                    adapter=ADAPTERS[call.api],
+                    provider=urlsplit(self.upstreams[call.api]).netloc,
+                    request=call.request,
+                    wire_request={"body": call.raw_body},
                     chunks=[],
                     response=response,
-                    error=error,
-                    duration_ms=duration_ms,
+                    error=call.error,
+                    duration_ms=call.duration_ms,
                 )
             finally:
                 self.recorder.secrets = before
@@ -587,10 +583,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     continue
                 message = f"the model proxy could not reach {url}: {exc}"
                 ms = int((time.monotonic() - start) * 1000)
-                proxy.record(
-                    api, request, body, None, {"type": type(exc).__name__, "message": message},
-                    secrets, ms,
-                )  # fmt: skip
+                error = {"type": type(exc).__name__, "message": message}
+                proxy.record(ProxiedCall(api, request, body, None, error, tuple(secrets), ms))
                 self._send(502, "application/json", _error_body(api, message))
                 return
         assert upstream is not None
@@ -625,17 +619,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         text = b"".join(received).decode("utf-8", "replace")
         response = {"status": upstream.status, "content_type": kind, "body": text}
         ms = int((time.monotonic() - start) * 1000)
-        proxy.record(api, request, body, response, None, secrets, ms)
+        proxy.record(ProxiedCall(api, request, body, response, None, tuple(secrets), ms))
 
 
 def _where(expected: Any, observed: Any) -> str | None:
     """The first field where two requests differ; for text, around the first differing character."""
-    found = first_difference(expected, observed)
+    found = difference(expected, observed)
     if found is None:
         return None
-    pair = _pair(expected, observed)
-    if pair is not None and isinstance(pair[1], str) and isinstance(pair[2], str):
-        where, old, new = pair
+    where, old, new = found
+    if isinstance(old, str) and isinstance(new, str):
         at = next((i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b), None)
         at = min(len(old), len(new)) if at is None else at
         lo = max(0, at - 30)
@@ -645,27 +638,7 @@ def _where(expected: Any, observed: Any) -> str | None:
             return json.dumps(("..." if lo else "") + part + ("..." if at + 40 < len(text) else ""))
 
         return f"{where}: {shown(new)} (expected {shown(old)}; from character {at})"
-    return found
-
-
-def _pair(expected: Any, observed: Any, path: str = "") -> tuple[str, Any, Any] | None:
-    """The path and both values of the first difference, as :func:`first_difference` finds it."""
-    if isinstance(expected, dict) and isinstance(observed, dict):
-        for key in sorted(set(expected) | set(observed)):
-            where = f"{path}.{key}" if path else str(key)
-            if key not in observed or key not in expected:
-                return where, expected.get(key), observed.get(key)
-            found = _pair(expected[key], observed[key], where)
-            if found:
-                return found
-        return None
-    if isinstance(expected, list) and isinstance(observed, list):
-        for i, (a, b) in enumerate(zip(expected, observed, strict=False)):
-            found = _pair(a, b, f"{path}[{i}]")
-            if found:
-                return found
-        return (path, expected, observed) if len(expected) != len(observed) else None
-    return None if expected == observed else (path or "request", expected, observed)
+    return describe_difference(found)
 
 
 def _error_body(api: str, message: str) -> bytes:

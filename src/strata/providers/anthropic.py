@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from types import ModuleType
 from typing import Any
 
 from strata.providers.base import (
@@ -32,14 +31,14 @@ from strata.providers.base import (
     ToolCall,
     ToolCallEvent,
     Usage,
+    whole_answer,
 )
 from strata.providers.transport import (
-    DEFAULT_TIMEOUT,
-    Retry,
     SdkAdapter,
     check_cancel,
     field,
     protocol_error,
+    read_usage,
     tool_call,
 )
 
@@ -60,52 +59,19 @@ _TOOL_CHOICE = {"auto": {"type": "auto"}, "required": {"type": "any"}, "none": {
 
 
 class Anthropic(SdkAdapter):
-    """Anthropic's Messages API (``POST /v1/messages``), adapter ``anthropic``."""
+    """Anthropic's Messages API (``POST /v1/messages``), adapter ``anthropic``.
+
+    ``base_url`` is the server's root, without ``/v1``; ``max_tokens``, which the
+    API requires, is :data:`DEFAULT_MAX_TOKENS` unless set.
+    """
 
     adapter = "anthropic"
     default_base_url = ANTHROPIC_BASE_URL
+    sdk_module = "anthropic"
+    sdk_client = "Anthropic"
 
-    def __init__(
-        self,
-        *,
-        name: str,
-        model: str,
-        base_url: str | None = None,
-        api_key: str | None = None,
-        api_key_env: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        retry: Retry | None = None,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
-        stream: bool = True,
-    ) -> None:
-        """A provider named ``name`` serving ``model`` at ``base_url`` (Anthropic's by default).
-
-        ``base_url`` is the server's root, without ``/v1``.
-        """
-        super().__init__(
-            name=name,
-            model=model,
-            base_url=base_url,
-            api_key=api_key,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            retry=retry,
-            stream=stream,
-        )
-        self.max_tokens = max_tokens
-
-    def _sdk(self) -> ModuleType:
-        import anthropic
-
-        return anthropic
-
-    def _make_client(self) -> Any:
-        return self._sdk().Anthropic(
-            api_key=self._api_key or "none",
-            base_url=self.base_url,
-            timeout=self.timeout,
-            max_retries=0,
-        )
+    def _default_max_tokens(self) -> int:
+        return DEFAULT_MAX_TOKENS
 
     def _send(self, client: Any, body: dict[str, Any]) -> Any:
         return client.messages.create(**body)
@@ -146,20 +112,13 @@ class Anthropic(SdkAdapter):
                 texts.append(str(field(block, "text", "")))
             elif kind == "tool_use":
                 calls.append(self._call(field(block, "id"), field(block, "name"), None, block))
-        text = "".join(texts)
-        if text:
-            yield TextDelta(text)
-        for call in calls:
-            yield ToolCallEvent(call)
         usage = field(answer, "usage")
-        yield Finished(
+        yield from whole_answer(
             Response(
-                text=text,
+                text="".join(texts),
                 tool_calls=tuple(calls),
                 finish_reason=self._finish(field(answer, "stop_reason"), calls),
-                usage=Usage(
-                    int(field(usage, "input_tokens", 0)), int(field(usage, "output_tokens", 0))
-                ),
+                usage=read_usage(usage),
                 model=str(field(answer, "model", "")),
             )
         )

@@ -240,6 +240,15 @@ class Finished:
 StreamEvent = TextDelta | ToolCallEvent | Finished
 
 
+def whole_answer(response: Response) -> Iterator[StreamEvent]:
+    """The events of an answer that came in one piece: its text, its tool calls, Finished."""
+    if response.text:
+        yield TextDelta(response.text)
+    for call in response.tool_calls:
+        yield ToolCallEvent(call)
+    yield Finished(response)
+
+
 def event_to_json(event: StreamEvent) -> dict[str, Any]:
     """A stream event as JSON (a trace's ``chunks``)."""
     if isinstance(event, TextDelta):

@@ -447,11 +447,12 @@ def _adapter(
         "timeout": settings.timeout,
         "retry": retry,
         "stream": settings.stream,
+        "max_tokens": settings.max_tokens,
     }
     if settings.adapter == "anthropic":
-        from strata.providers.anthropic import DEFAULT_MAX_TOKENS, Anthropic
+        from strata.providers.anthropic import Anthropic
 
-        return Anthropic(**common, max_tokens=settings.max_tokens or DEFAULT_MAX_TOKENS)
+        return Anthropic(**common)
     from strata.providers.openai import OpenAIChat, OpenAIResponses
 
     cls = OpenAIResponses if settings.adapter == "openai-responses" else OpenAIChat
@@ -459,7 +460,6 @@ def _adapter(
         **common,
         reasoning_effort=settings.reasoning_effort,
         tool_choice_required=settings.tool_choice_required,
-        max_tokens=settings.max_tokens,
         context_window=settings.context_window,
         phase_efforts=dict(settings.phase_efforts),
     )

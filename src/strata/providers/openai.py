@@ -19,9 +19,9 @@ set (a server that sends nothing is given up after ``timeout`` seconds).
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from types import ModuleType
 from typing import Any
 
 from strata.providers import profile
@@ -37,6 +37,7 @@ from strata.providers.base import (
     ToolCall,
     ToolCallEvent,
     Usage,
+    whole_answer,
 )
 from strata.providers.transport import (
     DEFAULT_TIMEOUT,
@@ -47,6 +48,7 @@ from strata.providers.transport import (
     field,
     is_local,
     protocol_error,
+    read_usage,
     tool_call,
 )
 
@@ -60,6 +62,8 @@ class _OpenAIAdapter(SdkAdapter):
     """What both OpenAI adapters share: the client and the profile's settings."""
 
     default_base_url = OPENAI_BASE_URL
+    sdk_module = "openai"
+    sdk_client = "OpenAI"
 
     def __init__(
         self,
@@ -102,28 +106,39 @@ class _OpenAIAdapter(SdkAdapter):
             timeout=timeout,
             retry=retry,
             stream=stream,
+            max_tokens=max_tokens,
         )
         self.reasoning_effort = reasoning_effort
         self.tool_choice_required = tool_choice_required
-        if max_tokens is None and is_local(self.base_url):
-            max_tokens = DEFAULT_LOCAL_MAX_TOKENS
-        self.max_tokens = max_tokens
         self.context_window = context_window
         self.phase_efforts: dict[str, str] = dict(phase_efforts or {})
 
-    def _sdk(self) -> ModuleType:
-        import openai
+    def _default_max_tokens(self) -> int | None:
+        return DEFAULT_LOCAL_MAX_TOKENS if is_local(self.base_url) else None
 
-        return openai
-
-    def _make_client(self) -> Any:
-        return self._sdk().OpenAI(
-            api_key=self._api_key or "none",
-            base_url=self.base_url,
-            organization=None,
-            timeout=self.timeout,
-            max_retries=0,
+    def wire_request(self, request: Request) -> dict[str, Any]:
+        """The exact JSON body sent for ``request`` (profile applied; pure)."""
+        request = self._request(request)
+        body = self._body(request)
+        body.update(
+            self._settings(
+                request,
+                default_effort=self.reasoning_effort,
+                required=self.tool_choice_required,
+            )
         )
+        body["stream"] = self.streaming
+        return body
+
+    @abstractmethod
+    def _body(self, request: Request) -> dict[str, Any]:
+        """The body's model and messages, in this API's form."""
+
+    @abstractmethod
+    def _settings(
+        self, request: Request, *, default_effort: str | None, required: bool
+    ) -> dict[str, Any]:
+        """The request profile's fields of the body, in this API's form."""
 
     def _request(self, request: Request) -> Request:
         """``request`` with this provider's model and output limit where it sets none."""
@@ -139,30 +154,19 @@ class OpenAIResponses(_OpenAIAdapter):
 
     adapter = "openai-responses"
 
-    def wire_request(self, request: Request) -> dict[str, Any]:
-        """The exact JSON body sent for ``request`` (profile applied; pure)."""
-        request = self._request(request)
-        body: dict[str, Any] = {"model": request.model, "input": responses_input(request.messages)}
-        body.update(
-            profile.responses_settings(
-                request,
-                default_effort=self.reasoning_effort,
-                required=self.tool_choice_required,
-            )
-        )
-        body["stream"] = self.streaming
-        return body
+    def _body(self, request: Request) -> dict[str, Any]:
+        return {"model": request.model, "input": responses_input(request.messages)}
+
+    def _settings(
+        self, request: Request, *, default_effort: str | None, required: bool
+    ) -> dict[str, Any]:
+        return profile.responses_settings(request, default_effort=default_effort, required=required)
 
     def _send(self, client: Any, body: dict[str, Any]) -> Any:
         return client.responses.create(**body)
 
     def _whole(self, answer: Any) -> Iterator[StreamEvent]:
-        text, calls = self._output(answer)
-        if text:
-            yield TextDelta(text)
-        for call in calls:
-            yield ToolCallEvent(call)
-        yield Finished(self._response(answer, text, calls))
+        yield from whole_answer(self._response(answer, *self._output(answer)))
 
     def _output(self, answer: Any) -> tuple[str, list[ToolCall]]:
         """The text and tool calls of a whole Responses API answer."""
@@ -195,9 +199,7 @@ class OpenAIResponses(_OpenAIAdapter):
             text=text,
             tool_calls=tuple(calls),
             finish_reason=finish,
-            usage=Usage(
-                int(field(usage, "input_tokens", 0)), int(field(usage, "output_tokens", 0))
-            ),
+            usage=read_usage(usage),
             model=str(field(answer, "model", "")),
         )
 
@@ -281,14 +283,10 @@ class OpenAIResponses(_OpenAIAdapter):
             )
             calls.append(call)
             yield ToolCallEvent(call)
-        text = "".join(texts)
         if not texts and not calls:  # a server that sent the answer only at the end
-            text, calls = self._output(final)
-            if text:
-                yield TextDelta(text)
-            for call in calls:
-                yield ToolCallEvent(call)
-        yield Finished(self._response(final, text, calls))
+            yield from self._whole(final)
+        else:
+            yield Finished(self._response(final, "".join(texts), calls))
 
 
 def responses_input(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
@@ -365,18 +363,17 @@ class OpenAIChat(_OpenAIAdapter):
 
     adapter = "openai-chat"
 
+    def _body(self, request: Request) -> dict[str, Any]:
+        return {"model": request.model, "messages": chat_messages(request.messages)}
+
+    def _settings(
+        self, request: Request, *, default_effort: str | None, required: bool
+    ) -> dict[str, Any]:
+        return profile.chat_settings(request, default_effort=default_effort, required=required)
+
     def wire_request(self, request: Request) -> dict[str, Any]:
         """The exact JSON body sent for ``request`` (profile applied; pure)."""
-        request = self._request(request)
-        body: dict[str, Any] = {"model": request.model, "messages": chat_messages(request.messages)}
-        body.update(
-            profile.chat_settings(
-                request,
-                default_effort=self.reasoning_effort,
-                required=self.tool_choice_required,
-            )
-        )
-        body["stream"] = self.streaming
+        body = super().wire_request(request)
         if self.streaming:
             body["stream_options"] = {"include_usage": True}
         return body
@@ -396,20 +393,12 @@ class OpenAIChat(_OpenAIAdapter):
         message = field(choices[0], "message")
         text = str(field(message, "content", "") or "")
         calls = [self._call(raw, i) for i, raw in enumerate(field(message, "tool_calls", []) or [])]
-        if text:
-            yield TextDelta(text)
-        for call in calls:
-            yield ToolCallEvent(call)
-        usage = field(answer, "usage")
-        yield Finished(
+        yield from whole_answer(
             Response(
                 text=text,
                 tool_calls=tuple(calls),
                 finish_reason=self._finish(field(choices[0], "finish_reason"), calls),
-                usage=Usage(
-                    int(field(usage, "prompt_tokens", 0)),
-                    int(field(usage, "completion_tokens", 0)),
-                ),
+                usage=read_usage(field(answer, "usage"), "prompt_tokens", "completion_tokens"),
                 model=str(field(answer, "model", "")),
             )
         )
@@ -433,10 +422,7 @@ class OpenAIChat(_OpenAIAdapter):
             model = str(field(chunk, "model", "") or model)
             reported = field(chunk, "usage")
             if reported is not None:
-                usage = Usage(
-                    int(field(reported, "prompt_tokens", 0)),
-                    int(field(reported, "completion_tokens", 0)),
-                )
+                usage = read_usage(reported, "prompt_tokens", "completion_tokens")
             for choice in field(chunk, "choices", []) or []:
                 if field(choice, "index", 0) != 0:
                     continue

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Callable
 from typing import Any
 
 from strata.providers.base import EFFORTS, TOOL_CHOICES, Request
@@ -214,6 +215,23 @@ def chat_tools(request: Request) -> list[dict[str, Any]]:
     ]
 
 
+def _tool_settings(
+    request: Request,
+    tools: Callable[[Request], list[dict[str, Any]]],
+    choice: Callable[[str], str | dict[str, Any]],
+    *,
+    required: bool,
+) -> dict[str, Any]:
+    """The tools of a body (in the API's form ``tools`` and ``choice`` give), one call at a time."""
+    if not request.tools:
+        return {}
+    return {
+        "tools": tools(request),
+        "tool_choice": choice(tool_choice(request, required=required)),
+        "parallel_tool_calls": False,
+    }
+
+
 def responses_settings(
     request: Request, *, default_effort: str | None = None, required: bool = True
 ) -> dict[str, Any]:
@@ -224,10 +242,7 @@ def responses_settings(
     if reasons(model):
         out["reasoning"] = {"effort": chosen}
     out.update(sampling(model, chosen))
-    if request.tools:
-        out["tools"] = responses_tools(request)
-        out["tool_choice"] = responses_tool_choice(tool_choice(request, required=required))
-        out["parallel_tool_calls"] = False
+    out.update(_tool_settings(request, responses_tools, responses_tool_choice, required=required))
     if request.max_output_tokens is not None:
         out["max_output_tokens"] = request.max_output_tokens
     return out
@@ -248,10 +263,7 @@ def chat_settings(
     if reasons(model):
         out["reasoning_effort"] = chosen
     out.update(sampling(model, chosen))
-    if request.tools:
-        out["tools"] = chat_tools(request)
-        out["tool_choice"] = chat_tool_choice(tool_choice(request, required=required))
-        out["parallel_tool_calls"] = False
+    out.update(_tool_settings(request, chat_tools, chat_tool_choice, required=required))
     if request.max_output_tokens is not None:
         key = "max_completion_tokens" if reasons(model) else "max_tokens"
         out[key] = request.max_output_tokens

@@ -22,31 +22,51 @@ from strata.providers.base import (
 )
 from strata.providers.trace import LLM_CALL, NO_TOOL, Trace, fingerprint, io_key, redact
 
+MISSING: Any = object()
+"""The value :func:`difference` gives for a key one side lacks."""
 
-def first_difference(expected: Any, observed: Any, path: str = "") -> str | None:
-    """The first JSON path where two values differ, with both values (short); None if equal."""
+
+def difference(expected: Any, observed: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The JSON path and both values of the first place two values differ; None if equal.
+
+    A key one side lacks has the value :data:`MISSING` there; two lists whose
+    common items are equal but whose lengths differ are the difference
+    themselves.
+    """
     if isinstance(expected, dict) and isinstance(observed, dict):
         for key in sorted(set(expected) | set(observed)):
             where = f"{path}.{key}" if path else str(key)
-            if key not in observed:
-                return f"{where}: missing (expected {_short(expected[key])})"
-            if key not in expected:
-                return f"{where}: unexpected {_short(observed[key])}"
-            found = first_difference(expected[key], observed[key], where)
+            if key not in observed or key not in expected:
+                return where, expected.get(key, MISSING), observed.get(key, MISSING)
+            found = difference(expected[key], observed[key], where)
             if found:
                 return found
         return None
     if isinstance(expected, list) and isinstance(observed, list):
         for i, (a, b) in enumerate(zip(expected, observed, strict=False)):
-            found = first_difference(a, b, f"{path}[{i}]")
+            found = difference(a, b, f"{path}[{i}]")
             if found:
                 return found
-        if len(expected) != len(observed):
-            return f"{path}: {len(observed)} items (expected {len(expected)})"
-        return None
-    if expected != observed:
-        return f"{path or 'request'}: {_short(observed)} (expected {_short(expected)})"
-    return None
+        return (path, expected, observed) if len(expected) != len(observed) else None
+    return None if expected == observed else (path or "request", expected, observed)
+
+
+def first_difference(expected: Any, observed: Any, path: str = "") -> str | None:
+    """The first JSON path where two values differ, with both values (short); None if equal."""
+    found = difference(expected, observed, path)
+    return None if found is None else describe_difference(found)
+
+
+def describe_difference(found: tuple[str, Any, Any]) -> str:
+    """One line for what :func:`difference` found: the path and both values (short)."""
+    where, old, new = found
+    if new is MISSING:
+        return f"{where}: missing (expected {_short(old)})"
+    if old is MISSING:
+        return f"{where}: unexpected {_short(new)}"
+    if isinstance(old, list) and isinstance(new, list):
+        return f"{where}: {len(new)} items (expected {len(old)})"
+    return f"{where}: {_short(new)} (expected {_short(old)})"
 
 
 def _short(value: Any, limit: int = 60) -> str:

@@ -20,6 +20,7 @@ process is gone, or was never started): the first failure is the last.
 
 from __future__ import annotations
 
+import importlib
 import ipaddress
 import json
 import random
@@ -49,6 +50,7 @@ from strata.providers.base import (
     TextDelta,
     ToolCall,
     ToolCallEvent,
+    Usage,
 )
 
 #: seconds waited before the 2nd … 6th attempt
@@ -402,17 +404,26 @@ def protocol_error(provider: str, where: str, what: str) -> ProviderProtocolErro
     )
 
 
+def read_usage(usage: Any, inputs: str = "input_tokens", outputs: str = "output_tokens") -> Usage:
+    """The token counts of an answer's ``usage`` (fields ``inputs``, ``outputs``; 0 if missing)."""
+    return Usage(int(field(usage, inputs, 0)), int(field(usage, outputs, 0)))
+
+
 class SdkAdapter(ABC):
     """What the adapters on an official SDK share: the client, retries, error mapping.
 
-    A subclass says which SDK (:meth:`_sdk`), how to make its client
-    (:meth:`_make_client`), the body of a request (:meth:`wire_request`), how
+    A subclass says which SDK (:attr:`sdk_module`) and client class
+    (:attr:`sdk_client`), the body of a request (:meth:`wire_request`), how
     to send it (:meth:`_send`) and how to read a stream (:meth:`_events`) or a
     whole answer (:meth:`_whole`).
     """
 
     adapter = ""
     default_base_url = ""
+    sdk_module = ""
+    """The SDK: the module imported on the first call."""
+    sdk_client = ""
+    """The name of the SDK's client class."""
 
     def __init__(
         self,
@@ -425,11 +436,14 @@ class SdkAdapter(ABC):
         timeout: float = DEFAULT_TIMEOUT,
         retry: Retry | None = None,
         stream: bool = True,
+        max_tokens: int | None = None,
     ) -> None:
         """A provider named ``name`` serving ``model`` at ``base_url`` (the vendor's by default).
 
         ``api_key`` None sends a placeholder (local servers want none);
         ``api_key_env`` only names the key's variable in error hints.
+        ``max_tokens`` is the output limit of requests that set none (None:
+        :meth:`_default_max_tokens`).
         """
         self.name = name
         self.model = model
@@ -437,6 +451,7 @@ class SdkAdapter(ABC):
         self.timeout = float(timeout)
         self.retry = retry or Retry()
         self.streaming = stream
+        self.max_tokens = max_tokens if max_tokens is not None else self._default_max_tokens()
         self._api_key = api_key
         self._key_env = api_key_env
         self._client: Any = None
@@ -445,13 +460,22 @@ class SdkAdapter(ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r}, model={self.model!r})"
 
-    @abstractmethod
+    def _default_max_tokens(self) -> int | None:
+        """The output limit of requests that set none, when the configuration sets none."""
+        return None
+
     def _sdk(self) -> ModuleType:
         """The SDK module (imported on the first call only)."""
+        return importlib.import_module(self.sdk_module)
 
-    @abstractmethod
     def _make_client(self) -> Any:
         """A new SDK client for this provider (its own retries off)."""
+        return getattr(self._sdk(), self.sdk_client)(
+            api_key=self._api_key or "none",
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,
+        )
 
     @abstractmethod
     def wire_request(self, request: Request) -> dict[str, Any]:

@@ -71,6 +71,7 @@ from strata.ledger.events import Event
 from strata.providers.base import Message, Request, ToolSpec
 from strata.providers.replay import ReplayProvider, first_difference
 from strata.providers.trace import LLM_CALL, TOOL_CALL, Recorder, Trace
+from strata.schemas import fields_json
 from strata.store.materialize import export_tree
 from strata.store.sealing import AGE_MAGIC, TraceCipher
 
@@ -94,13 +95,7 @@ class StepReplay:
 
     def to_json(self) -> dict[str, Any]:
         """The step as JSON."""
-        return {
-            "event_id": self.event_id,
-            "action_type": self.action_type,
-            "kind": self.kind,
-            "status": self.status,
-            "detail": self.detail,
-        }
+        return fields_json(self)
 
 
 @dataclass
@@ -115,13 +110,7 @@ class Divergence:
 
     def to_json(self) -> dict[str, Any]:
         """The divergence as JSON."""
-        return {
-            "event_id": self.event_id,
-            "kind": self.kind,
-            "path": self.path,
-            "detail": self.detail,
-            "diff": self.diff,
-        }
+        return fields_json(self)
 
 
 @dataclass

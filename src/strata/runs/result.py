@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from strata.schemas import fields_json
+
 
 @dataclass
 class WorkspaceResult:
@@ -27,15 +29,7 @@ class WorkspaceResult:
 
     def to_json(self) -> dict[str, Any]:
         """The workspace result as JSON."""
-        return {
-            "backend": self.backend,
-            "before_snapshot": self.before_snapshot,
-            "after_snapshot": self.after_snapshot,
-            "diff": self.diff,
-            "rolled_back": self.rolled_back,
-            "safety_ref": self.safety_ref,
-            "rollback_skipped": self.rollback_skipped,
-        }
+        return fields_json(self)
 
 
 @dataclass

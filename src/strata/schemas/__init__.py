@@ -6,6 +6,7 @@ by ``-``, e.g. ``cli/bookmark-add.schema.json``), and ``cli/error.schema.json`` 
 error object printed on stderr; docs/json.md explains the contract.
 """
 
+import dataclasses
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -17,3 +18,12 @@ def versioned(value: Any) -> Any:
     if isinstance(value, dict):
         return {"schema": SCHEMA_VERSION, **value}
     return value
+
+
+def fields_json(record: Any) -> dict[str, Any]:
+    """A flat dataclass's fields as a JSON object, in their declared order.
+
+    The ``to_json`` of a record whose JSON is exactly its fields, so that a
+    field added is a field reported.
+    """
+    return {f.name: getattr(record, f.name) for f in dataclasses.fields(record)}

@@ -195,12 +195,7 @@ def _by_chunks(source: str) -> Parsed | None:
         for name, kind, parent, index, text, shape in entries:
             if not parent:
                 index, tops = top + index, tops + 1
-            key = name
-            n = 2
-            while key in found:
-                key = f"{name}#{n}"
-                n += 1
-            found[key] = Definition(key, kind, parent, index, text, shape)
+            _add(found, (name, kind, parent, index, text, shape))
         top += tops
         rest.extend(texts)
         rest_sources.extend(nodes)
@@ -262,14 +257,20 @@ def _parse(source: str) -> Parsed | str:
         return f"cannot be parsed as Python ({exc})"
     entries, texts, nodes = _walk(tree, source.splitlines())
     found: dict[str, Definition] = {}
-    for name, kind, parent, index, text, shape in entries:
-        key = name
-        n = 2
-        while key in found:
-            key = f"{name}#{n}"
-            n += 1
-        found[key] = Definition(key, kind, parent, index, text, shape)
+    for entry in entries:
+        _add(found, entry)
     return found, "\n".join(texts), nodes
+
+
+def _add(found: dict[str, Definition], entry: _Entry) -> None:
+    """Add ``entry``'s definition to ``found`` under its name, or ``NAME#2``, ``#3``… if taken."""
+    name, kind, parent, index, text, shape = entry
+    key = name
+    n = 2
+    while key in found:
+        key = f"{name}#{n}"
+        n += 1
+    found[key] = Definition(key, kind, parent, index, text, shape)
 
 
 def _dump(sources: list[str]) -> str:

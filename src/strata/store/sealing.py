@@ -15,13 +15,14 @@ from typing import Any
 AGE_MAGIC = b"age-encryption.org/v1"
 
 
-def _pyrage() -> Any:
+def pyrage_module(feature: str = "traces encrypted at rest") -> Any:
+    """The ``pyrage`` module, or :class:`~strata.errors.ExtraNotInstalled` naming ``feature``."""
     try:
         import pyrage
     except ImportError:
         from strata.errors import ExtraNotInstalled
 
-        raise ExtraNotInstalled("traces encrypted at rest", "bundle-age", "pyrage") from None
+        raise ExtraNotInstalled(feature, "bundle-age", "pyrage") from None
     return pyrage
 
 
@@ -34,7 +35,7 @@ class TraceCipher:
 
     def seal(self, data: bytes) -> bytes:
         """``data`` encrypted for every recipient."""
-        pyrage = _pyrage()
+        pyrage = pyrage_module()
         keys = [pyrage.x25519.Recipient.from_str(r) for r in self.recipients]
         return bytes(pyrage.encrypt(data, keys))
 
@@ -46,7 +47,7 @@ class TraceCipher:
 
         if self.identity is None:
             raise TraceLocked(name, "no key is configured ([traces] identity)")
-        pyrage = _pyrage()
+        pyrage = pyrage_module()
         try:
             text = self.identity.read_text("utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -86,7 +87,7 @@ def trace_cipher(
             "[traces] recipients must be a list of age public keys (age1...)",
             hint="age-keygen -y KEYFILE prints the public key of a key file",
         )
-    pyrage = _pyrage()
+    pyrage = pyrage_module()
     for r in recipients:
         try:
             pyrage.x25519.Recipient.from_str(r)
@@ -110,4 +111,4 @@ def trace_cipher(
     return TraceCipher(tuple(recipients), key)
 
 
-__all__ = ["AGE_MAGIC", "TraceCipher", "trace_cipher"]
+__all__ = ["AGE_MAGIC", "TraceCipher", "pyrage_module", "trace_cipher"]

@@ -33,6 +33,7 @@ from strata.errors import CorruptRepository, StrataError, SyncError, SyncMismatc
 from strata.ids import ObjectId
 from strata.ledger.records import Record, verify_chain
 from strata.store.objects import hash_bytes
+from strata.store.sealing import AGE_MAGIC, pyrage_module
 from strata.store.tree import TreeEntry, decode_tree
 
 if TYPE_CHECKING:
@@ -230,17 +231,8 @@ def export_bundle(
     }
 
 
-AGE_MAGIC = b"age-encryption.org/v1"
-
-
 def _pyrage() -> Any:
-    try:
-        import pyrage
-    except ImportError:
-        from strata.errors import ExtraNotInstalled
-
-        raise ExtraNotInstalled("an encrypted audit bundle", "bundle-age", "pyrage") from None
-    return pyrage
+    return pyrage_module("an encrypted audit bundle")
 
 
 def _encrypt(data: bytes, recipients: tuple[str, ...]) -> bytes:

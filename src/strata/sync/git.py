@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import SyncError, SyncMismatch, UsageError
 from strata.ids import ObjectId
 from strata.ledger.ledger import Bookmark, View, check_ref_name, moved
+from strata.schemas import fields_json
 from strata.store.objects import hash_bytes
 from strata.store.tree import decode_tree, read_tree
 
@@ -76,13 +77,7 @@ class SyncedCommit:
 
     def to_json(self) -> dict[str, Any]:
         """As ``strata vcs sync --json`` prints it."""
-        return {
-            "operation_id": self.operation_id,
-            "branch": self.branch,
-            "commit": self.commit,
-            "first_event_id": self.first_event_id,
-            "last_event_id": self.last_event_id,
-        }
+        return fields_json(self)
 
 
 @dataclass

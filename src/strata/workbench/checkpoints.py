@@ -24,6 +24,7 @@ from strata.errors import AmbiguousRef, UnknownRef, UsageError
 from strata.ids import EventId, SnapshotId
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
+from strata.schemas import fields_json
 
 if TYPE_CHECKING:
     from strata.core import Core, RewindResult, Transaction
@@ -57,14 +58,7 @@ class Checkpoint:
 
     def to_json(self) -> dict[str, Any]:
         """The shape ``strata checkpoint list --json`` prints for each entry."""
-        return {
-            "id": self.id,
-            "ts": self.ts,
-            "kind": self.kind,
-            "message": self.message,
-            "event_id": self.event_id,
-            "snapshot_id": self.snapshot_id,
-        }
+        return fields_json(self)
 
 
 class Checkpoints:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from strata.errors import AmbiguousRef, UnknownRef
 from strata.ledger.driver import EventFilter
 from strata.ledger.events import Author, Event, EventType
+from strata.schemas import fields_json
 from strata.store.tree import EMPTY_TREE
 
 if TYPE_CHECKING:
@@ -136,14 +137,7 @@ class ConversationInfo:
 
     def to_json(self) -> dict[str, Any]:
         """As JSON."""
-        return {
-            "id": self.id,
-            "title": self.title,
-            "created_ts": self.created_ts,
-            "updated_ts": self.updated_ts,
-            "records": self.records,
-            "head": self.head,
-        }
+        return fields_json(self)
 
 
 def all_records(core: Core) -> list[ChatMessage]:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import os
 import sqlite3
 import threading
 import weakref
@@ -25,6 +24,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from strata.atomic import file_identity
 from strata.errors import CorruptRepository, DiskFull, UnsupportedFormat
 from strata.ledger.driver import (
     EventFilter,
@@ -124,14 +124,6 @@ def keep_connections(keep: bool = True) -> None:
             db.close()
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
 def _take_kept(path: Path, identity: tuple[int, int]) -> sqlite3.Connection | None:
     with _kept_lock:
         kept = _kept.get(str(path), [])
@@ -147,7 +139,7 @@ def _take_kept(path: Path, identity: tuple[int, int]) -> sqlite3.Connection | No
 
 def _keep(path: Path, identity: tuple[int, int], db: sqlite3.Connection) -> bool:
     """Keep ``db`` for the next driver of ``path``; False when it must be closed instead."""
-    if _identity(path) != identity:
+    if file_identity(path) != identity:
         return False
     try:
         if db.in_transaction:
@@ -174,7 +166,7 @@ class SqliteDriver:
         self._closed = False
         #: the cursors of reads handed out as generators (closed with the driver)
         self._reading: weakref.WeakSet[sqlite3.Cursor] = weakref.WeakSet()
-        self._identity = _identity(path) if _keeping and not create else None
+        self._identity = file_identity(path) if _keeping and not create else None
         kept = _take_kept(path, self._identity) if self._identity is not None else None
         if kept is not None:
             self._db = kept  # its pragmas are set and its format was checked
