@@ -113,6 +113,11 @@ class Layout:
         return self.repo / "runs"
 
     @property
+    def groups(self) -> Path:
+        """Leases of the operation groups in progress (``<group id>.lease``)."""
+        return self.repo / "groups"
+
+    @property
     def draft(self) -> Path:
         """The Draft's folder, while one exists (``draft.json`` says which)."""
         return self.repo / "draft"
@@ -129,7 +134,7 @@ class Layout:
 
     @property
     def workshop(self) -> Path:
-        """The Workshop's turn lock and the leases of its turns in progress."""
+        """The Workshop's turn lock (its turns' leases are in :attr:`groups`)."""
         return self.repo / WORKSHOP_FOLDER
 
     @property

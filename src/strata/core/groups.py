@@ -5,14 +5,43 @@ carries it (``group`` in the operation record, see ``docs/format.md``), and
 its events take the group's id as their ``operation_id``. Kept apart from
 :mod:`strata.core.core` so that a snapshot, which never makes one, does not pay
 for the dataclass.
+
+A group held open across model calls (a Workshop turn, a host run) is
+recorded step by step, the write lock taken and given back for each: the
+process that holds it may be killed between two steps. :func:`open_group`
+holds a lease for it (``REPO/groups/<id>.lease``, :mod:`strata.core.lease`:
+an ``flock`` the kernel drops when the process dies, so a reused pid never
+makes a dead group look alive). The next command that writes finds a lease
+nobody holds (:func:`recover_groups`, called by :meth:`Core.writing
+<strata.core.Core.writing>` with the write lock held): the finisher its
+feature registered for the lease's ``kind`` records what the dead process
+left unrecorded (a Workshop turn's interrupted answer), inside the group;
+then the group is closed by a ``group close`` operation marked
+``interrupted``, so ``strata op log`` shows it ended. A lease whose group has
+no step recorded yet goes without a trace.
 """
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from strata.core.lease import SUFFIX, Lease, stale_leases
+from strata.errors import StrataError
 from strata.ledger.events import Author
+
+if TYPE_CHECKING:
+    from strata.core.core import Core
+
+#: the command of the operation that closes a group its process left open
+CLOSE = "group close"
+#: what a feature registers to finish its kind of group: ``finisher(core, lease info)``,
+#: called inside the group with the write lock held
+Finisher = Callable[["Core", dict[str, Any]], object]
 
 
 @dataclass(frozen=True)
@@ -52,3 +81,95 @@ class Group:
             Author.from_json(raw["author"]),
             data,
         )
+
+
+@contextmanager
+def open_group(
+    core: Core, group: Group | None, kind: str, lease_id: str, **info: Any
+) -> Iterator[Lease]:
+    """Hold a group open: a lease says it is in progress, and every operation joins ``group``.
+
+    ``kind`` names the finisher the next writer calls should this process die
+    (:attr:`Core.group_finishers <strata.core.Core.group_finishers>`); ``info``
+    is kept in the lease for it (:meth:`Lease.update` adds more as the work
+    goes on, a ``group`` key names the group once it is known). ``group`` may
+    be None for an action that is one operation (a Workshop rewind): the lease
+    then only lets the next writer finish it. The lease goes when the block
+    ends, however it ends: a failure inside it is the feature's to record.
+    """
+    held = {
+        "kind": kind,
+        "pid": os.getpid(),
+        **({"group": group.to_json()} if group is not None else {}),
+        **info,
+    }
+    with Lease.acquire(core.layout.groups, lease_id, held) as lease:
+        if group is None:
+            yield lease
+            return
+        with core.grouped(group):
+            yield lease
+
+
+def recover_groups(core: Core) -> list[str]:
+    """Finish, then close, every group whose process died; return their lease ids.
+
+    Runs with the write lock held, after the journals and the features'
+    recoverers (a killed run's interrupted record joins the group first). A
+    finisher that fails is not retried: the group is closed all the same
+    (the failure kept in the closing operation), so a write never stays
+    blocked by a dead process's leftovers.
+    """
+    stale = stale_leases(core.layout.groups)
+    # (read for a repository a Workshop turn was killed in before groups had their folder)
+    stale += [i for i in stale_leases(core.layout.workshop) if i.get("kind") == "workshop_turn"]
+    if not stale:
+        return []
+    done: list[str] = []
+    for info in stale:
+        raw = info.get("group")
+        group = Group.from_json(raw) if isinstance(raw, dict) else None
+        finisher = core.group_finishers.get(str(info.get("kind")))
+        failed: str | None = None
+        with core.grouped(group):
+            if finisher is not None:
+                try:
+                    finisher(core, info)
+                except StrataError as exc:
+                    failed = str(exc)
+            if group is not None and has_steps(core, group.id):
+                close_group(core, group, pid=info.get("pid"), error=failed)
+        Path(str(info["path"])).unlink(missing_ok=True)
+        done.append(str(info.get("run_id") or Path(str(info["path"])).name[: -len(SUFFIX)]))
+    return done
+
+
+def close_group(core: Core, group: Group, *, pid: object = None, error: str | None = None) -> str:
+    """Record that ``group``'s process died before it ended: a ``group close`` operation.
+
+    The operation moves no ref and holds no event, so ``strata undo`` steps
+    over it to the group's own steps; its details say the group was
+    ``interrupted`` (and by which process, and what could not be finished).
+    Returns the operation's id.
+    """
+    from strata.core.core import SYSTEM
+
+    with core.grouped(group), core.transaction(CLOSE, SYSTEM) as tx:
+        tx.details.update(
+            interrupted=True,
+            **({"pid": pid} if isinstance(pid, int) else {}),
+            **({"error": error} if error else {}),
+        )
+        return tx.id
+
+
+def has_steps(core: Core, group_id: str) -> bool:
+    """True when an operation of group ``group_id`` is in the ledger (its events name it)."""
+    from strata.ledger.driver import EventFilter
+
+    return any(core.ledger.driver.find_events(EventFilter(operation_id=group_id), limit=1))
+
+
+def closed(steps: list[dict[str, Any]]) -> bool:
+    """True when one of a group's operations (as the ledger lists them) closed it interrupted."""
+    return any(s.get("command") == CLOSE for s in steps)
