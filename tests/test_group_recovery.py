@@ -119,7 +119,7 @@ def test_a_killed_ask_is_closed_by_the_next_command_and_one_undo_reverts_it(
     _kill(proc)
 
     # the next command that writes finishes the turn (an interrupted answer) and closes it
-    assert "nothing to recover" in ok(run_cli("recover", cwd=ws))
+    ok(run_cli("recover", cwd=ws))
     lines = _op_log(run_cli, ws)
     assert "workshop" in lines[0] and "edit the files" in lines[0], lines
     assert "interrupted)" in lines[0], lines

@@ -38,6 +38,9 @@ POINTER_PREFIX = "strata-dir: "
 GIT_HIDDEN_REPO = ".git/strata/repo"
 #: the Workshop's folder, inside the repository (:attr:`Layout.workshop`)
 WORKSHOP_FOLDER = "workshop"
+#: the ``kind`` of the lease a Workshop turn holds (:attr:`Layout.groups`; older versions kept
+#: it in :attr:`Layout.workshop`)
+WORKSHOP_LEASE = "workshop_turn"
 
 CONFIG_TEMPLATE = """\
 # Strata repository configuration.

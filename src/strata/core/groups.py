@@ -28,20 +28,42 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strata.core.lease import SUFFIX, Lease, stale_leases
 from strata.errors import StrataError
+from strata.layout import WORKSHOP_LEASE
 from strata.ledger.events import Author
 
 if TYPE_CHECKING:
-    from strata.core.core import Core
+    from contextlib import AbstractContextManager
+
+    from strata.layout import Layout
+    from strata.ledger.ledger import Ledger
 
 #: the command of the operation that closes a group its process left open
 CLOSE = "group close"
+#: who closes it
+_CLOSER = Author("strata", "system")
 #: what a feature registers to finish its kind of group: ``finisher(core, lease info)``,
 #: called inside the group with the write lock held
-Finisher = Callable[["Core", dict[str, Any]], object]
+Finisher = Callable[[Any, dict[str, Any]], object]
+
+
+class Grouping(Protocol):
+    """What groups use of an open repository (a :class:`~strata.core.Core`)."""
+
+    layout: Layout
+    ledger: Ledger
+    group_finishers: dict[str, Finisher]
+
+    def grouped(self, group: Group | None) -> AbstractContextManager[None]:
+        """Make every operation recorded inside the block a step of ``group``."""
+        ...
+
+    def transaction(self, command: str, author: Author | None = None, **details: Any) -> Any:
+        """A :class:`~strata.core.Transaction` (the write lock held)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -85,7 +107,7 @@ class Group:
 
 @contextmanager
 def open_group(
-    core: Core, group: Group | None, kind: str, lease_id: str, **info: Any
+    core: Grouping, group: Group | None, kind: str, lease_id: str, **info: Any
 ) -> Iterator[Lease]:
     """Hold a group open: a lease says it is in progress, and every operation joins ``group``.
 
@@ -111,7 +133,7 @@ def open_group(
             yield lease
 
 
-def recover_groups(core: Core) -> list[str]:
+def recover_groups(core: Grouping) -> list[str]:
     """Finish, then close, every group whose process died; return their lease ids.
 
     Runs with the write lock held, after the journals and the features'
@@ -122,7 +144,7 @@ def recover_groups(core: Core) -> list[str]:
     """
     stale = stale_leases(core.layout.groups)
     # (read for a repository a Workshop turn was killed in before groups had their folder)
-    stale += [i for i in stale_leases(core.layout.workshop) if i.get("kind") == "workshop_turn"]
+    stale += [i for i in stale_leases(core.layout.workshop) if i.get("kind") == WORKSHOP_LEASE]
     if not stale:
         return []
     done: list[str] = []
@@ -144,7 +166,9 @@ def recover_groups(core: Core) -> list[str]:
     return done
 
 
-def close_group(core: Core, group: Group, *, pid: object = None, error: str | None = None) -> str:
+def close_group(
+    core: Grouping, group: Group, *, pid: object = None, error: str | None = None
+) -> str:
     """Record that ``group``'s process died before it ended: a ``group close`` operation.
 
     The operation moves no ref and holds no event, so ``strata undo`` steps
@@ -152,24 +176,17 @@ def close_group(core: Core, group: Group, *, pid: object = None, error: str | No
     ``interrupted`` (and by which process, and what could not be finished).
     Returns the operation's id.
     """
-    from strata.core.core import SYSTEM
-
-    with core.grouped(group), core.transaction(CLOSE, SYSTEM) as tx:
+    with core.grouped(group), core.transaction(CLOSE, _CLOSER) as tx:
         tx.details.update(
             interrupted=True,
             **({"pid": pid} if isinstance(pid, int) else {}),
             **({"error": error} if error else {}),
         )
-        return tx.id
+        return str(tx.id)
 
 
-def has_steps(core: Core, group_id: str) -> bool:
+def has_steps(core: Grouping, group_id: str) -> bool:
     """True when an operation of group ``group_id`` is in the ledger (its events name it)."""
     from strata.ledger.driver import EventFilter
 
     return any(core.ledger.driver.find_events(EventFilter(operation_id=group_id), limit=1))
-
-
-def closed(steps: list[dict[str, Any]]) -> bool:
-    """True when one of a group's operations (as the ledger lists them) closed it interrupted."""
-    return any(s.get("command") == CLOSE for s in steps)

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from strata.layout import WORKSHOP_LEASE as TURN_LEASE
+
 if TYPE_CHECKING:
     from strata.core import Core
 
-#: the ``kind`` of the lease a Workshop turn (or rewind, publish...) holds
-TURN_LEASE = "workshop_turn"
+__all__ = ["TURN_LEASE", "finish_turn"]
 
 
 def finish_turn(core: Core, info: Mapping[str, Any]) -> None:

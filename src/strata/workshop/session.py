@@ -60,7 +60,8 @@ from strata.errors import (
     WorkshopStepLimit,
 )
 from strata.ids import ObjectId
-from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock and leases
+from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock
+from strata.layout import WORKSHOP_LEASE as TURN_LEASE
 from strata.ledger.events import Author, Event, EventType
 from strata.workshop.conversation import (
     ChatMessage,
@@ -72,7 +73,6 @@ from strata.workshop.conversation import (
     conversations,
     latest_conversation,
 )
-from strata.workshop.recovery import TURN_LEASE
 
 if TYPE_CHECKING:
     from strata.agent.loop import ToolTable
