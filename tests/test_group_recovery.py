@@ -246,3 +246,28 @@ def test_a_lease_left_in_the_workshop_folder_by_an_older_version_is_finished(
     ok(run_cli("undo", cwd=ws))
     assert as_json(run_cli("chat", "log", "--json", cwd=ws))["messages"] == []
     assert json.dumps(_draft(run_cli, ws)["open"]) == "false"
+
+
+def test_a_workshop_rewind_is_one_group_and_one_undo_reverts_it(
+    run_cli: CliRunner, served: Path, wire: WireServer
+) -> None:
+    ws = served
+    wire.queue(WRITE_A, text("Set."))
+    turn = as_json(run_cli("ask", "--json", "set a.txt", cwd=ws))
+    before = len(_op_log(run_cli, ws))
+    first = turn["user_message"]["id"]
+    ok(run_cli("chat", "rewind", first[:10], cwd=ws))  # the Draft's end and the chat rewind
+    lines = _op_log(run_cli, ws)
+    assert len(lines) == before + 1, lines
+    assert lines[0].split()[3] == "workshop" and f"rewind to {first[:10]}" in lines[0], lines
+    ops = _ops(run_cli, ws)
+    steps = [o for o in ops if (o.get("group") or {}).get("id") == ops[0]["group"]["id"]]
+    assert steps[0]["command"] == "chat rewind" and len(steps) > 1, steps
+    assert _draft(run_cli, ws)["open"] is False
+    ok(run_cli("undo", cwd=ws))
+    draft = _draft(run_cli, ws)
+    assert draft["open"] is True and (Path(draft["path"]) / "a.txt").read_text() == "one\n"
+    assert (
+        as_json(run_cli("chat", "log", "--json", cwd=ws))["head"] == turn["assistant_message"]["id"]
+    )
+    ok(run_cli("check", cwd=ws))

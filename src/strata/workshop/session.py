@@ -692,7 +692,7 @@ class Workshop:
         message is not in the active transcript or a checkpoint it needs is gone.
         """
         core = self.core
-        with self._turn("rewind") as lease:
+        with self._turn(f"rewind to {message_id}") as lease:
             log = self.log()
             target = log.find(message_id)
             chain = log.transcript()
@@ -800,7 +800,7 @@ class Workshop:
         """Publish the Draft; a ``checkpoint_publish`` card names the checkpoint taken."""
         from strata.workbench.draft import current_draft
 
-        with self._turn("publish") as lease:
+        with self._turn("publish the Draft") as lease:
             pending = self._pending(lease, "chat publish")
             token = _PUBLISHING.set(self.conversation_id)  # its own card comes next
             try:
@@ -816,7 +816,7 @@ class Workshop:
         """Discard the Draft; a ``draft_discarded`` card."""
         from strata.workbench.draft import current_draft
 
-        with self._turn("discard") as lease:
+        with self._turn("discard the Draft") as lease:
             draft = current_draft(self.core)
             pending = self._pending(lease, "chat discard", draft_id=draft.id)
             draft.discard(author=self.author)
@@ -930,7 +930,13 @@ class Workshop:
 
     @contextlib.contextmanager
     def _turn(self, what: str) -> Iterator[Lease]:
-        """Hold the turn lock (else :class:`WorkshopBusy`) and a lease naming the turn."""
+        """Hold the turn lock (else :class:`WorkshopBusy`) and a lease naming the turn.
+
+        Whatever the block records is one operation group (kind ``workshop``,
+        titled ``what``; a turn's own, titled by its message, replaces it):
+        a rewind's Draft and Published moves and its ``chat rewind`` are one
+        line of ``strata op log`` and one undo, as a turn is.
+        """
         folder = self.core.layout.repo / FOLDER
         folder.mkdir(exist_ok=True)
         fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -952,8 +958,11 @@ class Workshop:
             lease_id = f"turn_{self.core.new_event_id().removeprefix('evt_')}"
             # the core's lease of an action in progress: should this process die, the next
             # writer finishes it (finish_turn) and closes its group
+            group = self.core.new_group(
+                "workshop", what, self.author, conversation=self.conversation_id, undo="handler"
+            )
             with open_group(
-                self.core, None, TURN_LEASE, lease_id, what=what, conversation=self.conversation_id
+                self.core, group, TURN_LEASE, lease_id, what=what, conversation=self.conversation_id
             ) as lease:
                 yield lease
         finally:
