@@ -271,3 +271,23 @@ def test_a_workshop_rewind_is_one_group_and_one_undo_reverts_it(
         as_json(run_cli("chat", "log", "--json", cwd=ws))["head"] == turn["assistant_message"]["id"]
     )
     ok(run_cli("check", cwd=ws))
+
+
+def test_a_lease_its_finisher_cannot_read_never_blocks_the_next_write(
+    run_cli: CliRunner, ws: Path
+) -> None:
+    """A damaged Workshop lease (its finisher fails): the lease goes, the command goes on."""
+    ok(run_cli("init", cwd=ws))
+    (ws / "a.txt").write_text("one\n")
+    ok(run_cli("snapshot", "-m", "one", cwd=ws))
+    group = {"id": "grp1", "kind": "workshop", "title": "lost", "author": {"name": "t"}}
+    lease = {"kind": "workshop_turn", "group": group, "pending": {"command": "chat rewind"}}
+    groups = ws / ".strata" / "groups"
+    groups.mkdir()
+    (groups / "turn_x.lease").write_text(json.dumps(lease))
+    code, _, err = run_cli("snapshot", "-m", "two", cwd=ws)
+    assert code == 0 and "Traceback" not in err, err
+    assert not list(groups.glob("*.lease"))
+    # no step of the group was ever recorded: nothing to close, the lease just goes
+    assert not [o for o in _ops(run_cli, ws) if o["command"] == "group close"]
+    ok(run_cli("check", cwd=ws))

@@ -149,21 +149,30 @@ def recover_groups(core: Grouping) -> list[str]:
         return []
     done: list[str] = []
     for info in stale:
-        raw = info.get("group")
-        group = Group.from_json(raw) if isinstance(raw, dict) else None
+        group = _lease_group(info)
         finisher = core.group_finishers.get(str(info.get("kind")))
         failed: str | None = None
         with core.grouped(group):
             if finisher is not None:
                 try:
                     finisher(core, info)
-                except StrataError as exc:
-                    failed = str(exc)
+                except (StrataError, KeyError, TypeError, ValueError) as exc:
+                    # (a lease an older or damaged strata wrote): closed all the same
+                    failed = f"{type(exc).__name__}: {exc}"
             if group is not None and has_steps(core, group.id):
                 close_group(core, group, pid=info.get("pid"), error=failed)
         Path(str(info["path"])).unlink(missing_ok=True)
         done.append(str(info.get("run_id") or Path(str(info["path"])).name[: -len(SUFFIX)]))
     return done
+
+
+def _lease_group(info: dict[str, Any]) -> Group | None:
+    """The group a lease names (None: none, or not one this version can read)."""
+    raw = info.get("group")
+    try:
+        return Group.from_json(raw) if isinstance(raw, dict) else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def close_group(
