@@ -38,6 +38,9 @@ POINTER_PREFIX = "strata-dir: "
 GIT_HIDDEN_REPO = ".git/strata/repo"
 #: the Workshop's folder, inside the repository (:attr:`Layout.workshop`)
 WORKSHOP_FOLDER = "workshop"
+#: the ``kind`` of the lease a Workshop turn holds (:attr:`Layout.groups`; older versions kept
+#: it in :attr:`Layout.workshop`)
+WORKSHOP_LEASE = "workshop_turn"
 
 CONFIG_TEMPLATE = """\
 # Strata repository configuration.
@@ -113,6 +116,11 @@ class Layout:
         return self.repo / "runs"
 
     @property
+    def groups(self) -> Path:
+        """Leases of the operation groups in progress (``<group id>.lease``)."""
+        return self.repo / "groups"
+
+    @property
     def draft(self) -> Path:
         """The Draft's folder, while one exists (``draft.json`` says which)."""
         return self.repo / "draft"
@@ -129,7 +137,7 @@ class Layout:
 
     @property
     def workshop(self) -> Path:
-        """The Workshop's turn lock and the leases of its turns in progress."""
+        """The Workshop's turn lock (its turns' leases are in :attr:`groups`)."""
         return self.repo / WORKSHOP_FOLDER
 
     @property

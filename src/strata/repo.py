@@ -121,17 +121,18 @@ def _features() -> dict[str, Any]:
     from strata.core.upkeep import tend
     from strata.runs.recovery import recover_runs
     from strata.workbench.recovery import recover_draft_steps  # issue 13
-    from strata.workshop.recovery import recover_turns  # issue 13
+    from strata.workshop.recovery import TURN_LEASE, finish_turn
 
     return {
         "ref_schemes": {"git": _git_tree},
-        # the Workshop's first: recover_runs removes every stale lease it finds. A Workshop
-        # turn is one operation group, but the group mechanism needs both of the Workshop's
-        # hooks: a group marked undo="handler" is reversed by its handler (the head, the
-        # Draft's revision, the model, Published from a checkpoint are not paths an agent
-        # changed), rewinds, publishes and model switches are not groups, and the core has
-        # no recoverer of its own for a group a killed turn left without its chat operation
-        "recoverers": (recover_draft_steps, recover_turns, recover_runs),
+        # a killed Draft step's files first (its lease is among the runs'), then the runs
+        # (one killed inside a group is recorded in it); the core then finishes and closes
+        # every group whose process died: the Workshop's turns with their finisher
+        "recoverers": (recover_draft_steps, recover_runs),
+        "group_finishers": {TURN_LEASE: finish_turn},
+        # a run's undo puts back what its command changed; a Workshop operation's puts back
+        # the conversation's head, the Draft's revision, the model and Published (from a
+        # checkpoint), which no other operation moves (docs/architecture.md, "Groups")
         "undo_handlers": (_undo_run, _undo_draft_rewind, _undo_workshop),
         "publish_hooks": (_publish_cards,),
         # the storage budget first: what it prunes, the repack need not copy
@@ -651,8 +652,7 @@ class Repository(Core):
 
         with self.writing(finish_journals=False):
             done = recover(self, abandon=abandon)
-            for recoverer in self.recoverers:
-                recoverer(self)
+            self.recover_leftovers()
         self.recovery_error = None
         return done
 

@@ -329,8 +329,10 @@ def op_log(limit: int | None, expand: bool, as_json: bool) -> None:
 
     The steps of one user action (an agent's prompt, each tool call an
     operation) are one line, with the prompt's first line and the number of
-    steps; --expand lists the steps under it. --json lists every operation,
-    each step with its "group".
+    steps; --expand lists the steps under it. A group whose process was
+    killed is closed by the next command that writes (a "group close" step)
+    and shows "interrupted". --json lists every operation, each step with its
+    "group".
 
     \b
     Example:
@@ -351,6 +353,8 @@ def op_log(limit: int | None, expand: bool, as_json: bool) -> None:
         title = printable(str(group.get("title") or "")).splitlines()[0:1]
         who = printable(str((group.get("author") or {}).get("name") or "?"))
         count = f"{len(steps)} step{'s' if len(steps) != 1 else ''}"
+        if any(s.command == "group close" for s in steps):  # closed by the next writer
+            count += ", interrupted"
         click.echo(
             f"{click.style(short(str(group.get('id'))), fg='yellow')} "
             f"{steps[-1].ts[:19].replace('T', ' ')} {group.get('kind')!s:<15} {who} "

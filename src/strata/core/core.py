@@ -107,6 +107,7 @@ class Core:
         monitor: ChangeMonitor | None = None,
         ref_schemes: dict[str, Callable[[Core, str], ObjectId]] | None = None,
         recoverers: tuple[Callable[[Core], object], ...] = (),
+        group_finishers: dict[str, Callable[[Core, dict[str, Any]], object]] | None = None,
         undo_handlers: tuple[Callable[[Transaction, OperationRecord], bool], ...] = (),
         publish_hooks: tuple[Callable[[Transaction, Event], None], ...] = (),
         upkeepers: tuple[Callable[[Core], object], ...] = (),
@@ -120,6 +121,9 @@ class Core:
         #: called with the write lock held after interrupted journals are finished
         #: (a feature's own clean-up: runs whose strata was killed)
         self.recoverers = recoverers
+        #: by a group lease's ``kind``: what records the rest of a group whose process died,
+        #: before the core closes it (:func:`strata.core.groups.recover_groups`)
+        self.group_finishers = dict(group_finishers or {})
         #: asked first by undo: a handler that returns True has reversed the operation itself
         #: (a finished run is undone as one step)
         self.undo_handlers = undo_handlers
@@ -330,8 +334,7 @@ class Core:
                 if outermost and finish_journals:
                     if journals_left(self.layout):
                         recover(self)
-                    for recoverer in self.recoverers:
-                        recoverer(self)
+                    self.recover_leftovers()
                 yield
                 if outermost:
                     self._upkeep()
@@ -340,6 +343,21 @@ class Core:
                     # the lock is about to go: back to a reader, which never writes
                     self.ledger.driver.close()
                     self.ledger.driver = self.open_driver(writer=False)
+
+    def recover_leftovers(self) -> None:
+        """Record what killed processes left: the features' recoverers, then open groups.
+
+        Called with the write lock held, once the journals are finished. The
+        features' recoverers come first (a run killed inside a group is recorded
+        in it), then :func:`~strata.core.groups.recover_groups` finishes and
+        closes every group whose process died.
+        """
+        for recoverer in self.recoverers:
+            recoverer(self)
+        if self.layout.groups.is_dir() or self.layout.workshop.is_dir():
+            from strata.core.groups import recover_groups
+
+            recover_groups(self)
 
     def _upkeep(self) -> None:
         """Run the upkeepers, the write lock still held (what was written is recorded).

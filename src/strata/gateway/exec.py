@@ -278,12 +278,12 @@ class Gateway:
         # one operation group (unless inside another: a host run's, a prompt's): the call, its
         # approval, the run and its record are one line of 'strata op log' and one 'strata
         # undo' (the run's, on its last step)
-        from strata.core.groups import Group
+        from strata.core.groups import Group, open_group
 
-        group = core.group or Group(
-            call, "exec", f"exec: {text}"[:200], author, {"undo": "handler"}
-        )
-        with core.grouped(group):
+        with contextlib.ExitStack() as held:
+            if core.group is None:  # leased: should this process die, the next writer closes it
+                group = Group(call, "exec", f"exec: {text}"[:200], author, {"undo": "handler"})
+                held.enter_context(open_group(core, group, "exec", call))
             base = {"tool_call_id": call, "tool": "terminal_exec"}
             _annotate(
                 core,

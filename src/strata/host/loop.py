@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any
 from strata.agent.loop import StepRecord
 from strata.agent.step import STEP, LoopDetector, StepOutcome, step_data, take_step
 from strata.agent.tools import Tool, ToolResult, ToolSet
+from strata.core.groups import open_group
 from strata.errors import StrataError, UsageError
 from strata.host.tools import (
     PLAN_TOOL,
@@ -803,7 +804,8 @@ def run_host(
             on_activity=on_activity,
         )
         group = core.new_group("host", request, author, host_run=host.result.host_run)
-        with core.grouped(group):
+        # leased: should this process die, the next writer closes the group, interrupted
+        with open_group(core, group, "host", group.id):
             return host.run()
     finally:
         kb.close()

@@ -194,6 +194,9 @@ def begin_run(
             "options": opts.to_json(),
             "author": author.to_json(),
             "git_head_before": head_before.to_json() if head_before else None,
+            # the group the run is a step of (a gateway exec's, a host run's...): should this
+            # process die, the run is recorded in it (without one, the run's own group)
+            **({"group": repo.group.to_json()} if repo.group is not None else {}),
         }
         lease = Lease.acquire(repo.layout.runs, run_id, info)
     except BaseException:

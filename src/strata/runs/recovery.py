@@ -4,7 +4,10 @@ A run's lease (:mod:`strata.core.lease`) outlives a strata that was killed,
 and nobody holds its lock. The next command that writes finds it (from
 ``Core.writing``, with the write lock held) and records the run as
 interrupted: an ``after`` snapshot of what the workspace holds now, its diff
-and a ``run`` event with ``recovered: true``; then the lease file goes.
+and a ``run`` event with ``recovered: true``, in the group the run was a step
+of (the lease names it; else the run's own group, then closed with a ``group
+close`` operation as :func:`strata.core.groups.recover_groups` closes the
+others); then the lease file goes.
 
 What the killed strata's command left running is ended first: the lease names
 the command's process group (:func:`strata.runs.process.group_record`), which
@@ -32,6 +35,7 @@ def recover_runs(repo: Core) -> list[str]:
     stale = stale_leases(repo.layout.runs)
     if not stale:
         return []  # (every writing command asks: what recording needs is loaded only now)
+    from strata.core.groups import Group, close_group
     from strata.runs.process import end_group
     from strata.runs.record import run_group
 
@@ -49,8 +53,12 @@ def recover_runs(repo: Core) -> list[str]:
                     info.get("author") or {"name": "strata", "kind": "system"}
                 )
                 what = [str(a) for a in info.get("argv") or []]
-                with repo.grouped(run_group(run_id, what, author)):
+                outer = info.get("group")
+                group = Group.from_json(outer) if isinstance(outer, dict) else None
+                with repo.grouped(group or run_group(run_id, what, author)):
                     _record_interrupted(repo, run_id, info, author, what)
+                if group is None:  # the run's own group ends here (another's, with its lease)
+                    close_group(repo, run_group(run_id, what, author), error=None)
             except (StrataError, KeyError, TypeError, ValueError):
                 continue  # left for 'strata check' to report; never blocks the command
             finally:

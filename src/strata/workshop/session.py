@@ -7,11 +7,13 @@ on the Draft with the conversation so far, then records the assistant's
 message naming the Draft revision the turn left. Only one turn runs at a
 time per workspace: a lock file (``REPO/workshop/turn.lock``) is held for the
 turn, so a second ``send`` (in this process or another) fails at once with
-:class:`~strata.errors.WorkshopBusy`, and a lease beside it says which turn
-runs; a lease whose process was killed is found by :func:`recover_turns` on
-the next write, which records the turn's assistant message as interrupted
-(the Draft's half-done step is put back by
-:func:`strata.workbench.timetravel.recover_draft_steps`).
+:class:`~strata.errors.WorkshopBusy`, and a lease of the core's says which
+turn runs (:func:`strata.core.groups.open_group`). A lease whose process was
+killed is found by the next write, whose recovery calls :func:`finish_turn`:
+it records the turn's assistant message as interrupted (the Draft's half-done
+step is put back before, by
+:func:`strata.workbench.recovery.recover_draft_steps`), then the core closes
+the turn's group, marked interrupted.
 
 Every Workshop operation that changes state ends with one ledger operation
 named ``chat …`` (``chat turn``, ``chat rewind``, ``chat regenerate``,
@@ -45,6 +47,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from strata.core.groups import open_group
 from strata.core.lease import Lease, active_leases, stale_leases
 from strata.errors import (
     ProviderCancelled,
@@ -57,7 +60,8 @@ from strata.errors import (
     WorkshopStepLimit,
 )
 from strata.ids import ObjectId
-from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock and leases
+from strata.layout import WORKSHOP_FOLDER as FOLDER  # the turn lock
+from strata.layout import WORKSHOP_LEASE as TURN_LEASE
 from strata.ledger.events import Author, Event, EventType
 from strata.workshop.conversation import (
     ChatMessage,
@@ -87,8 +91,6 @@ PromptHook = Callable[
 ]
 #: a conversation id (``conv_`` and 12 letters)
 _NEW_ID = re.compile(r"conv_[a-z0-9]{12}")
-#: the ``kind`` of the lease a turn holds
-TURN_LEASE = "workshop_turn"
 LOCK = "turn.lock"
 
 WORKSHOP_SYSTEM_PROMPT = (
@@ -455,7 +457,8 @@ class Workshop:
         revisions, the ``chat …`` operation) is a step of it: ``strata op log``
         shows the turn as one line, and one ``strata undo`` reverses it
         (:func:`undo_workshop`, on the ``chat …`` step that names the others).
-        A turn killed midway is finished in its group (:func:`recover_turns`).
+        A turn killed midway is finished in its group (:func:`finish_turn`), then the
+        core closes the group, marked interrupted.
         """
         group = self.core.new_group(
             "workshop", title, self.author, conversation=self.conversation_id, undo="handler"
@@ -699,7 +702,7 @@ class Workshop:
         message is not in the active transcript or a checkpoint it needs is gone.
         """
         core = self.core
-        with self._turn("rewind") as lease:
+        with self._turn(f"rewind to {message_id}") as lease:
             log = self.log()
             target = log.find(message_id)
             chain = log.transcript()
@@ -721,7 +724,7 @@ class Workshop:
                 "draft": draft,
                 "checkpoint": checkpoint,
             }
-            # a rewind killed midway is finished by the next writer (recover_turns)
+            # a rewind killed midway is finished by the next writer (finish_turn)
             lease.update(pending=pending, state_before=state, marker=marker)
             published_before = transition(
                 core, draft=draft, checkpoint=checkpoint, author=self.author
@@ -807,7 +810,7 @@ class Workshop:
         """Publish the Draft; a ``checkpoint_publish`` card names the checkpoint taken."""
         from strata.workbench.draft import current_draft
 
-        with self._turn("publish") as lease:
+        with self._turn("publish the Draft") as lease:
             pending = self._pending(lease, "chat publish")
             token = _PUBLISHING.set(self.conversation_id)  # its own card comes next
             try:
@@ -823,7 +826,7 @@ class Workshop:
         """Discard the Draft; a ``draft_discarded`` card."""
         from strata.workbench.draft import current_draft
 
-        with self._turn("discard") as lease:
+        with self._turn("discard the Draft") as lease:
             draft = current_draft(self.core)
             pending = self._pending(lease, "chat discard", draft_id=draft.id)
             draft.discard(author=self.author)
@@ -937,7 +940,13 @@ class Workshop:
 
     @contextlib.contextmanager
     def _turn(self, what: str) -> Iterator[Lease]:
-        """Hold the turn lock (else :class:`WorkshopBusy`) and a lease naming the turn."""
+        """Hold the turn lock (else :class:`WorkshopBusy`) and a lease naming the turn.
+
+        Whatever the block records is one operation group (kind ``workshop``,
+        titled ``what``; a turn's own, titled by its message, replaces it):
+        a rewind's Draft and Published moves and its ``chat rewind`` are one
+        line of ``strata op log`` and one undo, as a turn is.
+        """
         folder = self.core.layout.repo / FOLDER
         folder.mkdir(exist_ok=True)
         fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
@@ -957,13 +966,14 @@ class Workshop:
             if stepping:
                 raise WorkshopBusy(what, [str(h.get("what")) for h in stepping])
             lease_id = f"turn_{self.core.new_event_id().removeprefix('evt_')}"
-            info = {
-                "kind": TURN_LEASE,
-                "what": what,
-                "conversation": self.conversation_id,
-                "pid": os.getpid(),
-            }
-            with Lease.acquire(folder, lease_id, info) as lease:
+            # the core's lease of an action in progress: should this process die, the next
+            # writer finishes it (finish_turn) and closes its group
+            group = self.core.new_group(
+                "workshop", what, self.author, conversation=self.conversation_id, undo="handler"
+            )
+            with open_group(
+                self.core, group, TURN_LEASE, lease_id, what=what, conversation=self.conversation_id
+            ) as lease:
                 yield lease
         finally:
             os.close(fd)
@@ -1435,7 +1445,7 @@ def _ops_commands(core: Core, seq: int) -> list[str]:
 
 
 def _turns(core: Core, *, held: bool) -> list[dict[str, Any]]:
-    folder = core.layout.repo / FOLDER
+    folder = core.layout.groups
     leases = active_leases(folder) if held else stale_leases(folder)
     return [h for h in leases if h.get("kind") == TURN_LEASE]
 
@@ -1443,30 +1453,17 @@ def _turns(core: Core, *, held: bool) -> list[dict[str, Any]]:
 # -- what the core calls -------------------------------------------------------------------
 
 
-def recover_turns(core: Core) -> list[str]:
-    """Record every turn whose process was killed: its answer is an interrupted message.
+def finish_turn(core: Core, info: Mapping[str, Any]) -> None:
+    """Record what a Workshop action whose process was killed left unrecorded.
 
-    A recoverer of :class:`~strata.core.Core` (the write lock is held). The
-    Draft's half-done step is put back by
-    :func:`strata.workbench.timetravel.recover_draft_steps`.
+    The finisher of the Workshop's leases (:data:`TURN_LEASE`), called by the
+    core's :func:`~strata.core.groups.recover_groups` inside the turn's group
+    with the write lock held; the core closes the group after it. A turn's
+    answer is recorded as an interrupted message; a rewind, regenerate,
+    publish, discard or restore is carried through and recorded. The Draft's
+    half-done step was put back before (:func:`strata.workbench.recovery.recover_draft_steps`).
     """
-    folder = core.layout.repo / FOLDER
-    if not folder.is_dir():
-        return []
-    done: list[str] = []
-    for info in _turns(core, held=False):
-        with core.grouped(_lease_group(info)):
-            _recover_turn(core, info)
-        Path(str(info["path"])).unlink(missing_ok=True)
-        done.append(str(info.get("run_id")))
-    return done
-
-
-def _lease_group(info: Mapping[str, Any]) -> Group | None:
-    from strata.core.groups import Group
-
-    raw = info.get("group")
-    return Group.from_json(raw) if isinstance(raw, dict) else None
+    _recover_turn(core, info)
 
 
 def _recover_turn(core: Core, info: Mapping[str, Any]) -> None:
@@ -1637,7 +1634,7 @@ __all__ = [
     "RewindResult",
     "Turn",
     "Workshop",
-    "recover_turns",
+    "finish_turn",
     "transition",
     "undo_workshop",
     "workshop",
