@@ -47,6 +47,9 @@ def run() -> None:
 
         # exits when the workspace's watcher ran the command
         try_resident(sys.argv[1:], finish_run=_finish_run)
+    from strata._fncache import install
+
+    install()  # the methods dataclasses write, compiled in an earlier run
     if sys.argv[1:2] in (["snapshot"], ["status"]):
         from strata.store.prefetch import start
 
