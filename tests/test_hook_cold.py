@@ -140,7 +140,7 @@ def test_a_stat_cache_that_is_corrupt_means_a_full_walk(
     ]
 
 
-def test_a_file_tools_hook_loads_neither_the_shell_classifier_nor_the_executor(
+def test_a_file_tools_hook_loads_neither_the_shell_classifier_nor_the_sandbox(
     workspace: Path, run_cli: CliRunner
 ) -> None:
     """An Edit is judged by its path: the command classifier and the executor stay unloaded."""
@@ -163,5 +163,6 @@ def test_a_file_tools_hook_loads_neither_the_shell_classifier_nor_the_executor(
     assert "strata.gateway.decision" in loaded  # judged by the gateway all the same
     assert "strata.gateway.classify" not in loaded and "bashlex" not in loaded
     assert "strata.gateway.exec" not in loaded and "strata.gateway.approval" not in loaded
+    assert "strata.sandbox.bwrap" not in loaded  # nothing runs confined: no bubblewrap argv
     event = as_json(run_cli("history", "--limit", "1", "--json", cwd=workspace))[0]
     assert event["files"] == ["pkg1/m3.py", "pkg2/deep/deeper/leaf.txt"]
