@@ -138,3 +138,31 @@ def test_a_stat_cache_that_is_corrupt_means_a_full_walk(
         "pkg1/m3.py",
         "pkg2/deep/deeper/leaf.txt",
     ]
+
+
+def test_a_file_tools_hook_loads_neither_the_shell_classifier_nor_the_sandbox(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """An Edit is judged by its path: the command classifier and the executor stay unloaded."""
+    in_place(workspace)
+    payload = {
+        "session_id": "s-cold",
+        "transcript_path": str(workspace.parent / "t.jsonl"),
+        "cwd": str(workspace),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Edit",
+        "tool_input": {"file_path": str(workspace / "a.txt"), "old_string": "", "new_string": "a"},
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "strata", "hook", "claude-code"],
+        input=json.dumps(payload), cwd=workspace, capture_output=True, text=True, timeout=60,
+        env=run_cli.env({**AUTO, "PYTHONPROFILEIMPORTTIME": "1"}),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "strata.gateway.decision" in loaded  # judged by the gateway all the same
+    assert "strata.gateway.classify" not in loaded and "bashlex" not in loaded
+    assert "strata.gateway.exec" not in loaded and "strata.gateway.approval" not in loaded
+    assert "strata.sandbox.bwrap" not in loaded  # nothing runs confined: no bubblewrap argv
+    event = as_json(run_cli("history", "--limit", "1", "--json", cwd=workspace))[0]
+    assert event["files"] == ["pkg1/m3.py", "pkg2/deep/deeper/leaf.txt"]

@@ -217,3 +217,78 @@ def test_strata_dash_c_mcp_from_elsewhere_is_served_too(
 
     anyio.run(main)
     assert "strata.gateway" not in log.read_text()  # the prestarted server's child ran it
+
+
+def test_a_prestarted_server_makes_way_when_the_installed_strata_changes(
+    workspace: Path, run_cli: CliRunner, tmp_path: Path
+) -> None:
+    """A reinstall keeps the version number: the files, not the version, tell the build."""
+    import shutil
+
+    import strata
+
+    installed = tmp_path / "site"
+    shutil.copytree(
+        Path(strata.__file__).parent, installed / "strata",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )  # fmt: skip
+    here = {"PYTHONPATH": str(installed)}
+
+    async def body(client: Client) -> None:
+        assert not (await client.call_tool("status", {})).is_error
+
+    session(workspace, run_cli, body, **here)
+    first = wait_for_prestarted(workspace)
+    warm = session(workspace, run_cli, body, PYTHONPROFILEIMPORTTIME="1", **here)
+    assert "mcp." not in warm  # served by the server started ahead
+    with open(installed / "strata" / "_wire.py", "a") as f:
+        f.write("# reinstalled\n")  # same version, another build
+    cold = session(workspace, run_cli, body, PYTHONPROFILEIMPORTTIME="1", **here)
+    assert "mcp.server" in cold  # refused by the old server: this session loaded the new code
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{first}").exists():
+        time.sleep(0.05)
+    assert not Path(f"/proc/{first}").exists(), "the old build's server still runs"
+    second = wait_for_prestarted(workspace)  # the cold session started one of the new build
+    assert second != first
+    again = session(workspace, run_cli, body, PYTHONPROFILEIMPORTTIME="1", **here)
+    assert "mcp." not in again
+
+
+def test_the_watcher_starts_the_mcp_server_ahead_of_a_workspace_that_uses_mcp(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    """The day's first ``strata`` command starts the watcher; its first MCP session is warm."""
+    daemon = {"STRATA_NO_DAEMON": ""}
+    ok(run_cli("watch", "--daemon", "--no-capture", cwd=workspace, env=daemon))
+    time.sleep(3.5)  # past the watcher's delay: nothing registers strata's MCP server here
+    assert prestarted(workspace) is None
+    ok(run_cli("watch", "--stop", cwd=workspace))
+    registration = {"mcpServers": {"strata": {"command": "/opt/bin/strata", "args": ["mcp"]}}}
+    (workspace / ".mcp.json").write_text(json.dumps(registration))  # claude mcp add -s project
+    ok(run_cli("watch", "--daemon", "--no-capture", cwd=workspace, env=daemon))
+    wait_for_prestarted(workspace)
+
+    async def body(client: Client) -> None:
+        assert not (await client.call_tool("status", {})).is_error
+
+    warm = session(workspace, run_cli, body, PYTHONPROFILEIMPORTTIME="1")
+    assert "mcp." not in warm  # the first session was served by the server started ahead
+
+
+def test_a_workspace_that_served_an_mcp_session_gets_its_server_started_ahead(
+    workspace: Path, run_cli: CliRunner
+) -> None:
+    async def body(client: Client) -> None:
+        assert not (await client.call_tool("status", {})).is_error
+
+    session(workspace, run_cli, body)
+    first = wait_for_prestarted(workspace)
+    stop(workspace)  # the next day: neither it nor the watcher runs
+    run_cli("watch", "--stop", cwd=workspace)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and prestarted(workspace) is not None:
+        time.sleep(0.05)
+    assert prestarted(workspace) is None
+    ok(run_cli("status", cwd=workspace, env={"STRATA_NO_DAEMON": ""}))  # starts the watcher
+    assert wait_for_prestarted(workspace) != first

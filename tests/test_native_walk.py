@@ -230,9 +230,54 @@ def test_a_no_op_scan_takes_every_folder_through_it(
     assert repo.snapshot().unchanged
     assert listed == [""]  # only the root, which holds an ignore file, is listed in Python
     (ws / "d2" / "e1" / "f.txt").write_text("changed\n")
+    listed.clear()
     result = repo.snapshot()
     assert result.to_json()["changed_paths"] == ["d2/e1/f.txt"]
-    assert "d2/e1" in listed
+    # the edited file's folder is compared by the walk's stat keys: not listed a second time
+    assert listed == [""]
+
+
+def test_a_folder_compared_by_the_walks_keys_misses_no_change(
+    ws: Path, make_tree: object, repo: Repository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same names in the same order, stats changed: each change is found as a listing finds it.
+
+    The oracle is a scan without any stat cache: it must find the tree the
+    keys' comparison recorded.
+    """
+    from strata.store import statcache
+
+    make_tree(ws, {f"d/{n}": f"{n}\n" for n in ("a.txt", "b.txt", "c.txt", "d.txt")})  # type: ignore[operator]
+    (ws / "d" / "sub").mkdir()
+    (ws / "d" / "sub" / "x.txt").write_text("x\n")
+    settle(ws, repo)
+    listed: list[str] = []
+    real_list = scan_module.Scanner._list
+
+    def spy(self: scan_module.Scanner, folder: object, *args: object) -> None:
+        listed.append(folder.key)  # type: ignore[attr-defined]
+        real_list(self, folder, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scan_module.Scanner, "_list", spy)
+    a, b = ws / "d" / "a.txt", ws / "d" / "b.txt"
+    before = a.stat()
+    a.write_text("A.txt\n")  # same size, the old mtime put back: only the ctime tells
+    os.utime(a, ns=(before.st_atime_ns, before.st_mtime_ns))
+    with open(b, "r+") as f:
+        f.write("B")  # in place, same size, a new mtime
+    (ws / "d" / "sub").chmod(0o700)  # a subfolder's permission bits
+    result = repo.snapshot()
+    assert sorted(result.to_json()["changed_paths"]) == ["d/a.txt", "d/b.txt", "d/sub/"]
+    assert "d" not in listed  # compared by the walk's keys, not listed again
+    # racy: written again within the same mtime tick as the snapshot that read it
+    b.write_text("b2.txt\n")
+    repo.snapshot()
+    b.write_text("b3.txt\n")
+    assert "d/b.txt" in repo.snapshot().to_json()["changed_paths"]
+    for name in ("statcache", "statcache.log"):
+        (ws / ".strata" / name).unlink(missing_ok=True)
+    statcache.forget_memory()
+    assert repo.snapshot().unchanged  # a walk without a cache finds nothing more
 
 
 # -- prefetch: the walk started before the scan's modules load (strata.store.prefetch) --------

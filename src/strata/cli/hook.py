@@ -367,7 +367,7 @@ def _judge(
     Judged from config.toml alone: the repository is opened only to record a
     refusal (most calls are allowed, and the agent waits for this hook).
     """
-    from strata.gateway.exec import configured_policy
+    from strata.gateway.policy import configured_policy
     from strata.integrations.hooks import pre_tool_use
     from strata.layout import load_config
 

@@ -146,9 +146,11 @@ def mcp(
             StrataTools(repo, author=who, watcher=watcher_report, ask_studio=ask_studio)
         )
         if transport == "stdio":
-            from strata.integrations.mcp_prestart import start_later
+            from strata.integrations.mcp_prestart import note_used, start_later
 
             # the next 'strata mcp' of this workspace is a fork of a server started ahead
+            # (and the watcher, when it starts, starts one ahead for the workspace's next day)
+            note_used(str(repo.layout.repo))
             start_later(str(repo.layout.repo), str(repo.root))
             serve_stdio(server)
             return

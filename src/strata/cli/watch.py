@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from strata._build import code_fingerprint
 from strata.atomic import file_identity
 from strata.cli.common import (
     author_options,
@@ -279,7 +280,7 @@ class _Lifetime:
         self.activity = activity
         self._root_id = file_identity(self.root)
         self._config_id = _stamp(self.config)
-        self._code = _code_fingerprint()
+        self._code = code_fingerprint()
         self._last = activity()
         self._since = time.monotonic()
         self._checks = 0
@@ -308,7 +309,7 @@ class _Lifetime:
             if _claimed_workspace(self.config) not in (None, self.workspace):
                 return "the repository was claimed by another workspace"
         self._checks += 1
-        if self._checks % 4 == 0 and _code_fingerprint() != self._code:
+        if self._checks % 4 == 0 and code_fingerprint() != self._code:
             return "Strata was updated"
         if self._checks % 4 == 2 and _repository_of(self.root) not in (None, self.repo):
             return "the workspace now uses another repository"
@@ -423,22 +424,6 @@ def _claimed_workspace(config: Path) -> str | None:
     return workspace if isinstance(workspace, str) else None
 
 
-def _code_fingerprint() -> tuple[tuple[str, int, int, int], ...]:
-    """Every Python file of the installed Strata: name, inode, size, modification time."""
-    import strata
-
-    found = []
-    base = Path(strata.__file__).parent
-    for folder, _dirs, files in os.walk(base):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                with contextlib.suppress(OSError):
-                    st = os.stat(path)
-                    found.append((path, st.st_ino, st.st_size, st.st_mtime_ns))
-    return tuple(sorted(found))
-
-
 def _wait_until_stopped(
     repo: Any,
     stop: Callable[[], None],
@@ -505,6 +490,27 @@ def _preload() -> None:
     load_all()  # every command the watcher may run, loaded before the first asks
 
 
+#: seconds after its start at which a watcher starts the workspace's MCP server ahead (the
+#: command or the agent's hook that started the watcher has had the cores by then)
+MCP_AHEAD_AFTER = 2.0
+
+
+def _start_mcp_ahead(repo: Any) -> None:
+    """Start the MCP server ahead (:mod:`strata.integrations.mcp_prestart`) when one is wanted.
+
+    So that the ``strata mcp`` an agent starts later is served warm: the
+    watcher is started by any command and by an agent's first hook.
+    """
+    from strata.integrations.mcp_prestart import start_later, wanted
+
+    repo_folder, root = str(repo.layout.repo), str(repo.root)
+    if not wanted(repo_folder, root):
+        return
+    timer = threading.Timer(MCP_AHEAD_AFTER, start_later, (repo_folder, root))
+    timer.daemon = True
+    timer.start()
+
+
 def _serve_only(
     repo: Any, as_json: bool, pid_fd: int | None = None, idle: float | None = None
 ) -> None:
@@ -522,6 +528,7 @@ def _serve_only(
             monitor, on_stop=stop.set, runner=_run_for_asker, pid_fd=pid_fd, version=__version__
         )
         server.start({"capture": False, "auto": idle is not None})
+        _start_mcp_ahead(repo)
         lifetime = _Lifetime(repo, lambda: _activity(monitor, server), idle, monitor)
         keeper = _TrashKeeper(repo.layout.trash, _trash_idle(repo), lambda: server.busy)
         server.before_release = keeper.close  # a watcher stopped has emptied its trash

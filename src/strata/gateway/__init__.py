@@ -47,39 +47,100 @@ each has a ``code``.
 
 from __future__ import annotations
 
-from strata.gateway.approval import (
-    ApprovalDecision,
-    ApprovalQueue,
-    ApprovalRequest,
-    Approver,
-    PendingApproval,
-    approve_all,
-    ask,
-    callback_approver,
-    deny_all,
-    queued_approver,
-    state_summary,
-    terminal_approver,
-)
-from strata.gateway.capabilities import CAPABILITIES, run_capability
-from strata.gateway.classify import RISKS, Finding, Part, Risk, RiskDecision, classify
-from strata.gateway.decision import Call, GatewayDecision, decide
-from strata.gateway.exec import (
-    ExecResult,
-    Gateway,
-    policy_for,
-    record_decision,
-    terminal_exec,
-)
-from strata.gateway.policy import (
-    DECISIONS,
-    PROFILES,
-    Decision,
-    Policy,
-    PolicyDecision,
-    Rule,
-    load_policy,
-)
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from strata.gateway.approval import (
+        ApprovalDecision,
+        ApprovalQueue,
+        ApprovalRequest,
+        Approver,
+        PendingApproval,
+        approve_all,
+        ask,
+        callback_approver,
+        deny_all,
+        queued_approver,
+        state_summary,
+        terminal_approver,
+    )
+    from strata.gateway.capabilities import CAPABILITIES, run_capability
+    from strata.gateway.classify import RISKS, Finding, Part, Risk, RiskDecision, classify
+    from strata.gateway.decision import Call, GatewayDecision, decide
+    from strata.gateway.exec import (
+        ExecResult,
+        Gateway,
+        policy_for,
+        record_decision,
+        terminal_exec,
+    )
+    from strata.gateway.policy import (
+        DECISIONS,
+        PROFILES,
+        Decision,
+        Policy,
+        PolicyDecision,
+        Rule,
+        load_policy,
+    )
+
+#: where each public name lives: a submodule is imported when one of its names is first used
+#: (an agent's hook judging an Edit loads the policy and the decision, not the shell
+#: classifier, the approval routes or the executor)
+_HOME = {
+    "ApprovalDecision": "strata.gateway.approval",
+    "ApprovalQueue": "strata.gateway.approval",
+    "ApprovalRequest": "strata.gateway.approval",
+    "Approver": "strata.gateway.approval",
+    "CAPABILITIES": "strata.gateway.capabilities",
+    "Call": "strata.gateway.decision",
+    "DECISIONS": "strata.gateway.policy",
+    "Decision": "strata.gateway.policy",
+    "ExecResult": "strata.gateway.exec",
+    "Finding": "strata.gateway.classify",
+    "Gateway": "strata.gateway.exec",
+    "GatewayDecision": "strata.gateway.decision",
+    "PROFILES": "strata.gateway.policy",
+    "Part": "strata.gateway.classify",
+    "PendingApproval": "strata.gateway.approval",
+    "Policy": "strata.gateway.policy",
+    "PolicyDecision": "strata.gateway.policy",
+    "RISKS": "strata.gateway.classify",
+    "Risk": "strata.gateway.classify",
+    "RiskDecision": "strata.gateway.classify",
+    "Rule": "strata.gateway.policy",
+    "approve_all": "strata.gateway.approval",
+    "ask": "strata.gateway.approval",
+    "callback_approver": "strata.gateway.approval",
+    "classify": "strata.gateway.classify",
+    "decide": "strata.gateway.decision",
+    "deny_all": "strata.gateway.approval",
+    "load_policy": "strata.gateway.policy",
+    "policy_for": "strata.gateway.exec",
+    "queued_approver": "strata.gateway.approval",
+    "record_decision": "strata.gateway.exec",
+    "run_capability": "strata.gateway.capabilities",
+    "state_summary": "strata.gateway.approval",
+    "terminal_approver": "strata.gateway.approval",
+    "terminal_exec": "strata.gateway.exec",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its submodule on first use (PEP 562)."""
+    import importlib
+
+    module = _HOME.get(name)
+    if module is None:
+        raise AttributeError(f"module 'strata.gateway' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_HOME])
+
 
 __all__ = [
     "CAPABILITIES",

@@ -54,7 +54,7 @@ from strata.gateway.approval import (
     state_summary,
 )
 from strata.gateway.decision import Call, GatewayDecision, confinement_of, decide
-from strata.gateway.policy import Policy, PolicyDecision, load_policy
+from strata.gateway.policy import Policy, PolicyDecision, configured_policy
 from strata.ledger.events import Author, EventType
 from strata.runs.process import kill_group, wait_session
 from strata.sandbox.confine import confined_command
@@ -144,29 +144,6 @@ class ExecResult:
 def policy_for(core: Core, *, profile: str | None = None) -> Policy:
     """The policy of ``core``'s ``config.toml`` (``[gateway]``), ``profile`` overriding its own."""
     return configured_policy(core.config.raw, core.layout.config, core.root, profile=profile)
-
-
-def configured_policy(
-    raw: Mapping[str, Any], config: Path, workspace: Path, *, profile: str | None = None
-) -> Policy:
-    """The policy of a ``config.toml`` read as ``raw`` (from ``config``) for ``workspace``.
-
-    Needs no open repository: the Claude Code hook judges a command with it
-    and opens the repository only to record a refusal.
-    """
-    from strata.errors import PolicyInvalid
-    from strata.layout import misspelt_table
-
-    table = raw.get("gateway")
-    if table is not None and not isinstance(table, dict):
-        raise PolicyInvalid(f"{config}: [gateway] is not a table")
-    if table is None and (near := misspelt_table(dict(raw), "gateway")) is not None:
-        # a policy the user wrote must not be dropped for a typo
-        raise PolicyInvalid(
-            f"{config} has [{near}], which Strata does not read",
-            hint="rename it [gateway] (see docs/gateway.md)",
-        )
-    return load_policy(table, workspace=workspace, profile=profile, origin=str(config))
 
 
 def workspace_folder(root: Path, cwd: Path | str | None) -> Path:

@@ -48,10 +48,12 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from strata.errors import PolicyInvalid
-from strata.gateway.classify import RISKS, Finding, Part, RiskDecision, classify
+
+if TYPE_CHECKING:  # (the classifier is loaded when a command is classified, not for a path)
+    from strata.gateway.classify import Finding, Part, RiskDecision
 
 Decision = Literal["allow", "prompt", "forbid"]
 DECISIONS: tuple[Decision, ...] = ("allow", "prompt", "forbid")
@@ -175,6 +177,8 @@ class Policy:
         self, command: str | Sequence[str], *, cwd: Path | str | None = None
     ) -> PolicyDecision:
         """Classify ``command`` (a shell string or an argv) and decide: allow, prompt or forbid."""
+        from strata.gateway.classify import classify
+
         risk = classify(command, workspace=self.workspace, cwd=cwd)
         return self.judge(risk)
 
@@ -186,6 +190,8 @@ class Policy:
         gets what the profile gives its risk class. Among equally strict
         parts the riskiest decides, then the first.
         """
+        from strata.gateway.classify import RISKS
+
         table = PROFILES[self.profile]
         judged: list[PartDecision] = []
         for part in risk.parts:
@@ -355,3 +361,26 @@ def _examples(raw: Any, where: str, key: str) -> tuple[tuple[str, ...], ...]:
             raise PolicyInvalid(f"{where}: {key} has an empty example")
         out.append(tuple(words))
     return tuple(out)
+
+
+def configured_policy(
+    raw: Mapping[str, Any], config: Path, workspace: Path, *, profile: str | None = None
+) -> Policy:
+    """The policy of a ``config.toml`` read as ``raw`` (from ``config``) for ``workspace``.
+
+    Needs no open repository: the Claude Code hook judges a command with it
+    and opens the repository only to record a refusal.
+    """
+    from strata.errors import PolicyInvalid
+    from strata.layout import misspelt_table
+
+    table = raw.get("gateway")
+    if table is not None and not isinstance(table, dict):
+        raise PolicyInvalid(f"{config}: [gateway] is not a table")
+    if table is None and (near := misspelt_table(dict(raw), "gateway")) is not None:
+        # a policy the user wrote must not be dropped for a typo
+        raise PolicyInvalid(
+            f"{config} has [{near}], which Strata does not read",
+            hint="rename it [gateway] (see docs/gateway.md)",
+        )
+    return load_policy(table, workspace=workspace, profile=profile, origin=str(config))

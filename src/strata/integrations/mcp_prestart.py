@@ -19,8 +19,21 @@ to ``REPO/watch/mcp.key`` (mode 0600; the repository is masked in the
 sandbox) and of the same Strata version is served; anything else, a missing
 or dead prestarted server, or ``STRATA_NO_DAEMON``, and ``strata mcp`` starts
 as it always did. The prestarted process exits after :data:`IDLE_TIMEOUT`
-seconds with no session (``[watch] idle_timeout``, as the watcher), or
-when its repository is gone.
+seconds with no session (``[watch] idle_timeout``, as the watcher), when its
+repository is gone, or when the installed Strata is no longer the build it
+loaded (:func:`strata._build.code_fingerprint`, checked as each session
+arrives: a reinstall or an edited source file of the same version number);
+that session is then refused and runs as a cold one, which starts a new
+prestarted server.
+
+Who starts it: the first stdio ``strata mcp`` of a workspace (for the next
+ones), and the workspace's watcher a few seconds after it starts
+(:func:`wanted`) when the workspace has served an MCP session before
+(``REPO/watch/mcp.used``, written by each stdio session) or its
+``.mcp.json`` registers ``strata ... mcp`` (``claude mcp add --scope
+project``): the watcher is started by any ``strata`` command and by an
+agent's first hook, so the first session of the day usually finds the
+server warm.
 
 Only the standard library is imported by the asker's side.
 """
@@ -39,6 +52,8 @@ if TYPE_CHECKING:
 SOCKET = "mcp.sock"
 KEYFILE = "mcp.key"
 PIDFILE = "mcp.pid"
+#: written by each stdio session: the workspace is served over MCP (see :func:`wanted`)
+USED = "mcp.used"
 #: how long a prestarted server waits for a session before it exits (seconds)
 IDLE_TIMEOUT = 1800.0
 #: how long the asker waits for the prestarted server to take its session
@@ -218,6 +233,49 @@ def start_later(repo_folder: str, root: str) -> None:
         return  # the next strata mcp starts as usual
 
 
+def note_used(repo_folder: str) -> None:
+    """Remember that this workspace served an MCP session (see :func:`wanted`)."""
+    path = os.path.join(repo_folder, "watch", USED)
+    if not os.path.exists(path):
+        with contextlib.suppress(OSError):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="ascii") as f:
+                f.write("strata mcp served this workspace\n")
+
+
+def wanted(repo_folder: str, root: str) -> bool:
+    """Whether the workspace's watcher should start the MCP server ahead.
+
+    True when the workspace served an MCP session before (:data:`USED`) or
+    its ``.mcp.json`` (Claude Code's project servers) runs ``strata ... mcp``.
+    """
+    if os.path.exists(os.path.join(repo_folder, "watch", USED)):
+        return True
+    try:
+        with open(os.path.join(root, ".mcp.json"), encoding="utf-8") as f:
+            servers = _wire_loads(f.read()).get("mcpServers")
+    except (OSError, ValueError, AttributeError):
+        return False
+    if not isinstance(servers, dict):
+        return False
+    for server in servers.values():
+        if not isinstance(server, dict):
+            continue
+        words = [str(server.get("command", "")), *map(str, server.get("args") or [])]
+        if "mcp" in words and any(os.path.basename(w).startswith("strata") for w in words):
+            return True
+    return False
+
+
+def _wire_loads(text: str) -> dict[str, object]:
+    import json
+
+    found = json.loads(text)
+    if not isinstance(found, dict):
+        raise ValueError("not an object")
+    return found
+
+
 def _locked(path: str) -> bool:
     import fcntl
 
@@ -256,6 +314,9 @@ def serve(
     import socket
     import time
 
+    from strata._build import code_fingerprint
+
+    build = code_fingerprint()  # before the imports: a file changed meanwhile is caught
     folder = os.path.join(repo_folder, "watch")
     pid_fd = os.open(os.path.join(folder, PIDFILE), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
@@ -293,6 +354,19 @@ def serve(
     sessions: dict[int, socket.socket] = {}  # child pid -> the asker's connection
     last = time.monotonic()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    listening = True
+
+    def retire() -> None:
+        """Take no more sessions (the files go now: a new server may take the place)."""
+        nonlocal listening
+        if listening:
+            listening = False
+            listener.close()
+            for path in (sock_path, key_path):
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            os.close(pid_fd)  # a new prestarted server may start while these sessions end
+
     try:
         while True:
             for pid in list(sessions):
@@ -304,14 +378,17 @@ def serve(
                     last = time.monotonic()
             if not os.path.isdir(repo_folder):
                 break
-            if not sessions and time.monotonic() - last > idle_timeout:
+            if not sessions and (not listening or time.monotonic() - last > idle_timeout):
                 break
-            watched = [listener, *sessions.values()]
+            watched = [listener, *sessions.values()] if listening else list(sessions.values())
             ready, _, _ = select.select(watched, [], [], 0.2)
             for conn in ready:
                 if conn is listener:
-                    taken = _accept(listener, key, version, root, run)
-                    if taken is not None:
+                    taken = _accept(listener, key, version, root, run, build)
+                    if taken == "rebuilt":
+                        retire()  # the sessions running go on with the code they loaded
+                        break
+                    if isinstance(taken, tuple):
                         sessions[taken[0]] = taken[1]
                         last = time.monotonic()
                     continue
@@ -323,10 +400,7 @@ def serve(
     finally:
         for conn in sessions.values():
             conn.close()
-        for path in (sock_path, key_path):
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        listener.close()
+        retire()
 
 
 def _send(conn: object, body: dict[str, object]) -> None:
@@ -342,8 +416,13 @@ def _accept(
     version: str,
     root: str,
     run: Callable[[list[str]], object],
-) -> tuple[int, socket.socket] | None:
-    """Take one asker's session: fork a child that runs it; (pid, connection), or None."""
+    build: object = None,
+) -> tuple[int, socket.socket] | str | None:
+    """Take one asker's session: fork a child that runs it; (pid, connection), or None.
+
+    ``"rebuilt"`` when the installed Strata is no longer ``build`` (the
+    session is refused: this server must make way).
+    """
     import json
     import socket
     import struct
@@ -363,6 +442,13 @@ def _accept(
             data += chunk
         request = json.loads(bytes(data[: data.index(b"\n")]))
         refusal = _refusal(request, uid, key, version, root, fds)
+        if refusal is None and build is not None:
+            from strata._build import code_fingerprint
+
+            if code_fingerprint() != build:
+                _send(conn, {"ok": False, "reason": "another build of Strata"})
+                conn.close()
+                return "rebuilt"
         if refusal is not None:
             _send(conn, {"ok": False, "reason": refusal})
             raise ValueError(refusal)

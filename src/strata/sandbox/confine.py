@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 from strata.errors import SandboxPolicyError
-from strata.sandbox.bwrap import confinement_prefix
 
 __all__ = ["CONFINED", "PROFILES_ORDER", "Confinement", "confined_command", "stricter"]
 
@@ -108,6 +107,10 @@ def confined_command(
     masks = [root / ".strata"]
     if repository is not None:
         masks.append(Path(os.path.realpath(repository)))
+    # (bubblewrap's module, loaded for a command that runs confined: a file tool's call is
+    # judged without it)
+    from strata.sandbox.bwrap import confinement_prefix
+
     prefix = confinement_prefix(
         root,
         writable=confinement.profile == "workspace-write",

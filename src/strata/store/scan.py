@@ -704,9 +704,64 @@ class Scanner:
         if not _rules_hold(folder.prefix, rules, quick, kinds):
             return False
         if blake3.blake3(keys).digest() != quick[3]:
-            return False
+            return self._from_keys(folder, folders, quick, keys)
         folder.order = quick[0]
         _take_quick(folder, folders, rules, quick, subfolders)
+        return True
+
+    def _from_keys(
+        self, folder: _Folder, folders: list[_Folder], quick: Quick, keys: bytes
+    ) -> bool:
+        """Compare a folder :mod:`strata._walk` listed with its cached rows, by the walk's keys.
+
+        The listing held the cached names in the cached order, regular files
+        and folders only, under the same rules, but some entry's stat changed
+        (a file edited in place, a subfolder's permissions). The stat keys the
+        walk read (the folder's ``lstat`` of every kept entry) are compared
+        with the cached rows here, as :meth:`_compare` compares a listing,
+        without listing the folder and ``lstat``-ing its entries a second time:
+        a file whose key equals the cached one keeps its object id, any other
+        is read again. False (the folder is then listed) when the cache's rows
+        do not describe the same names.
+        """
+        cached = self.cache.get(folder.key)
+        order = quick[0]
+        listed = order.split("/") if order else []
+        ignored = frozenset(quick[2])
+        if cached is None or cached.ignored != ignored or cached.names != tuple(sorted(listed)):
+            return False
+        found = marshal.loads(keys)
+        kept = [n for n in listed if n not in ignored] if ignored else listed
+        if not isinstance(found, list) or len(found) != len(kept):
+            return False
+        folder.order = order
+        folder.cached = cached
+        folder.names = cached.names
+        folder.ignored = ignored
+        folder.listed = True
+        files = cached.files
+        dir_modes = {r[4]: r[1] for r in cached.rows if r[0] == "d"}
+        clean = cached.rules == folder.rules.fingerprint
+        prefix, base = folder.prefix, folder.abs + "/"
+        entries = folder.entries
+        for name, key in zip(kept, found, strict=True):
+            if isinstance(key, int):  # a folder: its permission bits
+                folder.children[name] = len(folders)
+                folders.append(_Folder(prefix + name + "/", base + name, folder.rules))
+                entries[name] = ["d", key, 0, "", None]
+                clean = clean and dir_modes.get(name) == key
+                continue
+            mode, size, mtime, ctime, ino = key
+            if ctime == mtime:
+                ctime = mtime  # (one int object, as _stat_key keeps it)
+            stat_key = (_MODES[mode], size, mtime, ctime, ino)
+            hit = files.get(name)
+            if hit is not None and hit[:5] == stat_key:
+                entries[name] = ["f", stat_key[0], size, hit[5], hit]
+            else:
+                entries[name] = ["f", stat_key[0], size, None, None]
+                clean = False
+        folder.clean = clean
         return True
 
     def _reuse(self, folder: _Folder, folders: list[_Folder], plan: _Plan) -> bool:
