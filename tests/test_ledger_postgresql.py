@@ -436,3 +436,64 @@ def test_two_workspaces_sharing_a_ledger_and_a_store_record_concurrently_losing_
         assert "nothing to record" in strata(ws, "status").stdout.lower() or (
             f"{name}.txt" not in strata(ws, "status").stdout
         )
+
+
+def _two_workspaces(tmp_path: Path, pg_url: str) -> tuple[Path, Path]:
+    """Two workspaces recording into one ledger and one store folder."""
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "README.md").write_text("the project\n")
+        strata(ws, "init", "--ledger", pg_url, "--objects", str(shared))
+    return one, two
+
+
+def _branches(ws: Path) -> dict[str, str]:
+    listed = json.loads(strata(ws, "branch", "list", "--json").stdout)
+    return {b["name"]: b["tip_event_id"] for b in listed["branches"]}
+
+
+def test_undo_after_another_workspace_moved_the_branch_is_refused_naming_its_events(
+    tmp_path: Path, pg_url: str
+) -> None:
+    one, two = _two_workspaces(tmp_path, pg_url)
+    (one / "a.txt").write_text("one's\n")
+    strata(one, "snapshot", "-m", "one's change")
+    (two / "b.txt").write_text("two's\n")
+    theirs = json.loads(strata(two, "snapshot", "-m", "two's change", "--json").stdout)
+    their_event = theirs["event_id"]
+    driver = PostgresDriver(pg_url)
+    count = driver.count()
+    done = strata(one, "undo", check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("error: refused: undo would move branch main back")
+    assert their_event in first  # the other workspace's event, named
+    assert driver.count() == count  # nothing written
+    driver.close()
+    assert _branches(one)["main"] == their_event == _branches(two)["main"]
+    assert (one / "a.txt").read_text() == "one's\n"  # the files stay as they were
+    assert strata(one, "check").returncode == 0
+
+
+def test_undo_keeps_what_other_workspaces_moved_since(tmp_path: Path, pg_url: str) -> None:
+    one, two = _two_workspaces(tmp_path, pg_url)
+    start = _branches(one)["main"]
+    (one / "a.txt").write_text("one's\n")
+    strata(one, "snapshot", "-m", "one's change")
+    # meanwhile the other workspace marks a point and starts a branch of its own there
+    strata(two, "bookmark", "add", "reviewed", start)
+    strata(two, "branch", "create", "feature", start)
+    strata(one, "undo")  # one's snapshot: main goes back, and only main
+    assert _branches(one) == {"main": start, "feature": start}
+    marks = json.loads(strata(one, "bookmark", "list", "--json").stdout)
+    assert [m["name"] for m in marks] == ["reviewed"]
+    assert _branches(two) == {"main": start, "feature": start}
+    strata(one, "redo")
+    assert _branches(one)["main"] != start and _branches(one)["feature"] == start
+    assert [m["name"] for m in json.loads(strata(one, "bookmark", "list", "--json").stdout)] == [
+        "reviewed"
+    ]
+    assert strata(one, "check").returncode == 0

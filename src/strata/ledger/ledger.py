@@ -21,7 +21,7 @@ from typing import Any
 
 from strata.errors import NothingToRedo, NothingToUndo, UsageError
 from strata.ids import new_event_id
-from strata.ledger.driver import EventFilter, LedgerDriver
+from strata.ledger.driver import EventFilter, LedgerConflict, LedgerDriver
 from strata.ledger.events import format_ts
 from strata.ledger.records import Record, verify_chain
 from strata.redaction import Redactor
@@ -340,8 +340,10 @@ class Ledger:
         On a shared ledger the records are chained in the lane of the branch
         HEAD was on, and refused (:class:`~strata.errors.CorruptRepository`'s
         ``LedgerConflict``, naming the events missed) when another writer
-        recorded on that branch, or moved a ref this operation moves, since.
+        recorded on that branch, or moved a ref this operation moves, since;
+        an undo or redo is fitted first (:meth:`settle_reversal`).
         """
+        self.settle_reversal(op)
         last = self.driver.last()
         redactor = Redactor(self.secrets)
         for body in op.events:
@@ -504,6 +506,96 @@ class Ledger:
                 break
         raise NothingToRedo()
 
+    # -- undo on a shared ledger ---------------------------------------------------
+
+    def settle_reversal(self, op: Operation) -> None:
+        """Fit an undo or redo to a shared ledger; refuse one another workspace overtook.
+
+        An undo (``details["undid"]``, ``undid_also``) sets the view the undone
+        operations found, a redo (``details["redid"]``, ``undo``) the one they
+        left. On a shared ledger other workspaces move branches and bookmarks
+        meanwhile: of those, the reversal moves only the refs the reversed
+        operations moved (every other one stays where it is now, in
+        ``op.after``), and only when each still points where they left it.
+        When another writer moved one since, the reversal would drop that
+        writer's work from the branch: it is refused with
+        :class:`~strata.ledger.driver.LedgerConflict`, naming the events missed,
+        before anything is written. Nothing to do on a ledger of one
+        workspace, or for any other operation.
+        """
+        if not self.shared:
+            return
+        details = op.details
+        if "undid" in details:
+            ids = {str(details["undid"]), *(str(i) for i in details.get("undid_also") or ())}
+        elif "redid" in details and details.get("undo"):
+            ids = {str(details["undo"])}
+        else:
+            return
+        reversed_ops = self._operations_by_id(ids)
+        if not reversed_ops:
+            return
+        moves: set[tuple[str, str]] = set()
+        for raw in reversed_ops:
+            moves |= _refs_moved(
+                View.from_json(raw["view_before"]), View.from_json(raw["view_after"])
+            )
+        # what the reversed operations left: the newest one's view after
+        left = View.from_json(reversed_ops[-1]["view_after"])
+        now, wanted = op.before, op.after
+        branches = dict(wanted.branches)
+        bookmarks = dict(wanted.bookmarks)
+        for kind, name in sorted(_refs_moved(now, wanted)):
+            if (kind, name) in moves:
+                continue
+            # moved since by another workspace, never by what is reversed: it stays
+            table: dict[str, Any] = branches if kind == "branch" else bookmarks
+            found = (now.branches if kind == "branch" else now.bookmarks).get(name)
+            if found is None:
+                table.pop(name, None)
+            else:
+                table[name] = found
+        command = "redo" if "redid" in details else "undo"
+        for kind, name in sorted(moves):
+            if kind == "branch" and now.branches.get(name) != left.branches.get(name):
+                raise LedgerConflict(
+                    f"refused: {command} would move branch {name} back, but another workspace "
+                    "recorded on it since; nothing was written",
+                    missed=self._events_since(name, left.branches.get(name)),
+                    hint=f"their work is on {name} now: restore the files you want back and "
+                    "snapshot them, or rewind to start a branch from before your change",
+                )
+            if kind == "bookmark" and now.bookmarks.get(name) != left.bookmarks.get(name):
+                mark = now.bookmarks.get(name)
+                where = f"to {mark.target}" if mark else "away (deleted)"
+                raise LedgerConflict(
+                    f"refused: {command} would move bookmark {name} back, but another workspace "
+                    f"moved it {where} since; nothing was written",
+                    hint="move the bookmark by hand: strata bookmark move",
+                )
+        op.after = replace(wanted, branches=branches, bookmarks=bookmarks)
+
+    def _operations_by_id(self, ids: set[str]) -> list[dict[str, Any]]:
+        """The operation records with these ids, oldest first."""
+        found: list[dict[str, Any]] = []
+        left = set(ids)
+        for record in self.driver.scan(kind="operation", reverse=True):
+            if record.body.get("id") in left:
+                found.append(record.body)
+                left.discard(str(record.body["id"]))
+                if not left:
+                    break
+        return found[::-1]
+
+    def _events_since(self, branch: str, tip: str | None, most: int = 50) -> list[str]:
+        """Ids of the events recorded on ``branch`` after its event ``tip``, oldest first."""
+        missed: list[str] = []
+        for body in self.events(EventFilter(branch=branch), limit=None):
+            if body["id"] == tip or len(missed) >= most:
+                break
+            missed.append(str(body["id"]))
+        return missed[::-1]
+
     def verify(self) -> str | None:
         """The first broken link of the hash chain, or None."""
         return verify_chain(self.driver.scan())
@@ -607,6 +699,20 @@ def seal_operation(
             )
     add("operation", operation)
     return records
+
+
+def _refs_moved(before: View, after: View) -> set[tuple[str, str]]:
+    """The branches and bookmarks (``("branch" | "bookmark", name)``) that differ."""
+    moved_refs = {
+        ("branch", name)
+        for name in before.branches.keys() | after.branches.keys()
+        if before.branches.get(name) != after.branches.get(name)
+    }
+    return moved_refs | {
+        ("bookmark", name)
+        for name in before.bookmarks.keys() | after.bookmarks.keys()
+        if before.bookmarks.get(name) != after.bookmarks.get(name)
+    }
 
 
 def changes_nothing(op: dict[str, Any]) -> bool:

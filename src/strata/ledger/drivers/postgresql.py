@@ -50,6 +50,7 @@ from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
 from strata.ledger.driver import (
     EventFilter,
     EventKeys,
+    LedgerConflict,
     indexed_paths,
     parent_row,
     path_matches,
@@ -119,23 +120,6 @@ CREATE INDEX IF NOT EXISTS event_files_seq ON strata.event_files(seq, path);
 
 class LedgerUnreachable(RepositoryError):
     """The PostgreSQL server of a shared ledger cannot be reached (or went away)."""
-
-
-class LedgerConflict(RepositoryError):
-    """Another writer appended first: this operation was built on an older ledger.
-
-    An append out of order, as every driver refuses one, but one a writer that
-    skipped :meth:`PostgresDriver.admission` (or wrote to a branch other than
-    the one it queued for) can meet on a healthy ledger. ``missed``: the ids of
-    the events accepted meanwhile that the refused proposal did not see.
-    """
-
-    def __init__(self, message: str, *, missed: Sequence[str] = (), hint: str = "") -> None:
-        self.missed = tuple(missed)
-        if self.missed:
-            shown_ids = ", ".join(self.missed[:5]) + (" ..." if len(self.missed) > 5 else "")
-            message += f" (missed {len(self.missed)} event(s): {shown_ids})"
-        super().__init__(message, hint=hint or None)
 
 
 class AppendOutOfOrder(LedgerConflict, CorruptRepository):
