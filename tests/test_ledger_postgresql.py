@@ -497,3 +497,50 @@ def test_undo_keeps_what_other_workspaces_moved_since(tmp_path: Path, pg_url: st
         "reviewed"
     ]
     assert strata(one, "check").returncode == 0
+
+
+@pytest.mark.parametrize("back", ["sqlite", "jsonl"])
+def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head(
+    tmp_path: Path, pg_url: str, back: str
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with Repository.init(one, author=ALICE) as repo:  # SQLite
+        (one / "a.txt").write_text("one\n")
+        first = repo.snapshot("first").event
+        assert first is not None
+        repo.bookmark("add", "start", ref=first.id)
+        repo.convert_ledger(pg_url)
+    with (
+        Repository.init(two, ledger=pg_url, objects=one / ".strata" / "objects") as other,
+        Repository.open(one) as repo,
+    ):
+        (one / "a.txt").write_text("two\n")
+        mine = repo.snapshot("second, on main").event
+        assert mine is not None
+        # the other workspace writes last: a branch of its own, a bookmark
+        other.branch_create("feature", first.id)
+        other.branch_switch("feature")
+        (two / "b.txt").write_text("theirs\n")
+        theirs = other.snapshot("on feature").event
+        assert theirs is not None
+        other.bookmark("add", "theirs", ref=theirs.id)
+        shared = repo.view()
+        assert shared.head_branch == "main" and shared.head_event == mine.id
+        assert other.view().head_branch == "feature"
+        result = repo.convert_ledger(back)
+    with Repository.open(one) as repo:
+        assert repo.ledger.driver.name == back
+        assert repo.ledger.chain_head() == result.head
+        view = repo.view()
+        assert view == shared
+        assert view.branches == {"main": mine.id, "feature": theirs.id}
+        assert sorted(view.bookmarks) == ["start", "theirs"]
+        assert (view.head_branch, view.head_event) == ("main", mine.id)
+        assert repo.check() == []
+        assert repo.ledger.verify() is None
+        # one history again: undo steps over the conversion's record to the newest operation
+        assert repo.undo().command == "bookmark add"
+        assert sorted(repo.view().bookmarks) == ["start"]
+        assert repo.view().branches == {"main": mine.id, "feature": theirs.id}

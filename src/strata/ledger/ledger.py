@@ -389,6 +389,44 @@ class Ledger:
         op.first_seq = records[0].seq if op.events else 0
         return records[-1]
 
+    def leave_shared(self, target: LedgerDriver) -> Record | None:
+        """Close a copy of this shared ledger's records in ``target`` with this workspace's view.
+
+        A ledger of one workspace (SQLite, JSONL) takes its view from its last
+        operation record, which on a shared ledger is whichever workspace
+        wrote last, as that workspace saw it. When that is not the view here
+        (every branch and bookmark where it points now, this workspace's own
+        HEAD), one operation record ``ledger convert`` is appended to
+        ``target``, with no event and the same view before and after (undo
+        steps over it); its details keep every workspace's HEAD. Returns it,
+        or None when the copy's view was already this one.
+        """
+        if not self.shared:
+            return None
+        view = self.view()
+        last_op = target.last_of_kind("operation")
+        if last_op is not None and View.from_json(last_op.body["view_after"]) == view:
+            return None
+        refs: dict[str, Any] = self.driver.refs()  # type: ignore[attr-defined]
+        heads = {
+            name.removeprefix("HEAD@"): value
+            for name, value in sorted(refs.items())
+            if name.startswith("HEAD@")
+        }
+        operation = {
+            "id": self.new_id(),
+            "command": "ledger convert",
+            "ts": format_ts(self.now_ms()),
+            "author": {"name": "strata", "kind": "system"},
+            "events": [],
+            "view_before": view.to_json(),
+            "view_after": view.to_json(),
+            "details": {"from": "postgresql", "workspace": self.workspace, "heads": heads},
+        }
+        records = seal_operation([], operation, view, view, last=target.last())
+        target.append(records)
+        return records[-1]
+
     # -- reading events ------------------------------------------------------------
 
     def event(self, event_id: str) -> dict[str, Any]:
@@ -520,11 +558,11 @@ class Ledger:
         When another writer moved one since, the reversal would drop that
         writer's work from the branch: it is refused with
         :class:`~strata.ledger.driver.LedgerConflict`, naming the events missed,
-        before anything is written. Nothing to do on a ledger of one
-        workspace, or for any other operation.
+        before anything is written. The same holds on a ledger converted back
+        from a shared one, for the operations recorded while it was shared.
+        Nothing to do for operations recorded on a ledger of one workspace,
+        or for any other operation.
         """
-        if not self.shared:
-            return
         details = op.details
         if "undid" in details:
             ids = {str(details["undid"]), *(str(i) for i in details.get("undid_also") or ())}
@@ -533,8 +571,8 @@ class Ledger:
         else:
             return
         reversed_ops = self._operations_by_id(ids)
-        if not reversed_ops:
-            return
+        if not reversed_ops or not (self.shared or any("workspace" in r for r in reversed_ops)):
+            return  # one workspace's ledger, and operations recorded there
         moves: set[tuple[str, str]] = set()
         for raw in reversed_ops:
             moves |= _refs_moved(
