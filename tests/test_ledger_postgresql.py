@@ -544,3 +544,51 @@ def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head
         assert repo.undo().command == "bookmark add"
         assert sorted(repo.view().bookmarks) == ["start"]
         assert repo.view().branches == {"main": mine.id, "feature": theirs.id}
+
+
+def test_a_bundle_of_a_shared_ledger_states_and_verifies_every_branch_head(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from strata.sync.bundle import export_bundle, verify_bundle
+    from test_bundle import repack
+
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with (
+        Repository.init(one, ledger=pg_url, objects=shared, author=ALICE) as repo,
+        Repository.init(two, ledger=pg_url, objects=shared) as other,
+    ):
+        (one / "a.txt").write_text("one\n")
+        first = repo.snapshot("first").event
+        assert first is not None
+        other.branch_create("feature", first.id)
+        other.branch_switch("feature")
+        (two / "b.txt").write_text("theirs\n")
+        theirs = other.snapshot("on feature").event
+        assert theirs is not None
+        other.bookmark("add", "reviewed", ref=theirs.id)  # feature's newest records
+        (one / "a.txt").write_text("two\n")
+        repo.snapshot("second")  # the newest record is main's
+        heads = repo.ledger.chain_heads()
+        assert {"main", "feature"} <= set(heads)
+        file = tmp_path / "audit.tar.zst"
+        exported = export_bundle(repo, file)
+        assert exported["heads"] == heads
+        records = list(repo.ledger.driver.scan())
+    written = json.loads(strata(one, "ledger", "head", "--json").stdout)["heads"]
+    assert written == heads  # what an auditor writes down
+    report = verify_bundle(file)
+    assert report.problems == [] and report.heads == heads
+    # the bookmark's records dropped and the later ones renumbered: each branch's chain
+    # still links up and main's head is the same; only feature's head tells
+    dropped = [r for r in records if r.lane == "feature" and r.kind in ("bookmark", "operation")]
+    kept = [r for r in records if r not in dropped[-2:]]
+    forged = [replace(r, seq=n) for n, r in enumerate(kept, 1)]
+    assert verify_chain(forged) is None and forged[-1].hash == records[-1].hash
+    bad = tmp_path / "forged.tar.zst"
+    bad.write_bytes(file.read_bytes())
+    repack(bad, {"records.jsonl": b"".join(r.to_line() + b"\n" for r in forged)})
+    problems = verify_bundle(bad).problems
+    assert any("branch feature" in p for p in problems), problems

@@ -311,6 +311,18 @@ class Ledger:
         last = self.driver.last()
         return last.hash if last else ""
 
+    def chain_heads(self) -> dict[str, str]:
+        """The hash of each branch's newest record on a shared ledger.
+
+        ``""`` names the records without a branch; on a ledger of one chain,
+        ``{"": chain_head()}``.
+        """
+        if self.shared:
+            heads: dict[str, str] = self.driver.lane_heads()  # type: ignore[attr-defined]
+            return heads
+        head = self.chain_head()
+        return {"": head} if head else {}
+
     # -- operations ----------------------------------------------------------------
 
     def begin(

@@ -308,6 +308,29 @@ class PostgresDriver:
         )
         return found.hash if found else ""
 
+    def lane_heads(self) -> dict[str, str]:
+        """The hash of each lane's newest record (``""``: of the newest record without one)."""
+        lanes = self._run(
+            "WITH RECURSIVE l AS (SELECT MIN(lane) AS lane FROM strata.records "
+            "WHERE lane IS NOT NULL UNION ALL SELECT (SELECT MIN(lane) FROM strata.records "
+            "WHERE lane > l.lane) FROM l WHERE l.lane IS NOT NULL) "
+            "SELECT lane FROM l WHERE lane IS NOT NULL"
+        )
+        heads: dict[str, str] = {}
+        unlaned = self._one(
+            "SELECT line FROM strata.records WHERE lane IS NULL ORDER BY seq DESC LIMIT 1"
+        )
+        if unlaned is not None:
+            heads[""] = unlaned.hash
+        for (lane,) in lanes:
+            found = self._one(
+                "SELECT line FROM strata.records WHERE lane = %s ORDER BY seq DESC LIMIT 1",
+                (lane,),
+            )
+            if found is not None:
+                heads[str(lane)] = found.hash
+        return heads
+
     def refs(self) -> dict[str, Any]:
         """Where every ref and bookmark points now: ``{name: value}`` (``HEAD@<workspace>``)."""
         import json
