@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -592,3 +594,46 @@ def test_a_bundle_of_a_shared_ledger_states_and_verifies_every_branch_head(
     repack(bad, {"records.jsonl": b"".join(r.to_line() + b"\n" for r in forged)})
     problems = verify_bundle(bad).problems
     assert any("branch feature" in p for p in problems), problems
+
+
+def _round_trips(driver: PostgresDriver, tmp_path: Path, work: Any) -> int:
+    """How many times ``work()`` waits for the server on the driver's connection.
+
+    Read from libpq's protocol trace: each turn from messages the client sent
+    (``F``) to messages the server sent (``B``) is one round trip.
+    """
+    trace = tmp_path / "trace.txt"
+    with trace.open("w") as out:
+        db = driver._db
+        db.pgconn.trace(out.fileno())
+        db.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            work()
+        finally:
+            db.pgconn.untrace()
+    sides = [line.split("\t", 1)[0] for line in trace.read_text().splitlines()]
+    sides = [side for side in sides if side in ("F", "B")]
+    return sum(1 for a, b in itertools.pairwise(sides) if (a, b) == ("F", "B"))
+
+
+def test_a_shared_ledger_operation_waits_for_the_server_four_times(
+    tmp_path: Path, pg_url: str
+) -> None:
+    PostgresDriver(pg_url, create=True).close()
+    driver = PostgresDriver(pg_url)
+    ledger = Ledger(driver)
+    ledger.workspace = "one"
+    try:
+        ledger.commit(_propose(ledger, "main", "ann")[0])  # the lanes and refs exist
+
+        def operation() -> None:
+            with driver.admission("main"):  # what a writing command holds around it
+                ledger.commit(_propose(ledger, "main", "ann")[0])
+
+        # the lock with the view and the branch's head; the check; the writes and the
+        # commit; the unlock (it was about twenty)
+        assert _round_trips(driver, tmp_path, operation) == 4
+        assert verify_chain(driver.scan()) is None
+        assert len(list(driver.scan(kind="event"))) == 2
+    finally:
+        driver.close()

@@ -356,7 +356,8 @@ class Ledger:
         an undo or redo is fitted first (:meth:`settle_reversal`).
         """
         self.settle_reversal(op)
-        last = self.driver.last()
+        # a shared ledger gives the seq itself: no need to read its last record
+        last = None if self.shared else self.driver.last()
         redactor = Redactor(self.secrets)
         for body in op.events:
             # what an event says (its rationale, a command in its data) never carries a
