@@ -173,6 +173,23 @@ def race(
     }
 
 
+def private_cluster(tmp: str) -> Any:
+    """A PostgreSQL cluster started in ``tmp`` on a Unix socket, fsync on (as SQLite's FULL)."""
+    from pgcluster import Cluster, _bin_dir
+
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+    folder = Path(tmp) / "pg"
+    folder.mkdir()
+    folder.chmod(0o755)
+    Path(tmp).chmod(0o755)
+    cluster = Cluster(bin_dir, folder, durable=True)
+    cluster.init()
+    cluster.start()
+    return cluster
+
+
 def open_driver(kind: str, where: str, *, create: bool = False) -> Any:
     if kind == "postgresql":
         from strata.ledger.drivers.postgresql import PostgresDriver
@@ -259,18 +276,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="strata-bench-pg-") as tmp:
         url = args.url
         if url is None:
-            from pgcluster import Cluster, _bin_dir
-
-            bin_dir = _bin_dir()
-            if bin_dir is None:
-                raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
-            folder = Path(tmp) / "pg"
-            folder.mkdir()
-            folder.chmod(0o755)
-            Path(tmp).chmod(0o755)
-            cluster = Cluster(bin_dir, folder, durable=True)
-            cluster.init()
-            cluster.start()
+            cluster = private_cluster(tmp)
             url = cluster.new_database()
         try:
             open_driver("postgresql", url, create=True).close()
@@ -310,21 +316,10 @@ def main() -> None:
 
 def ab(args: argparse.Namespace) -> None:
     """PostgreSQL with the baseline code, with this code, and SQLite, ``--rounds`` times."""
-    from pgcluster import Cluster, _bin_dir
-
-    bin_dir = _bin_dir()
-    if bin_dir is None:
-        raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
     labels = {"baseline": ("postgresql", args.baseline), "this": ("postgresql", None)}
     found: dict[str, list[dict[str, Any]]] = {"baseline": [], "this": [], "sqlite": []}
     with tempfile.TemporaryDirectory(prefix="strata-bench-pg-") as tmp:
-        folder = Path(tmp) / "pg"
-        folder.mkdir()
-        folder.chmod(0o755)
-        Path(tmp).chmod(0o755)
-        cluster = Cluster(bin_dir, folder, durable=True)
-        cluster.init()
-        cluster.start()
+        cluster = private_cluster(tmp)
         try:
             print(f"{args.writers} writers on 2 branches, {args.seconds:g} s a race")
             for n in range(args.rounds):

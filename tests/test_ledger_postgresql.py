@@ -501,6 +501,17 @@ def test_undo_keeps_what_other_workspaces_moved_since(tmp_path: Path, pg_url: st
     assert strata(one, "check").returncode == 0
 
 
+def _record_on_feature(other: Repository, two: Path, at: str, mark: str) -> str:
+    """The other workspace starts branch ``feature`` at ``at``, records on it, bookmarks it."""
+    other.branch_create("feature", at)
+    other.branch_switch("feature")
+    (two / "b.txt").write_text("theirs\n")
+    theirs = other.snapshot("on feature").event
+    assert theirs is not None
+    other.bookmark("add", mark, ref=theirs.id)  # feature's newest records
+    return theirs.id
+
+
 @pytest.mark.parametrize("back", ["sqlite", "jsonl"])
 def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head(
     tmp_path: Path, pg_url: str, back: str
@@ -522,12 +533,7 @@ def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head
         mine = repo.snapshot("second, on main").event
         assert mine is not None
         # the other workspace writes last: a branch of its own, a bookmark
-        other.branch_create("feature", first.id)
-        other.branch_switch("feature")
-        (two / "b.txt").write_text("theirs\n")
-        theirs = other.snapshot("on feature").event
-        assert theirs is not None
-        other.bookmark("add", "theirs", ref=theirs.id)
+        theirs = _record_on_feature(other, two, first.id, "theirs")
         shared = repo.view()
         assert shared.head_branch == "main" and shared.head_event == mine.id
         assert other.view().head_branch == "feature"
@@ -537,7 +543,7 @@ def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head
         assert repo.ledger.chain_head() == result.head
         view = repo.view()
         assert view == shared
-        assert view.branches == {"main": mine.id, "feature": theirs.id}
+        assert view.branches == {"main": mine.id, "feature": theirs}
         assert sorted(view.bookmarks) == ["start", "theirs"]
         assert (view.head_branch, view.head_event) == ("main", mine.id)
         assert repo.check() == []
@@ -545,7 +551,7 @@ def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head
         # one history again: undo steps over the conversion's record to the newest operation
         assert repo.undo().command == "bookmark add"
         assert sorted(repo.view().bookmarks) == ["start"]
-        assert repo.view().branches == {"main": mine.id, "feature": theirs.id}
+        assert repo.view().branches == {"main": mine.id, "feature": theirs}
 
 
 def test_a_bundle_of_a_shared_ledger_states_and_verifies_every_branch_head(
@@ -565,12 +571,7 @@ def test_a_bundle_of_a_shared_ledger_states_and_verifies_every_branch_head(
         (one / "a.txt").write_text("one\n")
         first = repo.snapshot("first").event
         assert first is not None
-        other.branch_create("feature", first.id)
-        other.branch_switch("feature")
-        (two / "b.txt").write_text("theirs\n")
-        theirs = other.snapshot("on feature").event
-        assert theirs is not None
-        other.bookmark("add", "reviewed", ref=theirs.id)  # feature's newest records
+        _record_on_feature(other, two, first.id, "reviewed")
         (one / "a.txt").write_text("two\n")
         repo.snapshot("second")  # the newest record is main's
         heads = repo.ledger.chain_heads()
