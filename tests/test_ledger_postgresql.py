@@ -16,7 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from conftest import ALICE
+from conftest import ALICE, BOT
 from pgcluster import Cluster
 from strata import Repository
 from strata.errors import UsageError
@@ -638,3 +638,33 @@ def test_a_shared_ledger_operation_waits_for_the_server_four_times(
         assert len(list(driver.scan(kind="event"))) == 2
     finally:
         driver.close()
+
+
+def test_undo_of_an_agents_change_another_workspace_built_on_writes_no_file(
+    tmp_path: Path, pg_url: str
+) -> None:
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with (
+        Repository.init(one, ledger=pg_url, objects=shared, author=ALICE) as repo,
+        Repository.init(two, ledger=pg_url, objects=shared) as other,
+    ):
+        (one / "a.txt").write_text("mine\n")
+        repo.snapshot("mine")
+        (one / "a.txt").write_text("the agent's\n")
+        agents = repo.snapshot("the agent's edit", author=BOT).event  # undo puts files back
+        assert agents is not None
+        (two / "b.txt").write_text("theirs\n")
+        theirs = other.snapshot("theirs").event  # on main, after the agent's
+        assert theirs is not None and repo.view().branches["main"] == theirs.id
+        count = repo.ledger.driver.count()
+        with pytest.raises(LedgerConflict, match="branch main back") as refused:
+            repo.undo()
+        assert theirs.id in str(refused.value)
+        assert (one / "a.txt").read_text() == "the agent's\n"  # no file written
+        assert not any((one / ".strata" / "journal").glob("*"))  # nothing left to finish
+        assert repo.ledger.driver.count() == count
+        assert repo.view().branches["main"] == theirs.id
+        assert repo.check() == []
