@@ -11,6 +11,7 @@ one (jj's operation log): nothing is ever erased.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -612,7 +613,7 @@ class Ledger:
                 raise LedgerConflict(
                     f"refused: {command} would move branch {name} back, but another workspace "
                     "recorded on it since; nothing was written",
-                    missed=self._events_since(name, left.branches.get(name)),
+                    missed=self._events_since(now.branches.get(name), left.branches.get(name)),
                     hint=f"their work is on {name} now: restore the files you want back and "
                     "snapshot them, or rewind to start a branch from before your change",
                 )
@@ -638,13 +639,20 @@ class Ledger:
                     break
         return found[::-1]
 
-    def _events_since(self, branch: str, tip: str | None, most: int = 50) -> list[str]:
-        """Ids of the events recorded on ``branch`` after its event ``tip``, oldest first."""
+    def _events_since(self, now: str | None, tip: str | None, most: int = 50) -> list[str]:
+        """Ids of the state events from ``tip`` (excluded) to ``now``, oldest first.
+
+        What a branch at ``now`` holds that it did not at ``tip``: ``now`` and its
+        parents back to ``tip`` (at most ``most`` of them).
+        """
         missed: list[str] = []
-        for body in self.events(EventFilter(branch=branch), limit=None):
-            if body["id"] == tip or len(missed) >= most:
-                break
-            missed.append(str(body["id"]))
+        if now is None:
+            return missed
+        with contextlib.suppress(KeyError):  # an event named but missing: say what was found
+            for body in self.ancestors(now):
+                if body["id"] == tip or len(missed) >= most:
+                    break
+                missed.append(str(body["id"]))
         return missed[::-1]
 
     def verify(self) -> str | None:
