@@ -123,8 +123,15 @@ def check(driver: Any, counts: dict[str, int]) -> list[str]:
     return problems
 
 
-def race(kind: str, where: str, writers: int, seconds: float) -> dict[str, Any]:
-    """Run the writers on one ledger; their figures and what the check found."""
+def race(
+    kind: str, where: str, writers: int, seconds: float, src: str | None = None
+) -> dict[str, Any]:
+    """Run the writers on one ledger; their figures and what the check found.
+
+    ``src``: the writers import ``strata`` from this folder (another version of the
+    code, for an A/B in the same run) instead of the installed one.
+    """
+    env = {**os.environ, **({"PYTHONPATH": src} if src else {})}
     procs = [
         subprocess.Popen(
             [
@@ -139,6 +146,7 @@ def race(kind: str, where: str, writers: int, seconds: float) -> dict[str, Any]:
             ],
             stdout=subprocess.PIPE,
             text=True,
+            env=env,
         )
         for i in range(writers)
     ]
@@ -163,6 +171,23 @@ def race(kind: str, where: str, writers: int, seconds: float) -> dict[str, Any]:
         "p99_ms": latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))],
         "problems": problems,
     }
+
+
+def private_cluster(tmp: str) -> Any:
+    """A PostgreSQL cluster started in ``tmp`` on a Unix socket, fsync on (as SQLite's FULL)."""
+    from pgcluster import Cluster, _bin_dir
+
+    bin_dir = _bin_dir()
+    if bin_dir is None:
+        raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
+    folder = Path(tmp) / "pg"
+    folder.mkdir()
+    folder.chmod(0o755)
+    Path(tmp).chmod(0o755)
+    cluster = Cluster(bin_dir, folder, durable=True)
+    cluster.init()
+    cluster.start()
+    return cluster
 
 
 def open_driver(kind: str, where: str, *, create: bool = False) -> Any:
@@ -233,23 +258,25 @@ def main() -> None:
     parser.add_argument("--url", help="a PostgreSQL database to use (default: a private cluster)")
     parser.add_argument("--query-events", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument(
+        "--baseline",
+        metavar="SRC",
+        help="also race PostgreSQL writers importing strata from SRC (a folder holding the "
+        "strata package of another commit: git archive COMMIT src | tar -x -C DIR; "
+        "SRC=DIR/src), each round on a new database, interleaved with this code's",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="races per driver (interleaved)")
     args = parser.parse_args()
+    if args.baseline:
+        if args.url:
+            raise SystemExit("--baseline runs on the private cluster only (no --url)")
+        ab(args)
+        return
     cluster = None
     with tempfile.TemporaryDirectory(prefix="strata-bench-pg-") as tmp:
         url = args.url
         if url is None:
-            from pgcluster import Cluster, _bin_dir
-
-            bin_dir = _bin_dir()
-            if bin_dir is None:
-                raise SystemExit("PostgreSQL is not installed (Debian: apt-get install postgresql)")
-            folder = Path(tmp) / "pg"
-            folder.mkdir()
-            folder.chmod(0o755)
-            Path(tmp).chmod(0o755)
-            cluster = Cluster(bin_dir, folder, durable=True)
-            cluster.init()
-            cluster.start()
+            cluster = private_cluster(tmp)
             url = cluster.new_database()
         try:
             open_driver("postgresql", url, create=True).close()
@@ -285,6 +312,53 @@ def main() -> None:
         finally:
             if cluster is not None:
                 cluster.stop("immediate")
+
+
+def ab(args: argparse.Namespace) -> None:
+    """PostgreSQL with the baseline code, with this code, and SQLite, ``--rounds`` times."""
+    labels = {"baseline": ("postgresql", args.baseline), "this": ("postgresql", None)}
+    found: dict[str, list[dict[str, Any]]] = {"baseline": [], "this": [], "sqlite": []}
+    with tempfile.TemporaryDirectory(prefix="strata-bench-pg-") as tmp:
+        cluster = private_cluster(tmp)
+        try:
+            print(f"{args.writers} writers on 2 branches, {args.seconds:g} s a race")
+            for n in range(args.rounds):
+                order = ["baseline", "this"] if n % 2 == 0 else ["this", "baseline"]
+                for label in [*order, "sqlite"]:
+                    if label == "sqlite":
+                        where = str(Path(tmp) / f"ledger{n}.sqlite")
+                        open_driver("sqlite", where, create=True).close()
+                        f = race("sqlite", where, args.writers, args.seconds)
+                    else:
+                        kind, src = labels[label]
+                        where = cluster.new_database()
+                        open_driver(kind, where, create=True).close()
+                        f = race(kind, where, args.writers, args.seconds, src)
+                    found[label].append(f)
+                    load = os.getloadavg()[0]
+                    print(
+                        f"round {n + 1} {label:8} {f['per_s']:7.1f} ops/s  p50 {f['p50_ms']:7.1f}"
+                        f" ms  p99 {f['p99_ms']:7.1f} ms  load {load:.1f}  check: "
+                        + ("ok" if not f["problems"] else "; ".join(f["problems"]))
+                    )
+        finally:
+            cluster.stop("immediate")
+    med = {
+        k: {m: statistics.median(f[m] for f in v) for m in ("per_s", "p50_ms", "p99_ms")}
+        for k, v in found.items()
+    }
+    for k, m in med.items():
+        print(
+            f"median {k:8} {m['per_s']:7.1f} ops/s  p50 {m['p50_ms']:7.1f}  p99 {m['p99_ms']:7.1f}"
+        )
+    for k in ("baseline", "this"):
+        print(
+            f"{k}/sqlite: throughput {med[k]['per_s'] / med['sqlite']['per_s']:.2f}x, "
+            f"p99 {med[k]['p99_ms'] / med['sqlite']['p99_ms']:.2f}x"
+        )
+    print(f"this/baseline throughput {med['this']['per_s'] / med['baseline']['per_s']:.2f}x")
+    if any(f["problems"] for v in found.values() for f in v):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

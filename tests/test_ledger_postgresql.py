@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -10,11 +11,12 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 
-from conftest import ALICE
+from conftest import ALICE, BOT
 from pgcluster import Cluster
 from strata import Repository
 from strata.errors import UsageError
@@ -436,3 +438,233 @@ def test_two_workspaces_sharing_a_ledger_and_a_store_record_concurrently_losing_
         assert "nothing to record" in strata(ws, "status").stdout.lower() or (
             f"{name}.txt" not in strata(ws, "status").stdout
         )
+
+
+def _two_workspaces(tmp_path: Path, pg_url: str) -> tuple[Path, Path]:
+    """Two workspaces recording into one ledger and one store folder."""
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    for ws in (one, two):
+        ws.mkdir()
+        (ws / "README.md").write_text("the project\n")
+        strata(ws, "init", "--ledger", pg_url, "--objects", str(shared))
+    return one, two
+
+
+def _branches(ws: Path) -> dict[str, str]:
+    listed = json.loads(strata(ws, "branch", "list", "--json").stdout)
+    return {b["name"]: b["tip_event_id"] for b in listed["branches"]}
+
+
+def test_undo_after_another_workspace_moved_the_branch_is_refused_naming_its_events(
+    tmp_path: Path, pg_url: str
+) -> None:
+    one, two = _two_workspaces(tmp_path, pg_url)
+    (one / "a.txt").write_text("one's\n")
+    strata(one, "snapshot", "-m", "one's change")
+    (two / "b.txt").write_text("two's\n")
+    theirs = json.loads(strata(two, "snapshot", "-m", "two's change", "--json").stdout)
+    their_event = theirs["event_id"]
+    driver = PostgresDriver(pg_url)
+    count = driver.count()
+    done = strata(one, "undo", check=False)
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    first = done.stderr.splitlines()[0]
+    assert first.startswith("error: refused: undo would move branch main back")
+    assert their_event in first  # the other workspace's event, named
+    assert driver.count() == count  # nothing written
+    driver.close()
+    assert _branches(one)["main"] == their_event == _branches(two)["main"]
+    assert (one / "a.txt").read_text() == "one's\n"  # the files stay as they were
+    assert strata(one, "check").returncode == 0
+
+
+def test_undo_keeps_what_other_workspaces_moved_since(tmp_path: Path, pg_url: str) -> None:
+    one, two = _two_workspaces(tmp_path, pg_url)
+    start = _branches(one)["main"]
+    (one / "a.txt").write_text("one's\n")
+    strata(one, "snapshot", "-m", "one's change")
+    # meanwhile the other workspace marks a point and starts a branch of its own there
+    strata(two, "bookmark", "add", "reviewed", start)
+    strata(two, "branch", "create", "feature", start)
+    strata(one, "undo")  # one's snapshot: main goes back, and only main
+    assert _branches(one) == {"main": start, "feature": start}
+    marks = json.loads(strata(one, "bookmark", "list", "--json").stdout)
+    assert [m["name"] for m in marks] == ["reviewed"]
+    assert _branches(two) == {"main": start, "feature": start}
+    strata(one, "redo")
+    assert _branches(one)["main"] != start and _branches(one)["feature"] == start
+    assert [m["name"] for m in json.loads(strata(one, "bookmark", "list", "--json").stdout)] == [
+        "reviewed"
+    ]
+    assert strata(one, "check").returncode == 0
+
+
+def _record_on_feature(other: Repository, two: Path, at: str, mark: str) -> str:
+    """The other workspace starts branch ``feature`` at ``at``, records on it, bookmarks it."""
+    other.branch_create("feature", at)
+    other.branch_switch("feature")
+    (two / "b.txt").write_text("theirs\n")
+    theirs = other.snapshot("on feature").event
+    assert theirs is not None
+    other.bookmark("add", mark, ref=theirs.id)  # feature's newest records
+    return theirs.id
+
+
+@pytest.mark.parametrize("back", ["sqlite", "jsonl"])
+def test_a_shared_ledger_converted_back_keeps_every_branch_bookmark_and_its_head(
+    tmp_path: Path, pg_url: str, back: str
+) -> None:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with Repository.init(one, author=ALICE) as repo:  # SQLite
+        (one / "a.txt").write_text("one\n")
+        first = repo.snapshot("first").event
+        assert first is not None
+        repo.bookmark("add", "start", ref=first.id)
+        repo.convert_ledger(pg_url)
+    with (
+        Repository.init(two, ledger=pg_url, objects=one / ".strata" / "objects") as other,
+        Repository.open(one) as repo,
+    ):
+        (one / "a.txt").write_text("two\n")
+        mine = repo.snapshot("second, on main").event
+        assert mine is not None
+        # the other workspace writes last: a branch of its own, a bookmark
+        theirs = _record_on_feature(other, two, first.id, "theirs")
+        shared = repo.view()
+        assert shared.head_branch == "main" and shared.head_event == mine.id
+        assert other.view().head_branch == "feature"
+        result = repo.convert_ledger(back)
+    with Repository.open(one) as repo:
+        assert repo.ledger.driver.name == back
+        assert repo.ledger.chain_head() == result.head
+        view = repo.view()
+        assert view == shared
+        assert view.branches == {"main": mine.id, "feature": theirs}
+        assert sorted(view.bookmarks) == ["start", "theirs"]
+        assert (view.head_branch, view.head_event) == ("main", mine.id)
+        assert repo.check() == []
+        assert repo.ledger.verify() is None
+        # one history again: undo steps over the conversion's record to the newest operation
+        assert repo.undo().command == "bookmark add"
+        assert sorted(repo.view().bookmarks) == ["start"]
+        assert repo.view().branches == {"main": mine.id, "feature": theirs}
+
+
+def test_a_bundle_of_a_shared_ledger_states_and_verifies_every_branch_head(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from strata.sync.bundle import export_bundle, verify_bundle
+    from test_bundle import repack
+
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with (
+        Repository.init(one, ledger=pg_url, objects=shared, author=ALICE) as repo,
+        Repository.init(two, ledger=pg_url, objects=shared) as other,
+    ):
+        (one / "a.txt").write_text("one\n")
+        first = repo.snapshot("first").event
+        assert first is not None
+        _record_on_feature(other, two, first.id, "reviewed")
+        (one / "a.txt").write_text("two\n")
+        repo.snapshot("second")  # the newest record is main's
+        heads = repo.ledger.chain_heads()
+        assert {"main", "feature"} <= set(heads)
+        file = tmp_path / "audit.tar.zst"
+        exported = export_bundle(repo, file)
+        assert exported["heads"] == heads
+        records = list(repo.ledger.driver.scan())
+    written = json.loads(strata(one, "ledger", "head", "--json").stdout)["heads"]
+    assert written == heads  # what an auditor writes down
+    report = verify_bundle(file)
+    assert report.problems == [] and report.heads == heads
+    # the bookmark's records dropped and the later ones renumbered: each branch's chain
+    # still links up and main's head is the same; only feature's head tells
+    dropped = [r for r in records if r.lane == "feature" and r.kind in ("bookmark", "operation")]
+    kept = [r for r in records if r not in dropped[-2:]]
+    forged = [replace(r, seq=n) for n, r in enumerate(kept, 1)]
+    assert verify_chain(forged) is None and forged[-1].hash == records[-1].hash
+    bad = tmp_path / "forged.tar.zst"
+    bad.write_bytes(file.read_bytes())
+    repack(bad, {"records.jsonl": b"".join(r.to_line() + b"\n" for r in forged)})
+    problems = verify_bundle(bad).problems
+    assert any("branch feature" in p for p in problems), problems
+
+
+def _round_trips(driver: PostgresDriver, tmp_path: Path, work: Any) -> int:
+    """How many times ``work()`` waits for the server on the driver's connection.
+
+    Read from libpq's protocol trace: each turn from messages the client sent
+    (``F``) to messages the server sent (``B``) is one round trip.
+    """
+    trace = tmp_path / "trace.txt"
+    with trace.open("w") as out:
+        db = driver._db
+        db.pgconn.trace(out.fileno())
+        db.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            work()
+        finally:
+            db.pgconn.untrace()
+    sides = [line.split("\t", 1)[0] for line in trace.read_text().splitlines()]
+    sides = [side for side in sides if side in ("F", "B")]
+    return sum(1 for a, b in itertools.pairwise(sides) if (a, b) == ("F", "B"))
+
+
+def test_a_shared_ledger_operation_waits_for_the_server_four_times(
+    tmp_path: Path, pg_url: str
+) -> None:
+    PostgresDriver(pg_url, create=True).close()
+    driver = PostgresDriver(pg_url)
+    ledger = Ledger(driver)
+    ledger.workspace = "one"
+    try:
+        ledger.commit(_propose(ledger, "main", "ann")[0])  # the lanes and refs exist
+
+        def operation() -> None:
+            with driver.admission("main"):  # what a writing command holds around it
+                ledger.commit(_propose(ledger, "main", "ann")[0])
+
+        # the lock with the view and the branch's head; the check; the writes and the
+        # commit; the unlock (it was about twenty)
+        assert _round_trips(driver, tmp_path, operation) == 4
+        assert verify_chain(driver.scan()) is None
+        assert len(list(driver.scan(kind="event"))) == 2
+    finally:
+        driver.close()
+
+
+def test_undo_of_an_agents_change_another_workspace_built_on_writes_no_file(
+    tmp_path: Path, pg_url: str
+) -> None:
+    shared = tmp_path / "team-objects"
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    with (
+        Repository.init(one, ledger=pg_url, objects=shared, author=ALICE) as repo,
+        Repository.init(two, ledger=pg_url, objects=shared) as other,
+    ):
+        (one / "a.txt").write_text("mine\n")
+        repo.snapshot("mine")
+        (one / "a.txt").write_text("the agent's\n")
+        agents = repo.snapshot("the agent's edit", author=BOT).event  # undo puts files back
+        assert agents is not None
+        (two / "b.txt").write_text("theirs\n")
+        theirs = other.snapshot("theirs").event  # on main, after the agent's
+        assert theirs is not None and repo.view().branches["main"] == theirs.id
+        count = repo.ledger.driver.count()
+        with pytest.raises(LedgerConflict, match="branch main back") as refused:
+            repo.undo()
+        assert theirs.id in str(refused.value)
+        assert (one / "a.txt").read_text() == "the agent's\n"  # no file written
+        assert not any((one / ".strata" / "journal").glob("*"))  # nothing left to finish
+        assert repo.ledger.driver.count() == count
+        assert repo.view().branches["main"] == theirs.id
+        assert repo.check() == []

@@ -26,6 +26,9 @@ def ledger() -> None:
 def ledger_head(as_json: bool) -> None:
     """Print the hash of the newest record: it summarises the whole history.
 
+    On a shared ledger (PostgreSQL), each branch is chained on its own: the
+    head of every branch follows, one a line.
+
     \b
     Example:
       strata ledger head > ~/strata-head.txt
@@ -33,10 +36,19 @@ def ledger_head(as_json: bool) -> None:
     with open_repo() as repo:
         head = repo.ledger.chain_head()
         last = repo.ledger.driver.last()
+        heads = repo.ledger.chain_heads() if repo.ledger.shared else {}
     if as_json:
-        emit_json({"head": head, "records": last.seq if last else 0})
+        emit_json(
+            {
+                "head": head,
+                "records": last.seq if last else 0,
+                **({"heads": heads} if heads else {}),
+            }
+        )
     else:
         click.echo(head or "(empty ledger)")
+        for lane, lane_head in sorted(heads.items()):
+            click.echo(f"{lane_head}  {f'branch {lane}' if lane else '(before the branches)'}")
 
 
 @ledger.command("verify")

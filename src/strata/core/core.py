@@ -1045,6 +1045,8 @@ class Transaction:
         ``verified``: objects already read and checked (see ``apply_actions``).
         """
         self._check_open()
+        # an undo another workspace overtook on a shared ledger is refused before any write
+        self.core.ledger.settle_reversal(self.op)
         ws = workspace or self.core.workspace
         self.core.objects.flush()  # the journal names objects: they are durable first
         from strata.store.materialize import Journal, journal_record  # (not for a snapshot)

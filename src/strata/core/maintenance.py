@@ -21,6 +21,10 @@ if TYPE_CHECKING:
 def convert_ledger(core: Core, to: str) -> ConvertResult:
     """Copy every record to the ``to`` driver (same ids, same chain head) and switch to it.
 
+    From a shared ledger, the copy ends with one more operation record when
+    its last one does not hold this workspace's view
+    (:meth:`~strata.ledger.ledger.Ledger.leave_shared`).
+
     The old store is kept beside the new one (``ledger.db.old`` or
     ``ledger.old/``) until the next conversion; a PostgreSQL ledger converted
     away stays in its database. ``to`` may be a ``postgresql://`` URL: the
@@ -58,6 +62,10 @@ def convert_ledger(core: Core, to: str) -> ConvertResult:
             raise CorruptRepository(
                 "the converted ledger differs from the original; kept the original"
             )
+        # a shared ledger's view (every branch, bookmark, this workspace's HEAD) is in
+        # its refs, not in its last operation: the copy closes with it
+        closing = core.ledger.leave_shared(target)
+        head = closing.hash if closing is not None else head
         set_ledger_driver(layout, to, url)
         source.close()
         if source.name == "postgresql":

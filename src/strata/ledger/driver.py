@@ -16,7 +16,27 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from strata.errors import RepositoryError
 from strata.ledger.records import Record
+
+
+class LedgerConflict(RepositoryError):
+    """Another writer appended first: this operation was built on an older ledger.
+
+    Met on a shared ledger (PostgreSQL): an append out of order, as every
+    driver refuses one, but one a writer that skipped the driver's admission
+    queue (or wrote to a branch other than the one it queued for) can meet on
+    a healthy ledger; or an undo that would move back a branch another
+    workspace moved since. ``missed``: the ids of the events accepted
+    meanwhile that the refused proposal did not see.
+    """
+
+    def __init__(self, message: str, *, missed: Sequence[str] = (), hint: str = "") -> None:
+        self.missed = tuple(missed)
+        if self.missed:
+            shown_ids = ", ".join(self.missed[:5]) + (" ..." if len(self.missed) > 5 else "")
+            message += f" (missed {len(self.missed)} event(s): {shown_ids})"
+        super().__init__(message, hint=hint or None)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ one (jj's operation log): nothing is ever erased.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -21,7 +22,7 @@ from typing import Any
 
 from strata.errors import NothingToRedo, NothingToUndo, UsageError
 from strata.ids import new_event_id
-from strata.ledger.driver import EventFilter, LedgerDriver
+from strata.ledger.driver import EventFilter, LedgerConflict, LedgerDriver
 from strata.ledger.events import format_ts
 from strata.ledger.records import Record, verify_chain
 from strata.redaction import Redactor
@@ -311,6 +312,18 @@ class Ledger:
         last = self.driver.last()
         return last.hash if last else ""
 
+    def chain_heads(self) -> dict[str, str]:
+        """The hash of each branch's newest record on a shared ledger.
+
+        ``""`` names the records without a branch; on a ledger of one chain,
+        ``{"": chain_head()}``.
+        """
+        if self.shared:
+            heads: dict[str, str] = self.driver.lane_heads()  # type: ignore[attr-defined]
+            return heads
+        head = self.chain_head()
+        return {"": head} if head else {}
+
     # -- operations ----------------------------------------------------------------
 
     def begin(
@@ -340,9 +353,12 @@ class Ledger:
         On a shared ledger the records are chained in the lane of the branch
         HEAD was on, and refused (:class:`~strata.errors.CorruptRepository`'s
         ``LedgerConflict``, naming the events missed) when another writer
-        recorded on that branch, or moved a ref this operation moves, since.
+        recorded on that branch, or moved a ref this operation moves, since;
+        an undo or redo is fitted first (:meth:`settle_reversal`).
         """
-        last = self.driver.last()
+        self.settle_reversal(op)
+        # a shared ledger gives the seq itself: no need to read its last record
+        last = None if self.shared else self.driver.last()
         redactor = Redactor(self.secrets)
         for body in op.events:
             # what an event says (its rationale, a command in its data) never carries a
@@ -385,6 +401,44 @@ class Ledger:
         else:
             self.driver.append(records)
         op.first_seq = records[0].seq if op.events else 0
+        return records[-1]
+
+    def leave_shared(self, target: LedgerDriver) -> Record | None:
+        """Close a copy of this shared ledger's records in ``target`` with this workspace's view.
+
+        A ledger of one workspace (SQLite, JSONL) takes its view from its last
+        operation record, which on a shared ledger is whichever workspace
+        wrote last, as that workspace saw it. When that is not the view here
+        (every branch and bookmark where it points now, this workspace's own
+        HEAD), one operation record ``ledger convert`` is appended to
+        ``target``, with no event and the same view before and after (undo
+        steps over it); its details keep every workspace's HEAD. Returns it,
+        or None when the copy's view was already this one.
+        """
+        if not self.shared:
+            return None
+        view = self.view()
+        last_op = target.last_of_kind("operation")
+        if last_op is not None and View.from_json(last_op.body["view_after"]) == view:
+            return None
+        refs: dict[str, Any] = self.driver.refs()  # type: ignore[attr-defined]
+        heads = {
+            name.removeprefix("HEAD@"): value
+            for name, value in sorted(refs.items())
+            if name.startswith("HEAD@")
+        }
+        operation = {
+            "id": self.new_id(),
+            "command": "ledger convert",
+            "ts": format_ts(self.now_ms()),
+            "author": {"name": "strata", "kind": "system"},
+            "events": [],
+            "view_before": view.to_json(),
+            "view_after": view.to_json(),
+            "details": {"from": "postgresql", "workspace": self.workspace, "heads": heads},
+        }
+        records = seal_operation([], operation, view, view, last=target.last())
+        target.append(records)
         return records[-1]
 
     # -- reading events ------------------------------------------------------------
@@ -504,6 +558,103 @@ class Ledger:
                 break
         raise NothingToRedo()
 
+    # -- undo on a shared ledger ---------------------------------------------------
+
+    def settle_reversal(self, op: Operation) -> None:
+        """Fit an undo or redo to a shared ledger; refuse one another workspace overtook.
+
+        An undo (``details["undid"]``, ``undid_also``) sets the view the undone
+        operations found, a redo (``details["redid"]``, ``undo``) the one they
+        left. On a shared ledger other workspaces move branches and bookmarks
+        meanwhile: of those, the reversal moves only the refs the reversed
+        operations moved (every other one stays where it is now, in
+        ``op.after``), and only when each still points where they left it.
+        When another writer moved one since, the reversal would drop that
+        writer's work from the branch: it is refused with
+        :class:`~strata.ledger.driver.LedgerConflict`, naming the events missed,
+        before anything is written. The same holds on a ledger converted back
+        from a shared one, for the operations recorded while it was shared.
+        Nothing to do for operations recorded on a ledger of one workspace,
+        or for any other operation.
+        """
+        details = op.details
+        if "undid" in details:
+            ids = {str(details["undid"]), *(str(i) for i in details.get("undid_also") or ())}
+        elif "redid" in details and details.get("undo"):
+            ids = {str(details["undo"])}
+        else:
+            return
+        reversed_ops = self._operations_by_id(ids)
+        if not reversed_ops or not (self.shared or any("workspace" in r for r in reversed_ops)):
+            return  # one workspace's ledger, and operations recorded there
+        moves: set[tuple[str, str]] = set()
+        for raw in reversed_ops:
+            moves |= _refs_moved(
+                View.from_json(raw["view_before"]), View.from_json(raw["view_after"])
+            )
+        # what the reversed operations left: the newest one's view after
+        left = View.from_json(reversed_ops[-1]["view_after"])
+        now, wanted = op.before, op.after
+        branches = dict(wanted.branches)
+        bookmarks = dict(wanted.bookmarks)
+        for kind, name in sorted(_refs_moved(now, wanted)):
+            if (kind, name) in moves:
+                continue
+            # moved since by another workspace, never by what is reversed: it stays
+            table: dict[str, Any] = branches if kind == "branch" else bookmarks
+            found = (now.branches if kind == "branch" else now.bookmarks).get(name)
+            if found is None:
+                table.pop(name, None)
+            else:
+                table[name] = found
+        command = "redo" if "redid" in details else "undo"
+        for kind, name in sorted(moves):
+            if kind == "branch" and now.branches.get(name) != left.branches.get(name):
+                raise LedgerConflict(
+                    f"refused: {command} would move branch {name} back, but another workspace "
+                    "recorded on it since; nothing was written",
+                    missed=self._events_since(now.branches.get(name), left.branches.get(name)),
+                    hint=f"their work is on {name} now: restore the files you want back and "
+                    "snapshot them, or rewind to start a branch from before your change",
+                )
+            if kind == "bookmark" and now.bookmarks.get(name) != left.bookmarks.get(name):
+                mark = now.bookmarks.get(name)
+                where = f"to {mark.target}" if mark else "away (deleted)"
+                raise LedgerConflict(
+                    f"refused: {command} would move bookmark {name} back, but another workspace "
+                    f"moved it {where} since; nothing was written",
+                    hint="move the bookmark by hand: strata bookmark move",
+                )
+        op.after = replace(wanted, branches=branches, bookmarks=bookmarks)
+
+    def _operations_by_id(self, ids: set[str]) -> list[dict[str, Any]]:
+        """The operation records with these ids, oldest first."""
+        found: list[dict[str, Any]] = []
+        left = set(ids)
+        for record in self.driver.scan(kind="operation", reverse=True):
+            if record.body.get("id") in left:
+                found.append(record.body)
+                left.discard(str(record.body["id"]))
+                if not left:
+                    break
+        return found[::-1]
+
+    def _events_since(self, now: str | None, tip: str | None, most: int = 50) -> list[str]:
+        """Ids of the state events from ``tip`` (excluded) to ``now``, oldest first.
+
+        What a branch at ``now`` holds that it did not at ``tip``: ``now`` and its
+        parents back to ``tip`` (at most ``most`` of them).
+        """
+        missed: list[str] = []
+        if now is None:
+            return missed
+        with contextlib.suppress(KeyError):  # an event named but missing: say what was found
+            for body in self.ancestors(now):
+                if body["id"] == tip or len(missed) >= most:
+                    break
+                missed.append(str(body["id"]))
+        return missed[::-1]
+
     def verify(self) -> str | None:
         """The first broken link of the hash chain, or None."""
         return verify_chain(self.driver.scan())
@@ -607,6 +758,20 @@ def seal_operation(
             )
     add("operation", operation)
     return records
+
+
+def _refs_moved(before: View, after: View) -> set[tuple[str, str]]:
+    """The branches and bookmarks (``("branch" | "bookmark", name)``) that differ."""
+    moved_refs = {
+        ("branch", name)
+        for name in before.branches.keys() | after.branches.keys()
+        if before.branches.get(name) != after.branches.get(name)
+    }
+    return moved_refs | {
+        ("bookmark", name)
+        for name in before.bookmarks.keys() | after.bookmarks.keys()
+        if before.bookmarks.get(name) != after.bookmarks.get(name)
+    }
 
 
 def changes_nothing(op: dict[str, Any]) -> bool:

@@ -352,3 +352,16 @@ def verify_chain(records: Iterable[Record]) -> str | None:
         else:
             lanes[lane] = (record.seq, record.hash)
     return None
+
+
+def chain_heads(records: Iterable[Record]) -> dict[str, str]:
+    """The hash of the last record of each lane (``""``: of the records without one).
+
+    On a ledger of one chain, ``{"": head}``. On a shared ledger each branch's
+    chain ends at its own head: the last record's hash covers only its branch,
+    so a stretch of history is summed up by every lane's head.
+    """
+    heads: dict[str, str] = {}
+    for record in records:
+        heads[record.lane or ""] = record.hash
+    return heads

@@ -3,7 +3,7 @@
 ``strata bundle export FILE [A..B]`` writes a tar archive compressed with
 zstd::
 
-    bundle.json           format, range, chain head, what the bundle holds
+    bundle.json           format, range, chain head, each branch's head, what it holds
     records.jsonl         the ledger's records 1..B, as stored: the hash chain
     objects/<id>          every object the events of A..B need: snapshot
                           manifests, trees, file contents, artifacts (traces,
@@ -13,9 +13,11 @@ zstd::
 
 The records are the whole chain up to B, so :func:`verify_bundle` checks it
 from the first record (:func:`strata.ledger.records.verify_chain`) and
-compares its last hash with the head written in ``bundle.json``: no record
-can be edited, dropped or reordered unseen. Every object is hashed again and
-every snapshot of the range walked. Neither needs a repository.
+compares its last hash with the head written in ``bundle.json``, and the last
+hash of every branch's chain (a shared ledger chains each branch on its own)
+with ``heads``: no record can be edited, dropped or reordered unseen. Every
+object is hashed again and every snapshot of the range walked. Neither needs
+a repository.
 :func:`replay_bundle` rebuilds a state event's files offline from the bundle.
 """
 
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from strata.errors import CorruptRepository, StrataError, SyncError, SyncMismatch, UsageError
 from strata.ids import ObjectId
-from strata.ledger.records import Record, verify_chain
+from strata.ledger.records import Record, chain_heads, verify_chain
 from strata.store.objects import hash_bytes
 from strata.store.sealing import AGE_MAGIC, pyrage_module
 from strata.store.tree import TreeEntry, decode_tree
@@ -105,6 +107,8 @@ class BundleReport:
     path: Path
     records: int = 0
     head: str = ""
+    #: the hash of the last record of each branch's chain (``""``: the records without one)
+    heads: dict[str, str] = field(default_factory=dict)
     events: int = 0
     snapshots: int = 0
     objects: int = 0
@@ -118,6 +122,7 @@ class BundleReport:
             "file": str(self.path),
             "records": self.records,
             "head": self.head,
+            "heads": self.heads,
             "events": self.events,
             "snapshots": self.snapshots,
             "objects": self.objects,
@@ -187,6 +192,7 @@ def export_bundle(
         "format": FORMAT,
         "range": {"first_seq": first_seq, "last_seq": last_seq, "span": span or ""},
         "head": records[-1].hash,
+        "heads": chain_heads(records),
         "ledger_head": last.hash,
         "records": len(records),
         "events": events,
@@ -227,6 +233,7 @@ def export_bundle(
         "objects": len(objects),
         "patches": len(patches),
         "head": meta["head"],
+        "heads": meta["heads"],
         "encrypted": bool(recipients),
     }
 
@@ -354,6 +361,23 @@ def verify_bundle(path: Path, identities: tuple[Path, ...] = ()) -> BundleReport
     report.head = records[-1].hash if records else ""
     if report.head != meta.get("head"):
         problems.append(f"chain: the last record's hash is not the head {meta.get('head')}")
+    report.heads = chain_heads(records)
+    stated = meta.get("heads")
+    if stated is not None:  # a bundle made before heads were written states the last one only
+        if not isinstance(stated, dict):
+            problems.append("bundle.json's heads are not a table")
+            stated = {}
+        for lane in sorted(set(stated) | set(report.heads)):
+            what = f"branch {lane}" if lane else "the records without a branch"
+            if lane not in report.heads:
+                problems.append(
+                    f"chain: {what} has no record here, its head {stated[lane]} is missing"
+                )
+            elif report.heads[lane] != stated.get(lane):
+                problems.append(
+                    f"chain: the last record of {what} is not its head "
+                    f"{stated.get(lane) or '(none stated)'}: records were dropped or added"
+                )
     objects = {
         k.removeprefix("objects/"): v for k, v in members.items() if k.startswith("objects/")
     }

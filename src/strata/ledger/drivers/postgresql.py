@@ -25,8 +25,11 @@ first record follows its lane's newest record and every ref it moves still
 points where the proposal saw it (compare and swap on ``refs``); otherwise it
 refuses it with :class:`LedgerConflict`, naming the events the proposal
 missed. Accepted records get the next ``seq`` under the transaction-level
-advisory lock :data:`APPEND_LOCK`, held for the insert only, so that ``seq``
-order is commit order for readers paging by ``seq``. Never a table lock:
+advisory lock :data:`APPEND_LOCK`, held from the check to the commit, so that
+``seq`` order is commit order for readers paging by ``seq``; the append is two
+round trips (pipeline mode: the lock and the check's one query, then the
+inserts and the commit), so the lock is held for little more than the
+commit's WAL flush. Never a table lock:
 readers and ``pg_dump`` go on. Records without a lane (a converted ledger's)
 are appended in the one chain by :meth:`PostgresDriver.append`.
 
@@ -45,11 +48,13 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from strata.errors import CorruptRepository, RepositoryError, UnsupportedFormat
 from strata.ledger.driver import (
     EventFilter,
     EventKeys,
+    LedgerConflict,
     indexed_paths,
     parent_row,
     path_matches,
@@ -64,11 +69,23 @@ APPEND_LOCK = 0x5354524154410001
 #: the advisory lock a writing command holds for its session (``pg_advisory_lock``) when
 #: the ledger has lanes no more (the key of a branch's lock: :func:`admission_key`)
 ADMISSION_LOCK = 0x5354524154410002
+IDLE = TransactionStatus.IDLE
 #: records read per round trip
 PAGE = 500
 #: a path filter matching at most this many index rows collects them first; one matching
 #: more (a big folder) walks the events newest first (see ``find_events``)
 FEW_PATH_ROWS = 2000
+#: the newest record of a lane (``%s``), or for a lane with none yet the newest without one
+_LANE_HEAD = (
+    "COALESCE((SELECT line FROM strata.records WHERE lane = %s ORDER BY seq DESC LIMIT 1), "
+    "(SELECT line FROM strata.records WHERE lane IS NULL ORDER BY seq DESC LIMIT 1))"
+)
+#: what an append checks, in one query: its lane's head, the last ``seq``, and where the
+#: refs it moves (``%s``, a list of names) point (``{name: value}``)
+_APPEND_READ = (
+    f"SELECT {_LANE_HEAD}, (SELECT MAX(seq) FROM strata.records), "
+    "(SELECT json_object_agg(name, value) FROM strata.refs WHERE name = ANY(%s::text[]))"
+)
 #: seconds to wait for the server when connecting
 CONNECT_TIMEOUT = 10
 
@@ -119,23 +136,6 @@ CREATE INDEX IF NOT EXISTS event_files_seq ON strata.event_files(seq, path);
 
 class LedgerUnreachable(RepositoryError):
     """The PostgreSQL server of a shared ledger cannot be reached (or went away)."""
-
-
-class LedgerConflict(RepositoryError):
-    """Another writer appended first: this operation was built on an older ledger.
-
-    An append out of order, as every driver refuses one, but one a writer that
-    skipped :meth:`PostgresDriver.admission` (or wrote to a branch other than
-    the one it queued for) can meet on a healthy ledger. ``missed``: the ids of
-    the events accepted meanwhile that the refused proposal did not see.
-    """
-
-    def __init__(self, message: str, *, missed: Sequence[str] = (), hint: str = "") -> None:
-        self.missed = tuple(missed)
-        if self.missed:
-            shown_ids = ", ".join(self.missed[:5]) + (" ..." if len(self.missed) > 5 else "")
-            message += f" (missed {len(self.missed)} event(s): {shown_ids})"
-        super().__init__(message, hint=hint or None)
 
 
 class AppendOutOfOrder(LedgerConflict, CorruptRepository):
@@ -192,6 +192,17 @@ def _unreachable(url: str, exc: BaseException) -> LedgerUnreachable:
     )
 
 
+@dataclasses.dataclass
+class _ReadAhead:
+    """What a writer reads first once admitted, read with the admission lock."""
+
+    #: ``strata.refs``'s rows (None: handed out)
+    refs: list[tuple[str, str]] | None
+    #: the branch admitted, and the hash of its newest record (None: handed out)
+    lane: str
+    head: str | None
+
+
 class PostgresDriver:
     """Records and their event index in a PostgreSQL database."""
 
@@ -199,6 +210,8 @@ class PostgresDriver:
 
     def __init__(self, url: str, *, create: bool = False) -> None:
         self.url = url
+        #: what :meth:`admission` read with its lock, until used or an append
+        self._ahead: _ReadAhead | None = None
         self._db = self._connect()
         try:
             if create:
@@ -305,30 +318,82 @@ class PostgresDriver:
 
     @contextlib.contextmanager
     def admission(self, branch: str) -> Iterator[None]:
-        """Queue for ``branch``: its writers take turns, other branches' writers do not wait."""
+        """Queue for ``branch``: its writers take turns, other branches' writers do not wait.
+
+        What the writer reads first once admitted, the refs (the view) and
+        ``branch``'s newest record (what its operation chains after), comes
+        with the lock in the same round trip; each is handed out once by
+        :meth:`refs` and :meth:`lane_head`, and dropped by any append.
+        """
         key = admission_key(branch)
-        self._run("SELECT pg_advisory_lock(%s)", (key,))
+        for retry in (False, True):
+            try:
+                db = self._conn
+                with db.pipeline():  # sent together; the results come at its end
+                    db.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    refs = db.execute("SELECT name, value FROM strata.refs")
+                    head = db.execute(f"SELECT {_LANE_HEAD}", (branch,))
+                ref_rows, head_row = refs.fetchall(), head.fetchone()
+                break
+            except psycopg.OperationalError as exc:
+                if retry or not self._db.broken:
+                    raise _unreachable(self.url, exc) from None
+        line = head_row[0] if head_row else None
+        self._ahead = _ReadAhead(
+            [(str(n), str(v)) for n, v in ref_rows],
+            branch,
+            Record.from_line(bytes(line)).hash if line is not None else "",
+        )
         try:
             yield
         finally:
+            self._ahead = None
             if not self._db.broken and not self._db.closed:
                 with contextlib.suppress(psycopg.Error):
                     self._db.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
     def lane_head(self, lane: str) -> str:
         """The hash a new record of ``lane`` chains after (see :mod:`strata.ledger.records`)."""
-        found = self._one(
-            "SELECT line FROM strata.records WHERE lane = %s ORDER BY seq DESC LIMIT 1", (lane,)
-        ) or self._one(
+        ahead = self._ahead
+        if ahead is not None and ahead.lane == lane and ahead.head is not None:
+            head, ahead.head = ahead.head, None
+            return head
+        rows = self._run(f"SELECT {_LANE_HEAD}", (lane,))
+        return Record.from_line(bytes(rows[0][0])).hash if rows and rows[0][0] else ""
+
+    def lane_heads(self) -> dict[str, str]:
+        """The hash of each lane's newest record (``""``: of the newest record without one)."""
+        lanes = self._run(
+            "WITH RECURSIVE l AS (SELECT MIN(lane) AS lane FROM strata.records "
+            "WHERE lane IS NOT NULL UNION ALL SELECT (SELECT MIN(lane) FROM strata.records "
+            "WHERE lane > l.lane) FROM l WHERE l.lane IS NOT NULL) "
+            "SELECT lane FROM l WHERE lane IS NOT NULL"
+        )
+        heads: dict[str, str] = {}
+        unlaned = self._one(
             "SELECT line FROM strata.records WHERE lane IS NULL ORDER BY seq DESC LIMIT 1"
         )
-        return found.hash if found else ""
+        if unlaned is not None:
+            heads[""] = unlaned.hash
+        for (lane,) in lanes:
+            found = self._one(
+                "SELECT line FROM strata.records WHERE lane = %s ORDER BY seq DESC LIMIT 1",
+                (lane,),
+            )
+            if found is not None:
+                heads[str(lane)] = found.hash
+        return heads
 
     def refs(self) -> dict[str, Any]:
         """Where every ref and bookmark points now: ``{name: value}`` (``HEAD@<workspace>``)."""
         import json
 
-        return {str(n): json.loads(v) for n, v in self._run("SELECT name, value FROM strata.refs")}
+        ahead = self._ahead
+        if ahead is not None and ahead.refs is not None:
+            rows, ahead.refs = ahead.refs, None
+        else:
+            rows = [(str(n), str(v)) for n, v in self._run("SELECT name, value FROM strata.refs")]
+        return {n: json.loads(v) for n, v in rows}
 
     def append_lane(self, records: Sequence[Record]) -> list[Record]:
         """Accept a proposal sealed in one lane; the records as stored (their ``seq`` given).
@@ -342,39 +407,59 @@ class PostgresDriver:
         lane = records[0].lane
         if lane is None or any(r.lane != lane for r in records):
             raise CorruptRepository("append refused: a proposal's records are of one lane")
+        moves = sorted({key for r in records if (key := ref_key(r)) and not key.startswith("HEAD")})
+        self._ahead = None  # read before this append: stale after it
         db = self._conn
         try:
-            with db.transaction():
-                db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
-                head = self.lane_head(lane)
-                if records[0].prev != head:
-                    raise LedgerConflict(
-                        f"refused: another writer recorded on branch {lane} first; "
-                        "nothing was written",
-                        missed=self._missed_in_lane(lane, records[0].prev),
-                        hint="run the command again: it starts from the branch as it is now",
-                    )
-                current: dict[str, str | None] = {
-                    str(n): str(v) for n, v in db.execute("SELECT name, value FROM strata.refs")
-                }
-                for record in records:
-                    key = ref_key(record)
-                    if key is None or key.startswith("HEAD"):
-                        continue  # a HEAD is one workspace's, whose own write lock guards it
-                    now = current.get(key)
-                    if now != _ref_value(record.body.get("old")):
-                        what = key.replace("/", " ", 1)
+            try:
+                # two round trips, each one batch of statements (pipeline mode; BEGIN and
+                # COMMIT sent as statements: psycopg's transaction block waits on each): the
+                # lock and what the checks read, then the writes and the commit. The append
+                # lock is held from the first to the commit only.
+                with db.pipeline():
+                    db.execute("BEGIN")
+                    db.execute("SELECT pg_advisory_xact_lock(%s)", (APPEND_LOCK,))
+                    row = db.execute(_APPEND_READ, (lane, moves)).fetchone()
+                    assert row is not None
+                    head = Record.from_line(bytes(row[0])).hash if row[0] is not None else ""
+                    if records[0].prev != head:
                         raise LedgerConflict(
-                            f"refused: another writer moved {what} since this command read it; "
+                            f"refused: another writer recorded on branch {lane} first; "
                             "nothing was written",
-                            missed=self._missed_since(record),
-                            hint="run the command again: it starts from the ledger as it is now",
+                            missed=self._missed_in_lane(lane, records[0].prev),
+                            hint="run the command again: it starts from the branch as it is now",
                         )
-                    current[key] = _ref_value(record.body.get("new"))
-                row = db.execute("SELECT MAX(seq) FROM strata.records").fetchone()
-                last = int(row[0]) if row and row[0] is not None else 0
-                placed = [dataclasses.replace(r, seq=last + 1 + i) for i, r in enumerate(records)]
-                self._insert(db, placed)
+                    current: dict[str, str | None] = {
+                        str(n): str(v) for n, v in (row[2] or {}).items()
+                    }
+                    for record in records:
+                        key = ref_key(record)
+                        if key is None or key.startswith("HEAD"):
+                            continue  # a HEAD is one workspace's, whose own write lock guards it
+                        now = current.get(key)
+                        if now != _ref_value(record.body.get("old")):
+                            what = key.replace("/", " ", 1)
+                            raise LedgerConflict(
+                                f"refused: another writer moved {what} since this command read it; "
+                                "nothing was written",
+                                missed=self._missed_since(record),
+                                hint="run the command again: it starts from the ledger as it "
+                                "is now",
+                            )
+                        current[key] = _ref_value(record.body.get("new"))
+                    last = int(row[1]) if row[1] is not None else 0
+                    placed = [
+                        dataclasses.replace(r, seq=last + 1 + i) for i, r in enumerate(records)
+                    ]
+                    self._insert(db, placed)
+                    db.execute("COMMIT")
+            except BaseException:
+                # refused, or a write failed: nothing of it stays (a lost connection
+                # took the transaction with it)
+                if not db.broken and not db.closed and db.info.transaction_status != IDLE:
+                    with contextlib.suppress(psycopg.Error):
+                        db.execute("ROLLBACK")
+                raise
         except pg_errors.UniqueViolation:
             raise CorruptRepository(
                 "append refused: an event id in this batch is already in the ledger"
@@ -417,6 +502,7 @@ class PostgresDriver:
         if not records:
             return
         lines = [r.to_line() for r in records]  # before touching the server
+        self._ahead = None
         db = self._conn
         try:
             with db.transaction():
@@ -456,33 +542,50 @@ class PostgresDriver:
     ) -> None:
         """Write records, their index rows and the refs they move (in the caller's transaction)."""
         keys = [EventKeys.of(r) for r in records if r.kind == "event"]
+        moved: dict[str, tuple[str | None, int]] = {}
+        for r in records:
+            key = ref_key(r)
+            if key is not None:
+                moved[key] = (_ref_value(r.body.get("new")), r.seq)
+        # one statement a table, each row's values in arrays: with the pipeline of
+        # append_lane, the whole write is one round trip (COPY is not allowed in one)
         with db.cursor() as cur:
-            with cur.copy("COPY strata.records (seq, kind, lane, line) FROM STDIN") as copy:
-                for n, r in enumerate(records):
-                    copy.write_row((r.seq, r.kind, r.lane, lines[n] if lines else r.to_line()))
+            cur.execute(
+                "INSERT INTO strata.records (seq, kind, lane, line) "
+                "SELECT * FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::bytea[])",
+                (
+                    [r.seq for r in records],
+                    [r.kind for r in records],
+                    [r.lane for r in records],
+                    [lines[n] if lines else r.to_line() for n, r in enumerate(records)],
+                ),
+            )
             if keys:
-                cur.executemany(
-                    "INSERT INTO strata.events VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [sqlindex.event_row(k) for k in keys],
+                rows = [sqlindex.event_row(k) for k in keys]
+                cur.execute(
+                    "INSERT INTO strata.events SELECT * FROM unnest(%s::bigint[], "
+                    + ", ".join(["%s::text[]"] * 8)
+                    + ")",
+                    [list(column) for column in zip(*rows, strict=True)],
                 )
                 files = [(k.seq, p) for k in keys for p in indexed_paths(k.files)]
                 if files:
-                    with cur.copy("COPY strata.event_files (seq, path) FROM STDIN") as copy:
-                        for item in files:
-                            copy.write_row(item)
-            for r in records:
-                key = ref_key(r)
-                if key is None:
-                    continue
-                value = _ref_value(r.body.get("new"))
-                if value is None:
-                    cur.execute("DELETE FROM strata.refs WHERE name = %s", (key,))
-                else:
                     cur.execute(
-                        "INSERT INTO strata.refs VALUES (%s, %s, %s) ON CONFLICT (name) "
-                        "DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
-                        (key, value, r.seq),
+                        "INSERT INTO strata.event_files (seq, path) "
+                        "SELECT * FROM unnest(%s::bigint[], %s::text[])",
+                        ([f[0] for f in files], [f[1] for f in files]),
                     )
+            gone = [k for k, (v, _) in moved.items() if v is None]
+            if gone:
+                cur.execute("DELETE FROM strata.refs WHERE name = ANY(%s::text[])", (gone,))
+            kept = [(k, v, q) for k, (v, q) in moved.items() if v is not None]
+            if kept:
+                cur.execute(
+                    "INSERT INTO strata.refs SELECT * FROM unnest(%s::text[], %s::text[], "
+                    "%s::bigint[]) ON CONFLICT (name) "
+                    "DO UPDATE SET value = EXCLUDED.value, seq = EXCLUDED.seq",
+                    ([k[0] for k in kept], [k[1] for k in kept], [k[2] for k in kept]),
+                )
 
     def _hash_at(self, seq: int) -> str | None:
         rows = self._conn.execute("SELECT line FROM strata.records WHERE seq = %s", (seq,))
