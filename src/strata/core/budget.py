@@ -194,6 +194,10 @@ def usage(core: Core) -> BudgetUsage:
     from strata.core.storage import Retention
 
     retention = Retention.from_config(core.config.raw, core.layout)
+    if not retention.max_size:
+        # no budget, nothing it pruned is counted: the ledger's operations are not read
+        # (a status of a long history would pay for it)
+        return BudgetUsage(0, measured(core), retention.keep_last)
     cut, last = history_cut(core)
     return BudgetUsage(retention.max_size, measured(core), retention.keep_last, cut, last)
 
