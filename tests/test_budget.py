@@ -63,6 +63,54 @@ def test_the_budget_prunes_the_oldest_states_but_never_a_bookmark_or_the_last_on
         assert repo.check() == []
 
 
+def test_status_and_du_say_when_the_budget_cut_undo_history(tmp_path: Path, run_cli: Any) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with open_repo(ws) as repo:
+        _configure(repo, BUDGET)
+        _states(repo, ws, 16)
+        used = repo.budget()
+    # every state is minutes old: the tiers keep them all, so each one pruned cut history
+    assert used.history_cut >= 3, used
+    assert used.last_cut is not None and used.last_cut.endswith("Z")
+    status = as_json(run_cli("status", "--json", cwd=ws))
+    assert status["budget"]["history_cut"] == used.history_cut
+    code, out, _ = run_cli("status", cwd=ws)
+    assert code == 0 and f"cut undo history: {used.history_cut} states" in out, out
+    code, out, _ = run_cli("du", cwd=ws)
+    assert code == 0 and f"cut undo history: {used.history_cut} states" in out, out
+    du = json.loads(run_cli("du", "--json", cwd=ws)[1])
+    assert du["budget"]["history_cut"] == used.history_cut
+
+
+def test_a_plain_gc_cuts_no_history(tmp_path: Path, run_cli: Any) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    with open_repo(ws) as repo:
+        _configure(repo, BUDGET.replace(f"max_size = {300 * KB}", "max_size = 0"))
+        _states(repo, ws, 4)
+        repo.gc()
+        assert repo.budget().history_cut == 0
+    code, out, _ = run_cli("du", cwd=ws)
+    assert code == 0 and "cut undo history" not in out, out
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "jsonl"])
+def test_the_budget_counts_the_ledger(tmp_path: Path, driver: str) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.txt").write_text("a\n")
+    with open_repo(ws, ledger=driver) as repo:
+        repo.snapshot(message="one")
+        objects = sum(f.stat().st_size for f in repo.layout.objects.rglob("*") if f.is_file())
+        before = repo.budget().used
+        assert before > objects  # the ledger's bytes come on top of the objects'
+        # events alone, with no new object, grow what the budget counts
+        for i in range(300):
+            repo.bookmark("add", f"mark-{i}", ref="HEAD")
+        assert repo.budget().used - before >= 300 * 100
+
+
 def test_no_budget_prunes_nothing(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

@@ -320,6 +320,7 @@ CONFIG_TABLES = (
     "sync",  # where 'strata vcs sync' writes when the workspace is not a git work tree
     "telemetry",  # otlp_endpoint: where every command exports its spans and the metrics
     "traces",  # recipients, identity: traces encrypted at rest (providers/trace.py)
+    "snapshot",  # max_file_size, large_files: the large-file guard (store/large.py)
 )
 
 

@@ -516,7 +516,7 @@ def status(as_json: bool) -> None:
             f"{result.next_branch}"
         )
     click.echo(watcher_line(watcher))
-    if budget is not None and budget["max_size"]:
+    if budget is not None and (budget["max_size"] or budget.get("history_cut")):
         click.echo(budget_line(budget))
     if result.clean:
         click.echo("Working tree matches HEAD.")

@@ -152,11 +152,19 @@ def du(as_json: bool) -> None:
 def budget_line(budget: dict[str, Any]) -> str:
     """The storage budget in one line, as ``du`` and ``status`` print it."""
     if not budget.get("max_size"):
-        return "Storage budget: none (set [retention] max_size in config.toml)"
-    line = f"Storage budget: {_size(budget['used'])} of {_size(budget['max_size'])}"
+        line = "Storage budget: none (set [retention] max_size in config.toml)"
+    else:
+        line = f"Storage budget: {_size(budget['used'])} of {_size(budget['max_size'])}"
     if budget.get("over"):
         line += " (over: what is kept (bookmarks, checkpoints, the last "
         line += f"{budget['keep_last']} states) needs more)"
+    cut = budget.get("history_cut") or 0
+    if cut:
+        when = str(budget.get("last_cut") or "")[:19].replace("T", " ")
+        line += (
+            f"; it cut undo history: {_count(cut, 'state')} the retention tiers would keep "
+            f"were pruned{f' (last {when} UTC)' if when else ''}"
+        )
     return line
 
 

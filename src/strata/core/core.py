@@ -74,6 +74,7 @@ if TYPE_CHECKING:
     from strata.core.groups import Group
     from strata.core.results_ops import OperationRecord
     from strata.core.workspace import Scan
+    from strata.store.large import LargeFiles
     from strata.store.materialize import Action, Journal, RestoreReport
     from strata.store.sealing import TraceCipher
     from strata.watch.monitor import Answer, ChangeMonitor
@@ -174,6 +175,7 @@ class Core:
             cache_path=layout.statcache,
             rules=self.rules,
             changes=self.changes_since,
+            large=self.large_files,
             progress=lambda done, total: self.progress(done, total) if self.progress else None,
             trash=layout.trash,
         )
@@ -441,6 +443,21 @@ class Core:
         """
         defaults = () if self.layout.git_backed else self.config.ignore_defaults
         return IgnoreRules.root(defaults=defaults, extra=self.extra_ignore)
+
+    def large_files(self) -> LargeFiles:
+        """The large-file guard (``[snapshot] max_file_size``, ``large_files``).
+
+        A bad setting is a :class:`~strata.errors.RepositoryError` naming it.
+        """
+        from strata.layout import bad_config, misspelt_problem, parse_size
+        from strata.store.large import large_files
+
+        if (near := misspelt_problem(self.config.raw, "snapshot")) is not None:
+            raise bad_config(self.layout, near)  # the guard's limit would not be the one meant
+        try:
+            return large_files(self.config.raw.get("snapshot"), parse_size)
+        except ValueError as exc:
+            raise bad_config(self.layout, str(exc)) from None
 
     def changes_since(self, token: str, *, root: str = "") -> Answer | None:
         """Ask the running watcher which paths changed since ``token`` (None: no watcher).

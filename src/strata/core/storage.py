@@ -462,8 +462,13 @@ def _writer_gone(name: str) -> bool:
 # -- collecting ---------------------------------------------------------------------------
 
 
-def collect(core: Core, plan: GcPlan, *, dry_run: bool) -> GcResult:
-    """Carry out ``plan``: record the pruned snapshots, then delete. The caller holds the lock."""
+def collect(
+    core: Core, plan: GcPlan, *, dry_run: bool, details: dict[str, Any] | None = None
+) -> GcResult:
+    """Carry out ``plan``: record the pruned snapshots, then delete. The caller holds the lock.
+
+    ``details``: more for the ``gc`` operation's details (the budget's ``budget_cut``).
+    """
     result = GcResult(
         dry_run=dry_run,
         retention=plan.retention,
@@ -485,6 +490,7 @@ def collect(core: Core, plan: GcPlan, *, dry_run: bool) -> GcResult:
             pruned=plan.pruned,
             objects_removed=plan.objects,
             bytes_freed=plan.bytes,
+            **(details or {}),
         ) as tx:
             result.operation_id = tx.id
     # The manifests of pruned snapshots go first, durably: a snapshot whose manifest is

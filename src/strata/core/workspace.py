@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from strata.ids import ObjectId
 from strata.store.fsops import empty_trash
 from strata.store.ignore import IgnoreRules
+from strata.store.large import LargeFiles
 from strata.store.objects import ObjectStore, OverlayStore
 from strata.store.scan import Scanner, ScanResult
 from strata.store.statcache import FileStat, StatCache
@@ -156,8 +157,11 @@ class Workspace:
         changes: Callable[[str], Answer | None] | None = None,
         progress: Callable[[int, int], None] | None = None,
         trash: Path | None = None,
+        large: Callable[[], LargeFiles] | None = None,
     ) -> None:
         self.root = root
+        #: the large-file guard's settings (None: every file is recorded)
+        self.large = large
         #: where :meth:`apply` moves the files it replaces (None: they are unlinked at once)
         self.trash = trash
         self.objects = objects
@@ -192,6 +196,7 @@ class Workspace:
             hash_only=hash_only,
             progress=self.progress,
             changed=answer.changed if answer is not None else None,
+            large=self.large() if self.large is not None else None,
         )
         result = scanner.scan()
         token_before = cache.token

@@ -78,6 +78,7 @@ import blake3
 
 from strata.ids import ObjectId
 from strata.store.ignore import IGNORE_FILES, IgnoreRules
+from strata.store.large import LargeFiles
 from strata.store.longpath import lstat_path, open_path, readlink_path
 from strata.store.objects import STREAM_THRESHOLD, ObjectStore, hash_bytes, hash_fd
 from strata.store.statcache import DirCache, FileStat, Quick, Row, StatCache
@@ -347,8 +348,11 @@ class Scanner:
         hash_only: bool = False,
         progress: Callable[[int, int], None] | None = None,
         changed: Collection[str] | None = None,
+        large: LargeFiles | None = None,
     ) -> None:
         self.root = root
+        #: the large-file guard: files it skips are not read (see :mod:`strata.store.large`)
+        self.large = large
         self.store = store
         self.rules = rules
         self.cache = cache
@@ -400,6 +404,8 @@ class Scanner:
             for name, row in f.entries.items()
             if row[3] is None and row[0] == "f"
         ]
+        if self.large is not None and self.large.limit:
+            jobs = self._skip_large(jobs, self.large, warnings)
         hashed = len(jobs)
         dirs: dict[str, DirCache] = {}
         trees: list[str] = [""] * len(folders)
@@ -1138,6 +1144,30 @@ class Scanner:
             return False
         _take_quick(folder, folders, rules, quick, subfolders)
         return True
+
+    def _skip_large(self, jobs: list[_Job], large: LargeFiles, warnings: list[str]) -> list[_Job]:
+        """The jobs left once the files ``large`` skips are set aside.
+
+        A skipped file is named in a warning and in the scan's errors, and keeps
+        what the previous scan recorded for it, as a file that cannot be read
+        does: a rollback or rewind then leaves it alone. Only the files over the
+        limit cost more than one comparison (a first snapshot has 80,000 jobs).
+        """
+        limit = large.limit
+        over = [j for j in jobs if j.folder.entries[j.name][2] > limit]  # type: ignore[operator]
+        skipped: set[int] = set()
+        for job in over:
+            size = int(job.folder.entries[job.name][2])  # type: ignore[call-overload]
+            rel = job.folder.prefix + job.name
+            if not large.skips(rel, size):
+                continue
+            skipped.add(id(job))
+            self._errors[rel] = "over [snapshot] max_file_size"
+            warnings.append(large.warning(rel, size))
+            self._keep(job.folder, [], job.name)
+        if not skipped:
+            return jobs
+        return [j for j in jobs if id(j) not in skipped]
 
     def _unreadable(
         self, path: str, exc: OSError, warnings: list[str], *, folder: bool = False

@@ -682,6 +682,7 @@ def draft_workspace(core: Core) -> Workspace:
             cache_path=core.layout.draft / STATCACHE,
             rules=core.rules,
             changes=lambda token: core.changes_since(token, root="draft"),
+            large=core.large_files,
             trash=core.layout.trash,
         )
     return workspace
