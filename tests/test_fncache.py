@@ -100,3 +100,28 @@ def test_nothing_is_written_where_byte_code_is_not(site: Path) -> None:
     done = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert not cache_file(site).exists()
+
+
+def test_the_install_step_writes_what_every_command_loads_even_with_byte_code_writing_off(
+    site: Path,
+) -> None:
+    # scripts/dev runs `python -m strata._fncache` after compileall: CI and many shells set
+    # PYTHONDONTWRITEBYTECODE, under which no command writes the file itself
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(site)}
+    done = subprocess.run(
+        [sys.executable, "-m", "strata._fncache"], env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    path = cache_file(site)
+    assert path.is_file()
+    probe = (
+        "import sys; from strata import _fncache; _fncache.install(); import strata.cli, "
+        "strata.repo; print(_fncache._new)"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], env=env,
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    assert loaded.stdout.split() == ["0"]  # nothing left for a command to compile

@@ -88,9 +88,34 @@ def save() -> None:
     _new = 0
     temporary = f"{_path}.{os.getpid()}.tmp"
     try:
+        os.makedirs(os.path.dirname(_path), exist_ok=True)
         with open(temporary, "wb") as f:
             f.write(MAGIC_NUMBER + marshal.dumps(_cache))
         os.replace(temporary, _path)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
             os.unlink(temporary)
+
+
+def warm(modules: tuple[str, ...] = ("strata.cli", "strata.repo")) -> int:
+    """Compile the methods of the dataclasses ``modules`` load and write the file.
+
+    What an install step runs (``python -m strata._fncache``), as ``compileall``
+    writes byte code whatever ``PYTHONDONTWRITEBYTECODE`` says. The default is
+    what every command loads (the command line and the repository); the code of
+    what fewer commands load is added by the runs that load it, where byte code
+    is written. Returns the number of texts kept.
+    """
+    import importlib
+
+    global _new
+    install()
+    for name in modules:
+        importlib.import_module(name)
+    _new = max(_new, 1)
+    save()
+    return len(_cache)
+
+
+if __name__ == "__main__":
+    print(f"kept the code of {warm()} dataclass methods in {_cache_path()}")
