@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,23 @@ def deep_cleanup() -> Iterator[list[Path]]:
         subprocess.run(["rm", "-rf", "--", str(folder)], check=False)
 
 
+@pytest.fixture
+def outside() -> Iterator[Path]:
+    """A folder outside pytest's temp folder, for trees deeper than the recursion limit.
+
+    pytest removes old temp folders with ``shutil.rmtree``, which recurses: a deep tree
+    left there by a killed run would end the next run in ``RecursionError``. Here it
+    costs nothing, and the folders of runs whose process is gone are removed (``rm -rf``).
+    """
+    for old in Path(tempfile.gettempdir()).glob("strata-deep-*-*"):
+        owner = old.name.split("-")[2]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            subprocess.run(["rm", "-rf", "--", str(old)], check=False)
+    folder = Path(tempfile.mkdtemp(prefix=f"strata-deep-{os.getpid()}-"))
+    yield folder
+    subprocess.run(["rm", "-rf", "--", str(folder)], check=False)
+
+
 def test_a_file_past_path_max_is_recorded_shown_and_rewound(ws: Path, repo: Repository) -> None:
     (ws / "a.txt").write_text("a\n")
     parts = _long_parts(ws)
@@ -119,9 +137,11 @@ def test_a_file_past_path_max_is_recorded_shown_and_rewound(ws: Path, repo: Repo
 
 
 def test_a_tree_deeper_than_the_recursion_limit_is_recorded_checked_and_rewound(
-    ws: Path, repo: Repository, tmp_path: Path, deep_cleanup: list[Path]
+    outside: Path, make_repo: Callable[..., Repository]
 ) -> None:
-    deep_cleanup.extend([ws, tmp_path / "out"])
+    ws = outside / "ws"
+    ws.mkdir()
+    repo = make_repo(ws)
     parts = ["a"] * DEPTH
     _make_chain(ws, parts, "leaf.txt", b"deep\n")
     (ws / "top.txt").write_text("top\n")
@@ -130,8 +150,8 @@ def test_a_tree_deeper_than_the_recursion_limit_is_recorded_checked_and_rewound(
     assert result.warnings == []
     assert result.diff is not None and result.diff.files_changed == 2
     assert repo.check() == []
-    assert repo.export("HEAD", tmp_path / "out") == 2
-    assert _read_at(tmp_path / "out", parts, "leaf.txt") == b"deep\n"
+    assert repo.export("HEAD", outside / "out") == 2
+    assert _read_at(outside / "out", parts, "leaf.txt") == b"deep\n"
 
     _remove_tree(ws / "a")
     deleted = [f.name for f in repo.status().changes]
@@ -211,11 +231,10 @@ def test_an_unreadable_path_is_named_and_kept(
 
 @pytest.mark.slow
 def test_run_rollback_brings_back_a_tree_deeper_than_the_recursion_limit(
-    tmp_path: Path, run_cli: CliRunner, deep_cleanup: list[Path]
+    outside: Path, run_cli: CliRunner
 ) -> None:
-    ws = tmp_path / "ws"
+    ws = outside / "ws"
     ws.mkdir()
-    deep_cleanup.append(ws)
     _make_chain(ws, ["a"] * DEPTH, "leaf.txt", b"deep\n")
     (ws / "top.txt").write_text("top\n")
     assert "2 files" in ok(run_cli("init", cwd=ws))

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 import strata
-from conftest import Person
+from conftest import Person, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "k3y-for-the-test"
@@ -103,6 +103,8 @@ class ScriptedWatcher:
         self.server.listen(8)
         self.requests: list[dict[str, Any]] = []
         self.answer = answer
+        #: set when the test ends: an answer that holds its connection open waits on it
+        self.closing = threading.Event()
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
@@ -126,6 +128,7 @@ class ScriptedWatcher:
     def close(self) -> None:
         if self.server.fileno() == -1:
             return  # closed already
+        self.closing.set()
         # shutdown wakes the thread blocked in accept, which then ends; closing first would
         # free the descriptor's number while the thread may still be about to accept on it,
         # and a socket opened later by another test could get that number and its clients
@@ -452,9 +455,9 @@ def test_ctrl_c_after_handing_over_names_the_watcher_that_finishes_it(
         send(conn, {"v": 1, "ok": True, "ready": True, "pid": 4242})
         _read_line(conn)
         handed.set()
-        time.sleep(5)
+        watcher.closing.wait(30)  # still running the command when the test ends
 
-    scripted(answer)
+    watcher = scripted(answer)
     proc = subprocess.Popen(
         [client, "rewind", "HEAD~1", *(["--json"] if as_json else [])],
         cwd=workspace,
@@ -632,16 +635,25 @@ def test_a_watcher_that_does_not_answer_is_waited_for_once(
 ) -> None:
     """After its wait the native client leaves the command to Python, which does not wait again."""
 
+    stuck = threading.Event()
+
     def answer(conn: socket.socket, request: dict[str, Any]) -> None:
         if request.get("op") == "run":
-            time.sleep(3)  # stuck past the client's 2 s
+            stuck.wait(30)  # stuck past the client's 2 s, until the command has ended
 
     watcher = scripted(answer)
     code, out, err = _run(client, ["history", "--json"], workspace, run_cli.env())
     assert code == 0, err
     assert [e["rationale"] for e in json.loads(out)] == ["base"]  # run by the Python command
-    time.sleep(3.5)  # what else was sent meanwhile has been read by now
-    assert [r.get("op") for r in watcher.requests] == ["run"]  # asked once, by the native client
+    stuck.set()
+    # the watcher takes connections in turn: once a probe sent now is read, whatever the
+    # command sent meanwhile has been read before it
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.connect(str(watcher.path))
+        probe.sendall(b'{"op": "probe"}\n')
+        wait_until(lambda: any(r.get("op") == "probe" for r in watcher.requests))
+    # asked once, by the native client
+    assert [r.get("op") for r in watcher.requests] == ["run", "probe"]
 
 
 def test_a_caller_that_ignores_ctrl_c_keeps_ignoring_it(

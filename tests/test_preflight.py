@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -604,15 +605,22 @@ def test_ctrl_c_stops_the_check_and_removes_the_scratch_folder(
     )  # fmt: skip
     try:
         wait_until(lambda: marker.exists() and marker.read_text().strip())
-        sleeper = int(marker.read_text())
+        # the check's own process (the shell exec'd sleep): its descriptor becomes readable
+        # when it exits, whoever reaps it, and it names that process even if its pid is reused
+        sleeper = os.pidfd_open(int(marker.read_text()))
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
+    try:
+        # strata killed and reaped it before it exited itself: it is gone now, not later
+        ended, _, _ = select.select([sleeper], [], [], 0)
+    finally:
+        os.close(sleeper)
     assert proc.returncode == 130, err
     assert err.strip() == "error: interrupted"
     assert list(scratch.iterdir()) == []
-    wait_until(lambda: not Path(f"/proc/{sleeper}").exists(), timeout=10)
+    assert ended, "the check's process outlived strata preflight"
 
 
 # -- the sandbox ---------------------------------------------------------------------------

@@ -71,7 +71,7 @@ from strata.errors import (
 )
 from strata.ids import ObjectId
 from strata.ledger.events import Author, Event, EventType
-from strata.runs.process import wait_session
+from strata.runs.process import kill_group, wait_session
 from strata.sandbox.paths import check_relative, display_path, is_internal
 from strata.store.objects import ObjectStore, verified_chunks
 from strata.store.tree import TreeEntry, read_tree
@@ -759,22 +759,32 @@ def _run_copy(
     timeout_s: float,
 ) -> CheckResult:
     start = time.monotonic()
-    try:
-        proc = subprocess.Popen(
-            full,
-            cwd=cwd,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    except OSError as exc:  # the program of an argv that does not exist (--sandbox none)
-        message = f"strata: cannot run {argv[0]}: {exc.strerror or exc}\n"
-        failed = 127 if isinstance(exc, FileNotFoundError) else 126
-        return CheckResult(argv, sandbox, timeout_s, True, failed, None, False, 0, message, False)
-    assert proc.stdout is not None
-    tail = _Tail(proc.stdout)
+    # Ctrl-C while the command starts is held until its wait begins: an interrupt that landed
+    # between the fork and the wait would leave the command's session running on its own
+    with _interrupts_held() as held:
+        try:
+            proc = subprocess.Popen(
+                full,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except OSError as exc:  # the program of an argv that does not exist (--sandbox none)
+            message = f"strata: cannot run {argv[0]}: {exc.strerror or exc}\n"
+            failed = 127 if isinstance(exc, FileNotFoundError) else 126
+            return CheckResult(
+                argv, sandbox, timeout_s, True, failed, None, False, 0, message, False
+            )
+        assert proc.stdout is not None
+        tail = _Tail(proc.stdout)
+    if held:
+        kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        raise KeyboardInterrupt
     try:
         status, timed_out = wait_session(proc, timeout_s=timeout_s, grace_s=KILL_GRACE_S)
     finally:
@@ -789,6 +799,22 @@ def _run_copy(
     return CheckResult(
         argv, sandbox, timeout_s, True, code, sig, timed_out, duration, output, truncated
     )
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[list[int]]:
+    """Within the block, SIGINT, SIGTERM and SIGHUP are only noted in the list yielded."""
+    held: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield held
+        return
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, lambda signum, frame: held.append(signum)) for s in signals}
+    try:
+        yield held
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 @contextlib.contextmanager
