@@ -529,6 +529,8 @@ class Workshop:
                 )
             system, history = assembled.system, list(assembled.messages)
             tools = self.tools() if callable(self.tools) else self.tools
+            from strata.providers.window import input_budget
+
             common: dict[str, Any] = {
                 "system": system,
                 "max_steps": self.max_steps,
@@ -542,6 +544,8 @@ class Workshop:
                 "data": {"workshop": {"conversation": self.conversation_id, "message": user.id}},
                 "limits": self._limits(),
                 "draft_on_write": True,
+                # every step's request within the model's context, as the first prompt is
+                "input_budget": input_budget(provider, assembled.window),
                 "source": {
                     "kind": "workshop",
                     "conversation": self.conversation_id,
@@ -589,8 +593,11 @@ class Workshop:
             "steps": [s.event_id for s in steps],
             "traces": [t for s in steps for t in s.traces],
         }
-        if assembled is not None and assembled.notes:  # what was cut to fit the prompt
-            data["context_notes"] = list(assembled.notes)
+        # what was cut to fit the prompt, and each step's request
+        notes = [*(assembled.notes if assembled is not None else ())]
+        notes += result.notes if result is not None else []
+        if notes:
+            data["context_notes"] = notes
         if isinstance(provider, CompatProvider):
             data["compat"] = proposal_data(provider)
         if error is not None:
@@ -985,8 +992,8 @@ def workshop(
         # digest as a context item, the last messages, within the model's context; see
         # strata.workshop.context and strata.workshop.fit
         from strata.digest import digest_context_item
-        from strata.providers.window import context_window
-        from strata.workshop.fit import fit_prompt, output_room
+        from strata.providers.window import context_window, output_room
+        from strata.workshop.fit import fit_prompt
 
         item = digest_context_item(core)
         window = context_window(provider)
