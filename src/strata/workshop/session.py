@@ -552,28 +552,28 @@ class Workshop:
                     "message": user.id,
                 },
             }
-            if rpi:
-                from strata.workshop.rpi import rpi_folder, run_rpi_agent
+            from strata.workshop.rpi import loop_detector, rpi_folder, run_rpi_agent
 
-                result = run_rpi_agent(
-                    core,
-                    provider,
-                    user.text,
-                    state=rpi_folder(core.layout.repo, self.conversation_id),
-                    key=user.id,
-                    **common,
-                )
-            else:
-                from strata.workshop.rpi import loop_detector
+            def answer(provider: Provider) -> AgentResult:
+                if rpi:
+                    return run_rpi_agent(
+                        core,
+                        provider,
+                        user.text,
+                        state=rpi_folder(core.layout.repo, self.conversation_id),
+                        key=user.id,
+                        **common,
+                    )
+                return run_agent(core, provider, user.text, loop=loop_detector(), **common)
 
-                try:
-                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
-                except ProviderError as exc:
-                    compat = fallback(provider, exc) if not steps else None
-                    if compat is None:
-                        raise
-                    provider = compat  # the server refuses tools: the compatibility flow
-                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+            try:
+                result = answer(provider)
+            except ProviderError as exc:
+                compat = fallback(provider, exc) if not steps else None
+                if compat is None:
+                    raise
+                provider = compat  # the server refuses tools: the compatibility flow
+                result = answer(provider)
             if result.stopped == "max_steps":
                 raise WorkshopStepLimit(result.max_steps)
         except (StrataError, KeyboardInterrupt) as exc:
