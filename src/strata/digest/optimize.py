@@ -134,20 +134,25 @@ def converse(
     """Ask until the model answers without a tool call; its tool calls run on ``tree``.
 
     Each tool call is recorded with ``recorder`` (the model calls are, by a
-    :class:`RecordingProvider` around ``provider``). Raises
-    :class:`ProviderProtocolError` when ``max_calls`` calls end without an answer, and
-    :class:`~strata.errors.AgentLoopDetected` when the model repeats one tool call
-    (:class:`strata.agent.step.LoopDetector`). Each call is one step of the step loop
+    :class:`RecordingProvider` around ``provider``). The last of ``max_calls``
+    calls, and the call after the loop detector's warning (the model
+    repeating one tool call, :class:`strata.agent.step.LoopDetector`), is
+    asked with ``tool_choice`` ``none``: the model must answer with the
+    digest, so a small model that keeps listing files still ends with one.
+    Raises :class:`ProviderProtocolError` when even that call answers with a
+    tool call. Each call is one step of the step loop
     (:func:`strata.agent.step.take_step`).
     """
     messages = list(request.messages)
     loop = LoopDetector()
-    for _ in range(max_calls):
+    answer_now = False
+    for n in range(max_calls):
+        last = answer_now or n == max_calls - 1
         ask = Request(
             model=request.model,
             messages=tuple(messages),
             tools=request.tools,
-            tool_choice=request.tool_choice,
+            tool_choice="none" if last and request.tools else request.tool_choice,
             reasoning_effort=request.reasoning_effort,
             max_output_tokens=request.max_output_tokens,
         )
@@ -162,9 +167,12 @@ def converse(
         )
         if not outcome.response.tool_calls:
             return outcome.response
+        if last:
+            break
+        answer_now = bool(outcome.warnings)
         messages.extend(outcome.messages())
     raise ProviderProtocolError(
-        provider.name, f"no digest after {max_calls} model calls (each asked for tools)"
+        provider.name, "no digest: the model answered with a tool call when asked for the digest"
     )
 
 
