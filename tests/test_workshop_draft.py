@@ -325,6 +325,28 @@ def test_ask_publish_on_the_command_line_then_chat_rewind_restores_published(
     assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False
 
 
+def test_undoing_a_command_line_publish_takes_its_checkpoint_card_back(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    shop_cli(run_cli, ws, tmp_path, EDIT)
+    turn = as_json(run_cli("ask", "--json", "set a.txt to one", cwd=ws))
+    as_json(run_cli("publish", "--json", cwd=ws))
+    card = as_json(run_cli("chat", "log", "--json", cwd=ws))["messages"][-1]
+    assert card["system_kind"] == "checkpoint_publish"
+    ok(run_cli("undo", cwd=ws))
+    assert (ws / "a.txt").read_text() == "original\n"
+    log = as_json(run_cli("chat", "log", "--json", cwd=ws))
+    # the head is the turn's answer again: the card is out of the transcript
+    assert log["head"] == turn["assistant_message"]["id"]
+    assert card["id"] not in [m["id"] for m in log["messages"]]
+    assert "strata chat restore" not in ok(run_cli("chat", "log", cwd=ws))
+    code, _, err = run_cli("chat", "restore", card["id"][:12], cwd=ws)
+    assert code == 1 and "undone" in err and "Traceback" not in err
+    # the next turn follows the answer, not the card
+    again = as_json(run_cli("ask", "--json", "set a.txt to one again", cwd=ws))
+    assert again["user_message"]["parent"] == turn["assistant_message"]["id"]
+
+
 def test_a_publish_from_anywhere_adds_one_card_to_each_conversation_that_edited_the_draft(
     ws_repo: Repository,
 ) -> None:

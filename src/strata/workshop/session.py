@@ -879,6 +879,13 @@ class Workshop:
         if len(wanted) >= 4:
             cards = [r for r in self.log().records if r.id.startswith(wanted)]
             if len(cards) == 1:
+                taken = [r for r in self.log().records if r.data.get("card") == cards[0].id]
+                if taken:
+                    raise WorkshopError(
+                        f"the publish of card {cards[0].id} was undone: its checkpoint is not "
+                        "offered",
+                        hint="give a checkpoint id ('strata checkpoint list')",
+                    )
                 key = _PUBLISHED_MOVES.get(cards[0].system_kind or "")
                 if key is None or not cards[0].data.get(key):
                     raise WorkshopError(
@@ -1560,16 +1567,54 @@ def _recover_pending(core: Core, info: Mapping[str, Any], command: str) -> None:
         )
 
 
+def take_cards_back(
+    tx: Transaction, operation: str, command: str, *, skip: str | None = None
+) -> list[str]:
+    """Take back the checkpoint cards operation ``operation`` added (its publish is undone).
+
+    Each card gets an off-chain ``undo`` note naming it (``data.card``); a
+    card that is its conversation's head moves the head back to the card's
+    parent, so ``chat log`` and the chat no longer show it or offer its
+    Restore (:meth:`Workshop.checkpoint_of` refuses it). ``skip`` is a
+    conversation left as it is. Returns the cards taken back.
+    """
+    from strata.ledger.driver import EventFilter
+
+    found = tx.core.ledger.driver.find_events(
+        EventFilter(operation_id=operation, action_type=EventType.SYSTEM_EVENT), limit=None
+    )
+    taken: list[str] = []
+    for record in found:
+        card = ChatMessage.from_event(Event.from_json(record.body, seq=record.seq))
+        if card.system_kind != "checkpoint_publish" or card.conversation == skip:
+            continue
+        log = ConversationLog.load(tx.core, card.conversation)
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            card.conversation,
+            text=f"undid {command}: its checkpoint card is taken back",
+            chain=False,
+            head=card.parent if log.head == card.id else log.head,
+            data={"kind": "undo", "undid": operation, "command": command, "card": card.id},
+        )
+        taken.append(card.id)
+    return taken
+
+
 def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     """``strata undo`` of a ``chat …`` operation: the state before it comes back whole.
 
     Published from the checkpoint taken before it moved, the Draft to the
     revision it had (reopened when it had ended, discarded when there was
     none), the conversation's head and the model where they were. False for
-    any other operation.
+    any other operation, after taking back the checkpoint cards it added
+    (:func:`take_cards_back`: a ``strata publish`` undone, the generic undo
+    then reverses the publish itself).
     """
     info = op.details.get("workshop")
     if not op.command.startswith("chat ") or not isinstance(info, dict):
+        take_cards_back(tx, op.id, op.command)
         return False
     state = info.get("state_before")
     if not isinstance(state, dict):
@@ -1609,6 +1654,8 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
             head=state.get("head"),
             data={"kind": "model_switch", "model": state["model"]},
         )
+    for inner_op in info.get("ops", []):  # a chat publish's cards in other conversations
+        take_cards_back(tx, str(inner_op), op.command, skip=conversation)
     tx.details.update(
         undid=op.id,
         undid_also=[*info.get("ops", []), *inner],
