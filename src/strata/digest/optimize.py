@@ -104,12 +104,18 @@ def optimization_sections(
 
 
 def optimization_request(
-    scan: WorkspaceScan, *, model: str, key: str = DEFAULT_KEY, focus: str | None = None
+    scan: WorkspaceScan,
+    *,
+    model: str,
+    key: str = DEFAULT_KEY,
+    focus: str | None = None,
+    input_budget: int | None = None,
 ) -> Request:
     """The first request of an optimization: the system prompt, the sections, the read-only tools.
 
     ``tool_choice`` is ``auto``: the model may answer at once from the scan,
-    or read files first.
+    or read files first. ``input_budget`` keeps every call within the model's
+    context (the files it reads pile up; :func:`strata.providers.window.fit_request`).
     """
     body = "\n\n".join(
         f"## {title}\n\n{text}" for title, text in optimization_sections(scan, key=key, focus=focus)
@@ -119,6 +125,7 @@ def optimization_request(
         messages=(Message("system", OPTIMIZE_SYSTEM), Message("user", body + "\n")),
         tools=tool_specs(),
         tool_choice="auto",
+        input_budget=input_budget,
     )
 
 
@@ -155,6 +162,7 @@ def converse(
             tool_choice="none" if last and request.tools else request.tool_choice,
             reasoning_effort=request.reasoning_effort,
             max_output_tokens=request.max_output_tokens,
+            input_budget=request.input_budget,
         )
         outcome = take_step(
             provider,
@@ -170,7 +178,7 @@ def converse(
         if last:
             break
         answer_now = bool(outcome.warnings)
-        messages.extend(outcome.messages())
+        messages = outcome.conversation()
     raise ProviderProtocolError(
         provider.name, "no digest: the model answered with a tool call when asked for the digest"
     )
@@ -284,7 +292,12 @@ def optimize(
             "the workspace is empty and nothing is recorded: there is nothing to digest"
         )
     scan = scan_tree(core.objects, tree)
-    request = optimization_request(scan, model=provider.model, key=key, focus=focus)
+    from strata.providers.window import context_window, input_budget
+
+    budget = input_budget(provider, context_window(provider))
+    request = optimization_request(
+        scan, model=provider.model, key=key, focus=focus, input_budget=budget
+    )
     recorder = Recorder(put=core.objects.put, agent_id=AGENT_ID, secrets=secrets)
     response = converse(
         RecordingProvider(provider, recorder), request, core.objects, tree, recorder
@@ -416,7 +429,14 @@ def replay_optimize(
     if not llm:
         return OptimizeReplay(event.id, False, "unrecorded_call", "the event names no model call")
     model = str(llm[0].request.get("model", ""))
-    request = optimization_request(scan, model=model, key=str(info["key"]), focus=info.get("focus"))
+    budget = llm[0].request.get("input_budget")  # as the optimization fitted its calls
+    request = optimization_request(
+        scan,
+        model=model,
+        key=str(info["key"]),
+        focus=info.get("focus"),
+        input_budget=budget if isinstance(budget, int) else None,
+    )
     provider = ReplayProvider(llm, name=f"replay of {llm[0].provider or llm[0].adapter}")
     observed = Recorder(
         put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id
