@@ -7,6 +7,7 @@ import json
 import logging
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -26,7 +27,6 @@ from strata.digest import (
 from strata.digest import scan as digest_scan
 from strata.digest.optimize import EXPECTATIONS, GOAL, optimization_sections
 from strata.errors import (
-    AgentLoopDetected,
     DigestError,
     ProviderError,
     ProviderProtocolError,
@@ -498,28 +498,47 @@ def test_optimize_may_read_the_recorded_files_with_read_only_tools(demo):
     assert [s.kind for s in report.steps][-1] == "digest"
 
 
+class _Asked:
+    """A provider's requests, kept as they are asked (the provider answers from its script)."""
+
+    def __init__(self, inner: Scripted) -> None:
+        self.inner = inner
+        self.name, self.adapter, self.model = inner.name, inner.adapter, inner.model
+        self.requests: list[Any] = []
+
+    def stream(self, request, *, cancel=None):
+        self.requests.append(request)
+        return self.inner.stream(request, cancel=cancel)
+
+
 def test_an_optimize_that_never_stops_asking_for_tools_persists_nothing(demo):
-    # each call asks for a different file: no loop, only the budget ends it
+    # each call asks for a different file: no loop; the last call is asked for the digest,
+    # without tools, and a model that still calls one gives none
     endless = [
         {"tool_calls": [{"name": "read_file", "arguments": {"path": f"file{n}.txt"}}]}
         for n in range(8)
     ]
-    with pytest.raises(ProviderProtocolError, match="no digest after 8 model calls"):
-        demo.digest().optimize(Scripted(endless, name="demo"))
-    assert demo.digest().show().source == "placeholder"
-    assert not any(e.action_type == "agent_step" for e in _events(demo))
-
-
-def test_an_optimize_that_repeats_one_tool_call_is_stopped(demo):
-    same = {"tool_calls": [{"name": "list_files", "arguments": {}}]}
-    script = [same, same, same, same, same, {"text": "never asked"}]
-    provider = Scripted(script, name="demo")
-    with pytest.raises(AgentLoopDetected, match="list_files with the same arguments 5 times"):
+    provider = _Asked(Scripted(endless, name="demo"))
+    with pytest.raises(ProviderProtocolError, match="answered with a tool call when asked"):
         demo.digest().optimize(provider)
-    # the fifth identical call was not run, and the model was not asked again
-    assert provider.served == 5
+    assert [r.tool_choice for r in provider.requests] == ["auto"] * 7 + ["none"]
     assert demo.digest().show().source == "placeholder"
     assert not any(e.action_type == "agent_step" for e in _events(demo))
+
+
+def test_an_optimize_that_repeats_one_tool_call_is_asked_for_the_digest(demo):
+    """A small model listing the files again and again is warned, then asked for the digest."""
+    same = {"tool_calls": [{"name": "list_files", "arguments": {}}]}
+    provider = _Asked(Scripted([same, same, same, {"text": "# Listed"}], name="demo"))
+    result = demo.digest().optimize(provider)
+    assert result.digest == "# Listed"
+    assert [r.tool_choice for r in provider.requests] == ["auto", "auto", "auto", "none"]
+    assert "same arguments 3 times" in provider.requests[-1].messages[-1].content
+    assert demo.digest().show().source == "session"
+    # the call asked for the digest replays as it was recorded
+    base = next(e for e in _events(demo) if e.action_type != "agent_step")
+    report = demo.replay(f"{base.id}..{result.anchor_event_id}")
+    assert report.ok, report.divergence
 
 
 CONFIG_NAMES = (

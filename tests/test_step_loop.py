@@ -113,9 +113,14 @@ def test_host_stops_a_model_repeating_a_tool_call(run_cli, ws: Path) -> None:
     assert finished and finished[0]["data"]["host"]["status"] == "error"
 
 
-def test_digest_optimize_stops_a_model_repeating_a_tool_call(run_cli, ws: Path) -> None:
+def test_digest_optimize_asks_a_model_repeating_a_tool_call_for_the_digest(
+    run_cli, ws: Path
+) -> None:
+    """After the warning the optimizer asks for the digest with no tool; one still calling fails."""
     _workspace(run_cli, ws, _repeat("list_files", {}, [{"text": "# Digest"}]))
-    _stopped(run_cli("digest", "optimize", "--model", "bot", cwd=ws), "list_files")
+    code, _, err = run_cli("digest", "optimize", "--model", "bot", cwd=ws)
+    assert code == 1 and "Traceback" not in err
+    assert "answered with a tool call when asked for the digest" in err
     shown = as_json(run_cli("digest", "show", "--json", cwd=ws))
     assert shown["source"] == "placeholder"
 

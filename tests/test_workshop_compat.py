@@ -219,3 +219,108 @@ def test_a_write_the_edit_bounds_refuse_is_named_in_the_answer(
     assert "Two files." in out and "Not written:" in out and "big.txt" in out
     folder = Path(as_json(run_cli("draft", "status", "--json", cwd=compat_ws))["path"])
     assert (folder / "small.txt").read_bytes() == b"ok\n" and not (folder / "big.txt").exists()
+
+
+# -- Research -> Plan -> Implement through the flow --------------------------------------------
+
+
+def rpi_answers(*, research: str = "notes: a.txt holds one line.") -> list[Any]:
+    """The four answers of an RPI turn of one item, from a model without tool calling."""
+    return [
+        text(research),
+        text("- [ ] Rewrite a.txt\n"),
+        text(proposal(("a.txt", "rewritten\n"), reply="DONE: rewrote a.txt.")),
+        text("I rewrote a.txt; it is in the Draft."),
+    ]
+
+
+@pytest.mark.parametrize("tools", ["none", "auto"])
+def test_ask_rpi_runs_every_phase_through_the_flow_and_replays_offline(
+    run_cli, compat_ws: Path, wire: WireServer, tools: str
+) -> None:
+    configure(compat_ws, wire.openai_url, tools)
+    refused = [status(400, "tools param requires --jinja flag")] if tools == "auto" else []
+    # research and plan may not write: their answers are read whole, a fenced block
+    # of code in the notes included, and no proposal is asked of them
+    notes = "a.txt holds:\n```text\noriginal\n```\nNothing else."
+    wire.queue(*refused, *rpi_answers(research=notes))
+    code, out, err = run_cli("ask", "--rpi", "rewrite a.txt", cwd=compat_ws)
+    assert code == 0, err
+    assert [line for line in err.splitlines() if line.startswith("[")][:2] == [
+        "[research]",
+        "[plan]",
+    ]
+    assert "I rewrote a.txt" in out
+    bodies = wire.bodies[len(refused) :]
+    assert len(bodies) == 4  # one call a phase: the writes' step is answered by the reply
+    assert all("tools" not in body for body in bodies)
+    research, plan, implement, summary = (b["messages"][0]["content"] for b in bodies)
+    assert '"no_changes"' not in research and '"no_changes"' not in plan
+    assert "may not change files" in research and "may not change files" in plan
+    assert '"no_changes"' not in summary and "may not change files" not in summary
+    assert '"no_changes"' in implement
+    log = as_json(run_cli("chat", "log", "--json", cwd=compat_ws))
+    state = compat_ws / ".strata" / "workshop" / log["conversation"] / "_rpi"
+    assert "```text\noriginal\n```" in (state / "research.md").read_text()
+    assert "- [x] 1. Rewrite a.txt" in (state / "plan.md").read_text()
+    answer = log["messages"][-1]["data"]
+    assert answer["rpi"] is True and answer["compat"]["flow"] == "compatibility"
+    assert [f["path"] for f in answer["compat"]["proposal"]["files"]] == ["a.txt"]
+    draft = as_json(run_cli("draft", "status", "--json", cwd=compat_ws))
+    assert (Path(draft["path"]) / "a.txt").read_bytes() == b"rewritten\n"
+    assert (compat_ws / "a.txt").read_text() == "original\n"
+    # the recorded proposal rewrites the same bytes with the server stopped
+    wire.__exit__(None, None, None)
+    steps = as_json(run_cli("history", "--json", "--action", "draft_revision", cwd=compat_ws))
+    tip = (steps["events"] if isinstance(steps, dict) else steps)[0]["id"]
+    report = as_json(run_cli("replay", f"{draft['base_event_id']}..{tip}", "--json", cwd=compat_ws))
+    assert report["ok"] is True, report["first_divergence"]
+
+
+def test_ask_rpi_falls_back_to_the_flow_when_the_server_refuses_tools(
+    repo: Repository, wire: WireServer
+) -> None:
+    """With ``tools = "native"`` (the default) an RPI turn is asked again through the flow."""
+    (repo.root / "a.txt").write_text("original\n")
+    repo.snapshot("base")
+    wire.queue(status(400, "this model does not support tools"), *rpi_answers())
+    turn = repo.workshop(provider=chat_provider(wire.openai_url)).send("rewrite a.txt", rpi=True)
+    assert turn.assistant_message.text == "I rewrote a.txt; it is in the Draft."
+    assert "tools" in wire.bodies[0] and all("tools" not in b for b in wire.bodies[1:])
+    assert turn.assistant_message.data["compat"]["flow"] == "compatibility"
+    assert (repo.draft(create=False).path / "a.txt").read_bytes() == b"rewritten\n"
+
+
+def test_a_proposal_where_the_phase_may_not_write_is_not_applied(
+    repo: Repository, wire: WireServer
+) -> None:
+    """A tiny model proposes files while researching: its notes keep its prose, nothing written."""
+    (repo.root / "a.txt").write_text("original\n")
+    repo.snapshot("base")
+    eager = proposal(("a.txt", "too early\n"), reply="a.txt must change.")
+    wire.queue(*rpi_answers(research=eager))
+    w = repo.workshop(provider=CompatProvider(chat_provider(wire.openai_url)))
+    turn = w.send("rewrite a.txt", rpi=True)
+    assert turn.assistant_message.text == "I rewrote a.txt; it is in the Draft."
+    assert (repo.draft(create=False).path / "a.txt").read_bytes() == b"rewritten\n"
+    plan_request = wire.bodies[1]["messages"][-1]["content"]
+    assert "a.txt must change." in plan_request  # the research notes the plan was given
+
+
+def test_the_flow_fits_prompts_to_the_models_context_window() -> None:
+    """A provider answering through the flow keeps its context window and output limit."""
+    from strata.providers.config import open_provider
+    from strata.providers.window import context_window, input_budget
+
+    table = {
+        "adapter": "openai-chat",
+        "model": "m",
+        "base_url": "http://127.0.0.1:9/v1",
+        "tools": "none",
+        "context_window": 4096,
+        "max_tokens": 256,
+    }
+    provider = open_provider("local", config={"providers": {"local": table}}, environ={})
+    assert isinstance(provider, CompatProvider)
+    assert context_window(provider) == 4096
+    assert input_budget(provider, 4096) == 4096 - 256 - 128

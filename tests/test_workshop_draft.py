@@ -260,11 +260,15 @@ def test_the_edit_tools_refuse_symlinks_and_special_files(
     assert target.is_symlink() if kind == "symlink" else not target.is_file()
 
 
-def test_a_failed_draft_run_is_rolled_back_unless_kept(run_cli, ws: Path) -> None:
+@pytest.mark.parametrize("command", [("draft", "run"), ("run", "--draft")])
+def test_a_failed_draft_run_is_rolled_back_unless_kept(
+    run_cli, ws: Path, command: tuple[str, ...]
+) -> None:
+    """One rule for both commands (and MCP's draft_run, which runs 'strata draft run')."""
     (ws / "a.txt").write_text("original\n")
     ok(run_cli("init", cwd=ws))
     failing = ["sh", "-c", "echo half > a.txt; echo new > new.txt; exit 3"]
-    code, _, err = run_cli("draft", "run", "--sandbox", "none", "--", *failing, cwd=ws)
+    code, _, err = run_cli(*command, "--sandbox", "none", "--", *failing, cwd=ws)
     assert code == 3 and "were rolled back" in err
     status = as_json(run_cli("draft", "status", "--json", cwd=ws))
     files = Path(status["path"])
@@ -273,11 +277,17 @@ def test_a_failed_draft_run_is_rolled_back_unless_kept(run_cli, ws: Path) -> Non
     ok(run_cli("undo", cwd=ws))  # the roll-back is a draft rewind: undo brings the writes back
     assert (files / "new.txt").read_text() == "new\n"
     code, out, _ = run_cli(
-        "draft", "run", "--json", "--keep-failed", "--sandbox", "none", "--",
+        *command, "--json", "--keep-failed", "--sandbox", "none", "--",
         "sh", "-c", "echo kept > kept.txt; exit 1", cwd=ws,
     )  # fmt: skip
     assert code == 1 and as_json((0, out, ""))["rolled_back_to"] is None
     assert (files / "kept.txt").read_text() == "kept\n"
+
+
+def test_keep_failed_is_refused_for_a_run_on_published(run_cli, ws: Path) -> None:
+    ok(run_cli("init", cwd=ws))
+    code, _, err = run_cli("run", "--keep-failed", "--", "true", cwd=ws)
+    assert code == 125 and "--keep-failed" in err and "--draft" in err  # strata run: its own 125
 
 
 # -- 2. publishes, cards, rewinds ---------------------------------------------------------------
@@ -323,6 +333,28 @@ def test_ask_publish_on_the_command_line_then_chat_rewind_restores_published(
     assert rewound["published_from_checkpoint"] == published["checkpoint_id"]
     assert (ws / "a.txt").read_text() == "original\n"
     assert as_json(run_cli("draft", "status", "--json", cwd=ws))["open"] is False
+
+
+def test_undoing_a_command_line_publish_takes_its_checkpoint_card_back(
+    run_cli, ws: Path, tmp_path: Path
+) -> None:
+    shop_cli(run_cli, ws, tmp_path, EDIT)
+    turn = as_json(run_cli("ask", "--json", "set a.txt to one", cwd=ws))
+    as_json(run_cli("publish", "--json", cwd=ws))
+    card = as_json(run_cli("chat", "log", "--json", cwd=ws))["messages"][-1]
+    assert card["system_kind"] == "checkpoint_publish"
+    ok(run_cli("undo", cwd=ws))
+    assert (ws / "a.txt").read_text() == "original\n"
+    log = as_json(run_cli("chat", "log", "--json", cwd=ws))
+    # the head is the turn's answer again: the card is out of the transcript
+    assert log["head"] == turn["assistant_message"]["id"]
+    assert card["id"] not in [m["id"] for m in log["messages"]]
+    assert "strata chat restore" not in ok(run_cli("chat", "log", cwd=ws))
+    code, _, err = run_cli("chat", "restore", card["id"][:12], cwd=ws)
+    assert code == 1 and "undone" in err and "Traceback" not in err
+    # the next turn follows the answer, not the card
+    again = as_json(run_cli("ask", "--json", "set a.txt to one again", cwd=ws))
+    assert again["user_message"]["parent"] == turn["assistant_message"]["id"]
 
 
 def test_a_publish_from_anywhere_adds_one_card_to_each_conversation_that_edited_the_draft(

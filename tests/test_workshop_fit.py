@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from strata import Repository
 from strata.errors import ProviderError, ProviderNotConfigured, WorkshopError
@@ -20,7 +22,7 @@ from strata.providers.openai import OpenAIChat
 from strata.providers.transport import Retry
 from strata.providers.window import context_window, forget
 from strata.workshop.fit import SUMMARY_INSTRUCTIONS
-from wire_server import WireServer, prompt_tokens, text
+from wire_server import WireServer, prompt_tokens, text, tools
 
 N_CTX = 4096
 
@@ -142,3 +144,81 @@ def test_a_conversation_past_its_budget_is_compressed_into_a_summary(
         "user_message",
         "assistant_message",
     ]
+
+
+def test_every_step_of_a_turn_fits_the_context_as_tool_results_pile_up(
+    repo: Repository, wire: WireServer
+) -> None:
+    """Step 2 of a turn carries step 1's tool results: each request is fitted, not only the first.
+
+    Three files of ~10 KB each are read one a step: unfitted, the second
+    request alone is past the 4,096-token context (llama.cpp refuses it).
+    """
+    for name in ("a", "b", "c"):
+        (repo.root / f"{name}.txt").write_text(f"{name} line of the long notes\n" * 400)
+    repo.snapshot("base")
+    wire.n_ctx = N_CTX
+    wire.queue(
+        tools(("read_file", {"path": "a.txt"})),
+        tools(("read_file", {"path": "b.txt"})),
+        tools(("read_file", {"path": "c.txt"}), ("write_file", {"path": "d.txt", "content": "d"})),
+        text("Read them all."),
+    )
+    w = repo.workshop(provider=local(wire))
+    message = "Read a.txt, b.txt and c.txt, then write d.txt. " + "Keep every word. " * 40
+    turn = w.send(message)
+    assert turn.assistant_message.text == "Read them all."
+    bodies = wire.bodies
+    assert len(bodies) == 4  # no request refused, none sent twice
+    for body in bodies:
+        assert prompt_tokens(body) + body["max_tokens"] < N_CTX
+        users = [m["content"] for m in body["messages"] if m["role"] == "user"]
+        assert users[-1] == message  # the user's message is sent whole at every step
+    results = [m["content"] for m in bodies[-1]["messages"] if m["role"] == "tool"]
+    assert results[0].startswith("[left out to fit the model's context: the result of read_file")
+    assert "[cut to fit the model's context:" in results[2]  # the newest, cut at its end
+    assert results[3].startswith("wrote") or "d.txt" in results[3]  # a short result stays whole
+    notes = turn.assistant_message.data["context_notes"]
+    assert any("tool results left out" in n for n in notes), notes
+    assert any("tool results cut at their end" in n for n in notes), notes
+    # the fitted requests are what was recorded: the turn replays offline, step for step
+    draft = repo.draft(create=False)
+    assert (draft.path / "d.txt").read_text() == "d"
+    with Repository.open(repo.root) as again:
+        report = again.replay(f"{draft.base.id}..{draft.tip().id}")
+    assert report.ok, report.divergence
+    assert [s.status for s in report.steps if s.kind == "agent"] == ["same", "same"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 6_000), min_size=1, max_size=8),
+    system=st.integers(0, 8_000),
+    budget=st.integers(200, 4_000),
+)
+def test_a_fitted_request_keeps_the_user_message_and_fits_again_unchanged(
+    sizes: list[int], system: int, budget: int
+) -> None:
+    """Fitting depends on the messages and the budget alone, and a fitted request is a fixed point.
+
+    (A replay carries the sent messages on and fits the next step again: it must get the same.)
+    """
+    from strata.providers.base import Message, Request, ToolCall
+    from strata.providers.window import fit_request, request_tokens
+
+    user = Message("user", "do the thing " * 50)
+    messages = [Message("system", "s" * system), user]
+    for n, size in enumerate(sizes):
+        call = ToolCall(f"call_{n}", "read_file", {"path": f"f{n}.txt", "body": "x" * (size // 4)})
+        messages.append(Message("assistant", "reading", tool_calls=(call,)))
+        messages.append(Message("tool", "r" * size, tool_call_id=call.id, name="read_file"))
+    request = Request("m", tuple(messages), input_budget=budget)
+    fitted, notes = fit_request(request)
+    assert [m for m in fitted.messages if m.role == "user"] == [user]
+    assert [(m.role, m.tool_call_id) for m in fitted.messages] == [
+        (m.role, m.tool_call_id) for m in messages
+    ]
+    if request_tokens(fitted) > budget:
+        assert any("still about" in n for n in notes)
+    assert fit_request(fitted)[0] == fitted
+    assert fit_request(request) == (fitted, notes)

@@ -863,14 +863,17 @@ class Repository(Core):
 
         Every model and tool call is recorded as a trace linked from its
         step's revision (see :mod:`strata.agent.loop`); ``tool_choice`` names
-        a tool the first step must call.
+        a tool the first step must call. Every step's request is kept within
+        the model's context (:func:`strata.providers.window.fit_request`).
         """
         from strata.agent.loop import run_agent
+        from strata.providers.window import context_window, input_budget
 
         return run_agent(
             self,
             provider,
             prompt,
+            input_budget=input_budget(provider, context_window(provider)),
             max_steps=max_steps,
             agent_id=agent_id,
             tool_choice=tool_choice,

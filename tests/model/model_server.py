@@ -160,12 +160,24 @@ def serving(log: Path) -> Iterator[ModelServer]:
         )
 
 
-def local_config(url: str, *, stream: bool = False) -> str:
+def local_config(
+    url: str,
+    *,
+    stream: bool = False,
+    timeout: int = 600,
+    max_tokens: int | None = None,
+    tools: str | None = None,
+) -> str:
     """The config.toml section that names the server as provider 'local'.
 
     llama.cpp's server cannot force "some tool" (``required``) and cannot
     stream when the model may choose (``auto``): the agent's provider asks for
-    whole answers; the streamed turn is tested on its own.
+    whole answers; the streamed turn is tested on its own. ``timeout`` is
+    long: on a machine whose cores are shared a 2,000-token prompt took
+    115 s to read (17 tokens a second). ``max_tokens``
+    bounds every answer (a test of several calls stays short on a busy
+    machine); ``tools`` is the provider's ``tools`` mode (``none``: the
+    compatibility flow, no tool specifications in the prompt).
     """
     return (
         "\n[providers.local]\n"
@@ -174,7 +186,9 @@ def local_config(url: str, *, stream: bool = False) -> str:
         'model = "smollm2"\n'
         "tool_choice_required = false\n"
         f"stream = {str(stream).lower()}\n"
-        "timeout = 120\n"
+        f"timeout = {timeout}\n"
         # llama-cpp-python's server does not report its n_ctx: the Workshop's prompts fit this
         f"context_window = {N_CTX}\n"
+        + (f"max_tokens = {max_tokens}\n" if max_tokens is not None else "")
+        + (f'tools = "{tools}"\n' if tools is not None else "")
     )

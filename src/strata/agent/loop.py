@@ -147,6 +147,8 @@ class AgentResult:
     steps: list[StepRecord] = field(default_factory=list)
     stopped: str = "done"  # done | max_steps
     max_steps: int = MAX_STEPS
+    #: what fitting the steps' requests into the model's context left out (one line each)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -297,6 +299,7 @@ def run_agent(
     limits: WriteLimits | None = None,
     source: Mapping[str, Any] | None = None,
     draft_on_write: bool = False,
+    input_budget: int | None = None,
 ) -> AgentResult:
     """Run the agent on ``prompt`` in the Draft (opened when none is), one revision per step.
 
@@ -322,6 +325,9 @@ def run_agent(
     steps have no event); without, it is opened at once. ``limits`` bound
     what the tools write in the whole session (default: :class:`WriteLimits`'s);
     ``source`` is what ``draft.json`` records as the Draft's source.
+    ``input_budget`` is the tokens every step's request may take
+    (:func:`strata.providers.window.input_budget`): older tool results are
+    left out to keep within it, each step's notes added to ``result.notes``.
     """
     if not prompt.strip():
         raise UsageError("the prompt is empty")
@@ -353,6 +359,7 @@ def run_agent(
             messages=tuple(messages),
             tools=tool_specs,
             tool_choice=tool_choice if n == 0 else None,
+            input_budget=input_budget,
         )
         clock_ms = core.now_ms()
         if on_step_start is not None:
@@ -408,9 +415,10 @@ def run_agent(
             tuple(recorder.ids),
         )
         result.steps.append(record)
+        result.notes.extend(f"step {n + 1}: {note}" for note in outcome.notes)
         if on_step is not None:
             on_step(record)
-        messages.extend(outcome.messages())
+        messages = outcome.conversation()
         if not response.tool_calls:
             return result
     result.stopped = "max_steps"

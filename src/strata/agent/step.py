@@ -13,7 +13,11 @@ reads them back, from the ``data.agent``/``data.rpi``/``data.host`` and the
 
 What every step does, in order:
 
-1. the cancel token is checked (a cancelled loop asks nothing more);
+1. the cancel token is checked (a cancelled loop asks nothing more), and
+   the request is kept within its ``input_budget``
+   (:func:`~strata.providers.window.fit_request`: older tool results are
+   left out first; the loop carries the messages as sent on, in
+   :meth:`StepOutcome.conversation`, and so does a replay);
 2. the model is called (through a :class:`~strata.providers.trace.RecordingProvider`
    unless the caller records model calls itself, as a replay does), its stream
    events handed to ``on_event``;
@@ -54,6 +58,7 @@ from strata.providers.base import (
 )
 from strata.providers.trace import Recorder, RecordingProvider, canonical_json
 from strata.providers.transport import check_cancel
+from strata.providers.window import fit_request
 
 #: how many recent tool calls the loop detector keeps, and at how many identical ones
 #: among them it warns the model and stops the loop
@@ -110,11 +115,21 @@ class LoopDetector:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """What one step did: the model's response, each tool call's result, the loop's warnings."""
+    """What one step did: the model's response, each tool call's result, the loop's warnings.
+
+    ``sent`` is the messages as the model got them (fitted to the request's
+    budget); ``notes`` says what fitting them left out, one line each.
+    """
 
     response: Response
     results: tuple[tuple[str, ToolResult | None], ...]  # (tool call id, result)
     warnings: tuple[str, ...] = ()
+    sent: tuple[Message, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def conversation(self) -> list[Message]:
+        """The messages the next step sends: those this step sent, then :meth:`messages`."""
+        return [*self.sent, *self.messages()]
 
     def messages(self) -> list[Message]:
         """The messages that continue the conversation: the answer, each result, the warnings.
@@ -150,6 +165,7 @@ def take_step(
     name, result)`` after each tool call that ran.
     """
     check_cancel(provider.name, cancel)
+    request, notes = fit_request(request)
     model = RecordingProvider(provider, recorder) if record_model else provider
     response: Response | None = None
     for event in stream_traced(model, request, cancel=cancel):  # a span when telemetry is on
@@ -180,7 +196,7 @@ def take_step(
             if on_tool_result is not None:
                 on_tool_result(call.id, call.name, result)
         results.append((call.id, result))
-    return StepOutcome(response, tuple(results), tuple(warnings))
+    return StepOutcome(response, tuple(results), tuple(warnings), request.messages, notes)
 
 
 #: the key of ``data`` that holds a recorded step's fields (:func:`step_data`)

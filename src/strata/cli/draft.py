@@ -245,7 +245,7 @@ def run_in_draft(
     author_kind: str | None = None,
     message: str = "",
     record_model: bool = False,
-    keep_failed: bool = True,
+    keep_failed: bool = False,
 ) -> int:
     """Run ``argv`` in the Draft (starting one when none is open); return its exit code.
 

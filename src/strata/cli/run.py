@@ -131,6 +131,12 @@ def _refuse_unknown_options(command: click.Command, ctx: click.Context, args: li
     "Published is untouched until 'strata publish'.",
 )
 @click.option(
+    "--keep-failed",
+    is_flag=True,
+    help="With --draft: keep what CMD wrote when it fails (by default a failed run's "
+    "writes are recorded, then rolled back: 'strata undo' brings them back).",
+)
+@click.option(
     "--record-model",
     is_flag=True,
     help="Record the command's model calls: a proxy on 127.0.0.1 that ANTHROPIC_BASE_URL "
@@ -169,6 +175,7 @@ def run(
     debounce_ms: int,
     ignore: tuple[str, ...],
     draft: bool,
+    keep_failed: bool,
     record_model: bool,
     result_name: str | None,
     junit_path: str | None,
@@ -194,6 +201,9 @@ def run(
     unless --net says otherwise (allow=HOST,... admits only those hosts);
     --agent claude|codex|aider gives it a throwaway copy of that agent's
     configuration, its API keys and its API hosts (docs/agents-in-a-draft.md).
+    As with 'strata draft run', a failed command's writes in the Draft are
+    recorded, then rolled back ('strata undo' brings them back);
+    --keep-failed keeps them.
 
     With --record-model every model call the command makes through
     ANTHROPIC_BASE_URL or OPENAI_BASE_URL (Anthropic Messages, OpenAI
@@ -222,6 +232,11 @@ def run(
             raise UsageError("--junit goes with --result NAME")
         if draft and result_name is not None:
             raise UsageError("--result records runs on Published; run it without --draft")
+        if keep_failed and not draft:
+            raise UsageError(
+                "--keep-failed applies to runs in the Draft",
+                hint="add --draft, or use --rollback-on-failure for a run on the real files",
+            )
         if draft:
             _refuse_outside_draft(
                 strategy != "auto",
@@ -241,6 +256,7 @@ def run(
                 author_kind=author_kind,
                 message=label,
                 record_model=record_model,
+                keep_failed=keep_failed,
             )
             ctx.exit(code)
         if box != SandboxChoice():

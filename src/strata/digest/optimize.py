@@ -104,12 +104,18 @@ def optimization_sections(
 
 
 def optimization_request(
-    scan: WorkspaceScan, *, model: str, key: str = DEFAULT_KEY, focus: str | None = None
+    scan: WorkspaceScan,
+    *,
+    model: str,
+    key: str = DEFAULT_KEY,
+    focus: str | None = None,
+    input_budget: int | None = None,
 ) -> Request:
     """The first request of an optimization: the system prompt, the sections, the read-only tools.
 
     ``tool_choice`` is ``auto``: the model may answer at once from the scan,
-    or read files first.
+    or read files first. ``input_budget`` keeps every call within the model's
+    context (the files it reads pile up; :func:`strata.providers.window.fit_request`).
     """
     body = "\n\n".join(
         f"## {title}\n\n{text}" for title, text in optimization_sections(scan, key=key, focus=focus)
@@ -119,6 +125,7 @@ def optimization_request(
         messages=(Message("system", OPTIMIZE_SYSTEM), Message("user", body + "\n")),
         tools=tool_specs(),
         tool_choice="auto",
+        input_budget=input_budget,
     )
 
 
@@ -134,22 +141,28 @@ def converse(
     """Ask until the model answers without a tool call; its tool calls run on ``tree``.
 
     Each tool call is recorded with ``recorder`` (the model calls are, by a
-    :class:`RecordingProvider` around ``provider``). Raises
-    :class:`ProviderProtocolError` when ``max_calls`` calls end without an answer, and
-    :class:`~strata.errors.AgentLoopDetected` when the model repeats one tool call
-    (:class:`strata.agent.step.LoopDetector`). Each call is one step of the step loop
+    :class:`RecordingProvider` around ``provider``). The last of ``max_calls``
+    calls, and the call after the loop detector's warning (the model
+    repeating one tool call, :class:`strata.agent.step.LoopDetector`), is
+    asked with ``tool_choice`` ``none``: the model must answer with the
+    digest, so a small model that keeps listing files still ends with one.
+    Raises :class:`ProviderProtocolError` when even that call answers with a
+    tool call. Each call is one step of the step loop
     (:func:`strata.agent.step.take_step`).
     """
     messages = list(request.messages)
     loop = LoopDetector()
-    for _ in range(max_calls):
+    answer_now = False
+    for n in range(max_calls):
+        last = answer_now or n == max_calls - 1
         ask = Request(
             model=request.model,
             messages=tuple(messages),
             tools=request.tools,
-            tool_choice=request.tool_choice,
+            tool_choice="none" if last and request.tools else request.tool_choice,
             reasoning_effort=request.reasoning_effort,
             max_output_tokens=request.max_output_tokens,
+            input_budget=request.input_budget,
         )
         outcome = take_step(
             provider,
@@ -162,9 +175,12 @@ def converse(
         )
         if not outcome.response.tool_calls:
             return outcome.response
-        messages.extend(outcome.messages())
+        if last:
+            break
+        answer_now = bool(outcome.warnings)
+        messages = outcome.conversation()
     raise ProviderProtocolError(
-        provider.name, f"no digest after {max_calls} model calls (each asked for tools)"
+        provider.name, "no digest: the model answered with a tool call when asked for the digest"
     )
 
 
@@ -276,7 +292,12 @@ def optimize(
             "the workspace is empty and nothing is recorded: there is nothing to digest"
         )
     scan = scan_tree(core.objects, tree)
-    request = optimization_request(scan, model=provider.model, key=key, focus=focus)
+    from strata.providers.window import context_window, input_budget
+
+    budget = input_budget(provider, context_window(provider))
+    request = optimization_request(
+        scan, model=provider.model, key=key, focus=focus, input_budget=budget
+    )
     recorder = Recorder(put=core.objects.put, agent_id=AGENT_ID, secrets=secrets)
     response = converse(
         RecordingProvider(provider, recorder), request, core.objects, tree, recorder
@@ -408,7 +429,14 @@ def replay_optimize(
     if not llm:
         return OptimizeReplay(event.id, False, "unrecorded_call", "the event names no model call")
     model = str(llm[0].request.get("model", ""))
-    request = optimization_request(scan, model=model, key=str(info["key"]), focus=info.get("focus"))
+    budget = llm[0].request.get("input_budget")  # as the optimization fitted its calls
+    request = optimization_request(
+        scan,
+        model=model,
+        key=str(info["key"]),
+        focus=info.get("focus"),
+        input_budget=budget if isinstance(budget, int) else None,
+    )
     provider = ReplayProvider(llm, name=f"replay of {llm[0].provider or llm[0].adapter}")
     observed = Recorder(
         put=lambda data: blake3.blake3(data).hexdigest(), agent_id=provider.agent_id

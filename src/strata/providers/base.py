@@ -114,7 +114,11 @@ class Request:
     until a tool result exists in ``messages``, then auto); a tool's name
     forces that tool (servers without ``required``, such as llama.cpp's,
     accept only this form of forcing). ``reasoning_effort``
-    None means the profile's default (medium).
+    None means the profile's default (medium). ``input_budget`` is the
+    tokens the messages and tools may take (the model's context less the
+    answer's room): a step cuts older tool results to keep within it
+    (:func:`strata.providers.window.fit_request`); None leaves them whole.
+    It is recorded with the request, never sent.
     """
 
     model: str
@@ -123,6 +127,7 @@ class Request:
     tool_choice: ToolChoice | None = None
     reasoning_effort: str | None = None
     max_output_tokens: int | None = None
+    input_budget: int | None = None
 
     def has_tool_result(self) -> bool:
         """True once a tool's result is part of the conversation."""
@@ -142,6 +147,8 @@ class Request:
             out["reasoning_effort"] = self.reasoning_effort
         if self.max_output_tokens is not None:
             out["max_output_tokens"] = self.max_output_tokens
+        if self.input_budget is not None:
+            out["input_budget"] = self.input_budget
         return out
 
     @classmethod
@@ -154,6 +161,7 @@ class Request:
             tool_choice=raw.get("tool_choice"),
             reasoning_effort=raw.get("reasoning_effort"),
             max_output_tokens=raw.get("max_output_tokens"),
+            input_budget=raw.get("input_budget"),
         )
 
 

@@ -22,10 +22,16 @@ and the recorded model call *is* the proposal: a replay serves the same
 calls back and rewrites the same bytes, offline. After the writes, the loop's
 next call is answered without the model (the reply already said what it did).
 
+A step whose tools cannot write (an RPI turn's research and plan phases) is
+asked without tools too, told it may not change files, and its whole
+answer is its text: no proposal is asked of it or read from it (a fenced
+block in its notes is prose; a proposal it makes anyway is not applied).
+
 Which providers use it: ``tools = "none"`` in ``[providers.NAME]`` always;
-``tools = "auto"`` (the default for the OpenAI adapters) when the server
-refuses a request because of its tools (HTTP 4xx naming tools), from that
-call on.
+``tools = "auto"`` when the server refuses a request because of its tools
+(HTTP 4xx naming tools), from that call on; with ``native`` (the default), a
+Workshop turn (plain or RPI) whose server refuses tools before its first
+step is asked again through the flow (:func:`fallback`).
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -81,6 +87,11 @@ PROPOSAL_SCHEMA: dict[str, Any] = {
     "required": ["no_changes", "files"],
     "additionalProperties": False,
 }
+
+READ_ONLY = (
+    "You cannot call tools and may not change files in this step. Answer in plain prose "
+    "from what you are given; do not propose file contents."
+)
 
 INSTRUCTIONS = (
     "You cannot call tools. Answer the user in plain prose. If the request needs files "
@@ -222,8 +233,13 @@ def tools_refused(error: ProviderError) -> bool:
     return type(error) is ProviderError and _TOOLS_REFUSED.search(str(error)) is not None
 
 
-def plain_messages(request: Request) -> tuple[Message, ...]:
-    """The request's messages for a model without tools: the instructions added, calls as text."""
+def plain_messages(request: Request, *, writes: bool = True) -> tuple[Message, ...]:
+    """The request's messages for a model without tools: the instructions added, calls as text.
+
+    ``writes`` False (a step whose tools cannot write) adds :data:`READ_ONLY`
+    in place of the proposal's :data:`INSTRUCTIONS`.
+    """
+    instructions = INSTRUCTIONS if writes else READ_ONLY
     out: list[Message] = []
     for m in request.messages:
         if m.role == "tool":
@@ -233,9 +249,9 @@ def plain_messages(request: Request) -> tuple[Message, ...]:
         else:
             out.append(m)
     if out and out[0].role == "system":
-        out[0] = Message("system", out[0].content + "\n\n" + INSTRUCTIONS)
+        out[0] = Message("system", out[0].content + "\n\n" + instructions)
     else:
-        out.insert(0, Message("system", INSTRUCTIONS))
+        out.insert(0, Message("system", instructions))
     return tuple(out)
 
 
@@ -244,7 +260,10 @@ class CompatProvider:
 
     ``mode`` is ``none`` (always the compatibility flow) or ``auto`` (the
     model's own tool calling until its server refuses tools). The last
-    proposal is :attr:`proposal` (None until one is parsed).
+    proposal is :attr:`proposal` (None until one is parsed), every one of
+    them :attr:`proposals`. The inner provider's ``base_url``,
+    ``max_tokens`` and ``context_window`` are its own, so the prompt is fitted
+    to the model's context as the inner provider's would be.
     """
 
     def __init__(self, inner: Provider, *, mode: str = "none") -> None:
@@ -254,8 +273,16 @@ class CompatProvider:
         self.name = inner.name
         self.adapter = inner.adapter
         self.model = inner.model
+        self.base_url: str | None = getattr(inner, "base_url", None)
+        self.max_tokens: int | None = getattr(inner, "max_tokens", None)
+        self.context_window: int | None = getattr(inner, "context_window", None)
         self.active = mode == "none"
-        self.proposal: Proposal | None = None
+        self.proposals: list[Proposal] = []
+
+    @property
+    def proposal(self) -> Proposal | None:
+        """The last proposal parsed (None: none yet)."""
+        return self.proposals[-1] if self.proposals else None
 
     def stream(
         self, request: Request, *, cancel: CancelToken | None = None
@@ -291,11 +318,15 @@ class CompatProvider:
                 yield TextDelta(note)  # the reply itself streamed with the proposal
             yield Finished(Response(text=said + note, model=self.model))
             return
-        yield from self._propose(request, cancel=cancel, writes=writes)
+        if not writes:
+            plain = plain_messages(request, writes=False)
+            yield from self.inner.stream(
+                replace(request, messages=plain, tools=(), tool_choice=None), cancel=cancel
+            )
+            return
+        yield from self._propose(request, cancel=cancel)
 
-    def _propose(
-        self, request: Request, *, cancel: CancelToken | None, writes: bool
-    ) -> Iterator[StreamEvent]:
+    def _propose(self, request: Request, *, cancel: CancelToken | None) -> Iterator[StreamEvent]:
         plain = Request(
             model=request.model,
             messages=plain_messages(request),
@@ -327,11 +358,7 @@ class CompatProvider:
                     provider=self.name,
                 ) from exc
             raise ProposalRefused(exc.problem, provider=self.name) from exc
-        if proposal.files and not writes:
-            raise ProposalRefused(
-                "this step may not write files, and the proposal does", provider=self.name
-            )
-        self.proposal = proposal
+        self.proposals.append(proposal)
         calls = tuple(
             ToolCall(
                 f"call_{proposal.id}_{n}", "write_file", {"path": f.path, "content": f.content}
@@ -373,4 +400,6 @@ def proposal_data(provider: CompatProvider) -> dict[str, Any]:
     out: dict[str, Any] = {"flow": "compatibility"}
     if provider.proposal is not None:
         out["proposal"] = provider.proposal.to_json()
+    if len(provider.proposals) > 1:  # an RPI turn: one a plan item
+        out["proposals"] = [p.to_json() for p in provider.proposals]
     return out

@@ -664,6 +664,7 @@ def _replay_step(
         tool_choice=first.tool_choice,
         reasoning_effort=first.reasoning_effort,
         max_output_tokens=first.max_output_tokens,
+        input_budget=first.input_budget,
     )
     provider = ReplayProvider(llm, name=f"replay of {llm[0].provider or llm[0].adapter}")
     observed = Recorder(
@@ -693,7 +694,7 @@ def _replay_step(
                 f"tool {then.tool} (call {then.call_index}) returned something else: {where}"
                 + ("" if shown in where else f"; it returned {shown!r}"),
             )
-    return outcome, [*messages, *outcome.messages()]
+    return outcome, outcome.conversation()
 
 
 def _tree_divergence(core: Core, event_id: str, expected: ObjectId, scan: Any) -> Divergence:

@@ -4,8 +4,10 @@
 within the model's context window (:func:`strata.providers.window.context_window`):
 the window, less the answer's room (the provider's ``max_tokens``), the tool
 specifications and a margin, is the prompt's budget, counted at
-:data:`CHARS_PER_TOKEN` characters a token (an estimate on the safe side:
-English prose runs near four). The user's new message is always sent whole;
+:data:`~strata.providers.window.CHARS_PER_TOKEN` characters a token (an
+estimate on the safe side: English prose runs near four). Each later step of
+the turn is kept within the same budget by the step loop
+(:func:`strata.providers.window.fit_request`). The user's new message is always sent whole;
 the conversation's newest messages take at most :data:`HISTORY_SHARE` of the
 rest; the system text gets what is left, and
 :func:`~strata.workshop.context.build_prompt` cuts its least important parts
@@ -29,21 +31,14 @@ from pathlib import Path
 
 from strata.errors import ProviderCancelled, ProviderError, WorkshopError
 from strata.providers.base import CancelToken, Message, Provider, Request, ToolSpec, complete
+from strata.providers.window import CHARS_PER_TOKEN, MARGIN_TOKENS, MESSAGE_TOKENS, tokens
 from strata.store.ignore import IgnoreRules
 from strata.workshop.context import INSTRUCTIONS, LIMITS, Limits, Manifest, build_prompt
 
-#: characters counted as one token (on the safe side of every tokenizer's average)
-CHARS_PER_TOKEN = 3
-#: tokens counted for each message's framing (role markers, separators)
-MESSAGE_TOKENS = 8
-#: tokens kept free besides the answer's room: the estimate's error
-MARGIN_TOKENS = 128
 #: the share of the budget (less the user's message) the conversation's history may take
 HISTORY_SHARE = 0.4
 #: characters of history sent when the model's context is unknown
 HISTORY_CHARS = 24_000
-#: the answer's room when the provider sets no output limit: this share of the window
-OUTPUT_SHARE = 4
 #: the longest summary asked for, in tokens
 SUMMARY_TOKENS = 400
 
@@ -68,19 +63,6 @@ class Assembled:
     window: int | None = None
     #: context sources missing, unusable or cut (recorded as a ``context_notice`` card)
     notices: tuple[str, ...] = ()
-
-
-def tokens(text: str) -> int:
-    """The estimated tokens of ``text``."""
-    return -(-len(text) // CHARS_PER_TOKEN)
-
-
-def output_room(provider: Provider, window: int) -> int:
-    """The tokens kept for the answer: the provider's output limit, else a quarter of the window."""
-    limit = getattr(provider, "max_tokens", None)
-    if isinstance(limit, int) and limit > 0:
-        return limit
-    return window // OUTPUT_SHARE
 
 
 def fit_prompt(

@@ -210,6 +210,8 @@ class RpiStep:
     item: int | None  # the plan item, in the implement phase
     response: Response
     traces: tuple[str, ...]  # the step's trace ids, model call first
+    #: what fitting the step's request into the model's context left out
+    notes: tuple[str, ...] = ()
 
 
 # -- the plan ------------------------------------------------------------------------------
@@ -454,6 +456,7 @@ class _Options:
     manifest: Callable[[], str] | None
     scope: Callable[[Phase, int | None], AbstractContextManager[object]]
     on_tool_result: Callable[[str, str, ToolResult], None] | None = None
+    input_budget: int | None = None
 
 
 class _Engine:
@@ -482,6 +485,7 @@ class _Engine:
         self.manifest = options.manifest
         self.scope = options.scope
         self.on_tool_result = options.on_tool_result
+        self.input_budget = options.input_budget
         self.traces: list[str] = []
 
     def emit(self, event: RpiEvent) -> None:
@@ -518,6 +522,7 @@ class _Engine:
             tools=tuple(spec for spec, _ in tools.values()),
             tool_choice="auto" if phase == "plan" and tools else None,
             reasoning_effort=phase_effort(self.provider, phase),
+            input_budget=self.input_budget,
         )
         recorder = self.new_recorder()
         first = len(recorder.ids)
@@ -548,9 +553,9 @@ class _Engine:
             )
             traces = tuple(recorder.ids[first:])
             if self.on_step is not None:
-                self.on_step(RpiStep(phase, item, outcome.response, traces))
+                self.on_step(RpiStep(phase, item, outcome.response, traces, outcome.notes))
         self.traces.extend(traces)
-        messages.extend(outcome.messages())
+        messages[:] = outcome.conversation()
         return outcome.response
 
     def tool_loop(
@@ -659,6 +664,7 @@ def run_rpi(
     scope: Callable[[Phase, int | None], AbstractContextManager[object]] | None = None,
     key: str | None = None,
     on_tool_result: Callable[[str, str, ToolResult], None] | None = None,
+    input_budget: int | None = None,
 ) -> RpiResult:
     """Run (or resume) one RPI turn for ``request``; see the module doc for every argument."""
     if not request.strip():
@@ -690,6 +696,7 @@ def run_rpi(
         manifest=manifest,
         scope=scope or (lambda phase, item: contextlib.nullcontext()),
         on_tool_result=on_tool_result,
+        input_budget=input_budget,
     )
     engine = _Engine(folder, provider, tools, request, state, options)
     ran: list[Phase] = []
@@ -784,6 +791,7 @@ def run_rpi_agent(
     limits: WriteLimits | None = None,
     source: Mapping[str, Any] | None = None,
     draft_on_write: bool = False,
+    input_budget: int | None = None,
 ) -> AgentResult:
     """:func:`run_rpi` on the Draft, shaped like :func:`strata.agent.loop.run_agent`.
 
@@ -801,7 +809,9 @@ def run_rpi_agent(
     is accepted for ``run_agent``'s callers and ignored: the phases have
     their own budgets. As in ``run_agent``, with ``draft_on_write`` the Draft
     is opened at the first write (the research and plan phases open none),
-    ``limits`` bound the turn's writes and ``source`` is the Draft's source.
+    ``limits`` bound the turn's writes and ``source`` is the Draft's source;
+    ``input_budget`` keeps every step's request within the model's context
+    (what it left out is added to ``result.notes``).
     """
     from strata.agent.tools import TOOLS
 
@@ -867,6 +877,8 @@ def run_rpi_agent(
             step.traces,
         )
         result.steps.append(record)
+        label = f"rpi {phase}"
+        result.notes.extend(f"{label}: {note}" for note in step.notes)
         if on_step is not None:
             on_step(record)
 
@@ -886,6 +898,7 @@ def run_rpi_agent(
         context=context,
         scope=scope,
         on_tool_result=tool_done,
+        input_budget=input_budget,
     )
     if "summary" not in outcome.phases_run:
         # a turn finished before (killed before its answer was recorded): its summary again

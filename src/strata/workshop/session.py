@@ -532,6 +532,8 @@ class Workshop:
                 )
             system, history = assembled.system, list(assembled.messages)
             tools = self.tools() if callable(self.tools) else self.tools
+            from strata.providers.window import input_budget
+
             common: dict[str, Any] = {
                 "system": system,
                 "max_steps": self.max_steps,
@@ -545,34 +547,36 @@ class Workshop:
                 "data": {"workshop": {"conversation": self.conversation_id, "message": user.id}},
                 "limits": self._limits(),
                 "draft_on_write": True,
+                # every step's request within the model's context, as the first prompt is
+                "input_budget": input_budget(provider, assembled.window),
                 "source": {
                     "kind": "workshop",
                     "conversation": self.conversation_id,
                     "message": user.id,
                 },
             }
-            if rpi:
-                from strata.workshop.rpi import rpi_folder, run_rpi_agent
+            from strata.workshop.rpi import loop_detector, rpi_folder, run_rpi_agent
 
-                result = run_rpi_agent(
-                    core,
-                    provider,
-                    user.text,
-                    state=rpi_folder(core.layout.repo, self.conversation_id),
-                    key=user.id,
-                    **common,
-                )
-            else:
-                from strata.workshop.rpi import loop_detector
+            def answer(provider: Provider) -> AgentResult:
+                if rpi:
+                    return run_rpi_agent(
+                        core,
+                        provider,
+                        user.text,
+                        state=rpi_folder(core.layout.repo, self.conversation_id),
+                        key=user.id,
+                        **common,
+                    )
+                return run_agent(core, provider, user.text, loop=loop_detector(), **common)
 
-                try:
-                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
-                except ProviderError as exc:
-                    compat = fallback(provider, exc) if not steps else None
-                    if compat is None:
-                        raise
-                    provider = compat  # the server refuses tools: the compatibility flow
-                    result = run_agent(core, provider, user.text, loop=loop_detector(), **common)
+            try:
+                result = answer(provider)
+            except ProviderError as exc:
+                compat = fallback(provider, exc) if not steps else None
+                if compat is None:
+                    raise
+                provider = compat  # the server refuses tools: the compatibility flow
+                result = answer(provider)
             if result.stopped == "max_steps":
                 raise WorkshopStepLimit(result.max_steps)
         except (StrataError, KeyboardInterrupt) as exc:
@@ -592,8 +596,11 @@ class Workshop:
             "steps": [s.event_id for s in steps],
             "traces": [t for s in steps for t in s.traces],
         }
-        if assembled is not None and assembled.notes:  # what was cut to fit the prompt
-            data["context_notes"] = list(assembled.notes)
+        # what was cut to fit the prompt, and each step's request
+        notes = [*(assembled.notes if assembled is not None else ())]
+        notes += result.notes if result is not None else []
+        if notes:
+            data["context_notes"] = notes
         if isinstance(provider, CompatProvider):
             data["compat"] = proposal_data(provider)
         if error is not None:
@@ -885,6 +892,13 @@ class Workshop:
         if len(wanted) >= 4:
             cards = [r for r in self.log().records if r.id.startswith(wanted)]
             if len(cards) == 1:
+                taken = [r for r in self.log().records if r.data.get("card") == cards[0].id]
+                if taken:
+                    raise WorkshopError(
+                        f"the publish of card {cards[0].id} was undone: its checkpoint is not "
+                        "offered",
+                        hint="give a checkpoint id ('strata checkpoint list')",
+                    )
                 key = _PUBLISHED_MOVES.get(cards[0].system_kind or "")
                 if key is None or not cards[0].data.get(key):
                     raise WorkshopError(
@@ -1005,9 +1019,9 @@ def workshop(
         # digest, the situation and the skills as context items, the last messages, within
         # the model's context; see strata.workshop.context, .skills and .fit
         from strata.digest import digest_context_item
-        from strata.providers.window import context_window
+        from strata.providers.window import context_window, output_room
         from strata.workshop.context import build_manifest
-        from strata.workshop.fit import fit_prompt, output_room
+        from strata.workshop.fit import fit_prompt
         from strata.workshop.skills import context_folder, cut_notices, plan_context
 
         rules = core.rules()
@@ -1573,16 +1587,54 @@ def _recover_pending(core: Core, info: Mapping[str, Any], command: str) -> None:
         )
 
 
+def take_cards_back(
+    tx: Transaction, operation: str, command: str, *, skip: str | None = None
+) -> list[str]:
+    """Take back the checkpoint cards operation ``operation`` added (its publish is undone).
+
+    Each card gets an off-chain ``undo`` note naming it (``data.card``); a
+    card that is its conversation's head moves the head back to the card's
+    parent, so ``chat log`` and the chat no longer show it or offer its
+    Restore (:meth:`Workshop.checkpoint_of` refuses it). ``skip`` is a
+    conversation left as it is. Returns the cards taken back.
+    """
+    from strata.ledger.driver import EventFilter
+
+    found = tx.core.ledger.driver.find_events(
+        EventFilter(operation_id=operation, action_type=EventType.SYSTEM_EVENT), limit=None
+    )
+    taken: list[str] = []
+    for record in found:
+        card = ChatMessage.from_event(Event.from_json(record.body, seq=record.seq))
+        if card.system_kind != "checkpoint_publish" or card.conversation == skip:
+            continue
+        log = ConversationLog.load(tx.core, card.conversation)
+        append(
+            tx,
+            EventType.SYSTEM_EVENT,
+            card.conversation,
+            text=f"undid {command}: its checkpoint card is taken back",
+            chain=False,
+            head=card.parent if log.head == card.id else log.head,
+            data={"kind": "undo", "undid": operation, "command": command, "card": card.id},
+        )
+        taken.append(card.id)
+    return taken
+
+
 def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
     """``strata undo`` of a ``chat …`` operation: the state before it comes back whole.
 
     Published from the checkpoint taken before it moved, the Draft to the
     revision it had (reopened when it had ended, discarded when there was
     none), the conversation's head and the model where they were. False for
-    any other operation.
+    any other operation, after taking back the checkpoint cards it added
+    (:func:`take_cards_back`: a ``strata publish`` undone, the generic undo
+    then reverses the publish itself).
     """
     info = op.details.get("workshop")
     if not op.command.startswith("chat ") or not isinstance(info, dict):
+        take_cards_back(tx, op.id, op.command)
         return False
     state = info.get("state_before")
     if not isinstance(state, dict):
@@ -1622,6 +1674,8 @@ def undo_workshop(tx: Transaction, op: OperationRecord) -> bool:
             head=state.get("head"),
             data={"kind": "model_switch", "model": state["model"]},
         )
+    for inner_op in info.get("ops", []):  # a chat publish's cards in other conversations
+        take_cards_back(tx, str(inner_op), op.command, skip=conversation)
     tx.details.update(
         undid=op.id,
         undid_also=[*info.get("ops", []), *inner],
