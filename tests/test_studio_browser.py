@@ -84,6 +84,31 @@ def test_timeline_filter_play_head_and_live_events(page: Any, served: Any, tmp_p
     page.screenshot(path=str(tmp_path / "timeline.png"))
 
 
+def test_points_picked_to_compare_stay_picked_when_a_new_event_arrives(
+    page: Any, served: Any
+) -> None:
+    from playwright.sync_api import expect
+
+    page.goto(served.url)
+    # the live stream's first message (the ledger's newest record, an operation here) is
+    # not news: the list is not loaded again for it
+    page.wait_for_timeout(1500)
+    assert page.locator("#rows").get_attribute("data-loaded-ms") is None
+    boxes = page.locator("input[name=pick]")
+    boxes.nth(0).check()
+    boxes.nth(1).check()
+    with Repository.open(served.workspaces[0].repo.root) as repo:
+        (repo.root / "live.txt").write_text("new\n")
+        repo.snapshot("recorded while two points are picked", author=BOT)
+    expect(page.locator(".ev").first).to_contain_text("while two points are picked")
+    # the list was loaded again: the same two points are still picked (now second and third)
+    expect(page.locator("input[name=pick]:checked")).to_have_count(2)
+    assert page.locator("input[name=pick]").nth(0).is_checked() is False
+    with page.expect_navigation():
+        page.click("#compare-btn")
+    expect(page.locator("section.file")).to_have_count(2)
+
+
 def test_rewind_and_undo_from_the_timeline(page: Any, served: Any, tmp_path: Path) -> None:
     root = served.workspaces[0].repo.root
     (root / "app.py").write_text("unrecorded edit\n")

@@ -280,6 +280,9 @@ def timeline_page(ctx: Ctx) -> Response:
     repo = ctx.ws.repo
     filters = Filters.of(ctx)
     before = _before(ctx)
+    # the newest page follows the ledger (studio.js): it holds everything up to the ledger's
+    # newest record, shown or not, read first so that a record made meanwhile reloads it
+    newest = repo.ledger.driver.last() if before is None else None
     events, next_before = page_of_events(repo, filters, before)
     groups, lanes = build_rows(repo, events)
     at = ctx.arg("at")
@@ -297,7 +300,7 @@ def timeline_page(ctx: Ctx) -> Response:
         "actions": sorted([*ACTION_FAMILIES, *(t.value for t in EventType)]),
         "branches": sorted(view.branches),
         "states": [r.event for g in reversed(groups) for r in reversed(g.rows) if r.state],
-        "last_seq": events[0].seq if events else 0,
+        "last_seq": newest.seq if newest is not None else (events[0].seq if events else 0),
     }
     if ctx.arg("fragment") == "1":
         return ctx.render("timeline_rows.html", **values)

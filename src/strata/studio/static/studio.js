@@ -77,7 +77,16 @@
     source.onmessage = function (msg) {
       var current = $(".rows", rows);
       var last = current ? Number(current.getAttribute("data-last")) : 0;
-      if (Number(msg.data) > last) load(timeline.getAttribute("data-fragment"), rows);
+      if (Number(msg.data) <= last) return;
+      // the points picked for a comparison stay picked in the new list
+      var picked = Array.prototype.map.call(
+        rows.querySelectorAll('input[name="pick"]:checked'), function (box) { return box.value; });
+      load(timeline.getAttribute("data-fragment"), rows).then(function () {
+        picked.forEach(function (id) {
+          var box = rows.querySelector('input[name="pick"][value="' + CSS.escape(id) + '"]');
+          if (box) box.checked = true;
+        });
+      });
     };
   }
 
