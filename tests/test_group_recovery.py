@@ -183,7 +183,9 @@ def test_a_killed_host_run_is_closed_and_one_undo_reverts_it(
     _kill(proc)
     assert (ws / "one.txt").read_text() == "1\n" and (ws / "two.txt").read_text() == "2\n"
 
-    ok(run_cli("recover", cwd=ws))
+    out = ok(run_cli("recover", cwd=ws))
+    assert out.startswith("closed host 'write two files': its process had died"), out
+    assert "nothing to recover" not in out
     lines = _op_log(run_cli, ws)
     assert lines[0].split()[3] == "host" and "interrupted)" in lines[0], lines
     assert sum("host" in line for line in lines) == 1, lines
@@ -210,13 +212,15 @@ def test_a_killed_run_or_exec_is_one_closed_group_and_one_undo_reverts_it(
     _kill(proc)
 
     # the next command ends what strata left running, records the run in its group, closes it
-    ok(run_cli("recover", cwd=ws))
+    (closed,) = as_json(run_cli("recover", "--json", cwd=ws))["groups"]
     lines = _op_log(run_cli, ws)
     assert len(lines) == before + 1, lines
     assert lines[0].split()[3] == command and "interrupted)" in lines[0], lines
     group = [o for o in _ops(run_cli, ws) if (o.get("group") or {}).get("kind") == command]
     assert len({o["group"]["id"] for o in group}) == 1
     assert group[0]["command"] == "group close"
+    assert (closed["kind"], closed["id"]) == (command, group[0]["group"]["id"])
+    assert closed["closed_by"] == group[0]["id"] and closed["error"] is None
     ok(run_cli("check", cwd=ws))
     out = ok(run_cli("undo", cwd=ws))
     assert command in out, out

@@ -647,6 +647,8 @@ class Repository(Core):
 
         See :func:`strata.core.restore.recover`. A journal that cannot be
         finished raises :class:`~strata.errors.JournalError` unless ``abandon``.
+        The groups whose process died are closed too, and listed in
+        :attr:`closed_groups` (see :func:`strata.core.groups.recover_groups`).
         """
         from strata.core.restore import recover
 

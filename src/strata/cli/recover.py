@@ -18,6 +18,9 @@ from strata.cli.common import emit_json, json_option, open_repo
 def recover(abandon: bool, as_json: bool) -> None:
     """Finish the changes an interrupted rewind, restore or publish left half-done.
 
+    It also closes, as interrupted, the operation groups (an agent's prompt,
+    a run, an exec, a host run) whose process died, and says which.
+
     Every command tries this first; when a journal cannot be finished (an
     object is missing, a folder cannot be written) reading commands still
     work and writing ones refuse. Fix the cause and run 'strata recover', or
@@ -32,11 +35,18 @@ def recover(abandon: bool, as_json: bool) -> None:
     """
     with open_repo() as repo:
         done = repo.recover(abandon=abandon)
+        groups = repo.closed_groups
     if as_json:
-        emit_json({"journals": [item.to_json() for item in done]})
+        emit_json({"journals": [item.to_json() for item in done], "groups": groups})
         return
-    if not done:
+    if not done and not groups:
         click.echo("nothing to recover")
+    for group in groups:
+        line = f"closed {group['kind']} {group['title']!r}: its process had died"
+        line += f" (recorded as interrupted by operation {group['closed_by']})"
+        if group["error"]:
+            line += f"; could not finish it: {group['error']}"
+        click.echo(line)
     for item in done:
         if item.finished:
             line = f"finished {item.command} ({item.journal})"

@@ -186,6 +186,8 @@ class Core:
         #: (None: there was none, or it finished). Readers go on; writers raise it again
         #: until 'strata recover' finishes or abandons the journal.
         self.recovery_error: StrataError | None = None
+        #: the groups closed as interrupted since it was opened (strata.core.groups.close_group)
+        self.closed_groups: list[dict[str, Any]] = []
         if journals_left(layout):
             try:
                 with self.writing():

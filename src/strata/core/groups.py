@@ -56,6 +56,8 @@ class Grouping(Protocol):
     layout: Layout
     ledger: Ledger
     group_finishers: dict[str, Finisher]
+    #: the groups closed as interrupted since the repository was opened (strata recover says)
+    closed_groups: list[dict[str, Any]]
 
     def grouped(self, group: Group | None) -> AbstractContextManager[None]:
         """Make every operation recorded inside the block a step of ``group``."""
@@ -191,7 +193,17 @@ def close_group(
             **({"pid": pid} if isinstance(pid, int) else {}),
             **({"error": error} if error else {}),
         )
-        return str(tx.id)
+        closed = str(tx.id)
+    core.closed_groups.append(
+        {
+            "kind": group.kind,
+            "id": group.id,
+            "title": group.title,
+            "closed_by": closed,
+            "error": error,
+        }
+    )
+    return closed
 
 
 def has_steps(core: Grouping, group_id: str) -> bool:
