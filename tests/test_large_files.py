@@ -64,6 +64,9 @@ def test_rollback_leaves_a_skipped_file_alone(tmp_path: Path, run_cli: CliRunner
     code, _out, err = run_cli("run", "--rollback-on-failure", "--", "sh", "-c", script, cwd=ws)
     assert code == 3, err
     assert "made.bin" in err and "max_file_size" in err, err
+    # the rollback's own line says why it left the file (not only "could not be read")
+    (left,) = [line for line in err.splitlines() if line.startswith("strata: left made.bin")]
+    assert "over [snapshot] max_file_size" in left, left
     assert (ws / "a.txt").read_text() == "a\n"  # rolled back
     assert (ws / "made.bin").stat().st_size == BIG  # never recorded: never deleted
 

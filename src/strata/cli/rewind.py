@@ -46,7 +46,8 @@ def _report(result: object, verb: str, as_json: bool, new_branch: str | None = N
     for p in result.skipped_paths:
         warn(
             f"left {p} untouched: it holds content that was not recorded "
-            "(ignored, unreadable, or changed meanwhile); snapshot it, then run this again "
+            "(ignored, unreadable, over [snapshot] max_file_size, or changed meanwhile); "
+            "snapshot it, then run this again "
             "to replace it"
         )
 

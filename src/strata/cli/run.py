@@ -321,9 +321,9 @@ def _report(result: RunResult, *, as_json: bool, rollback_wanted: bool) -> None:
         )
         for path in ws.rollback_skipped:
             click.echo(
-                f"strata: left {path} as it is: it could not be read or changed meanwhile, "
-                "so rolling it back could lose work (snapshot it once readable, "
-                "then rewind it)",
+                f"strata: left {path} as it is: it could not be read, was over "
+                "[snapshot] max_file_size, or changed meanwhile, so rolling it back could "
+                "lose work (snapshot it once it can be recorded, then rewind it)",
                 err=True,
             )
     elif ws is not None and not as_json:
