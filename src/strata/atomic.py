@@ -119,3 +119,25 @@ def _syncfs() -> Callable[[int], int] | None:
         return int(function(fd))
 
     return call
+
+
+def held_elsewhere(path: str | os.PathLike[str]) -> bool:
+    """True when another open file holds a ``flock`` on ``path`` (a live process's lock).
+
+    False when the file does not exist; other errors (an unreadable file) are raised.
+    The kernel drops such a lock when its process dies, which is how the watcher's,
+    the background MCP server's and a run's liveness is told without trusting a pid.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)

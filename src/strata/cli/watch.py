@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from strata._build import code_fingerprint
-from strata.atomic import file_identity
+from strata.atomic import file_identity, held_elsewhere
 from strata.cli.common import (
     author_options,
     debounce_option,
@@ -579,22 +579,12 @@ def _runs_executing() -> bool:
     A run whose lease nobody holds any more (its asker was killed, or
     finished it without this watcher) is forgotten.
     """
-    import fcntl
-
     with _BEGUN_LOCK:
         for run_id, (repo, begun) in list(_BEGUN.items()):
             try:
-                fd = os.open(begun.lease.path, os.O_RDONLY | os.O_CLOEXEC)
+                held = held_elsewhere(begun.lease.path)
             except OSError:
                 held = False
-            else:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-                    held = False
-                except BlockingIOError:
-                    held = True
-                finally:
-                    os.close(fd)
             if not held:
                 del _BEGUN[run_id]
                 repo.close()

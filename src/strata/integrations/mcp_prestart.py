@@ -277,19 +277,12 @@ def _wire_loads(text: str) -> dict[str, object]:
 
 
 def _locked(path: str) -> bool:
-    import fcntl
+    from strata.atomic import held_elsewhere
 
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        return held_elsewhere(path)
     except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+        return False  # (unreadable: not a server this user can be served by)
 
 
 def serve(

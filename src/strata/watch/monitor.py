@@ -95,7 +95,7 @@ from pathlib import Path
 from typing import Any
 
 from strata._wire import short_socket_path
-from strata.atomic import TEMP_PREFIX
+from strata.atomic import TEMP_PREFIX, held_elsewhere
 from strata.errors import WatcherFailed, WatcherRunning
 from strata.store.ignore import ALWAYS_IGNORED, IGNORE_FILES, IgnoreRules
 from strata.watch import served as served_commands
@@ -1053,17 +1053,7 @@ def watcher_alive(folder: Path) -> bool:
 
 
 def _pid_locked(folder: Path) -> bool:
-    try:
-        fd = os.open(folder / PIDFILE, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    return held_elsewhere(folder / PIDFILE)
 
 
 def _unservable(request: dict[str, Any], root: Path) -> str | None:
